@@ -1,0 +1,158 @@
+"""Dynamic batching: merge concurrent requests up to `max_batch` items, waiting at most `max_delay_s`.
+
+One thread owns the model, so the model never runs concurrently with itself (as with Triton's
+dynamic batcher); HTTP threads only enqueue and wait. The wait is measured from the oldest queued
+request's arrival, and whatever is already queued when it expires still joins the batch.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+RunFn = Callable[[list[torch.Tensor]], list[torch.Tensor]]
+BatchHook = Callable[[int, float], None]
+
+
+class BatchError(Exception):
+    """The batch this request was in failed; `status` is the HTTP code to answer with."""
+
+    def __init__(self, message: str, status: int = 500) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Pending:
+    """One request waiting for its slice of a batch."""
+
+    inputs: list[torch.Tensor]
+    n: int
+    arrived: float = field(default_factory=time.monotonic)
+    done: threading.Event = field(default_factory=threading.Event)
+    outputs: list[torch.Tensor] | None = None
+    error: BatchError | None = None
+
+    def signature(self) -> tuple:
+        """Requests merge only when every input has the same per-item shape."""
+        return tuple(tuple(t.shape[1:]) for t in self.inputs)
+
+    def finish(self, outputs: list[torch.Tensor] | None, error: BatchError | None = None) -> None:
+        self.outputs, self.error = outputs, error
+        self.done.set()
+
+
+class Batcher:
+    """The batching thread plus the queue the HTTP handlers feed."""
+
+    def __init__(self, run: RunFn, max_batch: int, max_delay_s: float, on_batch: BatchHook | None = None) -> None:
+        self._run = run
+        self._max_batch = max_batch
+        self._max_delay_s = max_delay_s
+        self._on_batch = on_batch or (lambda size, seconds: None)
+        self._queue: queue.Queue[Pending] = queue.Queue()
+        self._carry: Pending | None = None
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Finish the batch in flight, then fail whatever is still queued with 503."""
+        self._stopping.set()
+        self._thread.join(timeout)
+        for item in self._drain():
+            item.finish(None, BatchError("server is shutting down", 503))
+
+    def depth(self) -> int:
+        """Requests waiting for a batch (the queue-depth gauge)."""
+        return self._queue.qsize() + (self._carry is not None)
+
+    def submit(self, inputs: list[torch.Tensor], n: int, timeout: float = 60.0) -> list[torch.Tensor]:
+        """Enqueue one request and block until its outputs (sliced from the batch) are ready."""
+        if self._stopping.is_set():
+            raise BatchError("server is shutting down", 503)
+        item = Pending(inputs, n)
+        self._queue.put(item)
+        if not item.done.wait(timeout):
+            raise BatchError(f"no result within {timeout:.0f} s", 504)
+        if item.error is not None:
+            raise item.error
+        assert item.outputs is not None
+        return item.outputs
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            group = self._collect()
+            if group:
+                self._execute(group)
+
+    def _take(self, timeout: float | None) -> Pending | None:
+        """Next request: the one held back from the last batch first."""
+        if self._carry is not None:
+            item, self._carry = self._carry, None
+            return item
+        try:
+            return self._queue.get(timeout=timeout) if timeout is None or timeout > 0 else self._queue.get_nowait()
+        except queue.Empty:
+            return None
+
+    def _collect(self) -> list[Pending]:
+        """Gather one batch: block briefly for the first request, then fill until full or due."""
+        first = self._take(0.1)
+        if first is None:
+            return []
+        group, total = [first], first.n
+        deadline = first.arrived + self._max_delay_s
+        while total < self._max_batch:
+            item = self._take(max(0.0, deadline - time.monotonic()))
+            if item is None:
+                break
+            if total + item.n > self._max_batch or item.signature() != first.signature():
+                self._carry = item
+                break
+            group.append(item)
+            total += item.n
+        return group
+
+    def _execute(self, group: list[Pending]) -> None:
+        """Run the merged batch once and hand each request its rows."""
+        sizes = [item.n for item in group]
+        started = time.perf_counter()
+        try:
+            merged = [torch.cat(parts) for parts in zip(*(item.inputs for item in group))]
+            outputs = self._run(merged)
+            pieces = _split(outputs, sizes)
+        except Exception as exc:  # the model's own failure goes to the clients, never kills the thread
+            error = BatchError(f"model failed: {type(exc).__name__}: {exc}")
+            for item in group:
+                item.finish(None, error)
+            return
+        self._on_batch(sum(sizes), time.perf_counter() - started)
+        for item, piece in zip(group, pieces):
+            item.finish(piece)
+
+    def _drain(self) -> list[Pending]:
+        items = [self._carry] if self._carry is not None else []
+        self._carry = None
+        while True:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                return items
+
+
+def _split(outputs: list[torch.Tensor], sizes: list[int]) -> list[list[torch.Tensor]]:
+    """Cut every output along the batch dimension into one slice per request."""
+    total = sum(sizes)
+    for i, out in enumerate(outputs):
+        if out.dim() == 0 or out.shape[0] != total:
+            raise ValueError(f"output {i} has shape {list(out.shape)}; expected batch dimension {total}")
+    per_output = [torch.split(out, sizes) for out in outputs]
+    return [list(parts) for parts in zip(*per_output)]

@@ -1,0 +1,139 @@
+"""`igniter-agent`: run | apply | status | profile.
+
+Exit codes: 0 ok; 1 internal error (or a wait that did not succeed); 2 bad input, printed as
+`FILE: field.path: what is wrong` with no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+from rich.console import Console
+
+from agents import status as status_mod
+from agents.daemon import AgentLocked, Daemon, lock_state_dir
+from agents.gpu import GpuMonitor, NoGpu, NvmlMonitor
+from agents.handover import hand_over
+from agents.mps import Mps, NoMps, NvidiaMps
+from agents.supervisor import RestartPolicy
+from autoscaler.errors import InputError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="igniter-agent", description="Runs MPS-partitioned inference servers on a GPU VM.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="the agent daemon (foreground; systemd runs it)")
+    run.add_argument("--state-dir", type=Path, required=True)
+    run.add_argument("--no-gpu", action="store_true", help="run servers on the CPU even where a GPU exists")
+    run.add_argument("--interval", type=float, default=0.5, help="seconds between loops (default 0.5)")
+    run.add_argument("--backoff-initial", type=float, default=1.0, help="first restart delay in seconds (doubles, at most 30)")
+    apply = sub.add_parser("apply", help="validate an assignment and hand it to the agent")
+    apply.add_argument("--state-dir", type=Path, required=True)
+    apply.add_argument("file", help="assignment JSON file, or - for stdin")
+    apply.add_argument("--force", action="store_true", help="accept a generation that is not newer")
+    apply.add_argument("--skip-model-check", action="store_true", help="do not require model_dir/model.pt and model.yaml now")
+    apply.add_argument("--wait", type=float, metavar="SECONDS", help="then wait until every server is ready")
+    stat = sub.add_parser("status", help="what the agent runs and how it is doing")
+    stat.add_argument("--state-dir", type=Path, required=True)
+    stat.add_argument("--json", action="store_true")
+    prof = sub.add_parser("profile", help="measure a model's GPU profile (needs a real GPU)")
+    prof.add_argument("--model-dir", type=Path, required=True)
+    prof.add_argument("--out", type=Path, required=True)
+    prof.add_argument("--model-name", help="name in the profile (default: the model directory's name)")
+    prof.add_argument("--gpu-index", type=int, default=0)
+    prof.add_argument("--seconds", type=float, default=3.0, help="measuring time per grid point")
+    return parser
+
+
+def _hardware(args: argparse.Namespace) -> tuple[str, Mps, GpuMonitor]:
+    """GPU mode when a GPU answers NVML and --no-gpu is absent; CPU mode otherwise."""
+    if args.no_gpu:
+        return "cpu", NoMps(), NoGpu()
+    monitor = NvmlMonitor()
+    if not monitor.available():
+        print(f"igniter-agent: no GPU ({monitor.error}); servers run on the CPU", file=sys.stderr)
+        monitor.close()
+        return "cpu", NoMps(), NoGpu()
+    return "cuda", NvidiaMps(args.state_dir.resolve() / "mps"), monitor
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, lambda *_: stop.set())
+    lock = lock_state_dir(args.state_dir)
+    device, mps, gpus = _hardware(args)
+    policy = RestartPolicy(initial_backoff_s=args.backoff_initial)
+    daemon = Daemon(args.state_dir.resolve(), mps, gpus, device, policy)
+    print(f"igniter-agent: pid {os.getpid()}, state dir {args.state_dir}, device {device}", file=sys.stderr, flush=True)
+    try:
+        daemon.run(stop, args.interval)
+    finally:
+        lock.close()
+    return 0
+
+
+def cmd_apply(args: argparse.Namespace) -> int:
+    source = "<stdin>" if args.file == "-" else args.file
+    try:
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(source, "", f"cannot read: {exc.strerror or exc}") from None
+    assignment, changed = hand_over(args.state_dir, text, source, args.force, not args.skip_model_check)
+    verb = "handed over" if changed else "unchanged (already handed over)"
+    print(f"generation {assignment.generation} with {len(assignment.servers)} server(s) {verb} to {args.state_dir}")
+    if args.wait is None:
+        return 0
+    ok, why = status_mod.wait_for(args.state_dir, assignment.generation, args.wait)
+    if not ok:
+        print(f"igniter-agent apply: {why}", file=sys.stderr)
+    return 0 if ok else 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    status = status_mod.read_status(args.state_dir)
+    if args.json:
+        print(json.dumps(status, indent=1, sort_keys=True))
+    else:
+        status_mod.render(status, Console())
+    return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from agents import profiler  # imports torch: only this command pays for it
+
+    return profiler.run(args.model_dir, args.out, args.model_name, args.gpu_index, args.seconds)
+
+
+COMMANDS = {"run": cmd_run, "apply": cmd_apply, "status": cmd_status, "profile": cmd_profile}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except InputError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # `status --json | head`: the reader left, not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except AgentLocked as exc:
+        print(f"igniter-agent: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # the last resort: one line, the traceback only on request
+        print(f"igniter-agent: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if os.environ.get("IGNITER_DEBUG"):
+            traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""`igniter`: the autoscaler's command line. Each subcommand lives in its own module.
+
+Exit codes (contract): 0 ok; 1 internal error; 2 bad input (FILE: field: message, no traceback);
+3 a plan that leaves workloads unplaced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from autoscaler.errors import InputError
+
+EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_UNPLACED = 0, 1, 2, 3
+
+# Subcommand modules; each exposes register(subparsers). Missing optional ones are skipped.
+COMMANDS = ("validate", "predict", "plan", "run", "simulate", "trace")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on usage errors already; keep its message short and traceback-free."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="igniter", description="Interference-aware autoscaler for GPU inference fleets (iGniter).")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"autoscaler.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"autoscaler.cli.{name}":
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: parse, dispatch, and map errors to the contract's exit codes."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return int(args.func(args) or 0)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: exit 1, say what happened
+        logging.getLogger("igniter").exception("internal error: %s", exc)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

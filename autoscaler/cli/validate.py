@@ -1,0 +1,29 @@
+"""`igniter validate POLICY...`: check policies and say what is wrong, naming file and field."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from autoscaler.errors import InputError
+from autoscaler.policy import load_policy
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="validate one or more policy files")
+    p.add_argument("policies", nargs="+", metavar="POLICY")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Validate every file; report each error, exit 2 if any failed."""
+    failed = 0
+    for path in args.policies:
+        try:
+            policy = load_policy(path)
+        except InputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        print(f"{path}: ok ({len(policy.workloads)} workloads, {len(policy.instance_types)} instance types)")
+    return 2 if failed else 0

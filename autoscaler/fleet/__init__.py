@@ -1,0 +1,1 @@
+"""Fleet providers: where instances come from (EC2, this machine, a simulation)."""

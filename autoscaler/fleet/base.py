@@ -1,0 +1,101 @@
+"""The Provider contract every fleet backend implements (EC2, local processes, simulation).
+
+Contract (after Ray autoscaler v2's node_provider and Karpenter's CloudProvider):
+- Ownership is by tag: a provider lists and terminates only instances tagged with its fleet.
+- `launch` is idempotent per (slot, attempt): if an instance of the fleet already carries the slot
+  and attempt tags and is pending or running, it is returned instead of launching another; a
+  backend with request tokens (EC2's ClientToken) also passes `launch_token(...)` so even a launch
+  the listing does not show yet is not repeated. A new attempt of a slot replaces a failed one.
+- `terminate` is idempotent: an unknown or already-terminated id is not an error.
+- Listing is eventually consistent: a just-launched instance may be missing for a while, so callers
+  record launches (store) before relying on a list.
+- Errors say whether to retry: CapacityError (try another type), ThrottledError (retry later),
+  NotFoundError, PermanentError (configuration; do not retry).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+TAG_FLEET = "igniter:fleet"
+TAG_SLOT = "igniter:slot"
+TAG_GENERATION = "igniter:generation"
+TAG_ATTEMPT = "igniter:attempt"
+
+InstanceState = Literal["pending", "running", "stopping", "terminated"]
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """One fleet instance as the provider sees it. `address` is where its agent is reached."""
+
+    id: str
+    instance_type: str
+    slot: str
+    state: InstanceState
+    launched_at: float
+    address: str | None = None
+    generation: int = 0
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+class ProviderError(Exception):
+    """Base of provider errors; `retryable` tells the controller whether to try again later."""
+
+    retryable = False
+
+
+class CapacityError(ProviderError):
+    """The type has no capacity (InsufficientInstanceCapacity, InstanceLimitExceeded, Unsupported)."""
+
+    retryable = True
+
+    def __init__(self, instance_type: str, message: str) -> None:
+        super().__init__(f"{instance_type}: {message}")
+        self.instance_type = instance_type
+
+
+class ThrottledError(ProviderError):
+    retryable = True
+
+
+class NotFoundError(ProviderError):
+    pass
+
+
+class PermanentError(ProviderError):
+    pass
+
+
+class Provider(Protocol):
+    """Launch, list and terminate the instances of one fleet. See the module docstring."""
+
+    def list_instances(self) -> list[Instance]:
+        """Every non-terminated instance carrying this fleet's tag."""
+        ...
+
+    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0,
+               salt: str = "") -> Instance:
+        """Start an instance for `slot` (idempotent: returns the existing one if present).
+
+        `salt` is the state file's random epoch: it keeps launch tokens unique when a slot name is
+        reused after the state was lost."""
+        ...
+
+    def terminate(self, instance_id: str) -> None:
+        """Stop and release an instance of this fleet (idempotent)."""
+        ...
+
+
+def launch_token(fleet: str, slot: str, attempt: int, salt: str = "") -> str:
+    """A request token derived from fleet, slot, attempt (and the state's epoch): a retried or
+    repeated launch of the same attempt carries the same token, a replacement a new one.
+    64 ASCII characters at most (EC2's ClientToken limit)."""
+    digest = hashlib.sha256(f"{fleet}/{slot}/{attempt}/{salt}".encode()).hexdigest()[:24]
+    return f"igniter-{digest}"
+
+
+def fleet_tags(fleet: str, slot: str, generation: int, attempt: int) -> dict[str, str]:
+    return {TAG_FLEET: fleet, TAG_SLOT: slot, TAG_GENERATION: str(generation), TAG_ATTEMPT: str(attempt)}

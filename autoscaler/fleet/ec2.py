@@ -1,0 +1,155 @@
+"""EC2 provider (boto3): instances launched from the policy's launch templates, owned by tags.
+
+- Launch: look for the slot's instance (fleet + slot + attempt tags) first; only if none is pending
+  or running call RunInstances with the type's launch template, the instance type, tags applied at
+  launch (TagSpecifications) and a ClientToken derived from fleet, slot and attempt, so neither a
+  retried request nor a launch repeated after a crash starts a second instance.
+- Discovery is by the `igniter:fleet` tag only; termination refuses any instance without it.
+- Throttling is retried by botocore's standard retry mode; what is left is classified into
+  CapacityError (try another type), ThrottledError (retry later), PermanentError.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from autoscaler.fleet.base import (TAG_ATTEMPT, TAG_FLEET, TAG_GENERATION, TAG_SLOT, CapacityError, Instance,
+                                   InstanceState, NotFoundError, PermanentError, ProviderError, ThrottledError,
+                                   fleet_tags, launch_token)
+from autoscaler.policy import ProviderConfig
+
+CAPACITY_CODES = frozenset({"InsufficientInstanceCapacity", "InstanceLimitExceeded", "Unsupported",
+                            "InsufficientHostCapacity", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded"})
+THROTTLE_CODES = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "ServiceUnavailable",
+                            "InternalError", "Unavailable"})
+LISTED_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
+STATE_MAP: dict[str, InstanceState] = {"pending": "pending", "running": "running"}
+
+
+def make_client(cfg: ProviderConfig, max_attempts: int = 5) -> Any:
+    """An EC2 client with botocore's standard retry mode (throttling backs off and retries)."""
+    config = Config(retries={"mode": "standard", "max_attempts": max_attempts}, connect_timeout=5,
+                    read_timeout=30, user_agent_extra="igniter-autoscaler")
+    return boto3.client("ec2", region_name=cfg.region, endpoint_url=cfg.endpoint_url, config=config)
+
+
+def classify(exc: Exception, instance_type: str = "") -> ProviderError:
+    """Map a boto error to the provider error that tells the controller whether to retry."""
+    if isinstance(exc, ClientError):
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        message = str(exc.response.get("Error", {}).get("Message", code))
+        if code in CAPACITY_CODES:
+            return CapacityError(instance_type, f"{code}: {message}")
+        if code in THROTTLE_CODES:
+            return ThrottledError(f"{code}: {message}")
+        if code.endswith("NotFound") or code.endswith("NotFoundException"):
+            return NotFoundError(f"{code}: {message}")
+        return PermanentError(f"{code}: {message}")
+    return ThrottledError(f"EC2 unreachable: {exc}")
+
+
+class Ec2Provider:
+    """Provider over one EC2 region; see the module docstring for the guarantees."""
+
+    def __init__(self, fleet: str, cfg: ProviderConfig, client: Any | None = None) -> None:
+        self.fleet = fleet
+        self.cfg = cfg
+        self.client = client if client is not None else make_client(cfg)
+
+    def list_instances(self) -> list[Instance]:
+        filters = [{"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
+                   {"Name": "instance-state-name", "Values": LISTED_STATES}]
+        return sorted(self._describe(filters), key=lambda i: i.id)
+
+    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0,
+               salt: str = "") -> Instance:
+        existing = self._find(slot, attempt)
+        if existing is not None:
+            return existing
+        request = self._run_request(slot, instance_type, generation, attempt, salt)
+        try:
+            reply = self.client.run_instances(**request)
+        except (ClientError, BotoCoreError) as exc:
+            raise classify(exc, instance_type) from exc
+        return self._to_instance(reply["Instances"][0])
+
+    def terminate(self, instance_id: str) -> None:
+        found = list(self._describe_ids([instance_id]))
+        if not found or found[0].get("State", {}).get("Name") == "terminated":
+            return
+        tags = _tags(found[0])
+        if tags.get(TAG_FLEET) != self.fleet:
+            raise PermanentError(f"refusing to terminate {instance_id}: it does not carry {TAG_FLEET}={self.fleet}")
+        try:
+            self.client.terminate_instances(InstanceIds=[instance_id])
+        except ClientError as exc:
+            err = classify(exc)
+            if not isinstance(err, NotFoundError):
+                raise err from exc
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _run_request(self, slot: str, instance_type: str, generation: int, attempt: int, salt: str) -> dict[str, Any]:
+        tags = [{"Key": k, "Value": v} for k, v in fleet_tags(self.fleet, slot, generation, attempt).items()]
+        tags.append({"Key": "Name", "Value": slot})
+        request: dict[str, Any] = {
+            "MinCount": 1, "MaxCount": 1, "InstanceType": instance_type,
+            "LaunchTemplate": self._template(instance_type),
+            "ClientToken": launch_token(self.fleet, slot, attempt, salt),
+            "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
+        }
+        if self.cfg.subnets:
+            request["SubnetId"] = self.cfg.subnets[zlib.crc32(slot.encode()) % len(self.cfg.subnets)]
+        return request
+
+    def _template(self, instance_type: str) -> dict[str, str]:
+        ref = self.cfg.launch_templates.get(instance_type) or self.cfg.launch_templates.get("*")
+        if not ref:
+            raise PermanentError(f"no launch template for {instance_type} in provider.launch_templates")
+        return {"LaunchTemplateId": ref} if ref.startswith("lt-") else {"LaunchTemplateName": ref}
+
+    def _find(self, slot: str, attempt: int) -> Instance | None:
+        filters = [{"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
+                   {"Name": f"tag:{TAG_SLOT}", "Values": [slot]},
+                   {"Name": f"tag:{TAG_ATTEMPT}", "Values": [str(attempt)]},
+                   {"Name": "instance-state-name", "Values": ["pending", "running"]}]
+        return next(iter(self._describe(filters)), None)
+
+    def _describe(self, filters: list[dict[str, Any]]) -> list[Instance]:
+        try:
+            pages = self.client.get_paginator("describe_instances").paginate(Filters=filters)
+            raw = [i for page in pages for r in page.get("Reservations", []) for i in r.get("Instances", [])]
+        except (ClientError, BotoCoreError) as exc:
+            raise classify(exc) from exc
+        return [self._to_instance(i) for i in raw]
+
+    def _describe_ids(self, ids: list[str]) -> Iterable[dict[str, Any]]:
+        try:
+            reply = self.client.describe_instances(InstanceIds=ids)
+        except ClientError as exc:
+            err = classify(exc)
+            if isinstance(err, NotFoundError):
+                return []
+            raise err from exc
+        return [i for r in reply.get("Reservations", []) for i in r.get("Instances", [])]
+
+    def _to_instance(self, raw: dict[str, Any]) -> Instance:
+        tags = _tags(raw)
+        launched = raw.get("LaunchTime")
+        try:
+            generation = int(tags.get(TAG_GENERATION, "0"))
+        except ValueError:
+            generation = 0
+        return Instance(raw["InstanceId"], raw.get("InstanceType", ""), tags.get(TAG_SLOT, ""),
+                        STATE_MAP.get(raw.get("State", {}).get("Name", ""), "stopping"),
+                        launched.timestamp() if launched is not None else 0.0,
+                        raw.get("PrivateIpAddress"), generation, tags)
+
+
+def _tags(raw: dict[str, Any]) -> dict[str, str]:
+    return {t["Key"]: t["Value"] for t in raw.get("Tags", []) or []}

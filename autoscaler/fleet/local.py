@@ -1,0 +1,187 @@
+"""Local provider, the embedded default: an "instance" is an `igniter-agent run --no-gpu` process.
+
+Each instance gets its own state directory under `state_root` (holding instance.json, the agent's
+state and its log) and its own range of server ports (`igniter:port_base` tag, 100 ports apart).
+Instances outlive the autoscaler, as VMs do; a later run rediscovers them from their directories.
+An instance is `running` while its agent holds the state directory's lock, `pending` while the
+process lives but has not taken it yet; a dead agent is not listed (the controller sees it vanish).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agents.status import agent_running
+from autoscaler.fleet.base import TAG_FLEET, Instance, InstanceState, PermanentError, fleet_tags
+
+PORT_STRIDE = 100
+META = "instance.json"
+
+
+def resolve_agent_command(command: str) -> list[str]:
+    """`igniter-agent` from PATH, else next to this interpreter, else `python -m agents.cli`."""
+    argv = shlex.split(command)
+    if argv and argv[0] == "igniter-agent" and shutil.which("igniter-agent") is None:
+        beside = Path(sys.executable).parent / "igniter-agent"
+        return [str(beside), *argv[1:]] if beside.exists() else [sys.executable, "-m", "agents.cli", *argv[1:]]
+    return argv
+
+
+class LocalProvider:
+    def __init__(self, fleet: str, state_root: Path, base_port: int, agent_command: str = "igniter-agent",
+                 clock: Callable[[], float] = time.time, stop_timeout_s: float = 15.0) -> None:
+        self.fleet = fleet
+        self.root = state_root.resolve()
+        self.base_port = base_port
+        self.argv = resolve_agent_command(agent_command)
+        self.clock = clock
+        self.stop_timeout_s = stop_timeout_s
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    def list_instances(self) -> list[Instance]:
+        out = []
+        for meta in self._metas():
+            state = self._state(meta)
+            if state is not None:
+                out.append(self._instance(meta, state))
+        return sorted(out, key=lambda i: i.id)
+
+    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0,
+               salt: str = "") -> Instance:
+        iid = f"local-{slot}-a{attempt}"
+        existing = self._read(self.root / iid)
+        if existing and not existing.get("terminated") and self._state(existing) is not None:
+            return self._instance(existing, self._state(existing) or "pending")
+        meta = {"id": iid, "fleet": self.fleet, "slot": slot, "instance_type": instance_type, "attempt": attempt,
+                "generation": generation, "launched_at": self.clock(), "port_base": self._free_port_base(),
+                "terminated": False}
+        meta["pid"] = self._spawn(self.root / iid)
+        self._write(self.root / iid, meta)
+        return self._instance(meta, "pending")
+
+    def terminate(self, instance_id: str) -> None:
+        meta = self._read(self.root / instance_id)
+        if meta is None or meta.get("terminated"):
+            return
+        if meta.get("fleet") != self.fleet:
+            raise PermanentError(f"refusing to terminate {instance_id}: it does not carry {TAG_FLEET}={self.fleet}")
+        self._stop(int(meta.get("pid") or 0), self.root / instance_id)
+        meta["terminated"] = True
+        self._write(self.root / instance_id, meta)
+
+    def close(self) -> None:
+        """Reap exited children; running agents are instances and keep running."""
+        for pid, proc in list(self._children.items()):
+            if proc.poll() is not None:
+                self._children.pop(pid, None)
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _spawn(self, state_dir: Path) -> int:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        with open(state_dir / "agent.log", "ab") as log:
+            proc = subprocess.Popen([*self.argv, "run", "--state-dir", str(state_dir), "--no-gpu"],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, close_fds=True)
+        self._children[proc.pid] = proc
+        return proc.pid
+
+    def _stop(self, pid: int, state_dir: Path) -> None:
+        """SIGTERM the agent's process group (its servers stop with it), SIGKILL after a timeout."""
+        if pid <= 0 or not self._alive(pid, state_dir):
+            return
+        _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_timeout_s
+        while self._alive(pid, state_dir) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if self._alive(pid, state_dir):
+            _signal_group(pid, signal.SIGKILL)
+            time.sleep(0.1)
+        self._alive(pid, state_dir)
+
+    def _alive(self, pid: int, state_dir: Path) -> bool:
+        """Our child still running, or (from an earlier run) a live process whose command line names
+        this state directory: a recycled pid is never mistaken for, or signalled as, an agent."""
+        proc = self._children.get(pid)
+        if proc is not None:
+            if proc.poll() is None:
+                return True
+            self._children.pop(pid, None)
+            return False
+        return pid > 0 and _pid_alive(pid) and str(state_dir) in _cmdline(pid)
+
+    def _state(self, meta: dict[str, Any]) -> InstanceState | None:
+        if meta.get("terminated") or meta.get("fleet") != self.fleet:
+            return None
+        state_dir = self.root / str(meta["id"])
+        if agent_running(state_dir):
+            return "running"
+        return "pending" if self._alive(int(meta.get("pid") or 0), state_dir) else None
+
+    def _instance(self, meta: dict[str, Any], state: InstanceState) -> Instance:
+        tags = fleet_tags(self.fleet, meta["slot"], int(meta["generation"]), int(meta["attempt"]))
+        tags.update({"igniter:state_dir": str(self.root / meta["id"]), "igniter:port_base": str(meta["port_base"])})
+        return Instance(meta["id"], meta["instance_type"], meta["slot"], state, float(meta["launched_at"]),
+                        "127.0.0.1", int(meta["generation"]), tags)
+
+    def _metas(self) -> list[dict[str, Any]]:
+        if not self.root.is_dir():
+            return []
+        return [m for d in sorted(self.root.iterdir()) if (m := self._read(d)) is not None]
+
+    def _free_port_base(self) -> int:
+        used = {int(m["port_base"]) for m in self._metas() if not m.get("terminated")}
+        k = 0
+        while self.base_port + k * PORT_STRIDE in used:
+            k += 1
+        return self.base_port + k * PORT_STRIDE
+
+    @staticmethod
+    def _read(state_dir: Path) -> dict[str, Any] | None:
+        try:
+            data = json.loads((state_dir / META).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and "id" in data else None
+
+    @staticmethod
+    def _write(state_dir: Path, meta: dict[str, Any]) -> None:
+        tmp = state_dir / (META + ".tmp")
+        tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
+        os.replace(tmp, state_dir / META)
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _pid_alive(pid: int) -> bool:
+    """Alive and not a zombie (a zombie is an exited process nobody reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -1,0 +1,1 @@
+"""Rate sources: where each workload's current request rate comes from."""

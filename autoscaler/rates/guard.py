@@ -1,0 +1,45 @@
+"""Missing-data policy for any rate source: keep the last good value for a bounded time.
+
+A source that fails (raises) or has no value for a workload is logged; the workload's last good
+value is used while it is younger than `stale_after_s`; after that the workload is *missing*. The
+controller never scales in on a tick with missing data.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from autoscaler.rates.base import RateSource
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    rates: dict[str, float]       # usable values (fresh or still within the stale bound)
+    fresh: dict[str, float]       # values the source gave this tick
+    missing: frozenset[str]       # no usable value at all
+    error: str | None = None      # the source's failure this tick, if any
+
+
+class GuardedRates:
+    def __init__(self, source: RateSource, stale_after_s: float) -> None:
+        self.source = source
+        self.stale_after_s = stale_after_s
+        self.last_good: dict[str, tuple[float, float]] = {}
+
+    def read(self, now: float, workloads: Sequence[str]) -> Reading:
+        error = None
+        try:
+            raw = self.source.read(now, workloads)
+        except Exception as exc:  # any source failure is data loss, never a crash of the tick
+            error = f"{type(self.source).__name__}: {exc}"
+            log.warning("rate source failed, keeping last good values: %s", error)
+            raw = {}
+        fresh = {w: float(v) for w, v in raw.items() if v is not None and w in workloads and v >= 0}
+        for w, v in fresh.items():
+            self.last_good[w] = (now, v)
+        rates = {w: v for w, (t, v) in self.last_good.items() if w in workloads and now - t <= self.stale_after_s}
+        return Reading(rates, fresh, frozenset(w for w in workloads if w not in rates), error)

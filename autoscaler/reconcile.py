@@ -1,0 +1,223 @@
+"""Diff the fleet as observed against the target layout: ordered actions. Pure.
+
+Order: launches, then agent configurations that add servers, then configurations that only remove
+retiring servers, then drains, then terminations. Make-before-break: a server the layout no longer
+wants (it moved or its slot is surplus) keeps running until every server the layout wants for its
+workload reports ready; only then is it removed, and a surplus instance is drained and terminated
+only once it carries nothing still needed.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from autoscaler.layout import Layout, ServerSpec
+from autoscaler.lifecycle import LIVE, USABLE, Reason, Record, State
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    slot: str
+    instance_type: str
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Configure:
+    slot: str
+    servers: tuple[ServerSpec, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Drain:
+    slot: str
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Terminate:
+    slot: str
+    attempt: int | None          # None: an orphan instance with no open record
+    instance_id: str | None
+    reason: Reason
+    detail: str = ""
+
+
+Action = Launch | Configure | Drain | Terminate
+
+
+@dataclass(frozen=True, slots=True)
+class FleetView:
+    """The fleet as the controller knows it after observing and syncing."""
+
+    records: Sequence[Record]                           # open records (see lifecycle.OPEN)
+    applied: Mapping[str, tuple[ServerSpec, ...]]       # slot -> servers last applied to its agent
+    stale_agents: frozenset[str] = frozenset()          # slots whose agent reports an older generation
+    ready_servers: frozenset[str] = frozenset()         # server names that report ready
+    max_attempt: Mapping[str, int] = field(default_factory=dict)   # slot -> highest attempt ever used
+    orphans: Sequence[tuple[str, str]] = ()             # (slot, instance id): ours, listed, no record
+    prices: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    ready_timeout_s: float = 900.0
+    max_cost_per_hour: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Diff:
+    actions: tuple[Action, ...]
+    notes: tuple[str, ...] = ()        # things deliberately not done (budget), for logs and status
+
+
+def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
+    """Ordered actions that move the fleet towards `layout`; see the module docstring."""
+    current, extra = _current_records(view.records)
+    desired = {s.slot for s in layout.slots}
+    keep = _still_needed(layout, view)
+    launches, replaced = _launches(layout, current, view, now, limits)
+    notes: list[str] = []
+    launches = _within_budget(launches, current, replaced, view, limits, notes)
+    grow = _configure_desired(layout, current, view, keep)
+    shrink, drains, ends = _retire_surplus(current, desired, view, keep)
+    ends = replaced + ends + _closeouts(view.records, extra) + _orphans(view)
+    return Diff(tuple(launches + grow + shrink + drains + ends), tuple(notes))
+
+
+def _current_records(records: Sequence[Record]) -> tuple[dict[str, Record], list[Record]]:
+    """The newest usable record per slot, and older usable attempts (duplicates)."""
+    by_slot: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        if r.state in USABLE:
+            by_slot[r.slot].append(r)
+    current = {slot: max(rs, key=lambda r: r.attempt) for slot, rs in by_slot.items()}
+    extra = [r for rs in by_slot.values() for r in rs if r is not current[r.slot]]
+    return current, extra
+
+
+def _still_needed(layout: Layout, view: FleetView) -> dict[str, tuple[ServerSpec, ...]]:
+    """Per slot, applied servers the layout dropped but whose workload is not yet covered."""
+    wanted: dict[str, set[str]] = defaultdict(set)
+    names_by_slot = {s.slot: {v.name for v in s.servers} for s in layout.slots}
+    for _, srv in layout.servers():
+        wanted[srv.workload].add(srv.name)
+    covered = {w: names <= view.ready_servers for w, names in wanted.items()}
+    out: dict[str, tuple[ServerSpec, ...]] = {}
+    for slot, servers in view.applied.items():
+        retiring = [s for s in servers if s.name not in names_by_slot.get(slot, set())]
+        out[slot] = tuple(s for s in retiring if not covered.get(s.workload, True))
+    return out
+
+
+def _launches(layout: Layout, current: Mapping[str, Record], view: FleetView, now: float,
+              limits: Limits) -> tuple[list[Action], list[Action]]:
+    """Launch slots with no usable record; replace those not ready in time (terminate + relaunch)."""
+    launches: list[Action] = []
+    replaced: list[Action] = []
+    for spec in layout.slots:
+        rec = current.get(spec.slot)
+        nxt = view.max_attempt.get(spec.slot, -1) + 1
+        if rec is None:
+            launches.append(Launch(spec.slot, spec.instance_type, nxt, "planned"))
+        elif rec.state is State.REQUESTED:
+            launches.append(Launch(spec.slot, spec.instance_type, rec.attempt, "resume interrupted launch"))
+        elif rec.state in (State.PENDING, State.RUNNING) and now - rec.created_at > limits.ready_timeout_s:
+            replaced.append(Terminate(rec.slot, rec.attempt, rec.instance_id, Reason.READY_TIMEOUT,
+                                      f"not ready after {now - rec.created_at:.0f} s"))
+            launches.append(Launch(spec.slot, spec.instance_type, nxt, "replace: not ready in time"))
+    return launches, replaced
+
+
+def _within_budget(launches: list[Action], current: Mapping[str, Record], replaced: list[Action],
+                   view: FleetView, limits: Limits, notes: list[str]) -> list[Action]:
+    """Drop new launches that would lift the fleet's hourly cost above max_cost_per_hour."""
+    if limits.max_cost_per_hour is None:
+        return launches
+    gone = {(a.slot, a.attempt) for a in replaced if isinstance(a, Terminate)}
+    cost = sum(view.prices.get(r.instance_type, 0.0) for r in view.records
+               if r.state in LIVE and r.key not in gone and not (r.state is State.REQUESTED))
+    out: list[Action] = []
+    for a in launches:
+        assert isinstance(a, Launch)
+        price = view.prices.get(a.instance_type, 0.0)
+        if cost + price > limits.max_cost_per_hour + 1e-9:
+            notes.append(f"launch of {a.slot} ({a.instance_type}) blocked by max_cost_per_hour "
+                         f"{limits.max_cost_per_hour}: fleet would cost {cost + price:.2f}/h")
+            continue
+        cost += price
+        out.append(a)
+    return out
+
+
+def _configure_desired(layout: Layout, current: Mapping[str, Record], view: FleetView,
+                       keep: Mapping[str, tuple[ServerSpec, ...]]) -> list[Action]:
+    out: list[Action] = []
+    for spec in layout.slots:
+        rec = current.get(spec.slot)
+        if rec is None or rec.state is not State.READY:
+            continue
+        wanted = spec.servers + keep.get(spec.slot, ())
+        if _differs(wanted, view.applied.get(spec.slot)) or spec.slot in view.stale_agents:
+            out.append(Configure(spec.slot, wanted, _why(wanted, view.applied.get(spec.slot))))
+    return out
+
+
+def _differs(wanted: Sequence[ServerSpec], applied: Sequence[ServerSpec] | None) -> bool:
+    if applied is None:
+        return True
+    return sorted(s.agent_key() for s in wanted) != sorted(s.agent_key() for s in applied)
+
+
+def _why(wanted: Sequence[ServerSpec], applied: Sequence[ServerSpec] | None) -> str:
+    if applied is None:
+        return "first assignment"
+    added = {s.name for s in wanted} - {s.name for s in applied}
+    removed = {s.name for s in applied} - {s.name for s in wanted}
+    if not added and not removed:
+        return "servers changed or agent behind"
+    return f"add {sorted(added)} remove {sorted(removed)}"
+
+
+def _retire_surplus(current: Mapping[str, Record], desired: set[str], view: FleetView,
+                    keep: Mapping[str, tuple[ServerSpec, ...]]) -> tuple[list[Action], list[Action], list[Action]]:
+    """Surplus slots: shrink to what is still needed, else drain (if it has servers) and terminate."""
+    shrink: list[Action] = []
+    drains: list[Action] = []
+    ends: list[Action] = []
+    for slot, rec in sorted(current.items()):
+        if slot in desired:
+            continue
+        needed = keep.get(slot, ())
+        if needed and rec.state is State.READY:
+            if _differs(needed, view.applied.get(slot)):
+                shrink.append(Configure(slot, needed, "surplus: keep servers until replacements are ready"))
+            continue
+        if needed:
+            continue
+        if rec.state is State.READY and view.applied.get(slot):
+            drains.append(Drain(slot, rec.attempt, "surplus slot"))
+        ends.append(Terminate(slot, rec.attempt, rec.instance_id, Reason.SCALE_IN, "surplus slot"))
+    return shrink, drains, ends
+
+
+def _closeouts(records: Sequence[Record], extra: Sequence[Record]) -> list[Action]:
+    """Older usable attempts, interrupted drains and failed launches are closed."""
+    out: list[Action] = [Terminate(r.slot, r.attempt, r.instance_id, Reason.DUPLICATE, "a newer attempt exists")
+                         for r in extra]
+    for r in records:
+        if r.state is State.DRAINING:
+            out.append(Terminate(r.slot, r.attempt, r.instance_id, Reason.SCALE_IN, "drained"))
+        elif r.state is State.FAILED:
+            out.append(Terminate(r.slot, r.attempt, r.instance_id, Reason.RELEASE, "failed launch"))
+    return out
+
+
+def _orphans(view: FleetView) -> list[Action]:
+    return [Terminate(slot, None, iid, Reason.SCALE_IN, "fleet instance with no open record")
+            for slot, iid in view.orphans]

@@ -1,0 +1,1 @@
+"""Transports: how the autoscaler reaches the agent on each instance."""

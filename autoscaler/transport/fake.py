@@ -1,0 +1,68 @@
+"""Transports that do not reach a real agent: `none` (agents not contacted) and a recording fake."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoscaler.fleet.base import Instance
+from autoscaler.transport.base import TransportError
+
+
+class NoneTransport:
+    """`agents.transport: none`: the controller manages instances only and never contacts agents
+    (used where agent addresses are unreachable, e.g. moto's 10.x instances in tests)."""
+
+    contact = False
+
+    def apply(self, instance: Instance, assignment: dict[str, Any]) -> None:
+        return None
+
+    def status(self, instance: Instance) -> dict[str, Any]:
+        raise TransportError("agents.transport is none: agents are not contacted", retryable=False)
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass
+class FakeTransport:
+    """Records applies; reports each instance's last assignment back as its status.
+
+    Servers are `ready` unless named in `not_ready`; `p99` sets latency per workload and
+    `requests` the requests_total per server name; instance ids in `unreachable` fail."""
+
+    applies: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    not_ready: set[str] = field(default_factory=set)
+    unreachable: set[str] = field(default_factory=set)
+    reject: bool = False
+    p99: dict[str, float] = field(default_factory=dict)
+    requests: dict[str, int] = field(default_factory=dict)
+    _current: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def apply(self, instance: Instance, assignment: dict[str, Any]) -> None:
+        self._check(instance)
+        if self.reject:
+            raise TransportError(f"{instance.id}: assignment rejected (fake)", retryable=False)
+        self.applies.append((instance.id, assignment))
+        self._current[instance.id] = assignment
+
+    def status(self, instance: Instance) -> dict[str, Any]:
+        self._check(instance)
+        current = self._current.get(instance.id, {"generation": None, "servers": []})
+        servers = [{"name": s["name"], "workload": s["workload"], "port": s["port"],
+                    "state": "starting" if s["name"] in self.not_ready else "ready",
+                    "requests_total": self.requests.get(s["name"], 0),
+                    "latency_ms_p99": self.p99.get(s["workload"])} for s in current["servers"]]
+        return {"generation": current["generation"], "agent_running": True, "servers": servers}
+
+    def forget(self, instance_id: str) -> None:
+        """Simulate an agent that restarted with an empty state directory."""
+        self._current.pop(instance_id, None)
+
+    def close(self) -> None:
+        return None
+
+    def _check(self, instance: Instance) -> None:
+        if instance.id in self.unreachable:
+            raise TransportError(f"{instance.id}: unreachable (fake)")

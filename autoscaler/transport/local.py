@@ -1,0 +1,63 @@
+"""Local transport: runs `igniter-agent apply|status` on this machine, for local-provider instances.
+
+The instance's state directory comes from its `igniter:state_dir` tag (set by the local provider),
+else the configured agents.state_dir.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+from autoscaler.fleet.base import Instance
+from autoscaler.fleet.local import resolve_agent_command
+from autoscaler.transport.base import TransportError
+
+
+def agent_args(action: str, state_dir: str) -> list[str]:
+    """The agent's command line for one action (apply reads the assignment from stdin)."""
+    if action == "apply":
+        return ["apply", "--state-dir", state_dir, "-"]
+    return ["status", "--state-dir", state_dir, "--json"]
+
+
+def parse_reply(action: str, rc: int, out: str, err: str, where: str) -> Any:
+    """Exit 2 is a rejected assignment (do not retry the same one); other failures may be retried."""
+    if rc != 0:
+        msg = f"{where}: igniter-agent {action} exited {rc}: {err.strip()[-500:] or out.strip()[-500:]}"
+        raise TransportError(msg, retryable=rc != 2)
+    if action == "apply":
+        return None
+    try:
+        return json.loads(out)
+    except ValueError as exc:
+        raise TransportError(f"{where}: igniter-agent status printed no JSON: {exc}") from None
+
+
+class LocalTransport:
+    def __init__(self, agent_command: str = "igniter-agent", state_dir: str = "/var/lib/igniter",
+                 timeout_s: float = 30.0) -> None:
+        self.argv = resolve_agent_command(agent_command)
+        self.state_dir = state_dir
+        self.timeout_s = timeout_s
+
+    def apply(self, instance: Instance, assignment: dict[str, Any]) -> None:
+        self._run(instance, "apply", json.dumps(assignment))
+
+    def status(self, instance: Instance) -> dict[str, Any]:
+        return self._run(instance, "status", None)
+
+    def close(self) -> None:
+        return None
+
+    def _run(self, instance: Instance, action: str, stdin: str | None) -> Any:
+        state_dir = instance.tags.get("igniter:state_dir", self.state_dir)
+        try:
+            proc = subprocess.run([*self.argv, *agent_args(action, state_dir)], input=stdin or "", text=True,
+                                  capture_output=True, timeout=self.timeout_s, check=False)
+        except subprocess.TimeoutExpired:
+            raise TransportError(f"{instance.id}: igniter-agent {action} timed out after {self.timeout_s} s") from None
+        except OSError as exc:
+            raise TransportError(f"{instance.id}: cannot run igniter-agent: {exc}", retryable=False) from None
+        return parse_reply(action, proc.returncode, proc.stdout, proc.stderr, instance.id)

@@ -1,0 +1,135 @@
+"""SSH transport (paramiko): runs `igniter-agent apply -` / `status --json` on each instance.
+
+- Key authentication only (agents.key_file); no agent forwarding, no password fallback.
+- Host keys are checked against agents.known_hosts (else the user's ~/.ssh/known_hosts) with
+  paramiko's RejectPolicy: an unknown or changed key is refused, never added.
+- One pooled connection per host, reopened after any failure.
+- Every argument is shell-quoted; connect and command timeouts bound every call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import socket
+import threading
+from typing import Any
+
+import paramiko
+
+from autoscaler.fleet.base import Instance
+from autoscaler.policy import AgentsConfig
+from autoscaler.transport.base import TransportError
+from autoscaler.transport.local import agent_args, parse_reply
+
+
+class SshTransport:
+    def __init__(self, cfg: AgentsConfig) -> None:
+        self.cfg = cfg
+        self._pool: dict[tuple[str, int], paramiko.SSHClient] = {}
+        self._lock = threading.Lock()
+
+    def apply(self, instance: Instance, assignment: dict[str, Any]) -> None:
+        self._call(instance, "apply", json.dumps(assignment))
+
+    def status(self, instance: Instance) -> dict[str, Any]:
+        return self._call(instance, "status", None)
+
+    def close(self) -> None:
+        with self._lock:
+            for client in self._pool.values():
+                client.close()
+            self._pool.clear()
+
+    def command(self, action: str) -> str:
+        """The remote command line, each argument quoted."""
+        argv = [*shlex.split(self.cfg.agent_command), *agent_args(action, self.cfg.state_dir)]
+        return " ".join(shlex.quote(a) for a in argv)
+
+    def _call(self, instance: Instance, action: str, stdin: str | None) -> Any:
+        host = self.cfg.host_override or instance.address
+        if not host:
+            raise TransportError(f"{instance.id}: no address to reach its agent")
+        key = (host, self.cfg.port)
+        with self._lock:
+            client = self._client(key)
+            try:
+                rc, out, err = self._exec(client, self.command(action), stdin)
+            except (OSError, paramiko.SSHException, EOFError) as exc:
+                self._drop(key)
+                raise TransportError(f"{host}:{self.cfg.port}: {action} failed: {exc or type(exc).__name__}") from None
+        return parse_reply(action, rc, out, err, f"{host}:{self.cfg.port}")
+
+    def _client(self, key: tuple[str, int]) -> paramiko.SSHClient:
+        client = self._pool.get(key)
+        transport = client.get_transport() if client is not None else None
+        if client is not None and transport is not None and transport.is_active():
+            return client
+        self._drop(key)
+        client = self._connect(*key)
+        self._pool[key] = client
+        return client
+
+    def _connect(self, host: str, port: int) -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        known = os.path.expanduser(self.cfg.known_hosts or "~/.ssh/known_hosts")
+        if os.path.exists(known):
+            client.load_host_keys(known)
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        timeout = self.cfg.connect_timeout_s
+        try:
+            client.connect(host, port=port, username=self.cfg.user,
+                           key_filename=os.path.expanduser(self.cfg.key_file) if self.cfg.key_file else None,
+                           timeout=timeout, banner_timeout=timeout, auth_timeout=timeout,
+                           allow_agent=False, look_for_keys=self.cfg.key_file is None)
+        except (paramiko.BadHostKeyException, paramiko.AuthenticationException) as exc:
+            client.close()
+            raise TransportError(f"{host}:{port}: {exc}", retryable=False) from None
+        except paramiko.SSHException as exc:
+            client.close()
+            refused = "known_hosts" in str(exc)
+            raise TransportError(f"{host}:{port}: {exc}", retryable=not refused) from None
+        except (OSError, EOFError) as exc:
+            client.close()
+            raise TransportError(f"{host}:{port}: cannot connect: {exc}") from None
+        return client
+
+    def _exec(self, client: paramiko.SSHClient, command: str, stdin: str | None) -> tuple[int, str, str]:
+        transport = client.get_transport()
+        if transport is None:
+            raise paramiko.SSHException("no transport")
+        chan = transport.open_session(timeout=self.cfg.connect_timeout_s)
+        try:
+            chan.settimeout(self.cfg.command_timeout_s)
+            chan.exec_command(command)
+            if stdin:
+                chan.sendall(stdin.encode())
+            chan.shutdown_write()
+            out, err = _drain(chan)
+            if not chan.status_event.wait(self.cfg.command_timeout_s):
+                raise socket.timeout("no exit status")
+            while chan.recv_stderr_ready():
+                err += chan.recv_stderr(65536).decode(errors="replace")
+            return chan.recv_exit_status(), out, err
+        finally:
+            chan.close()
+
+    def _drop(self, key: tuple[str, int]) -> None:
+        client = self._pool.pop(key, None)
+        if client is not None:
+            client.close()
+
+
+def _drain(chan: paramiko.Channel) -> tuple[str, str]:
+    """Read stdout and stderr to EOF without letting either fill its window (timeouts raise)."""
+    out, err = bytearray(), bytearray()
+    while True:
+        if chan.recv_stderr_ready():
+            err += chan.recv_stderr(65536)
+            continue
+        chunk = chan.recv(65536)
+        if not chunk:
+            break
+        out += chunk
+    return out.decode(errors="replace"), err.decode(errors="replace")

@@ -1,0 +1,120 @@
+"""Build a Controller's real dependencies from a policy: provider, transport, rate source, planner."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from autoscaler.controller import Controller, Deps
+from autoscaler.errors import InputError
+from autoscaler.fleet.base import Provider
+from autoscaler.planner.types import Plan
+from autoscaler.policy import Policy
+from autoscaler.rates.base import RateSource
+from autoscaler.rates.guard import GuardedRates
+from autoscaler.store import Store
+from autoscaler.transport.base import Transport
+
+
+def default_state_path(policy: Policy) -> Path:
+    return Path.home() / ".local" / "state" / "igniter" / f"{policy.fleet}.sqlite"
+
+
+def _relative(policy: Policy, value: str) -> Path:
+    path = Path(value).expanduser()
+    base = policy.source.parent if policy.source else Path.cwd()
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+def make_provider(policy: Policy, state_path: Path, clock: Callable[[], float] = time.time) -> Provider:
+    cfg = policy.provider
+    if cfg.kind == "ec2":
+        from autoscaler.fleet.ec2 import Ec2Provider
+
+        _check_templates(policy)
+        return Ec2Provider(policy.fleet, cfg)
+    from autoscaler.fleet.local import LocalProvider
+
+    root = _relative(policy, cfg.state_root) if cfg.state_root else state_path.parent / f"{policy.fleet}-instances"
+    return LocalProvider(policy.fleet, root, cfg.base_port, policy.agents.agent_command, clock)
+
+
+def _check_templates(policy: Policy) -> None:
+    templates = policy.provider.launch_templates
+    for i, itype in enumerate(policy.instance_types):
+        if itype.name not in templates and "*" not in templates:
+            raise InputError(policy.source or "<policy>", "provider.launch_templates",
+                             f"no launch template for instance_types[{i}] {itype.name!r} (add it, or a '*' default)")
+
+
+def make_transport(policy: Policy) -> tuple[Transport, bool]:
+    """The transport, and whether agents are contacted at all."""
+    cfg = policy.agents
+    if cfg.transport == "none":
+        from autoscaler.transport.fake import NoneTransport
+
+        return NoneTransport(), False
+    if cfg.transport == "ssh":
+        from autoscaler.transport.ssh import SshTransport
+
+        return SshTransport(cfg), True
+    if policy.provider.kind == "ec2":
+        raise InputError(policy.source or "<policy>", "agents.transport",
+                         "'local' reaches agents on this machine only; use ssh (or none) with provider ec2")
+    from autoscaler.transport.local import LocalTransport
+
+    return LocalTransport(cfg.agent_command, cfg.state_dir, cfg.command_timeout_s), True
+
+
+def make_rates(policy: Policy) -> GuardedRates:
+    return GuardedRates(_source(policy), policy.rates.stale_after_s)
+
+
+def _source(policy: Policy) -> RateSource:
+    kind = policy.rates.source
+    if kind == "agents":
+        from autoscaler.rates.agents import AgentsRates
+
+        return AgentsRates()
+    if kind == "cloudwatch":
+        from autoscaler.rates.cloudwatch import CloudWatchRates
+
+        cw = policy.rates.cloudwatch
+        return CloudWatchRates(cw, cw.region or policy.provider.region, cw.endpoint_url or policy.provider.endpoint_url)
+    if kind == "prometheus":
+        from autoscaler.rates.prometheus import PrometheusRates
+
+        return PrometheusRates(policy.rates.prometheus)
+    from autoscaler.rates.static import StaticRates
+
+    return StaticRates({w.name: w.rate_rps for w in policy.workloads})
+
+
+def default_planner(policy: Policy, rates: Mapping[str, float], corrections: Mapping[str, float],
+                    caps: Mapping[str, int], current: Plan | None) -> Plan:
+    """The policy's planner on the policy's instance types; types in `caps` may have at most that
+    many instances (a type that just reported no capacity keeps what runs, and gets no more)."""
+    from autoscaler.planner import make_plan, planning_inputs
+
+    gone = frozenset(t for t, n in caps.items() if n <= 0)
+    demands, options, models = planning_inputs(policy, rates=rates, corrections=corrections, unavailable=gone)
+    options = [_capped(o, caps.get(o.name)) for o in options]
+    return make_plan(demands, options, models, planner=policy.scaling.planner, current=current)
+
+
+def _capped(option, cap: int | None):  # type: ignore[no-untyped-def]
+    if cap is None:
+        return option
+    limit = cap if option.max_instances is None else min(cap, option.max_instances)
+    return replace(option, max_instances=limit)
+
+
+def build_controller(policy: Policy, state_path: Path, clock: Callable[[], float] = time.time,
+                     store: Store | None = None) -> Controller:
+    """A controller with real dependencies; raises InputError for a policy that cannot run."""
+    transport, contact = make_transport(policy)
+    deps = Deps(make_provider(policy, state_path, clock), transport, make_rates(policy),
+                store or Store(state_path), default_planner, clock, contact)
+    return Controller(policy, deps)

@@ -1,0 +1,57 @@
+# A complete fleet: a new VPC, the node launch templates (one per default GPU instance type) and
+# the autoscaler's role, secret and host. After `terraform apply`, merge the policy_snippet output
+# into a policy and start the service (docs/deploy.md).
+
+module "fleet" {
+  source = "../../modules/fleet"
+
+  name                      = var.fleet_name
+  availability_zones        = var.availability_zones
+  model_bucket              = var.model_bucket
+  model_prefix              = var.model_prefix
+  igniter_package           = var.igniter_package
+  autoscaler_ssh_public_key = var.autoscaler_ssh_public_key
+  allowed_cidr_blocks       = var.allowed_cidr_blocks
+
+  # Only the autoscaler host may reach the nodes (plus allowed_cidr_blocks).
+  autoscaler_security_group_ids = module.autoscaler.security_group_ids
+}
+
+module "autoscaler" {
+  source = "../../modules/autoscaler"
+
+  name                    = module.fleet.fleet_name
+  launch_template_arns    = module.fleet.launch_template_arns
+  node_role_arn           = module.fleet.node_role_arn
+  subnet_ids              = module.fleet.subnet_ids
+  node_security_group_ids = [module.fleet.node_security_group_id]
+  node_ssh_port           = module.fleet.ssh_port
+
+  create_host     = var.create_autoscaler_host
+  vpc_id          = module.fleet.vpc_id
+  host_subnet_id  = module.fleet.subnet_ids[0]
+  igniter_package = var.igniter_package
+}
+
+# The part of the policy Terraform knows. Merge it into a policy that adds instance_types and
+# workloads; tests/terraform checks the merged result with the policy loader.
+locals {
+  policy_snippet = {
+    fleet = module.fleet.fleet_name
+    provider = {
+      kind             = "ec2"
+      region           = module.fleet.region
+      launch_templates = module.fleet.launch_template_names
+      subnets          = module.fleet.subnet_ids
+    }
+    agents = {
+      transport        = "ssh"
+      user             = module.fleet.ssh_user
+      port             = module.fleet.ssh_port
+      key_file         = module.autoscaler.ssh_key_file
+      known_hosts      = module.autoscaler.known_hosts_file
+      state_dir        = module.fleet.state_dir
+      server_base_port = module.fleet.server_base_port
+    }
+  }
+}

@@ -1,0 +1,282 @@
+# The autoscaler's role, least privilege. What it can do, and why (docs/deploy.md has the table):
+#   - launch instances only from the fleet's launch templates, into the fleet's subnets and
+#     security groups, and only when the new instance is tagged igniter:fleet=<name>;
+#   - tag resources only while launching them, or retag its own fleet's instances (igniter:* keys,
+#     never moving one to another fleet);
+#   - terminate only instances tagged igniter:fleet=<name>;
+#   - describe instances, types, subnets, zones and images (EC2 Describe calls take no resources);
+#   - read CloudWatch metrics (request rates) and its SSH key from Secrets Manager;
+#   - pass the node role, and only the node role, to EC2.
+
+data "aws_partition" "current" {}
+data "aws_region" "current" {}
+data "aws_caller_identity" "current" {}
+
+locals {
+  fleet_tag_key = "igniter:fleet"
+
+  # Deliberately NOT the fleet tag: the autoscaler lists, and may terminate, every instance that
+  # carries igniter:fleet=<name>, and its own host must never be one of them.
+  tags = merge(var.tags, { "igniter:autoscaler" = var.name })
+
+  partition = data.aws_partition.current.partition
+  region    = data.aws_region.current.name
+  account   = data.aws_caller_identity.current.account_id
+  ec2_arn   = "arn:${local.partition}:ec2:${local.region}:${local.account}"
+
+  subnet_arns         = [for s in var.subnet_ids : "${local.ec2_arn}:subnet/${s}"]
+  security_group_arns = [for s in var.node_security_group_ids : "${local.ec2_arn}:security-group/${s}"]
+}
+
+data "aws_iam_policy_document" "assume" {
+  statement {
+    sid     = "Ec2HostAssumes"
+    actions = ["sts:AssumeRole"]
+
+    principals {
+      type        = "Service"
+      identifiers = ["ec2.amazonaws.com"]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = length(var.trusted_role_arns) > 0 ? [var.trusted_role_arns] : []
+
+    content {
+      sid     = "TrustedRolesAssume"
+      actions = ["sts:AssumeRole"]
+
+      principals {
+        type        = "AWS"
+        identifiers = statement.value
+      }
+    }
+  }
+}
+
+resource "aws_iam_role" "autoscaler" {
+  name_prefix          = "${var.name}-autoscaler-"
+  description          = "igniter ${var.name} autoscaler: launches and terminates the fleet's GPU nodes"
+  assume_role_policy   = data.aws_iam_policy_document.assume.json
+  permissions_boundary = var.permissions_boundary_arn
+
+  tags = local.tags
+}
+
+data "aws_iam_policy_document" "autoscaler" {
+  statement {
+    sid       = "LaunchFromFleetTemplatesOnly"
+    actions   = ["ec2:RunInstances"]
+    resources = var.launch_template_arns
+  }
+
+  statement {
+    sid       = "LaunchOnlyInstancesTaggedForTheFleet"
+    actions   = ["ec2:RunInstances"]
+    resources = ["${local.ec2_arn}:instance/*"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "aws:RequestTag/${local.fleet_tag_key}"
+      values   = [var.name]
+    }
+
+    condition {
+      test     = "ArnEquals"
+      variable = "ec2:LaunchTemplate"
+      values   = var.launch_template_arns
+    }
+  }
+
+  statement {
+    sid     = "LaunchSupportingResourcesFromFleetTemplates"
+    actions = ["ec2:RunInstances"]
+    resources = concat(
+      [
+        "${local.ec2_arn}:volume/*",
+        "${local.ec2_arn}:network-interface/*",
+        "arn:${local.partition}:ec2:${local.region}::image/*",
+      ],
+      local.subnet_arns,
+      local.security_group_arns,
+    )
+
+    condition {
+      test     = "ArnEquals"
+      variable = "ec2:LaunchTemplate"
+      values   = var.launch_template_arns
+    }
+  }
+
+  statement {
+    sid       = "TagInstancesAtLaunchWithTheFleetTag"
+    actions   = ["ec2:CreateTags"]
+    resources = ["${local.ec2_arn}:instance/*"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "ec2:CreateAction"
+      values   = ["RunInstances"]
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "aws:RequestTag/${local.fleet_tag_key}"
+      values   = [var.name]
+    }
+  }
+
+  # Volumes and network interfaces get their tags (igniter:fleet included) from the launch
+  # template in the same RunInstances call, which the statements above already confine.
+  statement {
+    sid       = "TagVolumesAndInterfacesAtLaunch"
+    actions   = ["ec2:CreateTags"]
+    resources = ["${local.ec2_arn}:volume/*", "${local.ec2_arn}:network-interface/*"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "ec2:CreateAction"
+      values   = ["RunInstances"]
+    }
+  }
+
+  statement {
+    sid       = "RetagOwnFleetInstancesIgniterKeysOnly"
+    actions   = ["ec2:CreateTags"]
+    resources = ["${local.ec2_arn}:instance/*"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "ec2:ResourceTag/${local.fleet_tag_key}"
+      values   = [var.name]
+    }
+
+    condition {
+      test     = "ForAllValues:StringLike"
+      variable = "aws:TagKeys"
+      values   = ["igniter:*"]
+    }
+
+    condition {
+      test     = "StringEqualsIfExists"
+      variable = "aws:RequestTag/${local.fleet_tag_key}"
+      values   = [var.name]
+    }
+  }
+
+  statement {
+    sid       = "TerminateOwnFleetInstancesOnly"
+    actions   = ["ec2:TerminateInstances"]
+    resources = ["${local.ec2_arn}:instance/*"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "ec2:ResourceTag/${local.fleet_tag_key}"
+      values   = [var.name]
+    }
+  }
+
+  # EC2 Describe calls support no resource-level permissions. The list is explicit rather than
+  # ec2:Describe* so the role cannot read other instances' user data (DescribeInstanceAttribute)
+  # or launch template contents.
+  statement {
+    sid = "DescribeFleetState"
+    actions = [
+      "ec2:DescribeAvailabilityZones",
+      "ec2:DescribeImages",
+      "ec2:DescribeInstanceStatus",
+      "ec2:DescribeInstanceTypeOfferings",
+      "ec2:DescribeInstanceTypes",
+      "ec2:DescribeInstances",
+      "ec2:DescribeLaunchTemplates",
+      "ec2:DescribeSubnets",
+      "ec2:DescribeTags",
+    ]
+    resources = ["*"]
+  }
+
+  # GetMetricData supports no resource-level permissions either.
+  statement {
+    sid       = "ReadRequestRateMetrics"
+    actions   = ["cloudwatch:GetMetricData"]
+    resources = ["*"]
+  }
+
+  statement {
+    sid       = "PassOnlyTheNodeRoleToEc2"
+    actions   = ["iam:PassRole"]
+    resources = [var.node_role_arn]
+
+    condition {
+      test     = "StringEquals"
+      variable = "iam:PassedToService"
+      values   = ["ec2.amazonaws.com"]
+    }
+  }
+
+  statement {
+    sid       = "ReadItsSshKey"
+    actions   = ["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"]
+    resources = [local.ssh_key_secret_arn]
+  }
+
+  # Decided from booleans, not from the (maybe not yet known) key ARN, so plans never stall.
+  dynamic "statement" {
+    for_each = local.create_secret || var.ssh_key_secret_kms_key_arn != null ? ["decrypt"] : []
+
+    content {
+      sid       = "DecryptItsSshKeyThroughSecretsManager"
+      actions   = ["kms:Decrypt"]
+      resources = [local.ssh_key_kms_key_arn]
+
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["secretsmanager.${local.region}.amazonaws.com"]
+      }
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.ebs_kms_key_arn == null ? [] : [var.ebs_kms_key_arn]
+
+    content {
+      sid       = "UseNodeVolumeKeyThroughEc2"
+      actions   = ["kms:CreateGrant", "kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncrypt*"]
+      resources = [statement.value]
+
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["ec2.${local.region}.amazonaws.com"]
+      }
+    }
+  }
+}
+
+resource "aws_iam_policy" "autoscaler" {
+  name_prefix = "${var.name}-autoscaler-"
+  description = "igniter ${var.name} autoscaler: launch, tag and terminate only this fleet's instances"
+  policy      = data.aws_iam_policy_document.autoscaler.json
+
+  tags = local.tags
+
+  lifecycle {
+    precondition {
+      condition     = local.create_secret || var.ssh_key_secret_arn != null
+      error_message = "ssh_key_secret_arn is required when create_ssh_key_secret is false."
+    }
+  }
+}
+
+resource "aws_iam_role_policy_attachment" "autoscaler" {
+  role       = aws_iam_role.autoscaler.name
+  policy_arn = aws_iam_policy.autoscaler.arn
+}
+
+resource "aws_iam_role_policy_attachment" "host_ssm" {
+  count = var.create_host && var.enable_ssm_session_manager ? 1 : 0
+
+  role       = aws_iam_role.autoscaler.name
+  policy_arn = "arn:${local.partition}:iam::aws:policy/AmazonSSMManagedInstanceCore"
+}

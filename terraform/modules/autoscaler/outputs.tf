@@ -1,0 +1,49 @@
+output "role_arn" {
+  description = "ARN of the autoscaler's IAM role."
+  value       = aws_iam_role.autoscaler.arn
+}
+
+output "role_name" {
+  description = "Name of the autoscaler's IAM role."
+  value       = aws_iam_role.autoscaler.name
+}
+
+output "policy_arn" {
+  description = "ARN of the autoscaler's least-privilege managed policy (attach it elsewhere if the autoscaler runs outside the host)."
+  value       = aws_iam_policy.autoscaler.arn
+}
+
+output "policy_json" {
+  description = "The autoscaler's IAM policy document, for review."
+  value       = data.aws_iam_policy_document.autoscaler.json
+}
+
+output "security_group_ids" {
+  description = "Security group of the host (empty when create_host is false). Pass it to the fleet module's autoscaler_security_group_ids."
+  value       = aws_security_group.host[*].id
+}
+
+output "host_instance_id" {
+  description = "Instance ID of the autoscaler host (null when create_host is false). Open a shell with `aws ssm start-session --target ID`."
+  value       = one(aws_instance.host[*].id)
+}
+
+output "ssh_key_secret_arn" {
+  description = "Secrets Manager secret holding the autoscaler's SSH private key. Put the key with `aws secretsmanager put-secret-value --secret-id ARN --secret-string file://KEY`."
+  value       = local.ssh_key_secret_arn
+}
+
+output "ssh_key_file" {
+  description = "Where the host writes the SSH key: the policy's agents.key_file."
+  value       = local.ssh_key_file
+}
+
+output "known_hosts_file" {
+  description = "known_hosts file on the host: the policy's agents.known_hosts."
+  value       = local.known_hosts_file
+}
+
+output "policy_file" {
+  description = "Policy path igniter.service runs with."
+  value       = local.policy_file
+}

@@ -1,0 +1,217 @@
+"""The tick against fakes (provider, transport, rates) and a stand-in planner, on an injected clock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autoscaler.fleet.base import ThrottledError
+from autoscaler.lifecycle import State
+from autoscaler.store import Store
+
+from .helpers import Clock, make_controller, make_policy
+
+
+def live(ctl) -> list:  # type: ignore[no-untyped-def]
+    return [r for r in ctl.store.open_records() if r.state in (State.PENDING, State.RUNNING, State.READY)]
+
+
+def settle(ctl, clock: Clock, ticks: int = 3) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(ticks):
+        clock.advance(30)
+        assert ctl.tick().ok
+
+
+def test_first_tick_launches_then_configures_then_idles(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path)
+    clock = Clock()
+    ctl, prov, tr, _ = make_controller(policy, clock)
+    report = ctl.tick()
+    assert report.ok and report.decision.startswith("target")
+    launches = [c for c in prov.calls if c[0] == "launch"]
+    assert sorted(c[1] for c in launches) == ["test-p3.2xlarge-0", "test-p3.2xlarge-1", "test-p3.2xlarge-2"]
+    settle(ctl, clock, 2)
+    assert {r.state for r in ctl.store.open_records()} == {State.READY}
+    assert len(tr.applies) == 3
+    body = tr.applies[0][1]
+    assert body["servers"][0]["port"] == policy.agents.server_base_port and body["servers"][0]["batch"] == 4
+    before = len(prov.mutating_calls()), len(tr.applies)
+    settle(ctl, clock, 2)
+    assert (len(prov.mutating_calls()), len(tr.applies)) == before
+
+
+def test_scale_out_is_immediate_scale_in_waits(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path, scaling={"interval_s": 30, "scale_down_delay_s": 300, "headroom": 0.0,
+                                            "forecast": "last"})
+    clock = Clock()
+    ctl, prov, tr, rates = make_controller(policy, clock)
+    settle(ctl, clock, 3)
+    assert len(live(ctl)) == 3
+    rates.set(alex=350.0)
+    clock.advance(30)
+    ctl.tick()
+    assert len([c for c in prov.calls if c[0] == "launch"]) == 5            # +2 on the tick that saw it
+    settle(ctl, clock, 2)
+    rates.set(alex=150.0)
+    for _ in range(10):                                                      # held 0 .. 270 s < 300 s
+        clock.advance(30)
+        report = ctl.tick()
+        assert report.decision.startswith("hold"), report.decision
+    assert not [c for c in prov.calls if c[0] == "terminate"]
+    clock.advance(30)
+    report = ctl.tick()
+    assert report.decision.startswith("target")
+    assert len([c for c in prov.calls if c[0] == "terminate"]) == 2
+    assert len(live(ctl)) == 3
+    drained = [a for _, a in tr.applies if a["servers"] == []]
+    assert len(drained) == 2                                                  # drained before terminate
+
+
+def test_growth_of_one_workload_while_another_shrinks(tmp_path: Path) -> None:
+    """alex drops, res grows: res gets capacity at once, alex's is kept until the delay passes."""
+    policy = make_policy(tmp_path)
+    clock = Clock()
+    ctl, prov, _, rates = make_controller(policy, clock)
+    settle(ctl, clock, 3)                                                     # alex 2 + res 1
+    rates.set(alex=50.0, res=250.0)                                           # target: 1 + 3
+    clock.advance(30)
+    report = ctl.tick()
+    assert report.decision.startswith("hold: cheaper plan held for 0 s")
+    assert report.layout is not None and dict(report.layout.rates) == {"alex": 150.0, "res": 250.0}
+    assert len(report.layout.slots) == 5 and not [c for c in prov.calls if c[0] == "terminate"]
+
+
+def test_capacity_error_replans_on_another_type_in_the_same_tick(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path)
+    clock = Clock()
+    ctl, prov, _, _ = make_controller(policy, clock)
+    prov.no_capacity.add("p3.2xlarge")
+    report = ctl.tick()
+    assert report.ok and report.rounds == 2
+    launched = [c[2] for c in prov.mutating_calls()]
+    assert launched[0] == "p3.2xlarge" and set(launched[1:]) == {"p3.8xlarge"} and len(launched) == 4
+    assert {r.instance_type for r in live(ctl)} == {"p3.8xlarge"}
+    assert "p3.2xlarge" in ctl.store.get("unavailable")
+    failed = [r for r in ctl.store.all_records() if r.instance_type == "p3.2xlarge"]
+    assert [r.state for r in failed] == [State.TERMINATED]                   # failed, then released
+    assert [h["reason"] for h in ctl.store.history(failed[0].slot)] == ["request", "launch_failed", "release"]
+    clock.advance(181)                                                        # unavailable for 3 minutes
+    prov.no_capacity.clear()
+    assert ctl._caps(clock()) == {}
+
+
+def test_lost_state_rediscovers_by_tag_and_launches_nothing(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path)
+    clock = Clock()
+    ctl, prov, tr, _ = make_controller(policy, clock)
+    settle(ctl, clock, 3)
+    n = len(prov.mutating_calls())
+    ctl2, _, _, _ = make_controller(policy, clock, provider=prov, transport=tr, store=Store(":memory:"))
+    settle(ctl2, clock, 3)
+    assert prov.mutating_calls()[n:] == []
+    assert len(live(ctl2)) == 3
+
+
+def test_crash_between_launch_and_record_adopts(tmp_path: Path) -> None:
+    """A launch that reached the provider but was never recorded is adopted, not repeated."""
+    policy = make_policy(tmp_path)
+    clock = Clock()
+    ctl, prov, _, _ = make_controller(policy, clock)
+    ctl.tick()
+    # simulate: the record fell back to REQUESTED (the LAUNCHED write was lost)
+    with ctl.store._tx() as db:
+        db.execute("UPDATE instances SET state='requested', instance_id=NULL")
+    clock.advance(30)
+    ctl.tick()
+    assert len(prov.list_instances()) == 3
+    assert {r.state for r in live(ctl)} <= {State.RUNNING, State.READY} and len(live(ctl)) == 3
+    assert any(h["reason"] == "adopted" for h in ctl.store.history())
+
+
+def test_vanished_instance_is_replaced(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path)
+    clock = Clock()
+    ctl, prov, _, _ = make_controller(policy, clock)
+    settle(ctl, clock, 3)
+    victim = live(ctl)[0]
+    prov.kill(victim.instance_id or "")
+    clock.advance(30)
+    ctl.tick()
+    relaunch = [c for c in prov.calls if c[0] == "launch"][-1]
+    assert relaunch[1] == victim.slot and relaunch[3] == "1"                 # same slot, next attempt
+
+
+def test_not_ready_in_time_is_replaced(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path, workloads=[{"name": "alex", "model": "alexnet", "slo_ms": 15, "rate_rps": 50}])
+    clock = Clock()
+    ctl, prov, tr, _ = make_controller(policy, clock)
+    ctl.tick()
+    [rec] = live(ctl)
+    tr.unreachable.add(rec.instance_id or "")
+    for _ in range(31):                                                       # 930 s > ready_timeout_s 900
+        clock.advance(30)
+        ctl.tick()
+    assert ("terminate", rec.instance_id) in prov.calls
+    assert any(h["reason"] == "ready_timeout" for h in ctl.store.history())
+    assert [r.attempt for r in live(ctl)] == [1]
+
+
+def test_agent_that_lost_its_assignment_gets_it_again(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path)
+    clock = Clock()
+    ctl, prov, tr, _ = make_controller(policy, clock)
+    settle(ctl, clock, 3)
+    rec = live(ctl)[0]
+    before = [a for i, a in tr.applies if i == rec.instance_id]
+    tr.forget(rec.instance_id or "")
+    settle(ctl, clock, 1)
+    after = [a for i, a in tr.applies if i == rec.instance_id]
+    assert len(after) == len(before) + 1 and after[-1] == before[-1]          # same generation, same servers
+
+
+def test_slo_guard_raises_correction_and_capacity(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path, workloads=[{"name": "alex", "model": "alexnet", "slo_ms": 15, "rate_rps": 150},
+                                              {"name": "res", "model": "resnet50", "slo_ms": 40, "rate_rps": 90}])
+    clock = Clock()
+    ctl, prov, tr, _ = make_controller(policy, clock)
+    settle(ctl, clock, 3)
+    tr.p99["res"] = 80.0                                                      # SLO 40 ms
+    settle(ctl, clock, 3)
+    assert ctl.store.get("slo_guard")["corrections"]["res"] > 1.0
+    settle(ctl, clock, 1)
+    assert len(live(ctl)) == 4                                # res: 90 rps at 100 / 1.2 per instance -> 2
+
+
+def test_rate_source_failure_never_scales_in(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path, scaling={"interval_s": 30, "scale_down_delay_s": 0, "headroom": 0.0,
+                                            "forecast": "last"}, rates={"source": "static", "stale_after_s": 60})
+    clock = Clock()
+    ctl, prov, _, rates = make_controller(policy, clock)
+    settle(ctl, clock, 3)
+    rates.fail = True
+    for _ in range(5):
+        clock.advance(30)
+        report = ctl.tick()
+        assert report.ok and report.outcome.errors.get("rates") == 1
+    assert report.missing == ["alex", "res"]
+    assert not [c for c in prov.calls if c[0] == "terminate"] and len(live(ctl)) == 3
+
+
+def test_provider_outage_fails_the_tick_cleanly(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path)
+    clock = Clock()
+    ctl, prov, _, _ = make_controller(policy, clock)
+    prov.fail_next.append(ThrottledError("RequestLimitExceeded"))
+    report = ctl.tick()
+    assert report.ok and report.outcome.errors.get("provider") == 1
+    assert {r.state for r in ctl.store.open_records()} == {State.REQUESTED, State.PENDING}
+    clock.advance(30)
+    ctl.tick()
+    assert len(prov.list_instances()) == 3 and len(live(ctl)) == 3
+
+
+def test_max_cost_per_hour_caps_launches(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path, scaling={"interval_s": 30, "max_cost_per_hour": 7.0, "headroom": 0.0,
+                                            "forecast": "last"})
+    ctl, prov, _, _ = make_controller(policy, Clock())
+    report = ctl.tick()
+    assert len(prov.mutating_calls()) == 2 and "max_cost_per_hour" in report.notes[0]

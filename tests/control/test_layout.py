@@ -1,0 +1,82 @@
+"""Plan -> layout: stable slots, stable server names and ports, JSON round trips."""
+
+from __future__ import annotations
+
+from autoscaler.layout import (LayoutInput, WorkloadInfo, assignment_json, layout_from_json, layout_from_plan,
+                               layout_to_plan)
+from autoscaler.planner.types import GpuOut, InstanceOut, Plan, PlacementOut
+
+INFO = {"a": WorkloadInfo("/models/a", 7.5), "b": WorkloadInfo("/models/b", 20.0)}
+
+
+def place(w: str, mps: float = 30.0, batch: int = 4) -> PlacementOut:
+    return PlacementOut(w, "alexnet" if w == "a" else "resnet50", batch, mps, 100.0, 5.0, 120.0)
+
+
+def instance(*ws: str, itype: str = "p3") -> InstanceOut:
+    return InstanceOut(itype, 3.0, (GpuOut(0, "v100", tuple(place(w) for w in ws)),))
+
+
+def inp(previous=None, taken=frozenset(), reserved=None, extra=None) -> LayoutInput:  # type: ignore[no-untyped-def]
+    return LayoutInput("f", previous, extra or {}, taken, reserved or {}, INFO, {"a": 200.0, "b": 100.0})
+
+
+def test_first_layout_names_slots_and_servers() -> None:
+    layout = layout_from_plan(Plan("x", (instance("a", "b"), instance("a"))), inp())
+    assert [s.slot for s in layout.slots] == ["f-p3-0", "f-p3-1"]
+    names = [(slot, s.name, s.index) for slot, s in layout.servers()]
+    assert names == [("f-p3-0", "a-0", 0), ("f-p3-0", "b-0", 1), ("f-p3-1", "a-1", 0)]
+    srv = layout.slots[0].servers[0]
+    assert (srv.model_dir, srv.max_queue_delay_ms) == ("/models/a", 7.5)
+    assert layout.capacity() == {"a": 240.0, "b": 120.0}
+
+
+def test_reordered_plan_keeps_slots_and_names() -> None:
+    first = layout_from_plan(Plan("x", (instance("a", "b"), instance("a"))), inp())
+    again = layout_from_plan(Plan("x", (instance("a"), instance("a", "b"))), inp(first, frozenset({"f-p3-0", "f-p3-1"})))
+    assert {s.slot: [v.name for v in s.servers] for s in again.slots} == {"f-p3-0": ["a-0", "b-0"], "f-p3-1": ["a-1"]}
+
+
+def test_new_placement_gets_fresh_name_and_index() -> None:
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    reserved = {"f-p3-0": frozenset({("a-0", 0), ("b-0", 1)})}    # b-0 still runs there, retiring
+    nxt = layout_from_plan(Plan("x", (instance("a", "b"),)), inp(first, frozenset({"f-p3-0"}), reserved))
+    servers = {v.name: v.index for v in nxt.slots[0].servers}
+    assert servers == {"a-0": 0, "b-1": 2}
+
+
+def test_slot_names_are_never_reused() -> None:
+    layout = layout_from_plan(Plan("x", (instance("a"),)), inp(taken=frozenset({"f-p3-0", "f-p3-3"})))
+    assert layout.slots[0].slot == "f-p3-4"
+
+
+def test_extra_live_slots_are_matched_by_type() -> None:
+    """After the state was lost, discovered slots are reused before new ones are named."""
+    layout = layout_from_plan(Plan("x", (instance("a"), instance("b", itype="g5"))),
+                              inp(extra={"f-g5-7": "g5", "f-p3-2": "p3"}, taken=frozenset({"f-g5-7", "f-p3-2"})))
+    assert sorted(s.slot for s in layout.slots) == ["f-g5-7", "f-p3-2"]
+
+
+def test_changed_share_keeps_the_server_name() -> None:
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    bigger = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a", mps=60.0, batch=8),)),)),))
+    nxt = layout_from_plan(bigger, inp(first, frozenset({"f-p3-0"})))
+    srv = nxt.slots[0].servers[0]
+    assert (srv.name, srv.batch, srv.mps_percent) == ("a-0", 8, 60.0)
+    assert srv.agent_key() != first.slots[0].servers[0].agent_key()
+
+
+def test_json_round_trip_and_plan() -> None:
+    layout = layout_from_plan(Plan("x", (instance("a", "b"), instance("a"))), inp())
+    again = layout_from_json(layout.to_json())
+    assert again == layout
+    plan = layout_to_plan(layout)
+    assert plan.cost_per_hour == 6.0 and [p.workload for p in plan.instances[0].gpus[0].placements] == ["a", "b"]
+
+
+def test_assignment_contract() -> None:
+    layout = layout_from_plan(Plan("x", (instance("a", "b"),)), inp())
+    body = assignment_json(layout.slots[0].servers, 7, 8100)
+    assert body["generation"] == 7
+    assert body["servers"][1] == {"name": "b-0", "workload": "b", "model_dir": "/models/b", "batch": 4,
+                                  "mps_percent": 30.0, "gpu_index": 0, "port": 8101, "max_queue_delay_ms": 20.0}

@@ -1,0 +1,119 @@
+"""reconcile.diff: ordered actions, make-before-break, replacement, budget, clean-up."""
+
+from __future__ import annotations
+
+from autoscaler.layout import Layout, ServerSpec, SlotSpec
+from autoscaler.lifecycle import Reason, Record, State
+from autoscaler.reconcile import Configure, Drain, FleetView, Launch, Limits, Terminate, diff
+
+NOW = 10_000.0
+
+
+def srv(name: str, workload: str = "a", index: int = 0) -> ServerSpec:
+    return ServerSpec(name, workload, "alexnet", 0, index, 4, 30.0, 100.0, 5.0, 120.0, "/m", 7.5)
+
+
+def slot(name: str, *servers: ServerSpec, itype: str = "p3") -> SlotSpec:
+    return SlotSpec(name, itype, 3.0, ("v100",), servers)
+
+
+def rec(name: str, state: State = State.READY, attempt: int = 0, age: float = 60.0, itype: str = "p3") -> Record:
+    return Record(name, attempt, itype, state, NOW - age, NOW - age, None if state is State.REQUESTED else f"i-{name}-{attempt}")
+
+
+def run(layout_slots, records, applied=None, ready=(), limits=Limits(), **kw):  # type: ignore[no-untyped-def]
+    view = FleetView(records, applied or {}, ready_servers=frozenset(ready),
+                     max_attempt={r.slot: r.attempt for r in records}, prices={"p3": 3.0, "g5": 1.0}, **kw)
+    return diff(Layout("x", tuple(layout_slots)), view, NOW, limits)
+
+
+def kinds(d) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    return [(type(a).__name__, a.slot) for a in d.actions]
+
+
+def test_launches_missing_slots_with_next_attempt() -> None:
+    d = run([slot("s0", srv("a-0")), slot("s1", srv("a-1"))], [rec("s0", State.PENDING)])
+    assert d.actions == (Launch("s1", "p3", 0, "planned"),)
+
+
+def test_resumes_an_interrupted_launch_with_the_same_attempt() -> None:
+    d = run([slot("s0", srv("a-0"))], [rec("s0", State.REQUESTED, attempt=2)])
+    assert d.actions == (Launch("s0", "p3", 2, "resume interrupted launch"),)
+
+
+def test_configures_ready_slots_only_when_different() -> None:
+    layout = [slot("s0", srv("a-0")), slot("s1", srv("a-1"))]
+    d = run(layout, [rec("s0"), rec("s1", State.RUNNING)])
+    assert kinds(d) == [("Configure", "s0")]
+    d = run(layout, [rec("s0"), rec("s1")], applied={"s0": (srv("a-0"),), "s1": (srv("a-1"),)})
+    assert d.actions == ()
+    d = run(layout, [rec("s0"), rec("s1")], applied={"s0": (srv("a-0"),), "s1": (srv("a-1"),)},
+            stale_agents=frozenset({"s1"}))
+    assert kinds(d) == [("Configure", "s1")]
+
+
+def test_make_before_break_for_a_moved_server() -> None:
+    """a-0 moves from s0 to s1 (as a-1): s0 keeps a-0 until a-1 reports ready."""
+    layout = [slot("s0", srv("b-0", "b")), slot("s1", srv("a-1"))]
+    applied = {"s0": (srv("b-0", "b"), srv("a-0", index=1)), "s1": ()}
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"b-0"})
+    assert kinds(d) == [("Configure", "s1")]           # s0 unchanged: a-0 still needed
+    d = run(layout, [rec("s0"), rec("s1")], {**applied, "s1": (srv("a-1"),)}, ready={"b-0", "a-1"})
+    assert kinds(d) == [("Configure", "s0")]
+    assert [s.name for s in d.actions[0].servers] == ["b-0"]  # type: ignore[union-attr]
+
+
+def test_surplus_slot_drained_and_terminated_once_covered() -> None:
+    layout = [slot("s1", srv("a-1"))]
+    applied = {"s0": (srv("a-0"),), "s1": (srv("a-1"),)}
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-0"})
+    assert d.actions == ()                               # a-1 not ready: s0 keeps serving
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-0", "a-1"})
+    assert kinds(d) == [("Drain", "s0"), ("Terminate", "s0")]
+    assert d.actions[1].reason is Reason.SCALE_IN        # type: ignore[union-attr]
+
+
+def test_surplus_without_servers_terminates_directly() -> None:
+    d = run([], [rec("s0", State.PENDING), rec("s1", State.REQUESTED)])
+    assert kinds(d) == [("Terminate", "s0"), ("Terminate", "s1")]
+
+
+def test_surplus_slot_keeps_only_needed_servers() -> None:
+    layout = [slot("s1", srv("a-1"), srv("b-1", "b", 1))]
+    applied = {"s0": (srv("a-0"), srv("b-0", "b", 1)), "s1": (srv("a-1"), srv("b-1", "b", 1))}
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-1", "a-0", "b-0"})
+    assert kinds(d) == [("Configure", "s0")]
+    assert [s.name for s in d.actions[0].servers] == ["b-0"]   # type: ignore[union-attr]
+
+
+def test_not_ready_in_time_is_replaced() -> None:
+    d = run([slot("s0", srv("a-0"))], [rec("s0", State.RUNNING, age=901)], limits=Limits(ready_timeout_s=900))
+    assert d.actions[0] == Launch("s0", "p3", 1, "replace: not ready in time")
+    assert isinstance(d.actions[1], Terminate) and d.actions[1].reason is Reason.READY_TIMEOUT
+    assert run([slot("s0", srv("a-0"))], [rec("s0", State.RUNNING, age=899)], limits=Limits(900)).actions == ()
+
+
+def test_budget_blocks_launches() -> None:
+    layout = [slot("s0", srv("a-0")), slot("s1", srv("a-1")), slot("s2", srv("a-2"))]
+    d = run(layout, [rec("s0", State.PENDING)], limits=Limits(max_cost_per_hour=7.0))
+    assert kinds(d) == [("Launch", "s1")]
+    assert "max_cost_per_hour" in d.notes[0]
+
+
+def test_cleanup_of_duplicates_failed_drained_and_orphans() -> None:
+    records = [rec("s0", attempt=0), rec("s0", State.PENDING, attempt=1), rec("s1", State.FAILED),
+               rec("s2", State.DRAINING)]
+    d = run([slot("s0", srv("a-0"))], records, orphans=[("s9", "i-zz")])
+    ends = [(a.slot, a.attempt, a.reason) for a in d.actions if isinstance(a, Terminate)]
+    assert sorted(ends, key=str) == sorted([("s0", 0, Reason.DUPLICATE), ("s2", 0, Reason.SCALE_IN),
+                                            ("s1", 0, Reason.RELEASE), ("s9", None, Reason.SCALE_IN)], key=str)
+    assert not any(isinstance(a, Launch) for a in d.actions)
+
+
+def test_action_order() -> None:
+    layout = [slot("s1", srv("a-1")), slot("s2", srv("b-0", "b"))]
+    applied = {"s0": (srv("a-0"),), "s1": ()}
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-1", "a-0"})
+    order = [type(a) for a in d.actions]
+    assert order == [Launch, Configure, Drain, Terminate] or order == [Launch, Configure, Terminate]
+    assert order.index(Launch) < order.index(Configure) < order.index(Terminate)

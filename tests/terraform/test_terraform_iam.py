@@ -1,0 +1,140 @@
+"""The autoscaler's IAM policy: least privilege, and every mutating EC2 call tied to the fleet tag."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tfhelpers import FLEET_TAG, blocks, unwrap
+
+MUTATING = {"ec2:RunInstances", "ec2:TerminateInstances", "ec2:CreateTags"}
+ALLOWED_ACTIONS = MUTATING | {
+    "ec2:DescribeAvailabilityZones", "ec2:DescribeImages", "ec2:DescribeInstanceStatus",
+    "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes", "ec2:DescribeInstances",
+    "ec2:DescribeLaunchTemplates", "ec2:DescribeSubnets", "ec2:DescribeTags",
+    "cloudwatch:GetMetricData", "iam:PassRole",
+    "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret",
+    "kms:Decrypt", "kms:CreateGrant", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncrypt*",
+}
+UNRESTRICTABLE = {"cloudwatch:GetMetricData"} | {a for a in ALLOWED_ACTIONS if a.startswith("ec2:Describe")}
+
+
+def _resolve(text: str, locals_: dict[str, Any]) -> str:
+    return text.replace("${local.fleet_tag_key}", locals_["fleet_tag_key"])
+
+
+@pytest.fixture(scope="module")
+def statements(autoscaler: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every statement of the autoscaler policy, dynamic ones included, with tag keys resolved."""
+    document = autoscaler["data"]["aws_iam_policy_document"]["autoscaler"]
+    found = list(blocks(document["statement"]))
+    for dynamic in blocks(document.get("dynamic")):
+        found += blocks(dynamic["statement"]["content"])
+    for statement in found:
+        for condition in blocks(statement.get("condition")):
+            condition["variable"] = _resolve(condition["variable"], autoscaler["locals"])
+    return found
+
+
+def _conditions(statement: dict[str, Any]) -> dict[str, tuple[str, list[str]]]:
+    return {c["variable"]: (c["test"], c["values"]) for c in blocks(statement.get("condition"))}
+
+
+def _with_action(statements: list[dict[str, Any]], action: str) -> list[dict[str, Any]]:
+    return [s for s in statements if action in s["actions"]]
+
+
+def test_fleet_tag_key_is_the_one_the_autoscaler_uses(autoscaler: dict[str, Any], fleet: dict[str, Any]) -> None:
+    assert autoscaler["locals"]["fleet_tag_key"] == fleet["locals"]["fleet_tag_key"] == FLEET_TAG
+
+
+def test_only_the_listed_actions_no_wildcards(statements: list[dict[str, Any]]) -> None:
+    actions = {a for s in statements for a in s["actions"]}
+    assert actions <= ALLOWED_ACTIONS, actions - ALLOWED_ACTIONS
+    assert not any(a in ("*", "ec2:*", "ec2:Describe*", "iam:*") for a in actions)
+    for statement in statements:
+        assert statement.get("effect", "Allow") == "Allow"
+
+
+def test_resource_star_only_for_calls_that_take_no_resource(statements: list[dict[str, Any]]) -> None:
+    for statement in statements:
+        resources = statement["resources"]
+        if resources == ["*"] or '"*"' in str(resources):
+            assert set(statement["actions"]) <= UNRESTRICTABLE, statement["sid"]
+
+
+def test_terminate_only_instances_tagged_with_the_fleet(statements: list[dict[str, Any]]) -> None:
+    (statement,) = _with_action(statements, "ec2:TerminateInstances")
+    assert statement["actions"] == ["ec2:TerminateInstances"]
+    assert [unwrap(r) for r in statement["resources"]] == ["${local.ec2_arn}:instance/*"] or statement["resources"] == ["${local.ec2_arn}:instance/*"]
+    assert _conditions(statement)[f"ec2:ResourceTag/{FLEET_TAG}"] == ("StringEquals", ["${var.name}"])
+
+
+def test_run_instances_only_tagged_for_the_fleet_and_from_its_templates(statements: list[dict[str, Any]]) -> None:
+    runs = _with_action(statements, "ec2:RunInstances")
+    assert len(runs) == 3
+    for statement in runs:
+        conditions = _conditions(statement)
+        template_only = unwrap(statement["resources"]) == "var.launch_template_arns"
+        assert template_only or "ec2:LaunchTemplate" in conditions, statement["sid"]
+        if "ec2:LaunchTemplate" in conditions:
+            assert conditions["ec2:LaunchTemplate"] == ("ArnEquals", "${var.launch_template_arns}")
+    (instances,) = [s for s in runs if s["resources"] == ["${local.ec2_arn}:instance/*"]]
+    assert _conditions(instances)[f"aws:RequestTag/{FLEET_TAG}"] == ("StringEquals", ["${var.name}"])
+
+
+def test_create_tags_only_at_launch_or_on_own_instances(statements: list[dict[str, Any]]) -> None:
+    tags = _with_action(statements, "ec2:CreateTags")
+    assert tags
+    for statement in tags:
+        conditions = _conditions(statement)
+        at_launch = conditions.get("ec2:CreateAction") == ("StringEquals", ["RunInstances"])
+        own = conditions.get(f"ec2:ResourceTag/{FLEET_TAG}") == ("StringEquals", ["${var.name}"])
+        assert at_launch or own, statement["sid"]
+        if any("instance/*" in r for r in statement["resources"]):
+            fleet_value = conditions.get(f"aws:RequestTag/{FLEET_TAG}")
+            assert fleet_value and fleet_value[1] == ["${var.name}"], f"{statement['sid']}: instance tags not tied to the fleet"
+        if own:
+            assert conditions["aws:TagKeys"] == ("ForAllValues:StringLike", ["igniter:*"])
+
+
+def test_pass_role_only_for_the_node_role_to_ec2(statements: list[dict[str, Any]]) -> None:
+    (statement,) = _with_action(statements, "iam:PassRole")
+    assert statement["resources"] == ["${var.node_role_arn}"]
+    assert _conditions(statement)["iam:PassedToService"] == ("StringEquals", ["ec2.amazonaws.com"])
+
+
+def test_secret_and_key_access_is_scoped(statements: list[dict[str, Any]]) -> None:
+    (secret,) = _with_action(statements, "secretsmanager:GetSecretValue")
+    assert secret["resources"] == ["${local.ssh_key_secret_arn}"]
+    for statement in _with_action(statements, "kms:Decrypt"):
+        assert "kms:ViaService" in _conditions(statement)
+
+
+def test_the_policy_is_attached_to_the_role(autoscaler: dict[str, Any]) -> None:
+    policy = autoscaler["resource"]["aws_iam_policy"]["autoscaler"]
+    assert unwrap(policy["policy"]) == "data.aws_iam_policy_document.autoscaler.json"
+    attachment = autoscaler["resource"]["aws_iam_role_policy_attachment"]["autoscaler"]
+    assert unwrap(attachment["role"]) == "aws_iam_role.autoscaler.name"
+
+
+def test_the_autoscaler_host_never_carries_the_fleet_tag(autoscaler: dict[str, Any]) -> None:
+    """The autoscaler may terminate anything tagged igniter:fleet=<name>: its own host must not be."""
+    assert "fleet_tag_key" not in autoscaler["locals"]["tags"]
+    assert "igniter:autoscaler" in autoscaler["locals"]["tags"]
+    host = autoscaler["resource"]["aws_instance"]["host"]
+    for field in ("tags", "volume_tags"):
+        assert "local.tags" in host[field] and FLEET_TAG not in host[field]
+    conditions = [v["condition"] for v in blocks(autoscaler["variable"]["tags"]["validation"])]
+    assert any('"igniter:fleet"' in c for c in conditions)
+
+
+def test_host_runs_without_public_address_or_inbound_ssh(autoscaler: dict[str, Any]) -> None:
+    host = autoscaler["resource"]["aws_instance"]["host"]
+    assert host["associate_public_ip_address"] is False
+    assert host["monitoring"] is True
+    assert blocks(host["root_block_device"])[0]["encrypted"] is True
+    ingress = autoscaler["resource"]["aws_vpc_security_group_ingress_rule"]
+    assert set(ingress) == {"status"}
+    assert "var.status_cidr_blocks" in autoscaler["locals"]["status_ingress"]
+    assert autoscaler["variable"]["status_cidr_blocks"]["default"] == []

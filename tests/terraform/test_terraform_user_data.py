@@ -1,0 +1,216 @@
+"""The cloud-init user data: rendered like templatefile() does, then parsed and its scripts checked."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from tfhelpers import (
+    AUTOSCALER_DIR,
+    FLEET_DIR,
+    render_template,
+    template_placeholders,
+    templatefile_call_keys,
+    terraform_string,
+)
+
+NODE_TEMPLATE = FLEET_DIR / "templates" / "node-user-data.yaml.tftpl"
+HOST_TEMPLATE = AUTOSCALER_DIR / "templates" / "autoscaler-user-data.yaml.tftpl"
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB7d9Kq3Xexample igniter-autoscaler"
+PACKAGE = "igniter-autoscaler>=0.1,<1"  # has shell metacharacters on purpose
+POLICY = "fleet: igniter\ninstance_types: []\n"
+
+
+def node_vars(fleet: dict[str, Any]) -> dict[str, Any]:
+    variables = fleet["variable"]
+    return {
+        "fleet": "igniter",
+        "region": "us-east-1",
+        "ssh_user": variables["ssh_user"]["default"],
+        "ssh_public_key": KEY,
+        "igniter_package": PACKAGE,
+        "state_dir": fleet["locals"]["state_dir"],
+        "model_source": "s3://team-models/" + variables["model_prefix"]["default"],
+        "model_dir": variables["model_dir"]["default"],
+        "model_sync_interval": variables["model_sync_interval"]["default"],
+        "install_cloudwatch_agent": "true",
+    }
+
+
+def host_vars(autoscaler: dict[str, Any], policy_file: str | None = None) -> dict[str, Any]:
+    locals_ = autoscaler["locals"]
+    return {
+        "fleet": "igniter",
+        "region": "us-east-1",
+        "igniter_package": PACKAGE,
+        "ssh_key_secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:igniter/igniter/autoscaler-ssh-key-AbCdEf",
+        "ssh_key_file": locals_["ssh_key_file"],
+        "known_hosts_file": locals_["known_hosts_file"],
+        "policy_file": policy_file or locals_["policy_file"],
+        "policy_b64": base64.b64encode(POLICY.encode()).decode(),
+    }
+
+
+def cloud_config(text: str) -> dict[str, Any]:
+    assert text.startswith("#cloud-config\n"), "cloud-init needs the #cloud-config header on line 1"
+    return yaml.safe_load(text)
+
+
+def files(config: dict[str, Any]) -> dict[str, str]:
+    return {f["path"]: f["content"] for f in config["write_files"]}
+
+
+def unit(text: str) -> dict[str, list[str]]:
+    """systemd unit -> {key: [values]} (sections flattened; keys repeat, e.g. ExecStartPre)."""
+    parsed: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        if "=" in line and not line.startswith(("#", "[")):
+            key, value = line.split("=", 1)
+            parsed.setdefault(key.strip(), []).append(value.strip())
+    return parsed
+
+
+def bash_syntax_ok(script: str, tmp_path: Path) -> None:
+    path = tmp_path / "script.sh"
+    path.write_text(script)
+    result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture(scope="module")
+def node(fleet: dict[str, Any]) -> dict[str, Any]:
+    return cloud_config(render_template(NODE_TEMPLATE.read_text(), node_vars(fleet)))
+
+
+@pytest.fixture(scope="module")
+def host(autoscaler: dict[str, Any]) -> dict[str, Any]:
+    return cloud_config(render_template(HOST_TEMPLATE.read_text(), host_vars(autoscaler)))
+
+
+# --- both templates ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("template", "tf_file"),
+    [(NODE_TEMPLATE, FLEET_DIR / "launch_templates.tf"), (HOST_TEMPLATE, AUTOSCALER_DIR / "host.tf")],
+    ids=["node", "host"],
+)
+def test_templatefile_call_passes_exactly_the_placeholders(template: Path, tf_file: Path) -> None:
+    assert template_placeholders(template.read_text()) == templatefile_call_keys(tf_file.read_text(), template.name)
+
+
+@pytest.mark.parametrize(("template", "kind"), [(NODE_TEMPLATE, "fleet"), (HOST_TEMPLATE, "autoscaler")], ids=["node", "host"])
+def test_python_render_matches_terraform_templatefile(
+    needs_terraform: str, tmp_path: Path, template: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    config = request.getfixturevalue(kind)
+    variables = node_vars(config) if kind == "fleet" else host_vars(config)
+    shutil.copy(template, tmp_path / template.name)
+    arguments = ", ".join(f"{name} = {json.dumps(value)}" for name, value in variables.items())
+    rendered = terraform_string(tmp_path, f'templatefile("{template.name}", {{ {arguments} }})')
+    assert rendered == render_template(template.read_text(), variables)
+
+
+# --- the GPU node ------------------------------------------------------------------------------------
+
+
+def test_node_authorises_the_autoscaler_key(node: dict[str, Any]) -> None:
+    assert node["ssh_authorized_keys"] == [KEY]
+
+
+def test_node_starts_the_agent_as_a_systemd_service(node: dict[str, Any]) -> None:
+    agent = unit(files(node)["/etc/systemd/system/igniter-agent.service"])
+    assert agent["ExecStart"] == ["/opt/igniter/venv/bin/igniter-agent run --state-dir /var/lib/igniter"]
+    assert agent["User"] == ["igniter"] and agent["Restart"] == ["always"]
+    assert agent["WantedBy"] == ["multi-user.target"]
+    assert agent["EnvironmentFile"] == ["/etc/igniter/node.env"]
+    assert "igniter-mps.service" in agent["After"][0]
+    setup = files(node)["/usr/local/sbin/igniter-node-setup"]
+    assert "systemctl enable --now igniter-agent.service" in setup
+    assert node["runcmd"] == [["/usr/local/sbin/igniter-node-setup"]]
+
+
+def test_node_installs_the_project(node: dict[str, Any], tmp_path: Path) -> None:
+    setup = files(node)["/usr/local/sbin/igniter-node-setup"]
+    assert 'pip install --quiet "$IGNITER_PACKAGE"' in setup
+    assert "ln -sf /opt/igniter/venv/bin/igniter-agent /usr/local/bin/igniter-agent" in setup
+    assert setup.index("pip install --quiet \"$IGNITER_PACKAGE\"") < setup.index("systemctl enable --now igniter-agent.service")
+    bash_syntax_ok(setup, tmp_path)
+
+
+def test_node_env_file_survives_shell_and_systemd_quoting(node: dict[str, Any], tmp_path: Path) -> None:
+    env = tmp_path / "node.env"
+    env.write_text(files(node)["/etc/igniter/node.env"])
+    result = subprocess.run(["bash", "-c", f'set -a; . {env}; printf "%s|%s" "$IGNITER_PACKAGE" "$IGNITER_MODEL_SOURCE"'],
+                            capture_output=True, text=True, check=True)
+    assert result.stdout == f"{PACKAGE}|s3://team-models/models/"
+
+
+def test_node_enables_mps(node: dict[str, Any]) -> None:
+    mps = unit(files(node)["/etc/systemd/system/igniter-mps.service"])
+    assert mps["ExecStart"] == ["/usr/bin/nvidia-cuda-mps-control -d"]
+    assert "+/usr/bin/nvidia-smi --compute-mode=EXCLUSIVE_PROCESS" in mps["ExecStartPre"]
+    assert mps["User"] == ["igniter"], "MPS clients must run as the daemon's user"
+    env = files(node)["/etc/igniter/node.env"]
+    assert 'CUDA_MPS_PIPE_DIRECTORY="/var/lib/igniter/mps/pipe"' in env
+    setup = files(node)["/usr/local/sbin/igniter-node-setup"]
+    assert setup.index("enable --now igniter-mps.service") < setup.index("enable --now igniter-agent.service")
+
+
+def test_node_syncs_models_from_s3(node: dict[str, Any], tmp_path: Path) -> None:
+    written = files(node)
+    sync = written["/usr/local/sbin/igniter-model-sync"]
+    assert 'aws s3 sync --only-show-errors --no-progress "$IGNITER_MODEL_SOURCE" "$IGNITER_MODEL_DIR"' in sync
+    bash_syntax_ok(sync, tmp_path)
+    timer = unit(written["/etc/systemd/system/igniter-model-sync.timer"])
+    assert timer["OnUnitActiveSec"] == ["15min"]
+    setup = written["/usr/local/sbin/igniter-node-setup"]
+    assert setup.index("systemctl start igniter-model-sync.service") < setup.index("enable --now igniter-agent.service")
+
+
+def test_node_cloudwatch_agent_config_is_json_with_its_own_variables(node: dict[str, Any]) -> None:
+    config = json.loads(files(node)["/etc/igniter/cloudwatch-agent.json"])
+    assert config["metrics"]["append_dimensions"]["InstanceId"] == "${aws:InstanceId}"
+    assert "utilization_gpu" in config["metrics"]["metrics_collected"]["nvidia_gpu"]["measurement"]
+
+
+# --- the autoscaler host -----------------------------------------------------------------------------
+
+
+def test_host_runs_igniter_run_with_the_policy(host: dict[str, Any], tmp_path: Path) -> None:
+    written = files(host)
+    service = unit(written["/etc/systemd/system/igniter.service"])
+    assert service["ExecStart"] == ["/opt/igniter/venv/bin/igniter run /etc/igniter/policy.yaml"]
+    assert service["ExecStartPre"] == ["+/usr/local/sbin/igniter-fetch-ssh-key"]
+    assert service["ConditionPathExists"] == ["/etc/igniter/policy.yaml"]
+    assert service["User"] == ["igniter"] and service["Restart"] == ["always"]
+    setup = written["/usr/local/sbin/igniter-autoscaler-setup"]
+    assert "systemctl enable igniter.service" in setup
+    bash_syntax_ok(setup, tmp_path)
+    assert host["runcmd"] == [["/usr/local/sbin/igniter-autoscaler-setup"]]
+
+
+def test_host_fetches_its_key_from_the_secret(host: dict[str, Any]) -> None:
+    written = files(host)
+    script = written["/usr/local/sbin/igniter-fetch-ssh-key"]
+    compile(script, "igniter-fetch-ssh-key", "exec")
+    assert "get_secret_value(SecretId=secret_id)" in script and "0o600" in script
+    env = written["/etc/igniter/autoscaler.env"]
+    assert 'IGNITER_SSH_KEY_SECRET="arn:aws:secretsmanager:' in env
+    assert 'IGNITER_SSH_KEY_FILE="/etc/igniter/ssh/id_autoscaler"' in env
+
+
+def test_host_writes_the_policy_given_to_terraform(autoscaler: dict[str, Any], tmp_path: Path) -> None:
+    target = tmp_path / "policy.yaml"
+    config = cloud_config(render_template(HOST_TEMPLATE.read_text(), host_vars(autoscaler, str(target))))
+    setup = files(config)["/usr/local/sbin/igniter-autoscaler-setup"].splitlines()
+    start = next(i for i, line in enumerate(setup) if line.startswith("POLICY_B64="))
+    end = next(i for i in range(start, len(setup)) if setup[i] == "fi")
+    subprocess.run(["bash", "-euc", "\n".join(setup[start : end + 1])], check=True)
+    assert target.read_text() == POLICY
