@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -58,21 +59,22 @@ def _hardware(args: argparse.Namespace) -> tuple[str, Mps, GpuMonitor]:
         return "cpu", NoMps(), NoGpu()
     monitor = NvmlMonitor()
     if not monitor.available():
-        print(f"igniter-agent: no GPU ({monitor.error}); servers run on the CPU", file=sys.stderr)
+        logging.getLogger("igniter-agent").warning("no GPU (%s); servers run on the CPU", monitor.error)
         monitor.close()
         return "cpu", NoMps(), NoGpu()
     return "cuda", NvidiaMps(args.state_dir.resolve() / "mps"), monitor
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # HUP too: a closed terminal stops cleanly
         signal.signal(signum, lambda *_: stop.set())
     lock = lock_state_dir(args.state_dir)
     device, mps, gpus = _hardware(args)
     policy = RestartPolicy(initial_backoff_s=args.backoff_initial)
     daemon = Daemon(args.state_dir.resolve(), mps, gpus, device, policy)
-    print(f"igniter-agent: pid {os.getpid()}, state dir {args.state_dir}, device {device}", file=sys.stderr, flush=True)
+    logging.getLogger("igniter-agent").info("pid %d, state dir %s, device %s", os.getpid(), args.state_dir, device)
     try:
         daemon.run(stop, args.interval)
     finally:
@@ -107,7 +109,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from agents import profiler  # imports torch: only this command pays for it
+    from agents import profiler  # the workers it starts import torch; this process does not
 
     return profiler.run(args.model_dir, args.out, args.model_name, args.gpu_index, args.seconds)
 

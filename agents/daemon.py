@@ -8,6 +8,7 @@ must come, tick every server's state machine, and write status.json atomically.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import threading
 import time
@@ -24,6 +25,7 @@ from agents.supervisor import ManagedServer, RestartPolicy, ServerFiles, launch_
 
 from autoscaler.errors import InputError
 
+log = logging.getLogger("igniter-agent")
 ASSIGNMENT_FILE = "assignment.json"
 STATUS_FILE = "status.json"
 LOCK_FILE = "agent.lock"
@@ -119,6 +121,7 @@ class Daemon:
             assignment = parse_assignment(path.read_text(encoding="utf-8"), str(path))
         except (InputError, OSError) as exc:
             self.assignment_error = str(exc)  # keep running what we have; say why in status
+            log.error("assignment rejected, still running generation %s: %s", self.applied and self.applied.generation, exc)
             return None
         self.assignment_error = None
         return assignment
@@ -131,6 +134,11 @@ class Daemon:
         running = {name: server.spec for name, server in self.servers.items()}
         changes = diff(running, desired.by_name())
         retry = [name for name in changes.keep if self.servers[name].state == "failed"]
+        log.info(
+            "generation %d: start %s, stop %s, restart %s, retry %s, keep %s", desired.generation,
+            [s.name for s in changes.start], list(changes.stop), [s.name for s in changes.restart], retry,
+            [n for n in changes.keep if n not in retry],
+        )
         leaving = [*changes.stop, *(spec.name for spec in changes.restart), *retry]
         stop_all([self.servers.pop(name) for name in leaving])
         now = self.clock()
@@ -160,13 +168,17 @@ class Daemon:
         """Loop until stop is set, then stop every server and MPS (if we started it)."""
         try:
             while not stop.is_set():
-                self.step()
+                try:
+                    self.step()
+                except OSError as exc:  # e.g. a full disk: keep supervising, try again next loop
+                    log.error("loop error: %s", exc)
                 stop.wait(interval_s)
         finally:
             self.shutdown()
 
     def shutdown(self) -> None:
         """No server outlives the agent: SIGTERM all, SIGKILL stragglers, record them stopped."""
+        log.info("stopping %d server(s)", len(self.servers))
         stop_all(list(self.servers.values()))
         self.mps.stop()
         self.write_status()

@@ -33,8 +33,7 @@ import yaml
 
 from agents.gpu import NvmlMonitor
 from agents.mps import NvidiaMps
-from agents.spec import ModelConfig, ServerSpec, load_model_config
-from agents.tensors import TORCH_DTYPES
+from agents.spec import DATATYPE_BYTES, ModelConfig, ServerSpec, load_model_config
 from autoscaler.errors import InputError
 
 GRID_BATCHES = (1, 16, 32)
@@ -83,7 +82,11 @@ class Worker:
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, **env})
         self._lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
-        self.warm = self.expect("warm")
+        try:
+            self.warm = self.expect("warm")
+        except RuntimeError:
+            self.close()
+            raise
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
@@ -91,11 +94,17 @@ class Worker:
             self._lines.put(line)
 
     def expect(self, event: str) -> dict[str, Any]:
-        """The next message, which must be `event`; a worker error or silence raises."""
-        try:
-            message = json.loads(self._lines.get(timeout=STEP_TIMEOUT_S))
-        except queue.Empty:
-            raise RuntimeError(f"profile worker sent nothing within {STEP_TIMEOUT_S:.0f} s") from None
+        """The next message, which must be `event`; a worker error, exit or silence raises."""
+        deadline = time.monotonic() + STEP_TIMEOUT_S
+        while True:
+            try:
+                message = json.loads(self._lines.get(timeout=1.0))
+                break
+            except queue.Empty:
+                if self.proc.poll() is not None and self._lines.empty():
+                    raise RuntimeError(f"profile worker exited with code {self.proc.returncode}") from None
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"profile worker sent nothing within {STEP_TIMEOUT_S:.0f} s") from None
         if message.get("event") != event:
             raise RuntimeError(f"profile worker: {message.get('error', message)}")
         return message
@@ -192,7 +201,7 @@ def measure_sweep(session: Session) -> dict[str, list[float]]:
 
 def tensor_bytes(specs: Sequence[Any]) -> int:
     """Bytes per request of a list of TensorSpecs (variable dimensions count as 1)."""
-    return sum(math.prod(d if d > 0 else 1 for d in s.shape) * TORCH_DTYPES[s.datatype].itemsize for s in specs)
+    return sum(math.prod(d if d > 0 else 1 for d in s.shape) * DATATYPE_BYTES[s.datatype] for s in specs)
 
 
 def l2_proxy(latency_ms: float, batch: int, reference_rps: float) -> float:

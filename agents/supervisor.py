@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import logging
 import os
 import signal
 import subprocess
@@ -22,6 +23,7 @@ from typing import Any
 from agents.fsutil import read_json
 from agents.spec import ServerSpec
 
+log = logging.getLogger("igniter-agent")
 PR_SET_PDEATHSIG = 1
 STATES = ("starting", "ready", "failed", "stopped")
 LOG_ROTATE_BYTES = 5 * 2**20
@@ -157,6 +159,8 @@ class ManagedServer:
             self.proc = self._launch(self.spec, self.files)
         except Exception as exc:  # MPS down, binary missing, fork failure: a failed start, retried
             self._crashed(now, f"could not start: {exc}")
+            return
+        log.info("server %s: started, pid %d (log %s)", self.spec.name, self.proc.pid, self.files.log)
 
     def _refresh_stats(self) -> None:
         """The server's own stats file is the source of readiness and counters."""
@@ -165,6 +169,7 @@ class ManagedServer:
             self.stats = stats
             if stats.get("ready") and self.state == "starting":
                 self.state = "ready"
+                log.info("server %s: ready on %s:%d", self.spec.name, self.spec.host, self.spec.port)
 
     def _crash_detail(self) -> str | None:
         stats = read_json(self.files.stats)
@@ -180,8 +185,10 @@ class ManagedServer:
         delay = self._policy.delay_after(self.crash_times, now)
         if delay is None:
             self.state, self.next_start_at = "failed", None
+            log.error("server %s: %s; failed after %d crashes, waiting for a new assignment", self.spec.name, message, len(self.crash_times))
         else:
             self.state, self.next_start_at = "starting", now + delay
+            log.warning("server %s: %s; restarting in %.1f s", self.spec.name, message, delay)
 
     def terminate(self) -> None:
         """Ask the server to finish (SIGTERM); `wait_stopped` completes the stop."""

@@ -14,6 +14,17 @@ from pathlib import Path
 from typing import Any
 
 
+def load_scripted(model_dir: Path) -> Any:
+    """The model as torch itself runs it, to compare served outputs with."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.load(str(model_dir / "model.pt"))
+
+
 def free_port() -> int:
     """A loopback port nobody listens on right now."""
     with socket.socket() as sock:

@@ -111,7 +111,6 @@ def test_a_corrupt_assignment_file_is_reported_and_changes_nothing(daemon: tuple
 def test_shutdown_stops_servers_and_mps(daemon: tuple[Daemon, FakeMps], cnn_dir: Path) -> None:
     agent, mps = daemon
     _apply(agent, 1, [{"name": "a", "workload": "wa", "model_dir": str(cnn_dir), "batch": 1, "mps_percent": 30.0, "port": free_port()}])
-    proc = None
     _step_until_ready(agent, 1)
     proc = agent.servers["a"].proc
     agent.shutdown()

@@ -17,7 +17,7 @@ import httpx
 import pytest
 import torch
 
-from agent_testkit import alive, free_port, port_open, wait_until
+from agent_testkit import alive, free_port, load_scripted, port_open, wait_until
 
 
 @dataclass
@@ -39,7 +39,7 @@ def _start(tmp: Path, model_dir: Path, name: str, **extra: object) -> Served:
     url = f"http://127.0.0.1:{port}"
     wait_until(lambda: _ready(url) or proc.poll() is not None, 30, "server ready")
     assert proc.poll() is None, (tmp / f"{name}.log").read_text()
-    return Served(proc, url, name, stats, torch.jit.load(str(model_dir / "model.pt")), port)
+    return Served(proc, url, name, stats, load_scripted(model_dir), port)
 
 
 def _ready(url: str) -> bool:
@@ -82,6 +82,18 @@ def test_outputs_equal_torch(cnn: Served) -> None:
     out = reply.json()["outputs"][0]
     assert (out["name"], out["datatype"], out["shape"], reply.json()["id"]) == ("y", "FP32", [3, 5], "q")
     torch.testing.assert_close(torch.tensor(out["data"]).reshape(3, 5), cnn.model(x))
+
+
+def test_binary_tensor_request_equals_torch(cnn: Served) -> None:
+    x = torch.randn(2, 3, 8, 8)
+    header = json.dumps({"inputs": [{"name": "x", "shape": [2, 3, 8, 8], "datatype": "FP32",
+                                     "parameters": {"binary_data_size": x.numel() * 4}}]}).encode()
+    reply = httpx.post(f"{cnn.url}/v2/models/cnn/infer", content=header + x.numpy().tobytes(),
+                       headers={"Inference-Header-Content-Length": str(len(header))}, timeout=30)
+    assert reply.status_code == 200, reply.text
+    torch.testing.assert_close(torch.tensor(reply.json()["outputs"][0]["data"]).reshape(2, 5), cnn.model(x))
+    bad = httpx.post(f"{cnn.url}/v2/models/cnn/infer", content=header, headers={"Inference-Header-Content-Length": "x"}, timeout=30)
+    assert bad.status_code == 400 and "must be a number" in bad.json()["error"]
 
 
 def test_multi_input_multi_output_model_equals_torch(heads: Served) -> None:

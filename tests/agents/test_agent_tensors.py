@@ -79,3 +79,43 @@ def test_model_results_in_every_supported_form() -> None:
     assert as_tensor_list({"z": z, "y": y}, CONFIG)[0] is y
     with pytest.raises(TypeError, match="declares 2"):
         as_tensor_list(y, CONFIG)
+
+
+def _binary(a: torch.Tensor, b: torch.Tensor, b_size: int | None = None, trailing: bytes = b"") -> tuple[bytes, int]:
+    """A request in the binary tensor extension: JSON header, then the raw bytes of a and b."""
+    header = json.dumps({"inputs": [
+        {"name": "a", "shape": list(a.shape), "datatype": "FP32", "parameters": {"binary_data_size": a.numel() * 4}},
+        {"name": "b", "shape": list(b.shape), "datatype": "INT8", "parameters": {"binary_data_size": b_size if b_size is not None else b.numel()}},
+    ]}).encode()
+    return header + a.numpy().tobytes() + b.numpy().tobytes() + trailing, len(header)
+
+
+def test_binary_tensor_extension_decodes_exact_values() -> None:
+    a, b = torch.randn(2, 2), torch.tensor([[1, -2, 3], [4, 5, -6]], dtype=torch.int8)
+    body, header_length = _binary(a, b)
+    decoded = decode(body, CONFIG, max_batch=4, header_length=header_length)
+    assert torch.equal(decoded.tensors[0], a) and torch.equal(decoded.tensors[1], b) and decoded.n == 2
+
+
+@pytest.mark.parametrize(
+    ("b_size", "trailing", "header_delta", "words"),
+    [
+        (7, b"", 0, "binary_data_size: 7 bytes, but only 6 left"),
+        (None, b"xx", 0, "2 bytes after the binary tensors"),
+        (5, b"", 0, "needs 6 values, got 5"),
+        (None, b"", 10_000, "does not fit"),
+    ],
+)
+def test_binary_requests_with_wrong_sizes_are_bad_requests(b_size: int | None, trailing: bytes, header_delta: int, words: str) -> None:
+    body, header_length = _binary(torch.zeros(2, 2), torch.zeros(2, 3, dtype=torch.int8), b_size, trailing)
+    if b_size == 5:
+        body = body[:-1]
+    with pytest.raises(BadRequest, match=words):
+        decode(body, CONFIG, max_batch=4, header_length=header_length + header_delta)
+
+
+def test_data_and_binary_together_or_neither_is_refused() -> None:
+    body = json.dumps({"inputs": [{"name": "a", "shape": [1, 2], "datatype": "FP32"},
+                                  {"name": "b", "shape": [1, 1], "datatype": "INT8", "data": [1]}]}).encode()
+    with pytest.raises(BadRequest, match=r"inputs\[0\]\.data: give either"):
+        decode(body, CONFIG, max_batch=4)

@@ -1,0 +1,185 @@
+"""What the inference server costs over calling the model in-process.
+
+For batch 1 and 8: requests/s and latency p50/p99 of (a) the TorchScript model called directly in
+this process and (b) the same model behind `python -m agents.server` on 127.0.0.1, driven by
+closed-loop HTTP clients sending one-item requests (1 client at batch 1; 8 clients at batch 8, so
+the dynamic batcher can fill batches). Each figure is the median of several runs. Client and server
+share this machine's CPUs, so on a small VM the client's own cost is part of the server numbers.
+
+    .venv/bin/python benchmarks/server_overhead.py [--seconds 3] [--runs 3] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import torch
+
+
+class SmallCNN(torch.nn.Module):
+    """x [3, 32, 32] -> logits [10]: CIFAR-sized, cheap enough that overheads show."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+        )
+        self.head = torch.nn.Linear(32, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).flatten(1))
+
+
+def make_model(directory: Path) -> torch.jit.ScriptModule:
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        scripted = torch.jit.script(SmallCNN().eval())
+    scripted.save(str(directory / "model.pt"))
+    (directory / "model.yaml").write_text(
+        "inputs:\n- {name: x, shape: [3, 32, 32], datatype: FP32}\noutputs:\n- {name: y, shape: [10], datatype: FP32}\n"
+    )
+    return scripted
+
+
+def summarise(latencies_s: list[float], items: int, seconds: float) -> dict[str, float]:
+    ms = np.array(latencies_s) * 1000.0
+    return {"rps": items / seconds, "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99))}
+
+
+def in_process(model: torch.jit.ScriptModule, batch: int, seconds: float) -> dict[str, float]:
+    """Direct calls with a full batch: the floor the server is compared with (rps counts items)."""
+    x = torch.randn(batch, 3, 32, 32)
+    latencies: list[float] = []
+    with torch.inference_mode():
+        for _ in range(5):
+            model(x)
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            t0 = time.perf_counter()
+            model(x)
+            latencies.append(time.perf_counter() - t0)
+        elapsed = time.perf_counter() - start
+    return summarise(latencies, len(latencies) * batch, elapsed)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(model_dir: Path, batch: int) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    spec = {"name": "bench", "workload": "bench", "model_dir": str(model_dir), "batch": batch, "mps_percent": 100,
+            "port": port, "max_queue_delay_ms": 2.0}
+    proc = subprocess.Popen([sys.executable, "-m", "agents.server", "--spec", json.dumps(spec)], stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/v2/health/ready", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("server did not become ready")
+
+
+def client_loop(url: str, body: bytes, stop_at: float, out: list[float]) -> None:
+    """One closed-loop client on a keep-alive connection; the body is encoded once, up front."""
+    headers = {"Content-Type": "application/json"}
+    with httpx.Client(timeout=30) as client:
+        while time.perf_counter() < stop_at:
+            t0 = time.perf_counter()
+            reply = client.post(f"{url}/v2/models/bench/infer", content=body, headers=headers)
+            reply.raise_for_status()
+            out.append(time.perf_counter() - t0)
+
+
+def through_server(url: str, clients: int, seconds: float) -> dict[str, float]:
+    x = torch.randn(1, 3, 32, 32)
+    body = json.dumps({"inputs": [{"name": "x", "shape": [1, 3, 32, 32], "datatype": "FP32", "data": x.flatten().tolist()}]}).encode()
+    client_loop(url, body, time.perf_counter() + 0.5, [])  # warm the connection path
+    results: list[list[float]] = [[] for _ in range(clients)]
+    start = time.perf_counter()
+    threads = [threading.Thread(target=client_loop, args=(url, body, start + seconds, r)) for r in results]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - start
+    latencies = [v for r in results for v in r]
+    return summarise(latencies, len(latencies), elapsed)
+
+
+def median_of(runs: int, measure: Callable[[], dict[str, float]]) -> dict[str, float]:
+    samples = [measure() for _ in range(runs)]
+    return {key: statistics.median(s[key] for s in samples) for key in samples[0]}
+
+
+def machine() -> dict[str, Any]:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
+    return {"cpu_count": os.cpu_count(), "cpu_model": model, "python": platform.python_version(), "torch": torch.__version__,
+            "platform": platform.platform()}
+
+
+def bench(seconds: float, runs: int) -> dict[str, Any]:
+    torch.set_num_threads(1)  # as the server does: several servers share the CPUs
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        model = make_model(Path(tmp))
+        for batch in (1, 8):
+            direct = median_of(runs, lambda: in_process(model, batch, seconds))
+            proc, url = start_server(Path(tmp), batch)
+            try:
+                served = median_of(runs, lambda: through_server(url, batch, seconds))
+            finally:
+                proc.terminate()
+                proc.wait(10)
+            rows.append({"batch": batch, "clients": batch, "in_process": direct, "server": served})
+    return {"machine": machine(), "seconds_per_run": seconds, "runs": runs, "results": rows}
+
+
+def render(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    lines = [f"machine: {m['cpu_count']} CPUs, {m['cpu_model']}; python {m['python']}, torch {m['torch']}",
+             f"median of {report['runs']} runs x {report['seconds_per_run']:g} s; rps counts items (one per request)",
+             f"{'batch':>5} {'mode':<11} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}"]
+    for row in report["results"]:
+        for mode in ("in_process", "server"):
+            r = row[mode]
+            lines.append(f"{row['batch']:>5} {mode:<11} {r['rps']:>9.1f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    report = bench(args.seconds, args.runs)
+    print(json.dumps(report, indent=1) if args.json else render(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
