@@ -48,7 +48,7 @@ def test_launch_template_disks_monitoring_and_profile(fleet: dict[str, Any]) -> 
     assert blocks(template["monitoring"])[0]["enabled"] is True
     assert template["ebs_optimized"] is True
     assert unwrap(blocks(template["iam_instance_profile"])[0]["arn"]) == "aws_iam_instance_profile.node.arn"
-    assert unwrap(template["vpc_security_group_ids"]) == "[aws_security_group.node.id]" or template["vpc_security_group_ids"] == ["${aws_security_group.node.id}"]
+    assert template["vpc_security_group_ids"] == ["${aws_security_group.node.id}"]
     assert template["instance_initiated_shutdown_behavior"] == "terminate"
 
 

@@ -88,7 +88,7 @@ def test_fixture_launch_templates_are_named_as_the_fleet_module_names_them(outpu
 def test_fixture_agent_settings_match_the_modules(snippet: dict[str, Any], fleet: dict[str, Any], autoscaler: dict[str, Any]) -> None:
     agents = snippet["agents"]
     variables = fleet["variable"]
-    assert agents["user"] == variables["ssh_user"]["default"]
+    assert agents["user"] == variables["agent_user"]["default"]
     assert agents["port"] == variables["ssh_port"]["default"]
     assert agents["server_base_port"] == variables["server_port_range"]["default"]["from"]
     assert agents["state_dir"] == fleet["locals"]["state_dir"]

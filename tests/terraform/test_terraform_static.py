@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -75,6 +76,28 @@ def test_terraform_fmt_clean(needs_terraform: str) -> None:
     assert result.returncode == 0, f"terraform fmt would change:\n{result.stdout}{result.stderr}"
 
 
+def _provider_mirror() -> Path | None:
+    """A local provider mirror with hashicorp/aws (TF_PLUGIN_DIR, else /opt/tf-plugins), if any."""
+    mirror = Path(os.environ.get("TF_PLUGIN_DIR", "/opt/tf-plugins"))
+    return mirror if (mirror / "registry.terraform.io" / "hashicorp" / "aws").is_dir() else None
+
+
+@pytest.mark.parametrize("config", ["examples/basic", "modules/fleet", "modules/autoscaler"])
+def test_terraform_validate_with_a_local_provider_mirror(needs_terraform: str, tmp_path: Path, config: str) -> None:
+    """`terraform validate` against the real AWS provider schema, offline. Not a plan: no AWS calls."""
+    mirror = _provider_mirror()
+    if mirror is None:
+        pytest.skip("no local provider mirror with hashicorp/aws (set TF_PLUGIN_DIR); downloads are not possible here")
+    shutil.copytree(TF_DIR, tmp_path / "terraform", ignore=shutil.ignore_patterns(".terraform", "*.tfstate*"))
+    workdir = tmp_path / "terraform" / config
+    init = subprocess.run([needs_terraform, "init", "-backend=false", "-input=false", "-no-color", f"-plugin-dir={mirror}"],
+                          cwd=workdir, capture_output=True, text=True, timeout=300, env=terraform_env())
+    assert init.returncode == 0, init.stdout + init.stderr
+    validate = subprocess.run([needs_terraform, "validate", "-no-color"], cwd=workdir, capture_output=True, text=True,
+                              timeout=300, env=terraform_env())
+    assert validate.returncode == 0, validate.stdout + validate.stderr
+
+
 # --- variable validations, evaluated by terraform console on the variables file alone ----------
 
 FLEET_REQUIRED = {
@@ -104,12 +127,17 @@ def _invalid(workdir: Path, variable: str, **overrides: str) -> bool:
         ("allowed_cidr_blocks", '["10.0.0.0/8", "::/0"]'),
         ("allowed_cidr_blocks", '["not-a-cidr"]'),
         ("name", "bad name"),
+        ("name", "a" * 25),
+        ("agent_user", "root"),
+        ("agent_user", "ubuntu"),
         ("instance_types", '["m5.large"]'),
         ("instance_types", "[]"),
         ("autoscaler_ssh_public_key", "ssh-ed25519 AAAA\nssh-rsa BBBB"),
         ("igniter_package", 'pkg"; rm -rf /'),
         ("model_prefix", "/models"),
         ("tags", '{"igniter:fleet" = "other"}'),
+        ("egress_cidr_blocks", "[]"),
+        ("server_port_range", "{ from = 80, to = 8199 }"),
     ],
 )
 def test_fleet_variable_validation_refuses(needs_terraform: str, fleet_variables_dir: Path, variable: str, value: str) -> None:

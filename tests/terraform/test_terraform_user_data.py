@@ -32,7 +32,7 @@ def node_vars(fleet: dict[str, Any]) -> dict[str, Any]:
     return {
         "fleet": "igniter",
         "region": "us-east-1",
-        "ssh_user": variables["ssh_user"]["default"],
+        "agent_user": variables["agent_user"]["default"],
         "ssh_public_key": KEY,
         "igniter_package": PACKAGE,
         "state_dir": fleet["locals"]["state_dir"],
@@ -120,17 +120,23 @@ def test_python_render_matches_terraform_templatefile(
 # --- the GPU node ------------------------------------------------------------------------------------
 
 
-def test_node_authorises_the_autoscaler_key(node: dict[str, Any]) -> None:
-    assert node["ssh_authorized_keys"] == [KEY]
+def test_node_authorises_the_autoscaler_key_for_the_unprivileged_agent_user_only(node: dict[str, Any]) -> None:
+    assert "ssh_authorized_keys" not in node, "the key must not go to the sudo-capable default user"
+    default, agent = node["users"]
+    assert default == "default"
+    assert agent["name"] == "igniter" and agent["lock_passwd"] is True
+    assert agent["ssh_authorized_keys"] == [f"restrict {KEY}"]
+    assert "sudo" not in agent and "groups" not in agent
 
 
 def test_node_starts_the_agent_as_a_systemd_service(node: dict[str, Any]) -> None:
     agent = unit(files(node)["/etc/systemd/system/igniter-agent.service"])
     assert agent["ExecStart"] == ["/opt/igniter/venv/bin/igniter-agent run --state-dir /var/lib/igniter"]
-    assert agent["User"] == ["igniter"] and agent["Restart"] == ["always"]
+    assert agent["User"] == ["igniter"], "the daemon must run as the SSH user: they share 0600 state files"
+    assert agent["Restart"] == ["always"]
     assert agent["WantedBy"] == ["multi-user.target"]
     assert agent["EnvironmentFile"] == ["/etc/igniter/node.env"]
-    assert "igniter-mps.service" in agent["After"][0]
+    assert "igniter-gpu-setup.service" in agent["After"][0]
     setup = files(node)["/usr/local/sbin/igniter-node-setup"]
     assert "systemctl enable --now igniter-agent.service" in setup
     assert node["runcmd"] == [["/usr/local/sbin/igniter-node-setup"]]
@@ -153,14 +159,12 @@ def test_node_env_file_survives_shell_and_systemd_quoting(node: dict[str, Any], 
 
 
 def test_node_enables_mps(node: dict[str, Any]) -> None:
-    mps = unit(files(node)["/etc/systemd/system/igniter-mps.service"])
-    assert mps["ExecStart"] == ["/usr/bin/nvidia-cuda-mps-control -d"]
-    assert "+/usr/bin/nvidia-smi --compute-mode=EXCLUSIVE_PROCESS" in mps["ExecStartPre"]
-    assert mps["User"] == ["igniter"], "MPS clients must run as the daemon's user"
-    env = files(node)["/etc/igniter/node.env"]
-    assert 'CUDA_MPS_PIPE_DIRECTORY="/var/lib/igniter/mps/pipe"' in env
+    gpu = unit(files(node)["/etc/systemd/system/igniter-gpu-setup.service"])
+    assert gpu["ExecStart"] == ["/usr/bin/nvidia-smi --persistence-mode=1", "/usr/bin/nvidia-smi --compute-mode=EXCLUSIVE_PROCESS"]
+    assert gpu["Type"] == ["oneshot"] and gpu["RemainAfterExit"] == ["yes"]
+    assert "User" not in gpu, "compute mode needs root"
     setup = files(node)["/usr/local/sbin/igniter-node-setup"]
-    assert setup.index("enable --now igniter-mps.service") < setup.index("enable --now igniter-agent.service")
+    assert setup.index("enable --now igniter-gpu-setup.service") < setup.index("enable --now igniter-agent.service")
 
 
 def test_node_syncs_models_from_s3(node: dict[str, Any], tmp_path: Path) -> None:

@@ -46,7 +46,7 @@ locals {
     }
     agents = {
       transport        = "ssh"
-      user             = module.fleet.ssh_user
+      user             = module.fleet.agent_user
       port             = module.fleet.ssh_port
       key_file         = module.autoscaler.ssh_key_file
       known_hosts      = module.autoscaler.known_hosts_file

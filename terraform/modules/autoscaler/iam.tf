@@ -1,10 +1,11 @@
-# The autoscaler's role, least privilege. What it can do, and why (docs/deploy.md has the table):
+# The autoscaler's role, least privilege: exactly the calls autoscaler/ uses, each as narrow as IAM
+# allows. What it can do, and why (docs/deploy.md has the table):
 #   - launch instances only from the fleet's launch templates, into the fleet's subnets and
 #     security groups, and only when the new instance is tagged igniter:fleet=<name>;
-#   - tag resources only while launching them, or retag its own fleet's instances (igniter:* keys,
-#     never moving one to another fleet);
+#   - tag resources only while launching them (TagSpecifications), the instance only with the
+#     fleet tag;
 #   - terminate only instances tagged igniter:fleet=<name>;
-#   - describe instances, types, subnets, zones and images (EC2 Describe calls take no resources);
+#   - describe instances (the call takes no resources);
 #   - read CloudWatch metrics (request rates) and its SSH key from Secrets Manager;
 #   - pass the node role, and only the node role, to EC2.
 
@@ -141,30 +142,6 @@ data "aws_iam_policy_document" "autoscaler" {
   }
 
   statement {
-    sid       = "RetagOwnFleetInstancesIgniterKeysOnly"
-    actions   = ["ec2:CreateTags"]
-    resources = ["${local.ec2_arn}:instance/*"]
-
-    condition {
-      test     = "StringEquals"
-      variable = "ec2:ResourceTag/${local.fleet_tag_key}"
-      values   = [var.name]
-    }
-
-    condition {
-      test     = "ForAllValues:StringLike"
-      variable = "aws:TagKeys"
-      values   = ["igniter:*"]
-    }
-
-    condition {
-      test     = "StringEqualsIfExists"
-      variable = "aws:RequestTag/${local.fleet_tag_key}"
-      values   = [var.name]
-    }
-  }
-
-  statement {
     sid       = "TerminateOwnFleetInstancesOnly"
     actions   = ["ec2:TerminateInstances"]
     resources = ["${local.ec2_arn}:instance/*"]
@@ -176,22 +153,13 @@ data "aws_iam_policy_document" "autoscaler" {
     }
   }
 
-  # EC2 Describe calls support no resource-level permissions. The list is explicit rather than
-  # ec2:Describe* so the role cannot read other instances' user data (DescribeInstanceAttribute)
-  # or launch template contents.
+  # The one Describe call the autoscaler makes (autoscaler/fleet/ec2.py: list the fleet, find a
+  # slot's instance before launching, check the tag before terminating). Describe calls take no
+  # resource-level permissions. Deliberately not ec2:Describe*, which includes
+  # DescribeInstanceAttribute: the user data of every instance in the account.
   statement {
-    sid = "DescribeFleetState"
-    actions = [
-      "ec2:DescribeAvailabilityZones",
-      "ec2:DescribeImages",
-      "ec2:DescribeInstanceStatus",
-      "ec2:DescribeInstanceTypeOfferings",
-      "ec2:DescribeInstanceTypes",
-      "ec2:DescribeInstances",
-      "ec2:DescribeLaunchTemplates",
-      "ec2:DescribeSubnets",
-      "ec2:DescribeTags",
-    ]
+    sid       = "DescribeInstances"
+    actions   = ["ec2:DescribeInstances"]
     resources = ["*"]
   }
 
