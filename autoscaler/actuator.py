@@ -51,6 +51,7 @@ class Actuator:
 
     def run(self, actions: tuple[Action, ...]) -> Outcome:
         handlers = {Launch: self.launch, Configure: self.configure, Drain: self.drain, Terminate: self.terminate}
+        faults.point("slow_act")
         for action in actions:
             handlers[type(action)](action)  # type: ignore[operator]
             if self.outcome.capacity:

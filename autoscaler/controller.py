@@ -134,17 +134,33 @@ class Controller:
         for ch in changes:
             log.info("%s#%d %s -> %s (%s) %s", ch.record.slot, ch.record.attempt, ch.before, ch.record.state,
                      ch.reason, ch.detail)
+        self._remember_agents(agents_ok, obs.now)
         return orphans
+
+    def _remember_agents(self, answered: frozenset[str], now: float) -> None:
+        """When each live instance's agent last answered (a silent one is replaced, see reconcile)."""
+        seen: dict[str, float] = self.store.get("agent_seen", {})
+        live = {f"{r.slot}#{r.attempt}": r.slot for r in self.store.open_records() if r.state in LIVE}
+        seen = {k: t for k, t in seen.items() if k in live}
+        seen.update({k: now for k, slot in live.items() if slot in answered})
+        self.store.put("agent_seen", seen)
+
+    def _agent_seen(self) -> dict[tuple[str, int], float]:
+        out = {}
+        for key, t in self.store.get("agent_seen", {}).items():
+            slot, _, attempt = key.rpartition("#")
+            out[(slot, int(attempt))] = float(t)
+        return out
 
     def forecast(self, obs: Observation, report: TickReport) -> dict[str, float]:
         """Rate to plan for per workload; missing data falls back to the current layout's rate."""
         sc = self.policy.scaling
         cfg = ForecastConfig(sc.forecast, sc.boot_s + sc.interval_s, sc.headroom, tau_s=4 * sc.interval_s,
                              trend_tau_s=10 * sc.interval_s)
-        self.store.add_rates(obs.now, obs.reading.fresh, {})
         history = self.store.rate_history(obs.now - max(3600.0, 20 * sc.interval_s))
         for w, v in obs.reading.rates.items():
-            history.setdefault(w, [(obs.now, v)])
+            fresh = w in obs.reading.fresh
+            history.setdefault(w, []).extend([(obs.now, v)] if fresh or not history.get(w) else [])
         fc = forecast_all(history, cfg)
         current = self.store.current_layout()
         fallback = dict(current.rates) if current else {}
@@ -155,7 +171,7 @@ class Controller:
             report.outcome.error("rates", obs.reading.error)
         report.observed, report.forecast = dict(obs.reading.rates), planned
         report.missing = sorted(obs.reading.missing)
-        self.store.add_rates(obs.now, {}, planned)
+        self.store.add_rates(obs.now, obs.reading.fresh, planned)
         return planned
 
     def guard(self, obs: Observation) -> dict[str, float]:
@@ -182,7 +198,7 @@ class Controller:
             layout, report.decision = self.plan(obs.now, planned, corrections, previous, bool(obs.reading.missing))
             report.layout = layout
             actions = diff(layout, self.view(obs, orphans), obs.now, self._limits())
-            report.notes = list(actions.notes)
+            report.notes = list(actions.notes) + [f"unplaced {u.workload}: {u.reason}" for u in layout.unplaced]
             outcome = self.act(obs, actions.actions, report)
             if not outcome.capacity:
                 return
@@ -197,7 +213,8 @@ class Controller:
         held_rates = hold_rates(planned, previous.rates) if previous else dict(planned)
         target = self.deps.planner(self.policy, planned, corrections, caps, current)
         if held_rates == planned:
-            chosen, rates, why = target, planned, "target: no rate fell below the current layout's"
+            chosen, rates = target, planned
+            why = "target: no rate fell below the current layout's" if previous else "target: first plan"
             self.store.put("cheaper_since", None)
         else:
             held = self.deps.planner(self.policy, held_rates, corrections, caps, current)
@@ -241,7 +258,7 @@ class Controller:
         ready = self._ready_servers(current, applied, obs)
         prices = {t.name: t.price_per_hour for t in self.policy.instance_types}
         return FleetView(records, applied, stale, ready, self.store.max_attempts(),
-                         [(i.slot, i.id) for i in orphans], prices)
+                         [(i.slot, i.id) for i in orphans], prices, self._agent_seen())
 
     def _ready_servers(self, current: Mapping[str, Any], applied: Mapping[str, tuple[Any, ...]],
                        obs: Observation) -> frozenset[str]:

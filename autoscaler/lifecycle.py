@@ -36,6 +36,7 @@ class Reason(StrEnum):
     BOOTED = "booted"                # the provider reports it running
     AGENT_READY = "agent_ready"      # its agent answered a status call
     READY_TIMEOUT = "ready_timeout"  # not ready within the provider's ready timeout: replaced
+    AGENT_LOST = "agent_lost"        # a ready instance's agent has not answered for as long: replaced
     DRAIN = "drain"                  # surplus: its servers are stopped first
     SCALE_IN = "scale_in"            # surplus and drained: terminate
     DUPLICATE = "duplicate"          # an older attempt of a slot that has a newer one
@@ -57,6 +58,7 @@ TRANSITIONS: dict[tuple[State, Reason], State] = {
     (S.RUNNING, R.AGENT_READY): S.READY,
     (S.PENDING, R.READY_TIMEOUT): S.TERMINATING,
     (S.RUNNING, R.READY_TIMEOUT): S.TERMINATING,
+    (S.READY, R.AGENT_LOST): S.TERMINATING,
     (S.READY, R.DRAIN): S.DRAINING,
     (S.PENDING, R.SCALE_IN): S.TERMINATING,
     (S.RUNNING, R.SCALE_IN): S.TERMINATING,

@@ -70,7 +70,7 @@ class AgentsConfig(_Frozen):
     agent_command: str = "igniter-agent"
     state_dir: str = "/var/lib/igniter"
     server_base_port: Annotated[int, Field(ge=1024, le=65000)] = 8100
-    model_root: str = Field(default="/models", description="a workload without model_dir uses <model_root>/<model>")
+    model_root: str = Field(default="/var/lib/igniter/models", description="a workload without model_dir uses <model_root>/<model>")
 
 
 class CloudWatchRates(_Frozen):

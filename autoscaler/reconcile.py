@@ -62,6 +62,7 @@ class FleetView:
     max_attempt: Mapping[str, int] = field(default_factory=dict)   # slot -> highest attempt ever used
     orphans: Sequence[tuple[str, str]] = ()             # (slot, instance id): ours, listed, no record
     prices: Mapping[str, float] = field(default_factory=dict)
+    agent_seen: Mapping[tuple[str, int], float] = field(default_factory=dict)  # last answer per (slot, attempt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,7 @@ def _still_needed(layout: Layout, view: FleetView) -> dict[str, tuple[ServerSpec
 
 def _launches(layout: Layout, current: Mapping[str, Record], view: FleetView, now: float,
               limits: Limits) -> tuple[list[Action], list[Action]]:
-    """Launch slots with no usable record; replace those not ready in time (terminate + relaunch)."""
+    """Launch slots with no usable record; replace those not ready in time, or whose agent is lost."""
     launches: list[Action] = []
     replaced: list[Action] = []
     for spec in layout.slots:
@@ -127,11 +128,21 @@ def _launches(layout: Layout, current: Mapping[str, Record], view: FleetView, no
             launches.append(Launch(spec.slot, spec.instance_type, nxt, "planned"))
         elif rec.state is State.REQUESTED:
             launches.append(Launch(spec.slot, spec.instance_type, rec.attempt, "resume interrupted launch"))
-        elif rec.state in (State.PENDING, State.RUNNING) and now - rec.created_at > limits.ready_timeout_s:
-            replaced.append(Terminate(rec.slot, rec.attempt, rec.instance_id, Reason.READY_TIMEOUT,
-                                      f"not ready after {now - rec.created_at:.0f} s"))
-            launches.append(Launch(spec.slot, spec.instance_type, nxt, "replace: not ready in time"))
+        elif (end := _replace_reason(rec, view, now, limits)) is not None:
+            replaced.append(end)
+            launches.append(Launch(spec.slot, spec.instance_type, nxt, f"replace: {end.reason.value}"))
     return launches, replaced
+
+
+def _replace_reason(rec: Record, view: FleetView, now: float, limits: Limits) -> Terminate | None:
+    if rec.state in (State.PENDING, State.RUNNING) and now - rec.created_at > limits.ready_timeout_s:
+        return Terminate(rec.slot, rec.attempt, rec.instance_id, Reason.READY_TIMEOUT,
+                         f"not ready after {now - rec.created_at:.0f} s")
+    seen = view.agent_seen.get(rec.key)
+    if rec.state is State.READY and seen is not None and now - seen > limits.ready_timeout_s:
+        return Terminate(rec.slot, rec.attempt, rec.instance_id, Reason.AGENT_LOST,
+                         f"agent silent for {now - seen:.0f} s")
+    return None
 
 
 def _within_budget(launches: list[Action], current: Mapping[str, Record], replaced: list[Action],

@@ -37,10 +37,20 @@ class Service:
         self.mtime = _mtime(policy_path)
         self.controller: Controller = build_controller(load_policy(policy_path), state_path)
         self.state = StatusState()
-        self.server = StatusServer(self.state, status_port) if status_port is not None else None
+        self.server = self._status_server(status_port)
         self.stop = threading.Event()
         self.reload_requested = threading.Event()
         self.scheduler: BackgroundScheduler | None = None
+
+    def _status_server(self, port: int | None) -> StatusServer | None:
+        if port is None:
+            return None
+        try:
+            return StatusServer(self.state, port)
+        except OSError as exc:
+            self.controller.store.close()
+            raise InputError(self.policy_path, "scaling.status_port",
+                             f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}") from None
 
     @property
     def policy(self) -> Policy:

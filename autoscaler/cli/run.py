@@ -28,14 +28,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--status-port", type=int, default=None,
                    help="status HTTP port on 127.0.0.1 (default scaling.status_port; 0 picks a free port)")
     p.add_argument("--no-status", action="store_true", help="do not serve the status endpoint")
-    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="log level on stderr (default INFO; `igniter -v` means DEBUG)")
     p.set_defaults(func=cmd_run, handler=cmd_run)
     return p
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Dispatch; InputError propagates to the CLI's handler (exit 2, no traceback)."""
-    logging.getLogger().setLevel(args.log_level)
+    if args.log_level:
+        logging.getLogger().setLevel(args.log_level)
     for noisy in ("botocore", "boto3", "urllib3", "paramiko", "apscheduler.executors", "httpx"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     return _once(args) if args.once else _serve(args)
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="igniter")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["run", *(sys.argv[1:] if argv is None else argv)])
-    logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args))
     except InputError as exc:

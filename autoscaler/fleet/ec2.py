@@ -34,7 +34,7 @@ STATE_MAP: dict[str, InstanceState] = {"pending": "pending", "running": "running
 
 def make_client(cfg: ProviderConfig, max_attempts: int = 5) -> Any:
     """An EC2 client with botocore's standard retry mode (throttling backs off and retries)."""
-    config = Config(retries={"mode": "standard", "max_attempts": max_attempts}, connect_timeout=5,
+    config = Config(retries={"mode": "standard", "total_max_attempts": max_attempts}, connect_timeout=5,
                     read_timeout=30, user_agent_extra="igniter-autoscaler")
     return boto3.client("ec2", region_name=cfg.region, endpoint_url=cfg.endpoint_url, config=config)
 

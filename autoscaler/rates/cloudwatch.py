@@ -22,7 +22,7 @@ class CloudWatchRates:
     def __init__(self, cfg: CloudWatchConfig, region: str, endpoint_url: str | None, client: Any = None) -> None:
         self.cfg = cfg
         self.client = client or boto3.client("cloudwatch", region_name=region, endpoint_url=endpoint_url,
-                                             config=Config(retries={"mode": "standard", "max_attempts": 3},
+                                             config=Config(retries={"mode": "standard", "total_max_attempts": 3},
                                                            connect_timeout=5, read_timeout=15))
 
     def read(self, now: float, workloads: Sequence[str]) -> dict[str, float | None]:

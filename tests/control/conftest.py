@@ -7,6 +7,7 @@ credentials are fake with instance metadata lookups disabled, so boto3 never lea
 from __future__ import annotations
 
 import getpass
+import logging
 import os
 import shutil
 import socket
@@ -57,6 +58,7 @@ class Moto:
 def moto_server() -> Iterator[Moto]:
     from moto.server import ThreadedMotoServer
 
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

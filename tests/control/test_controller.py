@@ -215,3 +215,45 @@ def test_max_cost_per_hour_caps_launches(tmp_path: Path) -> None:
     ctl, prov, _, _ = make_controller(policy, Clock())
     report = ctl.tick()
     assert len(prov.mutating_calls()) == 2 and "max_cost_per_hour" in report.notes[0]
+
+
+def test_agents_rate_source_follows_request_counters(tmp_path: Path) -> None:
+    from autoscaler.rates.agents import AgentsRates
+    from autoscaler.rates.guard import GuardedRates
+
+    policy = make_policy(tmp_path, rates={"source": "agents"})
+    clock = Clock()
+    ctl, prov, tr, _ = make_controller(policy, clock)
+    ctl.deps.rates = GuardedRates(AgentsRates(), 300)
+    first = ctl.tick()
+    assert first.missing == ["alex", "res"] and first.forecast == {"alex": 150.0, "res": 50.0}   # rate_rps prior
+    settle(ctl, clock, 2)
+    names = {s.name: s.workload for _, s in ctl.store.current_layout().servers()}  # type: ignore[union-attr]
+    total = dict.fromkeys(names, 0)
+    for _ in range(2):                                        # alex servers: 10 req/s each; res: 300 req/s
+        for n, w in names.items():
+            total[n] += 300 if w == "alex" else 9000
+        tr.requests.update(total)
+        clock.advance(30)
+        report = ctl.tick()
+    assert report.observed == {"alex": 20.0, "res": 300.0} and report.missing == []
+    assert len(live(ctl)) == 3 + 2                            # res needs 3 instances at once: scale-out
+
+
+def test_ready_instance_whose_agent_goes_silent_is_replaced(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path, workloads=[{"name": "alex", "model": "alexnet", "slo_ms": 15, "rate_rps": 50}])
+    clock = Clock()
+    ctl, prov, tr, _ = make_controller(policy, clock)
+    settle(ctl, clock, 3)
+    [rec] = live(ctl)
+    assert rec.state is State.READY
+    tr.unreachable.add(rec.instance_id or "")
+    for _ in range(30):                                                       # 900 s: not yet
+        clock.advance(30)
+        ctl.tick()
+    assert ("terminate", rec.instance_id) not in prov.calls
+    clock.advance(30)
+    ctl.tick()
+    assert ("terminate", rec.instance_id) in prov.calls
+    assert [h["reason"] for h in ctl.store.history(rec.slot) if h["attempt"] == 0][-1] == "agent_lost"
+    assert [r.attempt for r in live(ctl)] == [1]

@@ -122,6 +122,8 @@ def test_launch_idle_scale_in_and_rediscovery(moto: Moto, tmp_path: Path) -> Non
     third = ctl.tick()
     assert third.ok and third.layout is not None
     assert len(third.layout.slots) < len(first.layout.slots)
+    clock.advance(30)                       # make-before-break: surplus goes once the new servers are up
+    assert ctl.tick().ok and ctl.tick().ok
     assert calls.mutating().count("TerminateInstances") == len(first.layout.slots) - len(third.layout.slots)
     assert {tags(i)[TAG_SLOT] for i in fleet_instances(moto)} == {s.slot for s in third.layout.slots}
     status = client.describe_instances(InstanceIds=[stranger["InstanceId"]])["Reservations"][0]["Instances"][0]
@@ -204,3 +206,40 @@ def test_terminate_refuses_instances_of_other_fleets(moto: Moto, tmp_path: Path)
     mine.terminate("i-0000000000000dead")                                 # unknown id: not an error
     again = theirs.launch("other-p3.2xlarge-0", "p3.2xlarge", 1)
     assert again.id == inst.id                                            # idempotent per slot
+
+
+def test_throttling_is_retried_by_botocore_standard_mode(moto: Moto, tmp_path: Path) -> None:
+    from botocore.awsrequest import AWSResponse
+
+    from autoscaler.fleet.base import ThrottledError
+    from autoscaler.fleet.ec2 import Ec2Provider
+
+    class Raw:
+        def __init__(self, body: bytes) -> None:
+            self.body = body
+
+        def stream(self, **_: Any) -> Any:
+            yield self.body
+
+    throttle = (b"<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request limit exceeded."
+                b"</Message></Error></Errors><RequestID>r</RequestID></Response>")
+    from autoscaler.fleet.ec2 import make_client
+
+    policy = load_policy(policy_file(tmp_path, moto))
+    client = make_client(policy.provider, max_attempts=3)
+    assert client.meta.config.retries["mode"] == "standard"
+    provider = Ec2Provider("prod", policy.provider, client)
+    sent: list[int] = []
+
+    def flaky(request: Any, **_: Any) -> Any:
+        sent.append(1)
+        return AWSResponse(request.url, 503, {}, Raw(throttle)) if len(sent) <= budget[0] else None
+
+    provider.client.meta.events.register("before-send.ec2.DescribeInstances", flaky)
+    budget = [2]
+    assert provider.list_instances() == [] and len(sent) == 3          # two throttled attempts, then success
+    sent.clear()
+    budget[0] = 99
+    with pytest.raises(ThrottledError):
+        provider.list_instances()
+    assert len(sent) == 3                                               # max_attempts in all, then the error

@@ -88,7 +88,7 @@ def test_surplus_slot_keeps_only_needed_servers() -> None:
 
 def test_not_ready_in_time_is_replaced() -> None:
     d = run([slot("s0", srv("a-0"))], [rec("s0", State.RUNNING, age=901)], limits=Limits(ready_timeout_s=900))
-    assert d.actions[0] == Launch("s0", "p3", 1, "replace: not ready in time")
+    assert d.actions[0] == Launch("s0", "p3", 1, "replace: ready_timeout")
     assert isinstance(d.actions[1], Terminate) and d.actions[1].reason is Reason.READY_TIMEOUT
     assert run([slot("s0", srv("a-0"))], [rec("s0", State.RUNNING, age=899)], limits=Limits(900)).actions == ()
 
@@ -117,3 +117,12 @@ def test_action_order() -> None:
     order = [type(a) for a in d.actions]
     assert order == [Launch, Configure, Drain, Terminate] or order == [Launch, Configure, Terminate]
     assert order.index(Launch) < order.index(Configure) < order.index(Terminate)
+
+
+def test_ready_instance_whose_agent_is_silent_is_replaced() -> None:
+    layout = [slot("s0", srv("a-0"))]
+    applied = {"s0": (srv("a-0"),)}
+    d = run(layout, [rec("s0")], applied, ready={"a-0"}, agent_seen={("s0", 0): NOW - 901}, limits=Limits(900))
+    assert d.actions[0] == Launch("s0", "p3", 1, "replace: agent_lost")
+    assert isinstance(d.actions[-1], Terminate) and d.actions[-1].reason is Reason.AGENT_LOST
+    assert run(layout, [rec("s0")], applied, ready={"a-0"}, agent_seen={("s0", 0): NOW - 60}).actions == ()
