@@ -1,0 +1,138 @@
+"""`igniter plan POLICY [--planner NAME] [--json] [--compare]`: the fleet plan for a policy.
+
+Exit codes (contract): 0 a plan placing every workload; 2 bad input; 3 a plan that leaves
+workloads unplaced (they are listed, with the reason, in the table or the JSON).
+--compare runs every planner on the same inputs and re-checks each plan with the model, so a
+baseline that breaks an SLO shows as infeasible; its exit code is that of the chosen planner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from autoscaler.perfmodel import PerfModel
+from autoscaler.planner import EXTRA, PLANNERS, TooLarge, check_plan, make_plan, planning_inputs
+from autoscaler.planner.types import Demand, InstanceOption, Plan
+from autoscaler.policy import load_policy
+
+EXIT_OK, EXIT_UNPLACED = 0, 3
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="plan the cheapest fleet that meets every SLO",
+                       description="Plan the fleet for a policy: instances, GPUs, and each workload's batch and MPS share.")
+    p.add_argument("policy", metavar="POLICY", help="policy YAML")
+    p.add_argument("--planner", choices=[*PLANNERS, *EXTRA], default=None,
+                   help="planner (default: the policy's scaling.planner, normally igniter)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON (the contract in DESIGN.md)")
+    p.add_argument("--compare", action="store_true", help="run every planner and compare cost, GPUs, feasibility, time")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan (or compare planners) and print; exit 3 if the chosen planner leaves workloads unplaced."""
+    policy = load_policy(args.policy)
+    demands, options, models = planning_inputs(policy)
+    name = args.planner or policy.scaling.planner
+    if args.compare:
+        rows = compare(demands, options, models)
+        _print_compare(rows, args.json)
+        chosen = next((r for r in rows if r.name == name and r.plan is not None), None)
+        return EXIT_UNPLACED if chosen and chosen.plan.unplaced else EXIT_OK
+    plan = make_plan(demands, options, models, planner=name)
+    if args.json:
+        print(json.dumps(plan.to_json(), indent=2))
+    else:
+        print_plan(plan, demands, str(args.policy))
+    return EXIT_UNPLACED if plan.unplaced else EXIT_OK
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One planner's result in --compare."""
+
+    name: str
+    plan: Plan | None
+    violations: tuple[str, ...]
+    seconds: float
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        if self.plan is None:
+            return {"planner": self.name, "skipped": self.note}
+        return {"planner": self.name, "cost_per_hour": self.plan.cost_per_hour, "gpus": self.plan.gpu_count,
+                "instances": len(self.plan.instances), "feasible": not self.violations,
+                "violations": len(self.violations), "unplaced": len(self.plan.unplaced),
+                "seconds": round(self.seconds, 6)}
+
+
+def compare(demands: Sequence[Demand], options: Sequence[InstanceOption], models: dict[str, PerfModel]) -> list[Row]:
+    """Every planner on the same inputs, timed, each plan re-checked by the model."""
+    rows = []
+    for name in ["igniter-plain", *PLANNERS]:
+        fn = PLANNERS.get(name) or EXTRA[name]
+        start = time.perf_counter()
+        try:
+            plan = fn(demands, options, models, None)
+        except TooLarge as exc:
+            rows.append(Row(name, None, (), 0.0, str(exc)))
+            continue
+        seconds = time.perf_counter() - start
+        rows.append(Row(name, plan, tuple(check_plan(plan, demands, models, options)), seconds))
+    return rows
+
+
+def _print_compare(rows: Sequence[Row], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps([r.to_json() for r in rows], indent=2))
+        return
+    table = Table(title="planners compared (feasibility re-checked by the performance model)")
+    for col in ("planner", "$/hour", "GPUs", "instances", "feasible", "unplaced", "time ms"):
+        table.add_column(col, justify="left" if col == "planner" else "right")
+    for r in rows:
+        table.add_row(*_compare_cells(r))
+    _console().print(table)
+
+
+def _compare_cells(r: Row) -> list[str]:
+    if r.plan is None:
+        return [r.name, "-", "-", "-", f"n/a: {r.note}", "-", "-"]
+    ok = "yes" if not r.violations else f"[red]no: {len(r.violations)} violations[/red]"
+    return [r.name, f"{r.plan.cost_per_hour:.2f}", str(r.plan.gpu_count), str(len(r.plan.instances)), ok,
+            str(len(r.plan.unplaced)), f"{r.seconds * 1000:.1f}"]
+
+
+def _console() -> Console:
+    """Rich's console; wide enough for the plan table when the output is not a terminal."""
+    return Console() if sys.stdout.isatty() else Console(width=132)
+
+
+def print_plan(plan: Plan, demands: Sequence[Demand], source: str) -> None:
+    """The plan as a table (instances, GPUs, placements, latency against budget) and its cost;
+    also what `make demo` shows."""
+    budgets = {d.workload: d.slo_ms / 2.0 / d.correction for d in demands}
+    table = Table(title=f"{source}: plan by {plan.planner}")
+    for col in ("instance", "$/hour", "GPU", "workload", "batch", "MPS %", "rate rps", "latency ms", "budget ms"):
+        table.add_column(col, justify="left" if col in ("instance", "GPU", "workload") else "right")
+    for k, inst in enumerate(plan.instances):
+        head = [f"{k} {inst.instance_type}", f"{inst.price_per_hour:.3f}"]
+        for g in inst.gpus:
+            for p in g.placements:
+                table.add_row(*head, f"{g.index} {g.gpu}", p.workload, str(p.batch), f"{p.mps_percent:g}",
+                              f"{p.rate_rps:.1f}", f"{p.predicted_latency_ms:.2f}", f"{budgets.get(p.workload, 0):.2f}")
+                head = ["", ""]
+    console = _console()
+    console.print(table)
+    console.print(f"[bold]{plan.cost_per_hour:.2f} $/hour[/bold]: {len(plan.instances)} instances, "
+                  f"{plan.gpu_count} GPUs" + (f"; {plan.stats['fallback']}" if "fallback" in plan.stats else ""))
+    for u in plan.unplaced:
+        console.print(f"[red]unplaced[/red] {u.workload}: {u.reason}")

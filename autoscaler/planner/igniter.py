@@ -1,0 +1,179 @@
+"""The iGniter planner: the paper's Algorithm 1 on many instance types, and its extensions.
+
+Algorithm 1: each task (a workload or a replica) gets the batch rule and its resource lower bound;
+tasks go in decreasing order of lower bound; each tries the open GPUs, raising co-located shares
+(Algorithm 2, shares.py) until every budget holds, and goes where the GPU's total share grows
+least; if no open GPU can take it, a new GPU opens. `Config` switches between the paper as
+published ("igniter-plain": the rule's batch, every open GPU, one GPU type, unit steps, no
+repair) and the default, which also tries batches below the rule, tries a bounded number of the
+tightest-fitting GPUs per type (found through the free-share index in state.py), opens capacity
+on the type with the lowest price per unit of the task's demand, then runs the repair pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import islice
+
+from autoscaler.perfmodel import PerfModel
+from autoscaler.planner.shares import Prediction, predict, settle, violated
+from autoscaler.planner.state import Fleet, Gpu, price_per_gpu
+from autoscaler.planner.tasks import Task, decompose, option_on
+from autoscaler.planner.types import Demand, InstanceOption, Unplaced
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """How faithful to the paper, and how much beyond it."""
+
+    candidates: int | None = 16  # feasible GPUs compared per type, tightest fit first; None: all (the paper)
+    tries: int | None = 96  # GPUs tried per type at most (feasible or not); None: all
+    per_level: int | None = 4  # GPUs tried per distinct free share; None: all
+    repair: bool = True  # try to empty the least-loaded GPUs and instances afterwards
+    hetero: bool = True  # use every instance type; False: the cheapest single type (the prototype)
+    unit_steps: bool = False  # raise shares one unit per round as the prototype (same result, slower)
+    max_colocated: int = 8  # servers per GPU; the scheduling-delay fit covers 1..5, so stay near it
+    batch_search: bool = True  # try batches below the paper's rule for a smaller lower bound
+    move_penalty: float = 0.05  # cost of changing a kept placement, as a fraction of a GPU's price
+
+
+PLAIN = Config(candidates=None, tries=None, per_level=None, repair=False, hetero=False, unit_steps=True,
+               batch_search=False)
+
+
+@dataclass(slots=True)
+class Trial:
+    """A task tried on a GPU: the shares every placement there would need, and the score."""
+
+    gpu: Gpu
+    task: Task
+    shares: list[float]
+    preds: list[Prediction]
+    score: tuple[float, float]
+
+
+def try_gpu(fleet: Fleet, g: Gpu, task: Task, cfg: Config) -> Trial | None:
+    """Add `task` at its lower bound and raise shares until every budget holds (or give up).
+
+    The score is the growth of the GPU's total share in dollars, plus `move_penalty` of a GPU's
+    price for each kept placement (from the current plan) whose share would have to change.
+    """
+    size = task.sizes[g.gpu]
+    model = fleet.models[g.gpu]
+    res = settle(model, [*g.sizes, size], [*g.shares, size.lower], model.unit if cfg.unit_steps else None)
+    if res is None:
+        return None
+    shares, preds = res
+    total = sum(shares)
+    changed = sum(p and a != b for p, a, b in zip(g.pinned, g.shares, shares))
+    price = fleet.prices[g.gpu]
+    return Trial(g, task, shares, preds, ((total - g.total) * price / 100.0 + changed * cfg.move_penalty * price,
+                                          100.0 - total))
+
+
+def best_trial(fleet: Fleet, task: Task, cfg: Config, exclude: frozenset[int] = frozenset()) -> Trial | None:
+    """The open GPU whose total share (in dollars) grows least when `task` joins it."""
+    best: Trial | None = None
+    for size in task.sizes.values():
+        found = 0
+        floor = size.lower * fleet.prices[size.gpu] / 100.0  # growth if no neighbour needs more
+        for g in islice(fleet.candidates(size, exclude, cfg.per_level), cfg.tries):
+            t = try_gpu(fleet, g, task, cfg)
+            if t is None:
+                continue
+            found += 1
+            if best is None or t.score < best.score:
+                best = t
+            if t.score[0] <= floor * (1 + 1e-12) or (cfg.candidates is not None and found >= cfg.candidates):
+                break  # nothing roomier can grow less, and it would leave more share unused
+    return best
+
+
+def commit(fleet: Fleet, t: Trial) -> None:
+    """Apply a trial; a kept placement whose share changed is no longer kept as it was."""
+    g = t.gpu
+    pinned = [p and a == b for p, a, b in zip(g.pinned, g.shares, t.shares)]
+    fleet.set(g, [*g.tasks, t.task], [*g.sizes, t.task.sizes[g.gpu]], t.shares, t.preds, [*pinned, False])
+
+
+def open_for(fleet: Fleet, task: Task) -> Gpu | None:
+    """A new GPU for `task`: a spare slot of an open instance first, else the type where the
+    task's demand is cheapest (lower bound x price per GPU) that max_instances still allows."""
+    types = [g for g in task.sizes if fleet.can_open(g)]
+    if not types:
+        return None
+    spare = [g for g in types if fleet.spare.get(g, 0) > 0]
+    pick = min(spare or types, key=lambda g: (task.sizes[g].lower * fleet.prices[g], g))
+    g = fleet.open_floating(pick)
+    size = task.sizes[pick]
+    fleet.set(g, [task], [size], [size.lower], predict(fleet.models[pick], [size], [size.lower]), [False])
+    return g
+
+
+def place(fleet: Fleet, task: Task, cfg: Config) -> bool:
+    """Algorithm 1's inner step for one task; False when no GPU may be opened for it."""
+    t = best_trial(fleet, task, cfg)
+    if t is not None:
+        commit(fleet, t)
+        return True
+    return open_for(fleet, task) is not None
+
+
+def place_all(fleet: Fleet, tasks: Sequence[Task], cfg: Config) -> list[Task]:
+    """Tasks in decreasing order of lower bound (the paper's order); returns those left over."""
+    left = []
+    for task in sorted(tasks, key=lambda t: (-t.lower, t.tid)):
+        if not place(fleet, task, cfg):
+            left.append(task)
+    return left
+
+
+def final_check(fleet: Fleet) -> tuple[int, list[Task]]:
+    """Re-predict every GPU with its final neighbours; re-settle any that fail. Returns how many
+    GPUs needed it (0 unless a model edge case slipped past the incremental checks) and any task
+    that then found no GPU at all."""
+    fixed, lost = 0, []
+    for g in fleet.open_gpus():
+        preds = predict(fleet.models[g.gpu], g.sizes, g.shares)
+        if not any(violated(s, p) for s, p in zip(g.sizes, preds)):
+            g.preds = preds
+            continue
+        fixed += 1
+        lost += _resettle(fleet, g)
+    return fixed, lost
+
+
+def _resettle(fleet: Fleet, g: Gpu) -> list[Task]:
+    """Raise shares in place; while the GPU cannot hold them all, move the newest to a new GPU."""
+    lost = []
+    while g.tasks:
+        res = settle(fleet.models[g.gpu], g.sizes, g.shares)
+        if res is not None:
+            fleet.set(g, g.tasks, g.sizes, res[0], res[1], [False] * len(g.tasks))
+            break
+        task = g.tasks[-1]
+        fleet.set(g, g.tasks[:-1], g.sizes[:-1], g.shares[:-1], g.preds[:-1], g.pinned[:-1])
+        if open_for(fleet, task) is None:
+            lost.append(task)
+    return lost
+
+
+def single_type(demands: Sequence[Demand], options: Sequence[InstanceOption],
+                models: Mapping[str, PerfModel]) -> list[str]:
+    """The prototype's one GPU type: the cheapest per GPU among those that can serve the most
+    demands (every one, when a type can)."""
+    prices = price_per_gpu(options)
+    served = {g: sum(d.rate_rps <= 0 or option_on(models[g], g, d, 1.0, False) is not None for d in demands)
+              for g in prices}
+    return [min(prices, key=lambda g: (-served[g], prices[g], g))] if prices else []
+
+
+def capacity_reason(task: Task) -> Unplaced:
+    return Unplaced(task.workload, "no capacity: every instance type that can serve it is at max_instances")
+
+
+def plan_tasks(fleet: Fleet, demands: Sequence[Demand], cfg: Config) -> tuple[list[Task], list[Unplaced]]:
+    """Decompose demands on the allowed GPU types (all, or the prototype's single type)."""
+    types = None if cfg.hetero else single_type(demands, fleet.options, fleet.models)
+    return decompose(demands, fleet.models, fleet.prices, types, cfg.batch_search)

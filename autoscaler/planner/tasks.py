@@ -1,0 +1,222 @@
+"""Demands -> tasks: the paper's batch rule and resource lower bound per GPU type, and replicas.
+
+A task is one inference server to place: a whole workload, or one replica of a workload whose
+demand exceeds one GPU. Each task carries a `Size` for every GPU type that can serve it alone, so
+the placement code never calls the model's solo search again.
+
+The SLO-guard correction c >= 1 is applied here once: a task's latency budget is SLO / 2 / c and
+the throughput it must reach is rate * c, i.e. the plan holds even if real latencies are c times
+the predicted ones (throughput then shrinks by the same factor).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from autoscaler.perfmodel import PerfModel
+from autoscaler.planner.types import Demand, Unplaced
+
+MAX_BATCH = 1024  # the fitted t_act is a quadratic in b; beyond this it is extrapolation
+BATCH_SEARCH = 5  # batches tried below the paper's rule (its rounding up is what they recover)
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    """How a task runs on one GPU type: batch, lower bound, budgets and the solver's constants."""
+
+    gpu: str
+    model: str
+    batch: int
+    lower: float  # the resource lower bound (percent, a multiple of the unit)
+    budget_ms: float  # predicted latency must stay <= this
+    need_rps: float  # predicted throughput must reach this
+    memory_mb: float
+    work: float  # k1 b^2 + k2 b + k3: t_act = work / (r + k4) + k5
+    k4: float
+    k5: float
+    io_ms: float  # (d_in + d_out) b / B
+    out_ms: float  # d_out b / B
+
+
+@dataclass(slots=True, eq=False)
+class Task:
+    """One server to place. `rate` is the share of the workload's rate it carries."""
+
+    tid: int
+    demand: Demand
+    rate: float
+    sizes: dict[str, Size]
+    pref: str  # the GPU type where its demand is cheapest
+    full: bool = False  # a whole-GPU replica at the largest feasible batch
+
+    @property
+    def workload(self) -> str:
+        return self.demand.workload
+
+    @property
+    def lower(self) -> float:
+        """The paper's sort key: the lower bound on the preferred GPU type."""
+        return self.sizes[self.pref].lower
+
+
+def make_size(model: PerfModel, gpu: str, d: Demand, batch: int, lower: float, rate: float) -> Size:
+    """Bundle a (batch, lower bound) with the constants the share solver needs."""
+    c = model.coef[d.model]
+    k1, k2, k3, k4, k5 = c.k
+    return Size(gpu, d.model, batch, lower, d.slo_ms / 2.0 / d.correction, rate * d.correction,
+                model.memory(d.model, batch), k1 * batch * batch + k2 * batch + k3, k4, k5,
+                (c.in_ms_per_item + c.out_ms_per_item) * batch, c.out_ms_per_item * batch)
+
+
+def size_on(model: PerfModel, gpu: str, d: Demand, rate: float, search: bool = True) -> Size | None:
+    """Batch and lower bound for `rate` of `d` on one GPU type; None if it needs more than one GPU.
+
+    The paper's rule takes the smallest batch that fills within half the SLO. It rounds up, and
+    the rounding can cost a lot: one request more per batch must finish in the same half-SLO.
+    With `search`, the planner also tries a few smaller batches (which fill sooner, so the SLO's
+    batching half still holds) and keeps the one with the smallest lower bound.
+    """
+    slo_eff, need = d.slo_ms / 2.0 / d.correction, rate * d.correction
+    rule = model.batch_size(d.model, d.slo_ms, rate)
+    top = max_batch(model, d.model, slo_eff)
+    first = min(rule, top) if top else rule
+    best: tuple[float, int] | None = None
+    for batch in range(first, max(0, first - (BATCH_SEARCH if search else 1)), -1):
+        share = min_share(model, d.model, batch, slo_eff, need) if _fits_memory(model, d.model, batch) else None
+        if share is not None and (best is None or share < best[0]):
+            best = (share, batch)
+    if best is None:
+        return None
+    return make_size(model, gpu, d, best[1], best[0], rate)
+
+
+def min_share(model: PerfModel, name: str, batch: int, budget_ms: float, need_rps: float) -> float | None:
+    """The smallest share (a multiple of the unit) at which `batch` meets both the latency budget
+    and the throughput need alone on the GPU: `PerfModel.lower_bound` with the throughput term in
+    its first estimate too, so batches below the rule cost one solo prediction, not a unit walk."""
+    c = model.coef[name]
+    k1, k2, k3, k4, k5 = c.k
+    over = c.kernels * model.delta1 + c.idle_ms
+    allowed = budget_ms - (c.in_ms_per_item + c.out_ms_per_item) * batch - over
+    if need_rps > 0:
+        allowed = min(allowed, 1000.0 * batch / need_rps - c.out_ms_per_item * batch - over)
+    if allowed <= k5:
+        return None
+    exact = (k1 * batch * batch + k2 * batch + k3) / (allowed - k5) - k4
+    share = max(model.unit, math.ceil(exact / model.unit - 1e-9) * model.unit)
+    while share <= 100.0 + 1e-9:
+        lat, thr = model.solo(name, batch, share)
+        if lat <= budget_ms * (1 + 1e-9) and thr >= need_rps * (1 - 1e-9):
+            return share
+        share += model.unit
+    return None
+
+
+def _fits_memory(model: PerfModel, name: str, batch: int) -> bool:
+    return model.memory_mb is None or model.memory(name, batch) <= model.memory_mb
+
+
+@lru_cache(maxsize=4096)
+def max_batch(model: PerfModel, name: str, budget_ms: float) -> int:
+    """The largest batch whose solo latency on a whole GPU fits the budget (0: none does)."""
+    lo, hi = 0, MAX_BATCH
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        ok = model.solo(name, mid, 100.0)[0] <= budget_ms and _fits_memory(model, name, mid)
+        lo, hi = (mid, hi) if ok else (lo, mid - 1)
+    return lo
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One way to serve a whole workload on one GPU type: its pieces and what they cost."""
+
+    gpu: str
+    pieces: tuple[tuple[Size, float, bool], ...]  # (size, rate share, full replica)
+    cost: float  # GPUs' worth of lower bounds times the price per GPU
+
+
+def option_on(model: PerfModel, gpu: str, d: Demand, price: float, search: bool = True) -> Option | None:
+    """A single server if the demand fits one GPU, else full-GPU replicas plus a remainder."""
+    if d.model not in model.coef:
+        return None
+    one = size_on(model, gpu, d, d.rate_rps, search)
+    if one is not None:
+        return Option(gpu, ((one, d.rate_rps, False),), one.lower / 100.0 * price)
+    top = max_batch(model, d.model, d.slo_ms / 2.0 / d.correction)
+    if top == 0:
+        return None
+    carry = model.solo(d.model, top, 100.0)[1] / d.correction
+    return _replicas(model, gpu, d, top, carry, price, search)
+
+
+def _replicas(model: PerfModel, gpu: str, d: Demand, top: int, carry: float, price: float,
+              search: bool) -> Option | None:
+    """floor(rate / carry) full replicas at the largest batch; the rest as one normal piece."""
+    n = math.floor(d.rate_rps / carry * (1 + 1e-12))
+    full = make_size(model, gpu, d, top, 100.0, carry)
+    pieces = [(full, carry, True)] * n
+    rest = d.rate_rps - n * carry
+    if rest > 1e-9 * d.rate_rps:
+        size = size_on(model, gpu, d, rest, search)
+        if size is None:
+            return None
+        pieces.append((size, rest, False))
+    return Option(gpu, tuple(pieces), sum(s.lower for s, _, _ in pieces) / 100.0 * price)
+
+
+def fastest(models: Mapping[str, PerfModel], d: Demand) -> float | None:
+    """The lowest end-to-end SLO any GPU type could meet for this model (2x the batch-1 latency)."""
+    lats = [m.min_latency(d.model) * d.correction for m in models.values() if d.model in m.coef]
+    return 2.0 * min(lats) if lats else None
+
+
+def unplaced_reason(models: Mapping[str, PerfModel], d: Demand) -> str:
+    """Why no GPU type can serve a demand, in the words an operator needs."""
+    best = fastest(models, d)
+    if best is None:
+        return f"model {d.model!r} is in no profile of the available instance types"
+    if d.slo_ms < best:
+        return (f"SLO {d.slo_ms:g} ms is below the fastest possible latency {best:.2f} ms on any GPU type"
+                + (f" (with the SLO-guard factor {d.correction:g})" if d.correction > 1 else ""))
+    return "does not fit in GPU memory at any batch size that meets its SLO and rate"
+
+
+def decompose(demands: Sequence[Demand], models: Mapping[str, PerfModel], prices: Mapping[str, float],
+              gpus: Sequence[str] | None = None, search: bool = True) -> tuple[list[Task], list[Unplaced]]:
+    """Tasks for every positive-rate demand (replicas where needed), and the demands no type serves.
+
+    `prices` is the price per GPU of each type; `gpus` limits the types considered (the plain
+    algorithm uses a single type). A demand is split on the type where its split is cheapest.
+    `search`: try batches below the paper's rule (see `size_on`).
+    """
+    tasks: list[Task] = []
+    unplaced: list[Unplaced] = []
+    allowed = list(gpus if gpus is not None else prices)
+    for d in demands:
+        if d.rate_rps <= 0:
+            continue
+        opts = [o for g in allowed if (o := option_on(models[g], g, d, prices[g], search)) is not None]
+        if not opts:
+            unplaced.append(Unplaced(d.workload, unplaced_reason({g: models[g] for g in allowed}, d)))
+            continue
+        tasks.extend(_tasks_for(d, opts, models, prices, len(tasks), search))
+    return tasks, unplaced
+
+
+def _tasks_for(d: Demand, opts: list[Option], models: Mapping[str, PerfModel],
+               prices: Mapping[str, float], start: int, search: bool) -> list[Task]:
+    """The cheapest option's pieces; a partial piece also gets sizes on every other type it fits."""
+    best = min(opts, key=lambda o: (o.cost, len(o.pieces)))
+    others = [o.gpu for o in opts if o.gpu != best.gpu]
+    out = []
+    for i, (size, rate, full) in enumerate(best.pieces):
+        sizes = {best.gpu: size}
+        if not full:
+            sizes |= {g: s for g in others if (s := size_on(models[g], g, d, rate, search)) is not None}
+        pref = min(sizes, key=lambda g: sizes[g].lower * prices[g])
+        out.append(Task(start + i, d, rate, sizes, pref, full))
+    return out

@@ -1,0 +1,101 @@
+"""How planning time and memory grow with the number of workloads.
+
+    python benchmarks/plan_scale.py [--sizes 10,100,1000,2000,5000,10000] [--runs 3] [--plain-max 2000] [--hetero]
+
+Random workloads drawn like ../shared/scenarios' (model, SLO and rate ranges per model; seed 1),
+on one p3.2xlarge type as the prototype (--hetero adds p3.8xlarge and the synthetic T4 types).
+Time: the median of --runs runs of `make_plan`, in this process, on one core (the planner is
+single-threaded Python; BLAS threads are pinned to 1). Peak memory: one more run under
+tracemalloc (Python heap allocated during that call) and the process's peak RSS at the end.
+The paper's algorithm as published ("igniter-plain": every open GPU tried) runs up to --plain-max.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import random  # noqa: E402
+import resource  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import tracemalloc  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _machine import describe  # noqa: E402
+
+from autoscaler.perfmodel import PerfModel, load_model  # noqa: E402
+from autoscaler.planner import Demand, InstanceOption, check_plan, make_plan  # noqa: E402
+
+PROFILES = Path(__file__).resolve().parent.parent / "policies" / "profiles"
+RANGES = {"alexnet": ((10, 25), (300, 1500)), "resnet50": ((20, 50), (100, 800)),
+          "vgg19": ((30, 70), (50, 400)), "ssd": ((30, 70), (30, 300))}
+V100 = [InstanceOption("p3.2xlarge", "v100", 1, 3.06)]
+HETERO = [*V100, InstanceOption("p3.8xlarge", "v100", 4, 12.24),
+          InstanceOption("g4dn.xlarge", "t4-synthetic", 1, 0.526), InstanceOption("g4dn.12xlarge", "t4-synthetic", 4, 3.912)]
+
+
+def workloads(n: int, seed: int = 1) -> list[Demand]:
+    """n random workloads with the scenarios' per-model SLO and rate ranges."""
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        model = rnd.choice(sorted(RANGES))
+        (s0, s1), (r0, r1) = RANGES[model]
+        out.append(Demand(f"w{i}", model, float(rnd.randint(s0, s1)), float(rnd.randint(r0, r1))))
+    return out
+
+
+def timed(demands: list[Demand], options: list[InstanceOption], models: dict[str, PerfModel], planner: str,
+          runs: int) -> tuple[float, object]:
+    times, plan = [], None
+    for _ in range(runs):
+        start = time.perf_counter()
+        plan = make_plan(demands, options, models, planner=planner)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), plan
+
+
+def peak_mb(demands: list[Demand], options: list[InstanceOption], models: dict[str, PerfModel], planner: str) -> float:
+    tracemalloc.start()
+    make_plan(demands, options, models, planner=planner)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak / 2**20
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="10,100,1000,2000,5000,10000")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--plain-max", type=int, default=2000, help="largest size for igniter-plain (it is quadratic)")
+    ap.add_argument("--hetero", action="store_true", help="V100 and T4 instance types, 1 and 4 GPUs each")
+    args = ap.parse_args()
+    models = {"v100": load_model(PROFILES / "v100.yaml"), "t4-synthetic": load_model(PROFILES / "t4-synthetic.yaml")}
+    options = HETERO if args.hetero else V100
+    print(f"machine: {describe()}")
+    print(f"instance types: {', '.join(o.name for o in options)}; median of {args.runs} runs\n")
+    print(f"{'workloads':>9} {'planner':>14} {'median s':>9} {'peak MB':>8} {'GPUs':>6} {'$/hour':>10} {'feasible':>8}")
+    for n in (int(x) for x in args.sizes.split(",")):
+        demands = workloads(n)
+        for planner in ("igniter", "igniter-plain"):
+            if planner == "igniter-plain" and n > args.plain_max:
+                continue
+            secs, plan = timed(demands, options, models, planner, args.runs)
+            ok = "yes" if not check_plan(plan, demands, models, options) else "NO"
+            print(f"{n:>9} {planner:>14} {secs:>9.3f} {peak_mb(demands, options, models, planner):>8.2f} "
+                  f"{plan.gpu_count:>6} {plan.cost_per_hour:>10.2f} {ok:>8}", flush=True)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\nprocess peak RSS: {rss:.0f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

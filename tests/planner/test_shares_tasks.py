@@ -1,0 +1,79 @@
+"""Algorithm 2 (share raising) and the task decomposition, checked against the model itself."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from autoscaler.planner import Demand
+from autoscaler.planner.shares import predict, settle, solo_shares, violated
+from autoscaler.planner.tasks import decompose, max_batch, min_share, size_on
+from tests.planner.conftest import MODELS, demand_sets
+
+
+@settings(max_examples=60, deadline=None)
+@given(demand_sets(min_size=2, max_size=5, big=False))
+def test_jumping_reaches_the_same_shares_as_unit_steps(v100, demands):
+    tasks, _ = decompose(demands, {"v100": v100}, {"v100": 3.06}, search=False)
+    sizes = [t.sizes["v100"] for t in tasks]
+    assume(len(sizes) >= 2)
+    fast = settle(v100, sizes, solo_shares(sizes))
+    slow = settle(v100, sizes, solo_shares(sizes), step=v100.unit)
+    assert (fast is None) == (slow is None)
+    if fast is not None:
+        assert fast[0] == slow[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(demand_sets(min_size=2, max_size=5, big=False))
+def test_settled_shares_are_feasible_and_least(v100, demands):
+    tasks, _ = decompose(demands, {"v100": v100}, {"v100": 3.06})
+    sizes = [t.sizes["v100"] for t in tasks]
+    res = settle(v100, sizes, solo_shares(sizes))
+    assume(res is not None)
+    shares, preds = res
+    assert preds == v100.predict_raw([(s.model, s.batch, r) for s, r in zip(sizes, shares)])
+    assert not any(violated(s, p) for s, p in zip(sizes, preds))
+    for i, s in enumerate(sizes):  # one unit less anywhere above the bound breaks that placement
+        if shares[i] > s.lower:
+            lower = list(shares)
+            lower[i] -= v100.unit
+            assert violated(s, predict(v100, sizes, lower)[i])
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(MODELS), st.integers(5, 80), st.integers(10, 3000), st.integers(1, 40))
+def test_min_share_matches_the_models_lower_bound(v100, model, slo, rate, batch):
+    assert min_share(v100, model, batch, slo / 2.0, rate) == v100.lower_bound(model, batch, slo, rate)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(MODELS), st.integers(10, 80), st.integers(10, 1500))
+def test_batch_search_is_never_worse_than_the_rule_and_stays_below_it(v100, model, slo, rate):
+    d = Demand("w", model, slo, rate)
+    rule, best = size_on(v100, "v100", d, rate, search=False), size_on(v100, "v100", d, rate)
+    assert (rule is None) == (best is None)
+    if rule is not None:
+        assert best.lower <= rule.lower and best.batch <= rule.batch
+        assert rule.batch == min(v100.batch_size(model, slo, rate), max_batch(v100, model, slo / 2))
+
+
+def test_replicas_add_up_to_the_rate_and_full_ones_use_the_whole_gpu(v100):
+    d = Demand("big", "vgg19", 60, 2500)
+    tasks, unplaced = decompose([d], {"v100": v100}, {"v100": 3.06})
+    assert not unplaced and len(tasks) >= 3
+    assert sum(t.rate for t in tasks) == pytest.approx(2500, rel=1e-12)
+    full = [t for t in tasks if t.full]
+    top = max_batch(v100, "vgg19", 30.0)
+    assert full and all(t.lower == 100.0 and t.sizes["v100"].batch == top for t in full)
+    assert v100.solo("vgg19", top + 1, 100.0)[0] > 30.0
+
+
+def test_unplaceable_demands_say_why(v100):
+    slow = Demand("x", "resnet50", 0.5, 10)
+    unknown = Demand("y", "bert", 50, 10)
+    _, unplaced = decompose([slow, unknown], {"v100": v100}, {"v100": 3.06})
+    reasons = {u.workload: u.reason for u in unplaced}
+    assert "SLO 0.5 ms is below the fastest possible latency" in reasons["x"]
+    assert "no profile" in reasons["y"]
