@@ -212,17 +212,29 @@ class PerfModel:
         return max(1, math.ceil(t * r / (1.0 + c.in_ms_per_item * r) - 1e-9))
 
     def lower_bound(self, model: str, batch: int, slo_ms: float, rate_rps: float = 0.0) -> float | None:
-        """Smallest MPS share (a multiple of the unit) meeting half the SLO solo; None if > 100 %."""
+        """The paper's resource lower bound: the smallest share meeting SLO / 2 alone."""
+        return self.min_share(model, batch, slo_ms / 2.0, rate_rps)
+
+    def min_share(self, model: str, batch: int, budget_ms: float, need_rps: float = 0.0) -> float | None:
+        """Smallest share (a multiple of the unit) at which `batch` meets the latency budget and the
+        throughput need alone on the GPU; None if even 100 % does not.
+
+        t_act is inverted in closed form for a first estimate, then checked with full predictions
+        (the clock may throttle), so this usually costs one prediction, not a walk over units.
+        """
         c = self.coef[model]
-        budget = slo_ms / 2.0 - (c.in_ms_per_item + c.out_ms_per_item) * batch - c.kernels * self.delta1 - c.idle_ms
         k1, k2, k3, k4, k5 = c.k
-        if budget <= k5:
+        over = c.kernels * self.delta1 + c.idle_ms
+        allowed = budget_ms - (c.in_ms_per_item + c.out_ms_per_item) * batch - over
+        if need_rps > 0:
+            allowed = min(allowed, 1000.0 * batch / need_rps - c.out_ms_per_item * batch - over)
+        if allowed <= k5:
             return None
-        exact = (k1 * batch * batch + k2 * batch + k3) / (budget - k5) - k4
+        exact = (k1 * batch * batch + k2 * batch + k3) / (allowed - k5) - k4
         share = max(self.unit, math.ceil(exact / self.unit - 1e-9) * self.unit)
         while share <= 100.0 + 1e-9:
             lat, thr = self.solo(model, batch, share)
-            if lat <= slo_ms / 2.0 + 1e-9 and thr >= rate_rps - 1e-9:
+            if lat <= budget_ms * (1 + 1e-9) and thr >= need_rps * (1 - 1e-9):
                 return share
             share += self.unit
         return None

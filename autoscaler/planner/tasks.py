@@ -94,25 +94,8 @@ def size_on(model: PerfModel, gpu: str, d: Demand, rate: float, search: bool = T
 
 
 def min_share(model: PerfModel, name: str, batch: int, budget_ms: float, need_rps: float) -> float | None:
-    """The smallest share (a multiple of the unit) at which `batch` meets both the latency budget
-    and the throughput need alone on the GPU: `PerfModel.lower_bound` with the throughput term in
-    its first estimate too, so batches below the rule cost one solo prediction, not a unit walk."""
-    c = model.coef[name]
-    k1, k2, k3, k4, k5 = c.k
-    over = c.kernels * model.delta1 + c.idle_ms
-    allowed = budget_ms - (c.in_ms_per_item + c.out_ms_per_item) * batch - over
-    if need_rps > 0:
-        allowed = min(allowed, 1000.0 * batch / need_rps - c.out_ms_per_item * batch - over)
-    if allowed <= k5:
-        return None
-    exact = (k1 * batch * batch + k2 * batch + k3) / (allowed - k5) - k4
-    share = max(model.unit, math.ceil(exact / model.unit - 1e-9) * model.unit)
-    while share <= 100.0 + 1e-9:
-        lat, thr = model.solo(name, batch, share)
-        if lat <= budget_ms * (1 + 1e-9) and thr >= need_rps * (1 - 1e-9):
-            return share
-        share += model.unit
-    return None
+    """The smallest share at which `batch` meets the budget and the throughput need alone."""
+    return model.min_share(name, batch, budget_ms, need_rps)
 
 
 def _fits_memory(model: PerfModel, name: str, batch: int) -> bool:
