@@ -25,7 +25,7 @@ from autoscaler.reconcile import FleetView, Limits, diff
 from autoscaler.scaling import choose, hold_rates
 from autoscaler.sloguard import GuardState, update as guard_update
 from autoscaler.store import Store
-from autoscaler.transport.base import AgentStatus, Transport, TransportError, parse_status
+from autoscaler.transport.base import AgentStatus, HostKeyGate, Transport, TransportError, parse_status
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ class Deps:
     planner: PlanFn
     clock: Callable[[], float]
     contact: bool = True           # False: agents are never contacted (transport none)
+    gate: HostKeyGate | None = None  # SSH to cloud nodes: contact an agent only once its host key is pinned
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,8 @@ class Controller:
     def observe(self, now: float) -> Observation:
         """The provider's instances, the agents' status, the rates (each behind its interface)."""
         instances = {i.id: i for i in self.deps.provider.list_instances()}
+        if self.deps.gate is not None and self.deps.contact:
+            self.deps.gate.refresh(list(instances.values()))
         statuses = self._statuses(instances)
         feed = getattr(self.deps.rates.source, "feed", None)
         if feed is not None:
@@ -117,12 +120,16 @@ class Controller:
         out: dict[str, AgentStatus] = {}
         for rec in self.store.open_records():
             inst = instances.get(rec.instance_id or "")
-            if rec.state in LIVE and inst is not None and inst.state == "running":
+            if rec.state in LIVE and inst is not None and inst.state == "running" and self._reachable(inst):
                 try:
                     out[rec.slot] = parse_status(self.deps.transport.status(inst))
                 except TransportError as exc:
                     log.info("agent of %s did not answer: %s", rec.slot, exc)
         return out
+
+    def _reachable(self, inst: Instance) -> bool:
+        """Not yet reachable (no pinned host key) is a normal stage of booting, not an error."""
+        return self.deps.gate is None or self.deps.gate.reachable(inst)
 
     def sync(self, obs: Observation) -> list[Instance]:
         """Lifecycle transitions implied by the observation; returns orphan instances."""

@@ -60,9 +60,11 @@ class ProviderConfig(_Frozen):
 
 class AgentsConfig(_Frozen):
     transport: Literal["ssh", "local", "none"] = "local"
-    user: str = "ubuntu"
+    user: str = Field(default="igniter", description="ssh: the nodes' agent user (Terraform's agent_user)")
     key_file: str | None = None
-    known_hosts: str | None = None
+    known_hosts: str | None = Field(
+        default=None, description="ssh: with a provider that publishes host keys (ec2), the fleet-managed pin file "
+        "(default: next to the state file); otherwise the known_hosts to check (default ~/.ssh/known_hosts)")
     port: Annotated[int, Field(ge=1, le=65535)] = 22
     connect_timeout_s: Pos = 10.0
     command_timeout_s: Pos = 30.0

@@ -6,16 +6,20 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autoscaler.controller import Controller, Deps
 from autoscaler.errors import InputError
-from autoscaler.fleet.base import Provider
+from autoscaler.fleet.base import HostKeySource, Provider
 from autoscaler.planner.types import Plan
 from autoscaler.policy import Policy
 from autoscaler.rates.base import RateSource
 from autoscaler.rates.guard import GuardedRates
 from autoscaler.store import Store
-from autoscaler.transport.base import Transport
+from autoscaler.transport.base import HostKeyGate, Transport
+
+if TYPE_CHECKING:
+    from autoscaler.transport.pins import PinnedHostKeys
 
 
 def default_state_path(policy: Policy) -> Path:
@@ -49,7 +53,33 @@ def _check_templates(policy: Policy) -> None:
                              f"no launch template for instance_types[{i}] {itype.name!r} (add it, or a '*' default)")
 
 
-def make_transport(policy: Policy) -> tuple[Transport, bool]:
+def known_hosts_path(policy: Policy, state_path: Path) -> Path:
+    """The fleet-managed pin file: agents.known_hosts if set (Terraform points it at the host's
+    /etc/igniter/ssh/known_hosts), else next to the state file, which it belongs with: both
+    describe this fleet's instances (<state>.known_hosts)."""
+    if policy.agents.known_hosts:
+        return Path(policy.agents.known_hosts).expanduser()
+    return state_path.with_suffix(".known_hosts")
+
+
+def make_pins(policy: Policy, state_path: Path, provider: Provider) -> PinnedHostKeys | None:
+    """Host key pins, when agents are reached over SSH and the provider publishes host keys."""
+    if policy.agents.transport != "ssh" or not isinstance(provider, HostKeySource):
+        return None
+    from autoscaler.transport.pins import PinnedHostKeys
+
+    return PinnedHostKeys(known_hosts_path(policy, state_path))
+
+
+def make_gate(policy: Policy, provider: Provider, pins: PinnedHostKeys | None) -> HostKeyGate | None:
+    if pins is None or not isinstance(provider, HostKeySource):
+        return None
+    from autoscaler.transport.trust import HostKeyTrust
+
+    return HostKeyTrust(provider, pins, policy.agents.port)
+
+
+def make_transport(policy: Policy, pins: PinnedHostKeys | None = None) -> tuple[Transport, bool]:
     """The transport, and whether agents are contacted at all."""
     cfg = policy.agents
     if cfg.transport == "none":
@@ -59,7 +89,7 @@ def make_transport(policy: Policy) -> tuple[Transport, bool]:
     if cfg.transport == "ssh":
         from autoscaler.transport.ssh import SshTransport
 
-        return SshTransport(cfg), True
+        return SshTransport(cfg, pins), True
     if policy.provider.kind == "ec2":
         raise InputError(policy.source or "<policy>", "agents.transport",
                          "'local' reaches agents on this machine only; use ssh (or none) with provider ec2")
@@ -114,7 +144,9 @@ def _capped(option, cap: int | None):  # type: ignore[no-untyped-def]
 def build_controller(policy: Policy, state_path: Path, clock: Callable[[], float] = time.time,
                      store: Store | None = None) -> Controller:
     """A controller with real dependencies; raises InputError for a policy that cannot run."""
-    transport, contact = make_transport(policy)
-    deps = Deps(make_provider(policy, state_path, clock), transport, make_rates(policy),
-                store or Store(state_path), default_planner, clock, contact)
+    provider = make_provider(policy, state_path, clock)
+    pins = make_pins(policy, state_path, provider)
+    transport, contact = make_transport(policy, pins)
+    deps = Deps(provider, transport, make_rates(policy), store or Store(state_path), default_planner, clock, contact,
+                make_gate(policy, provider, pins))
     return Controller(policy, deps)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 TAG_FLEET = "igniter:fleet"
 TAG_SLOT = "igniter:slot"
@@ -86,6 +86,21 @@ class Provider(Protocol):
 
     def terminate(self, instance_id: str) -> None:
         """Stop and release an instance of this fleet (idempotent)."""
+        ...
+
+
+@runtime_checkable
+class HostKeySource(Protocol):
+    """Optional provider capability: an instance's SSH host public keys, learnt through the cloud
+    API rather than from the network, so the transport can pin them before its first connection
+    (a key offered by the host itself would be trust on first use). EC2 implements it by reading
+    the keys cloud-init prints to the console; the local provider needs none.
+
+    `host_keys` returns OpenSSH public key lines ("ssh-ed25519 AAAA..."), or None while the
+    instance has not published them yet (ask again on a later tick). An empty list is a final
+    answer: the instance published its keys, and none of them was usable."""
+
+    def host_keys(self, instance: Instance) -> list[str] | None:
         ...
 
 

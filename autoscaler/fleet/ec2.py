@@ -7,10 +7,13 @@
 - Discovery is by the `igniter:fleet` tag only; termination refuses any instance without it.
 - Throttling is retried by botocore's standard retry mode; what is left is classified into
   CapacityError (try another type), ThrottledError (retry later), PermanentError.
+- Host keys (the HostKeySource capability): read from the instance's console output
+  (GetConsoleOutput), where cloud-init prints them; see fleet/console.py for why that is trusted.
 """
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections.abc import Iterable
 from typing import Any
@@ -22,6 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from autoscaler.fleet.base import (TAG_ATTEMPT, TAG_FLEET, TAG_GENERATION, TAG_SLOT, CapacityError, Instance,
                                    InstanceState, NotFoundError, PermanentError, ProviderError, ThrottledError,
                                    fleet_tags, launch_token)
+from autoscaler.fleet.console import console_text, parse_console
 from autoscaler.policy import ProviderConfig
 
 CAPACITY_CODES = frozenset({"InsufficientInstanceCapacity", "InstanceLimitExceeded", "Unsupported",
@@ -30,6 +34,12 @@ THROTTLE_CODES = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingExc
                             "InternalError", "Unavailable"})
 LISTED_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 STATE_MAP: dict[str, InstanceState] = {"pending": "pending", "running": "running"}
+# What EC2 answers when GetConsoleOutput's Latest=True is not available for an instance type
+# (Latest needs the Nitro System; p3 is Xen): ask again for the buffered output instead.
+LATEST_UNSUPPORTED = frozenset({"UnsupportedOperation", "InvalidParameterCombination", "InvalidParameterValue",
+                                "InvalidParameter"})
+
+log = logging.getLogger(__name__)
 
 
 def make_client(cfg: ProviderConfig, max_attempts: int = 5) -> Any:
@@ -61,6 +71,7 @@ class Ec2Provider:
         self.fleet = fleet
         self.cfg = cfg
         self.client = client if client is not None else make_client(cfg)
+        self._no_latest: set[str] = set()      # instance types that refused Latest=True
 
     def list_instances(self) -> list[Instance]:
         filters = [{"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
@@ -92,6 +103,48 @@ class Ec2Provider:
             err = classify(exc)
             if not isinstance(err, NotFoundError):
                 raise err from exc
+
+    def host_keys(self, instance: Instance) -> list[str] | None:
+        """The host keys cloud-init printed to the instance's console; None until the whole block
+        is there. Lines of the block that are not valid keys are ignored, each with a log line."""
+        parsed = parse_console(console_text(self._console_output(instance)))
+        if parsed is None:
+            return None
+        for line in parsed.rejected:
+            log.warning("%s: ignoring a line of the console's host key block that is not a valid key: %.100r",
+                        instance.id, line)
+        return list(parsed.keys)
+
+    def _console_output(self, instance: Instance) -> str | bytes | None:
+        """GetConsoleOutput, Latest=True where the type allows it (the buffered output is posted
+        around state changes, so it can lag first boot by minutes); once a type refuses Latest, its
+        instances are asked for the buffered output. A NotFound instance has no console: None."""
+        if instance.instance_type not in self._no_latest:
+            try:
+                return self._get_console(instance.id, latest=True)
+            except ClientError as exc:
+                code = str(exc.response.get("Error", {}).get("Code", ""))
+                if code not in LATEST_UNSUPPORTED:
+                    return self._console_failed(exc)
+                self._no_latest.add(instance.instance_type)
+                log.info("%s: GetConsoleOutput refused Latest=True (%s); using the buffered output", instance.id, code)
+        try:
+            return self._get_console(instance.id, latest=False)
+        except ClientError as exc:
+            return self._console_failed(exc)
+
+    def _get_console(self, instance_id: str, latest: bool) -> str | bytes | None:
+        try:
+            reply = self.client.get_console_output(InstanceId=instance_id, **({"Latest": True} if latest else {}))
+        except BotoCoreError as exc:
+            raise classify(exc) from exc
+        return reply.get("Output")
+
+    def _console_failed(self, exc: ClientError) -> None:
+        err = classify(exc)
+        if isinstance(err, NotFoundError):
+            return None
+        raise err from exc
 
     # -- helpers ----------------------------------------------------------------------------------
     def _run_request(self, slot: str, instance_type: str, generation: int, attempt: int, salt: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,6 +27,18 @@ class Transport(Protocol):
         ...
 
     def close(self) -> None:
+        ...
+
+
+class HostKeyGate(Protocol):
+    """Which instances may be contacted yet: an SSH agent is reached only once its host key is
+    pinned from a trusted channel (transport/trust.py). Without a gate, every running one may be."""
+
+    def refresh(self, instances: Sequence[Instance]) -> None:
+        """Learn the keys of new instances and forget those of instances no longer listed."""
+        ...
+
+    def reachable(self, instance: Instance) -> bool:
         ...
 
 

@@ -1,15 +1,20 @@
 """SSH transport (paramiko): runs `igniter-agent apply -` / `status --json` on each instance.
 
 - Key authentication only (agents.key_file); no agent forwarding, no password fallback.
-- Host keys are checked against agents.known_hosts (else the user's ~/.ssh/known_hosts) with
-  paramiko's RejectPolicy: an unknown or changed key is refused, never added.
-- One pooled connection per host, reopened after any failure.
+- Host keys are checked with paramiko's RejectPolicy: an unknown or changed key is refused, never
+  added. With pins (a provider that publishes host keys, e.g. EC2's console; transport/pins.py) an
+  instance is trusted with exactly the keys pinned for it, and not contacted at all before it has
+  any; without pins, against agents.known_hosts (else the user's ~/.ssh/known_hosts).
+- A host presenting a key other than the pinned one is refused (not retryable) and logged as an
+  error: the node was replaced behind our back, or someone is in the middle.
+- One pooled connection per instance, reopened after any failure.
 - Every argument is shell-quoted; connect and command timeouts bound every call.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shlex
 import socket
@@ -22,12 +27,18 @@ from autoscaler.fleet.base import Instance
 from autoscaler.policy import AgentsConfig
 from autoscaler.transport.base import TransportError
 from autoscaler.transport.local import agent_args, parse_reply
+from autoscaler.transport.pins import PinnedHostKeys, host_pattern
+
+log = logging.getLogger(__name__)
+
+PoolKey = tuple[str, str, int]     # (instance id, host, port): a reused address never reuses a connection
 
 
 class SshTransport:
-    def __init__(self, cfg: AgentsConfig) -> None:
+    def __init__(self, cfg: AgentsConfig, pins: PinnedHostKeys | None = None) -> None:
         self.cfg = cfg
-        self._pool: dict[tuple[str, int], paramiko.SSHClient] = {}
+        self.pins = pins
+        self._pool: dict[PoolKey, paramiko.SSHClient] = {}
         self._lock = threading.Lock()
 
     def apply(self, instance: Instance, assignment: dict[str, Any]) -> None:
@@ -51,7 +62,7 @@ class SshTransport:
         host = self.cfg.host_override or instance.address
         if not host:
             raise TransportError(f"{instance.id}: no address to reach its agent")
-        key = (host, self.cfg.port)
+        key = (instance.id, host, self.cfg.port)
         with self._lock:
             client = self._client(key)
             try:
@@ -61,21 +72,32 @@ class SshTransport:
                 raise TransportError(f"{host}:{self.cfg.port}: {action} failed: {exc or type(exc).__name__}") from None
         return parse_reply(action, rc, out, err, f"{host}:{self.cfg.port}")
 
-    def _client(self, key: tuple[str, int]) -> paramiko.SSHClient:
+    def _client(self, key: PoolKey) -> paramiko.SSHClient:
         client = self._pool.get(key)
-        transport = client.get_transport() if client is not None else None
-        if client is not None and transport is not None and transport.is_active():
+        if client is not None and _active(client):
             return client
-        self._drop(key)
+        for stale in [k for k, c in self._pool.items() if k == key or not _active(c)]:
+            self._drop(stale)
         client = self._connect(*key)
         self._pool[key] = client
         return client
 
-    def _connect(self, host: str, port: int) -> paramiko.SSHClient:
+    def _trust(self, client: paramiko.SSHClient, instance_id: str, host: str, port: int) -> None:
+        """The host keys this connection accepts: the instance's pins, else the known_hosts file."""
+        if self.pins is None:
+            known = os.path.expanduser(self.cfg.known_hosts or "~/.ssh/known_hosts")
+            if os.path.exists(known):
+                client.load_host_keys(known)
+            return
+        keys = self.pins.keys_for(instance_id)
+        if not keys:
+            raise TransportError(f"{instance_id}: no host key pinned yet (not published on its console); not contacted")
+        for key in keys:
+            client.get_host_keys().add(host_pattern(host, port), key.get_name(), key)
+
+    def _connect(self, instance_id: str, host: str, port: int) -> paramiko.SSHClient:
         client = paramiko.SSHClient()
-        known = os.path.expanduser(self.cfg.known_hosts or "~/.ssh/known_hosts")
-        if os.path.exists(known):
-            client.load_host_keys(known)
+        self._trust(client, instance_id, host, port)
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         timeout = self.cfg.connect_timeout_s
         try:
@@ -83,7 +105,11 @@ class SshTransport:
                            key_filename=os.path.expanduser(self.cfg.key_file) if self.cfg.key_file else None,
                            timeout=timeout, banner_timeout=timeout, auth_timeout=timeout,
                            allow_agent=False, look_for_keys=self.cfg.key_file is None)
-        except (paramiko.BadHostKeyException, paramiko.AuthenticationException) as exc:
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            _log_mismatch(instance_id, host, port, exc)
+            raise TransportError(f"{instance_id} at {host}:{port}: host key mismatch: {exc}", retryable=False) from None
+        except paramiko.AuthenticationException as exc:
             client.close()
             raise TransportError(f"{host}:{port}: {exc}", retryable=False) from None
         except paramiko.SSHException as exc:
@@ -115,10 +141,22 @@ class SshTransport:
         finally:
             chan.close()
 
-    def _drop(self, key: tuple[str, int]) -> None:
+    def _drop(self, key: PoolKey) -> None:
         client = self._pool.pop(key, None)
         if client is not None:
             client.close()
+
+
+def _active(client: paramiko.SSHClient) -> bool:
+    transport = client.get_transport()
+    return transport is not None and transport.is_active()
+
+
+def _log_mismatch(instance_id: str, host: str, port: int, exc: paramiko.BadHostKeyException) -> None:
+    """Loud on purpose: a pinned key that no longer matches is what a man-in-the-middle looks like."""
+    log.error("HOST KEY MISMATCH: %s at %s:%d presented %s %s, but %s %s is the key it must have; refusing to connect. "
+              "Either the node's host key changed or someone is intercepting the connection.", instance_id, host,
+              port, exc.key.get_name(), exc.key.fingerprint, exc.expected_key.get_name(), exc.expected_key.fingerprint)
 
 
 def _drain(chan: paramiko.Channel) -> tuple[str, str]:

@@ -86,3 +86,20 @@ def make_controller(policy: Policy, clock: Clock | None = None, rates: Mapping[s
     deps = Deps(provider, transport, GuardedRates(manual, policy.rates.stale_after_s), store or Store(":memory:"),
                 planner, clock, contact)
     return Controller(policy, deps), provider, transport, manual
+
+
+def cloud_init_console(key_lines: list[str], host: str = "ip-10-0-1-23", end: bool = True) -> str:
+    """Console output as an Ubuntu EC2 node prints it: kernel and cloud-init lines, then what
+    cloud-init's write-ssh-key-fingerprints helper logs (through `logger -t ec2`) at first boot."""
+    head = ("[    0.000000] Linux version 6.8.0-1015-aws (buildd@lcy02-amd64-029) #16-Ubuntu SMP\n"
+            "[   12.345678] cloud-init[812]: Cloud-init v. 24.1.3 running 'modules:final'. Up 12.34 seconds.\n"
+            "ec2: \nec2: #############################################################\n"
+            "ec2: -----BEGIN SSH HOST KEY FINGERPRINTS-----\n"
+            f"ec2: 256 SHA256:2nY0dRcyb4ZUD9WhmtbJc0H9MvYxw5o3yTqJFYv1vyQ root@{host} (ED25519)\n"
+            "ec2: -----END SSH HOST KEY FINGERPRINTS-----\n"
+            "ec2: #############################################################\n"
+            "-----BEGIN SSH HOST KEY KEYS-----\n")
+    keys = "".join(f"{line} root@{host}\n" for line in key_lines)
+    tail = ("-----END SSH HOST KEY KEYS-----\n"
+            "[  301.000000] cloud-init[812]: Cloud-init v. 24.1.3 finished. Datasource DataSourceEc2Local.\n")
+    return head + keys + (tail if end else "")

@@ -59,7 +59,7 @@ def test_applies_an_assignment_to_a_real_agent_and_reads_status(sshd: Sshd, tiny
                                                 "max_queue_delay_ms": 2.0}]}
     with running_agent(state):
         transport.apply(INSTANCE, assignment)
-        client = transport._pool[("127.0.0.1", sshd.port)]
+        client = transport._pool[(INSTANCE.id, "127.0.0.1", sshd.port)]
         deadline = time.monotonic() + 60
         status = parse_status(transport.status(INSTANCE))
         while status.ready_names() != {"tiny-0"} and time.monotonic() < deadline:

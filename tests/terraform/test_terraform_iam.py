@@ -10,7 +10,7 @@ from tfhelpers import FLEET_TAG, blocks, unwrap
 MUTATING = {"ec2:RunInstances", "ec2:TerminateInstances", "ec2:CreateTags"}
 # Exactly what autoscaler/ calls (fleet/ec2.py, rates/cloudwatch.py) plus what launching needs.
 ALLOWED_ACTIONS = MUTATING | {
-    "ec2:DescribeInstances", "cloudwatch:GetMetricData", "iam:PassRole",
+    "ec2:DescribeInstances", "ec2:GetConsoleOutput", "cloudwatch:GetMetricData", "iam:PassRole",
     "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret",
     "kms:Decrypt", "kms:CreateGrant", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncrypt*",
 }
@@ -65,6 +65,14 @@ def test_resource_star_only_for_calls_that_take_no_resource(statements: list[dic
 def test_terminate_only_instances_tagged_with_the_fleet(statements: list[dict[str, Any]]) -> None:
     (statement,) = _with_action(statements, "ec2:TerminateInstances")
     assert statement["actions"] == ["ec2:TerminateInstances"]
+    assert statement["resources"] == ["${local.ec2_arn}:instance/*"]
+    assert _conditions(statement)[f"ec2:ResourceTag/{FLEET_TAG}"] == ("StringEquals", ["${var.name}"])
+
+
+def test_console_output_only_of_instances_tagged_with_the_fleet(statements: list[dict[str, Any]]) -> None:
+    """New nodes' host keys are read from their console: only the fleet's own instances."""
+    (statement,) = _with_action(statements, "ec2:GetConsoleOutput")
+    assert statement["actions"] == ["ec2:GetConsoleOutput"]
     assert statement["resources"] == ["${local.ec2_arn}:instance/*"]
     assert _conditions(statement)[f"ec2:ResourceTag/{FLEET_TAG}"] == ("StringEquals", ["${var.name}"])
 

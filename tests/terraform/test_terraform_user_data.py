@@ -129,6 +129,15 @@ def test_node_authorises_the_autoscaler_key_for_the_unprivileged_agent_user_only
     assert "sudo" not in agent and "groups" not in agent
 
 
+def test_node_prints_its_ssh_host_keys_to_the_console(node: dict[str, Any]) -> None:
+    """The autoscaler pins a new node's host key from its console (ec2:GetConsoleOutput): nothing
+    may keep cloud-init from printing every key type there, whatever the AMI's cloud.cfg says."""
+    assert node["ssh"]["emit_keys_to_console"] is True
+    assert node["ssh_key_console_blacklist"] == []
+    assert node["ssh_fp_console_blacklist"] == []
+    assert node["no_ssh_fingerprints"] is False
+
+
 def test_node_starts_the_agent_as_a_systemd_service(node: dict[str, Any]) -> None:
     agent = unit(files(node)["/etc/systemd/system/igniter-agent.service"])
     assert agent["ExecStart"] == ["/opt/igniter/venv/bin/igniter-agent run --state-dir /var/lib/igniter"]

@@ -5,6 +5,8 @@
 #   - tag resources only while launching them (TagSpecifications), the instance only with the
 #     fleet tag;
 #   - terminate only instances tagged igniter:fleet=<name>;
+#   - read the console output of those instances only (new nodes' SSH host keys, printed there by
+#     cloud-init: the autoscaler pins them before it first connects);
 #   - describe instances (the call takes no resources);
 #   - read CloudWatch metrics (request rates) and its SSH key from Secrets Manager;
 #   - pass the node role, and only the node role, to EC2.
@@ -144,6 +146,20 @@ data "aws_iam_policy_document" "autoscaler" {
   statement {
     sid       = "TerminateOwnFleetInstancesOnly"
     actions   = ["ec2:TerminateInstances"]
+    resources = ["${local.ec2_arn}:instance/*"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "ec2:ResourceTag/${local.fleet_tag_key}"
+      values   = [var.name]
+    }
+  }
+
+  # New nodes' SSH host keys: cloud-init prints them to the console, and the autoscaler pins them
+  # before its first SSH connection (autoscaler/fleet/ec2.py host_keys). Only the fleet's instances.
+  statement {
+    sid       = "ReadOwnFleetInstancesConsoleForHostKeys"
+    actions   = ["ec2:GetConsoleOutput"]
     resources = ["${local.ec2_arn}:instance/*"]
 
     condition {

@@ -39,7 +39,7 @@ output "ssh_key_file" {
 }
 
 output "known_hosts_file" {
-  description = "known_hosts file on the host: the policy's agents.known_hosts."
+  description = "known_hosts file on the host, the policy's agents.known_hosts: the autoscaler pins each node's host keys there, read from the node's console."
   value       = local.known_hosts_file
 }
 
