@@ -1,0 +1,156 @@
+"""`igniter simulate POLICY --trace CSV`: what the policy would cost on a real trace, and how often
+capacity would fall short, by replaying the trace through the real controller on a simulated clock.
+
+Exit codes: 0 ok; 1 internal error, or a simulated tick failed (the numbers would not be trustworthy);
+2 bad input (`FILE: field: message`, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from autoscaler.errors import InputError
+
+DESCRIPTION = """Replay a wide trace (a time_s column and one req/s column per workload) through the
+autoscaler's real controller (forecast, planner, hold/scale-down, reconcile) with a simulated clock and
+simulated instances that are ready scaling.boot_s after launch. Prints cost, the cost of static peak
+provisioning, SLO attainment (fraction of trace rows x workloads whose capacity covers the rate),
+the worst shortfall and the scaling actions."""
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `simulate` subcommand to the igniter CLI."""
+    p = subparsers.add_parser("simulate", help="replay a request-rate trace through the autoscaler", description=DESCRIPTION)
+    p.add_argument("policy", type=Path, help="policy YAML")
+    p.add_argument("--trace", type=Path, required=True, help="wide trace CSV: time_s, then one column per workload")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON (with --compare: a list)")
+    p.add_argument("--timeline", type=Path, metavar="OUT.csv", help="write time_s,workload,rate_rps,capacity_rps,cost_per_hour")
+    p.add_argument("--plot", type=Path, metavar="OUT.png", help="draw rate against capacity per workload, and cost")
+    p.add_argument("--planner", help="planner to use instead of the policy's (igniter, ffd, gslice, gpulets, exact)")
+    p.add_argument("--forecast", choices=["last", "ewma", "holt"], help="forecast instead of the policy's")
+    p.add_argument("--headroom", type=float, help="headroom instead of the policy's (0.2 = plan for 120 %%)")
+    p.add_argument("--interval-s", type=float, help="tick interval instead of the policy's scaling.interval_s")
+    p.add_argument("--strategy", choices=["autoscaler", "reactive", "static-peak"], default="autoscaler",
+                   help="autoscaler (default), reactive target tracking (40-70 %% utilisation), static peak")
+    p.add_argument("--rate-stat", choices=["mean", "max"], default="mean",
+                   help="what the simulated rate source reports per interval: the mean rate (a request counter, "
+                        "default) or the busiest trace row (a Maximum statistic), for bursty per-second traces")
+    p.add_argument("--compare", action="store_true",
+                   help="run igniter under each forecast, ffd, gslice, gpulets, static peak and reactive side by side")
+    add_trace_args(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def add_trace_args(p: argparse.ArgumentParser) -> None:
+    """Options that reshape a trace before it is replayed (shared with `igniter trace`)."""
+    p.add_argument("--time-col", default="time_s", help="name of the time column (default time_s)")
+    p.add_argument("--rename", action="append", default=[], metavar="OLD=NEW", help="rename a trace column (repeatable)")
+    p.add_argument("--scale", type=float, default=1.0, help="multiply every rate (replay a trace's shape at another size)")
+    p.add_argument("--step-s", type=float, help="aggregate rows into windows of this many seconds first")
+    p.add_argument("--agg", choices=["mean", "max"], default="mean", help="how --step-s aggregates (default mean)")
+    p.add_argument("--start-s", type=float, help="first second to replay (relative to the trace's start)")
+    p.add_argument("--end-s", type=float, help="second to stop at (relative to the trace's start)")
+
+
+def load_trace(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """Read the wide trace at args.trace and reshape it (see `reshape`)."""
+    from autoscaler import traces
+
+    return reshape(args, traces.read_wide(args.trace, args.time_col))
+
+
+def reshape(args: argparse.Namespace, trace):  # type: ignore[no-untyped-def]
+    """Apply --rename, --start-s/--end-s, --step-s/--agg and --scale, in that order."""
+    from autoscaler import traces
+
+    if args.rename:
+        trace = traces.rename(trace, _pairs(args.rename))
+    if args.start_s is not None or args.end_s is not None:
+        trace = traces.window(trace, args.start_s, args.end_s)
+    if args.step_s is not None:
+        trace = traces.resample(trace, args.step_s, args.agg)
+    if args.scale != 1.0:
+        if not args.scale > 0:
+            raise InputError(trace.source, "--scale", "must be positive")
+        trace = traces.scale(trace, args.scale)
+    return trace
+
+
+def _pairs(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        old, sep, new = item.partition("=")
+        if not sep or not old or not new:
+            raise InputError("--rename", item, "expected OLD=NEW")
+        out[old] = new
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load, replay (once or --compare), then print and write what was asked for."""
+    from autoscaler import simulate as sim
+    from autoscaler.policy import load_policy
+    from autoscaler.traces import check_workloads
+
+    policy = load_policy(args.policy)
+    _check_options(args, policy)
+    trace = load_trace(args)
+    check_workloads(trace, [w.name for w in policy.workloads], str(args.policy))
+    if args.interval_s is not None:
+        policy = policy.model_copy(update={"scaling": policy.scaling.model_copy(update={"interval_s": args.interval_s})})
+    started = time.perf_counter()
+    opts = sim.SimOptions(args.planner, args.forecast, args.headroom, args.strategy, rate_stat=args.rate_stat)
+    if args.compare:
+        results = sim.compare(policy, trace, opts, progress=None if args.json else _progress)
+    else:
+        results = [sim.simulate(policy, trace, opts)]
+    wall = time.perf_counter() - started
+    _output(args, results, wall)
+    return _exit_code(results)
+
+
+def _check_options(args: argparse.Namespace, policy: Any) -> None:
+    from autoscaler.planner import PLANNERS
+
+    if args.planner is not None and args.planner not in PLANNERS:
+        raise InputError("--planner", args.planner, f"unknown planner (known: {', '.join(PLANNERS)})")
+    if args.headroom is not None and not 0 <= args.headroom <= 10:
+        raise InputError("--headroom", str(args.headroom), "must be between 0 and 10")
+    if args.interval_s is not None and not args.interval_s > 0:
+        raise InputError("--interval-s", str(args.interval_s), "must be positive")
+
+
+def _progress(label: str) -> None:
+    print(f"simulating {label} ...", file=sys.stderr, flush=True)
+
+
+def _output(args: argparse.Namespace, results: list[Any], wall: float) -> None:
+    from autoscaler import simreport
+
+    r0 = results[0]
+    print(f"simulated {r0.trace.duration_s / 86400:.2f} days ({len(r0.trace.times)} rows x "
+          f"{len(r0.trace.names)} workloads, {r0.ticks} ticks) {len(results)} time(s) in {wall:.1f} s", file=sys.stderr)
+    if args.timeline:
+        simreport.write_timeline(r0, args.timeline)
+    if args.plot:
+        simreport.plot(results if args.compare else [r0], args.plot)
+    if args.json:
+        docs = [r.summary() for r in results]
+        print(json.dumps(docs if args.compare else docs[0], indent=1))
+    elif args.compare:
+        simreport.print_compare(results)
+    else:
+        simreport.print_summary(r0)
+    for r in results:
+        for msg in r.tick_errors[:3]:
+            print(f"warning: {r.label}: tick failed at {msg}", file=sys.stderr)
+
+
+def _exit_code(results: list[Any]) -> int:
+    return 1 if any(r.tick_errors for r in results) else 0
