@@ -16,7 +16,7 @@ from typing import Any
 from autoscaler.actuator import Actuator, Outcome
 from autoscaler.fleet.base import Instance, Provider, ProviderError
 from autoscaler.forecast import ForecastConfig, forecast_all
-from autoscaler.layout import Layout, LayoutInput, WorkloadInfo, layout_from_plan, layout_to_plan
+from autoscaler.layout import Layout, LayoutInput, ServerSpec, WorkloadInfo, layout_from_plan, layout_to_plan
 from autoscaler.lifecycle import LIVE, State, SyncInput, sync
 from autoscaler.planner.types import Plan
 from autoscaler.policy import Policy
@@ -238,10 +238,15 @@ class Controller:
         records = self.store.all_records()
         live = {r.slot: r.instance_type for r in records if r.state in LIVE}
         reserved: dict[str, set[tuple[str, int]]] = {}
-        for (slot, _), (_, servers) in self.store.applied().items():
+        running: dict[str, tuple[ServerSpec, ...]] = {}
+        current = {r.key for r in records if r.state in LIVE}
+        for (slot, attempt), (_, servers) in self.store.applied().items():
             reserved.setdefault(slot, set()).update((s.name, s.index) for s in servers)
+            if (slot, attempt) in current:
+                running[slot] = running.get(slot, ()) + servers
         return LayoutInput(self.policy.fleet, previous, live, frozenset(r.slot for r in records),
-                           {k: frozenset(v) for k, v in reserved.items()}, self._workload_info(), dict(rates))
+                           {k: frozenset(v) for k, v in reserved.items()}, self._workload_info(), dict(rates),
+                           running)
 
     def _workload_info(self) -> dict[str, WorkloadInfo]:
         root = self.policy.agents.model_root.rstrip("/")

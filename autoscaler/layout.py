@@ -4,7 +4,9 @@ A plan lists instances in no particular order; the fleet needs identities that s
 Each planned instance becomes a *slot* (`<fleet>-<instance_type>-<n>`) matched to the previous
 layout's slot of the same type that shares most placements, so a small plan change moves few
 servers. Each placement becomes a server `<workload>-<k>`; a placement that stays on the same slot,
-GPU and workload keeps its name and port index, new ones get names no live server uses.
+GPU and workload keeps its name and port index, new ones get names no live server uses. A running
+server whose batch or share changes gets a new name (replaced make-before-break) when its GPU has
+room for both, since an agent restarts a same-named server in place and refuses requests meanwhile.
 """
 
 from __future__ import annotations
@@ -120,6 +122,7 @@ class LayoutInput:
     reserved_servers: Mapping[str, frozenset[tuple[str, int]]]  # slot -> (name, index) still running
     workloads: Mapping[str, WorkloadInfo]
     rates: Mapping[str, float]
+    running: Mapping[str, tuple[ServerSpec, ...]] = field(default_factory=dict)  # slot -> servers its agent runs
 
 
 def layout_from_plan(plan: Plan, inp: LayoutInput) -> Layout:
@@ -132,7 +135,7 @@ def layout_from_plan(plan: Plan, inp: LayoutInput) -> Layout:
     pending: list[tuple[int, str, int, PlacementOut]] = []
     for i, inst in enumerate(plan.instances):
         slot = matches.get(i) or _new_slot(inp.fleet, inst.instance_type, taken)
-        kept, rest = _keep_servers(inst, prev.get(slot), inp.workloads)
+        kept, rest = _keep_servers(inst, prev.get(slot), inp.workloads, inp.running.get(slot, ()))
         names |= {k.name for k in kept}
         slots.append(SlotSpec(slot, inst.instance_type, inst.price_per_hour, tuple(g.gpu for g in inst.gpus), kept))
         pending.extend((i, slot, gi, p) for gi, p in rest)
@@ -140,24 +143,38 @@ def layout_from_plan(plan: Plan, inp: LayoutInput) -> Layout:
     return Layout(plan.planner, tuple(slots), plan.unplaced, dict(inp.rates))
 
 
-def _candidates(inp: LayoutInput) -> list[tuple[str, str, Counter[tuple[int, str]]]]:
-    out = [(s.slot, s.instance_type, Counter((v.gpu_index, v.workload) for v in s.servers))
-           for s in (inp.previous.slots if inp.previous else ())]
-    seen = {c[0] for c in out}
-    out.extend((slot, itype, Counter()) for slot, itype in sorted(inp.extra_slots.items()) if slot not in seen)
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """An existing slot a planned instance may take over, with its counts computed once per plan
+    (not once per planned instance: that made matching quadratic in Counter construction)."""
+
+    slot: str
+    placements: Counter[tuple[int, str]]      # (GPU index, workload) -> servers
+    workloads: Counter[str]
+    ordinal: int
+
+
+def _candidates(inp: LayoutInput) -> dict[str, list[_Candidate]]:
+    """Existing slots (previous layout, then live slots it lacks) by instance type."""
+    pairs = [(s.slot, s.instance_type, Counter((v.gpu_index, v.workload) for v in s.servers))
+             for s in (inp.previous.slots if inp.previous else ())]
+    seen = {p[0] for p in pairs}
+    pairs.extend((slot, itype, Counter()) for slot, itype in sorted(inp.extra_slots.items()) if slot not in seen)
+    out: dict[str, list[_Candidate]] = {}
+    for slot, itype, have in pairs:
+        out.setdefault(itype, []).append(_Candidate(slot, have, Counter(w for _, w in have.elements()), _ordinal(slot)))
     return out
 
 
 def _match_slots(plan: Plan, inp: LayoutInput) -> dict[int, str]:
     """Greedy: pairs (planned instance, existing slot) of the same type, most shared placements first."""
+    by_type = _candidates(inp)
     scored = []
     for i, inst in enumerate(plan.instances):
         want = Counter((g.index, p.workload) for g in inst.gpus for p in g.placements)
         wl = Counter(w for _, w in want.elements())
-        for slot, itype, have in _candidates(inp):
-            if itype == inst.instance_type:
-                shared_wl = sum((wl & Counter(w for _, w in have.elements())).values())
-                scored.append((-sum((want & have).values()), -shared_wl, _ordinal(slot), i, slot))
+        for c in by_type.get(inst.instance_type, ()):
+            scored.append((-_shared(want, c.placements), -_shared(wl, c.workloads), c.ordinal, i, c.slot))
     out: dict[int, str] = {}
     used: set[str] = set()
     for *_, i, slot in sorted(scored):
@@ -165,6 +182,12 @@ def _match_slots(plan: Plan, inp: LayoutInput) -> dict[int, str]:
             out[i] = slot
             used.add(slot)
     return out
+
+
+def _shared(a: Mapping[Any, int], b: Mapping[Any, int]) -> int:
+    """Size of the multiset intersection, without building the Counter that `a & b` would."""
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    return sum(min(n, large.get(k, 0)) for k, n in small.items())
 
 
 def _ordinal(slot: str) -> int:
@@ -179,11 +202,15 @@ def _new_slot(fleet: str, instance_type: str, taken: set[str]) -> str:
     return prefix + str(n)
 
 
-def _keep_servers(inst: InstanceOut, prev: SlotSpec | None, info: Mapping[str, WorkloadInfo]
-                  ) -> tuple[tuple[ServerSpec, ...], list[tuple[int, PlacementOut]]]:
-    """Placements that stay on this slot's GPU keep their server; the rest need a new one."""
+def _keep_servers(inst: InstanceOut, prev: SlotSpec | None, info: Mapping[str, WorkloadInfo],
+                  running: tuple[ServerSpec, ...] = ()) -> tuple[tuple[ServerSpec, ...], list[tuple[int, PlacementOut]]]:
+    """Placements that stay on this slot's GPU keep their server; the rest need a new one.
+
+    A kept server whose batch or share changes would be restarted in place by its agent (refusing
+    requests meanwhile), so it is replaced instead (a new name and port, make-before-break in
+    reconcile) when its GPU has room for the old and the new server side by side; see `_resized`."""
     pool = list(prev.servers) if prev else []
-    kept: list[ServerSpec] = []
+    matched: list[tuple[ServerSpec, int, PlacementOut]] = []
     rest: list[tuple[int, PlacementOut]] = []
     for g in inst.gpus:
         for p in g.placements:
@@ -192,8 +219,33 @@ def _keep_servers(inst: InstanceOut, prev: SlotSpec | None, info: Mapping[str, W
                 rest.append((g.index, p))
                 continue
             pool.remove(old)
-            kept.append(_spec(old.name, old.index, g.index, p, info))
-    return tuple(kept), rest
+            matched.append((old, g.index, p))
+    replace = _resized(inst, matched, running)
+    kept = tuple(_spec(o.name, o.index, gi, p, info) for o, gi, p in matched if o.name not in replace)
+    rest.extend((gi, p) for o, gi, p in matched if o.name in replace)
+    return kept, rest
+
+
+def _resized(inst: InstanceOut, matched: list[tuple[ServerSpec, int, PlacementOut]],
+             running: tuple[ServerSpec, ...]) -> set[str]:
+    """Names of running servers whose batch or share changes and whose GPU can hold the old and
+    the new server at once: the plan's shares on the GPU, plus every running server the plan drops
+    there (retiring), plus the old server itself, at most 100 %. Others restart in place."""
+    live = {s.name: s for s in running}
+    kept = {o.name for o, _, _ in matched}
+    load = {g.index: sum(p.mps_percent for p in g.placements) for g in inst.gpus}
+    for s in running:
+        if s.name not in kept and s.gpu_index in load:
+            load[s.gpu_index] += s.mps_percent
+    out: set[str] = set()
+    for old, gi, p in matched:
+        cur = live.get(old.name)
+        if cur is None or (cur.batch, round(cur.mps_percent, 4)) == (p.batch, round(p.mps_percent, 4)):
+            continue
+        if cur.gpu_index == gi and load[gi] + cur.mps_percent <= 100.0 + 1e-6:
+            load[gi] += cur.mps_percent
+            out.add(old.name)
+    return out
 
 
 def _name_new(slots: list[SlotSpec], pending: Iterable[tuple[int, str, int, PlacementOut]],

@@ -2,9 +2,11 @@
 
 Order: launches, then agent configurations that add servers, then configurations that only remove
 retiring servers, then drains, then terminations. Make-before-break: a server the layout no longer
-wants (it moved or its slot is surplus) keeps running until every server the layout wants for its
-workload reports ready; only then is it removed, and a surplus instance is drained and terminated
-only once it carries nothing still needed.
+wants (it moved, was resized under a new name, or its slot is surplus) keeps running until every
+server the layout wants for its workload reports ready; only then is it removed, and a surplus
+instance is drained and terminated only once it carries nothing still needed. The exception keeps
+GPUs within budget: a retiring server is removed at once (break-before-make, noted) when keeping
+it would lift its GPU's MPS shares above 100 % next to the servers the layout puts there.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
     launches, replaced = _launches(layout, current, view, now, limits)
     notes: list[str] = []
     launches = _within_budget(launches, current, replaced, view, limits, notes)
-    grow = _configure_desired(layout, current, view, keep)
+    grow = _configure_desired(layout, current, view, keep, notes)
     shrink, drains, ends = _retire_surplus(current, desired, view, keep)
     ends = replaced + ends + _closeouts(view.records, extra) + _orphans(view)
     return Diff(tuple(launches + grow + shrink + drains + ends), tuple(notes))
@@ -167,16 +169,38 @@ def _within_budget(launches: list[Action], current: Mapping[str, Record], replac
 
 
 def _configure_desired(layout: Layout, current: Mapping[str, Record], view: FleetView,
-                       keep: Mapping[str, tuple[ServerSpec, ...]]) -> list[Action]:
+                       keep: Mapping[str, tuple[ServerSpec, ...]], notes: list[str]) -> list[Action]:
     out: list[Action] = []
     for spec in layout.slots:
         rec = current.get(spec.slot)
         if rec is None or rec.state is not State.READY:
             continue
-        wanted = spec.servers + keep.get(spec.slot, ())
+        wanted = spec.servers + _fit_gpus(spec.slot, spec.servers, keep.get(spec.slot, ()), notes)
         if _differs(wanted, view.applied.get(spec.slot)) or spec.slot in view.stale_agents:
             out.append(Configure(spec.slot, wanted, _why(wanted, view.applied.get(spec.slot))))
     return out
+
+
+def _fit_gpus(slot: str, planned: Sequence[ServerSpec], retiring: Sequence[ServerSpec],
+              notes: list[str]) -> tuple[ServerSpec, ...]:
+    """The retiring servers that can stay next to the planned ones without any GPU's shares
+    summing above 100 %. Where they cannot, the largest go first (break-before-make, noted): an
+    over-subscribed GPU misses the latency every server on it was planned for, and waiting
+    instead could deadlock (two moves each waiting for the other's GPU to empty)."""
+    stay = list(retiring)
+    for gpu in sorted({s.gpu_index for s in retiring}):
+        load = sum(s.mps_percent for s in (*planned, *stay) if s.gpu_index == gpu)
+        dropped: list[str] = []
+        for s in sorted((s for s in stay if s.gpu_index == gpu), key=lambda s: (-s.mps_percent, s.name)):
+            if load <= 100.0 + 1e-6:
+                break
+            stay.remove(s)
+            load -= s.mps_percent
+            dropped.append(s.name)
+        if dropped:
+            notes.append(f"break-before-make on {slot} GPU {gpu}: {', '.join(dropped)} removed before "
+                         f"their replacements are ready (GPU shares would exceed 100 %)")
+    return tuple(stay)
 
 
 def _differs(wanted: Sequence[ServerSpec], applied: Sequence[ServerSpec] | None) -> bool:

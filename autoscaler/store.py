@@ -60,6 +60,8 @@ class Store:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.RLock()
+        self._parsed: dict[str, tuple[ServerSpec, ...]] = {}   # applied.servers text -> specs (see applied)
+        self._layout_row: tuple[int, str, Layout] | None = None  # newest layouts row: id, body, parsed
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
@@ -171,16 +173,34 @@ class Store:
         return [dict(zip(keys, r)) for r in rows]
 
     # -- layouts and applied assignments ----------------------------------------------------------
-    def save_layout(self, layout: Layout, kind: str, now: float) -> None:
+    def save_layout(self, layout: Layout, kind: str, now: float) -> bool:
+        """Append `layout` unless it is identical to the newest one (most ticks re-plan the same
+        fleet; a row per tick only grew the file). Returns whether a row was written."""
+        body = json.dumps(layout.to_json())
         with self._tx() as db:
-            db.execute("INSERT INTO layouts(at, kind, cost_per_hour, body) VALUES(?,?,?,?)",
-                       (now, kind, layout.cost_per_hour, json.dumps(layout.to_json())))
+            newest = self._newest_layout(db)
+            if newest is not None and newest[1] == body:
+                return False
+            cur = db.execute("INSERT INTO layouts(at, kind, cost_per_hour, body) VALUES(?,?,?,?)",
+                             (now, kind, layout.cost_per_hour, body))
             db.execute("DELETE FROM layouts WHERE id <= (SELECT MAX(id) FROM layouts) - 500")
+            self._layout_row = (int(cur.lastrowid or 0), body, layout_from_json(json.loads(body)))
+        return True
 
     def current_layout(self) -> Layout | None:
         with self._lock:
-            row = self._db.execute("SELECT body FROM layouts ORDER BY id DESC LIMIT 1").fetchone()
-        return None if row is None else layout_from_json(json.loads(row[0]))
+            newest = self._newest_layout(self._db)
+        return None if newest is None else newest[2]
+
+    def _newest_layout(self, db: sqlite3.Connection) -> tuple[int, str, Layout] | None:
+        """The newest row, parsed once per row id (read every tick, changed rarely)."""
+        row = db.execute("SELECT id FROM layouts ORDER BY id DESC LIMIT 1").fetchone()
+        if row is None:
+            return None
+        if self._layout_row is None or self._layout_row[0] != row[0]:
+            body = db.execute("SELECT body FROM layouts WHERE id=?", (row[0],)).fetchone()[0]
+            self._layout_row = (row[0], body, layout_from_json(json.loads(body)))
+        return self._layout_row
 
     def set_applied(self, key: tuple[str, int], servers: tuple[ServerSpec, ...], generation: int, now: float) -> None:
         """What the agent of (slot, attempt) was last told to run, and under which generation."""
@@ -191,9 +211,13 @@ class Store:
                        "servers=excluded.servers, at=excluded.at", (*key, generation, body, now))
 
     def applied(self) -> dict[tuple[str, int], tuple[int, tuple[ServerSpec, ...]]]:
+        """Per (slot, attempt): generation and servers. Called several times a tick; each stored
+        servers text is parsed once (ServerSpec is frozen, so sharing the tuples is safe)."""
         with self._lock:
             rows = self._db.execute("SELECT slot, attempt, generation, servers FROM applied").fetchall()
-        return {(r[0], r[1]): (r[2], tuple(ServerSpec(**v) for v in json.loads(r[3]))) for r in rows}
+            parsed = {r[3]: self._parsed.get(r[3]) or _parse_servers(r[3]) for r in rows}
+            self._parsed = parsed
+        return {(r[0], r[1]): (r[2], parsed[r[3]]) for r in rows}
 
     def prune_applied(self, keep: set[tuple[str, int]]) -> None:
         """Forget assignments of closed records."""
@@ -250,3 +274,7 @@ class Store:
         for w, at, value in rows:
             out.setdefault(w, []).append((at, value))
         return out
+
+
+def _parse_servers(body: str) -> tuple[ServerSpec, ...]:
+    return tuple(ServerSpec(**v) for v in json.loads(body))

@@ -257,3 +257,32 @@ def test_ready_instance_whose_agent_goes_silent_is_replaced(tmp_path: Path) -> N
     assert ("terminate", rec.instance_id) in prov.calls
     assert [h["reason"] for h in ctl.store.history(rec.slot) if h["attempt"] == 0][-1] == "agent_lost"
     assert [r.attempt for r in live(ctl)] == [1]
+
+
+def test_resize_is_make_before_break_when_the_gpu_has_room(tmp_path: Path) -> None:
+    """The live-demo bug: a resized server kept its name and was restarted in place. With room on
+    the GPU the agent gets old and new side by side, then the old one alone goes; without room it
+    is restarted in place. No assignment ever puts more than 100 % on a GPU."""
+    from autoscaler.planner.types import GpuOut, InstanceOut, Plan, PlacementOut
+    share = {"mps": 30.0}
+
+    def planner(policy, rates, corrections, caps, current):  # type: ignore[no-untyped-def]
+        place = PlacementOut("alex", "alexnet", 4, share["mps"], 100.0, 5.0, 120.0)
+        return Plan("one", (InstanceOut("p3.2xlarge", 3.06, (GpuOut(0, "v100", (place,)),)),))
+
+    clock = Clock()
+    ctl, _, tr, _ = make_controller(make_policy(tmp_path), clock, planner=planner)
+    settle(ctl, clock, 3)
+    names = lambda: [(s["name"], s["port"], s["mps_percent"]) for s in tr.applies[-1][1]["servers"]]  # noqa: E731
+    assert [n[0] for n in names()] == ["alex-0"]
+    share["mps"] = 60.0
+    clock.advance(30)
+    assert ctl.tick().ok
+    assert sorted(n[0] for n in names()) == ["alex-0", "alex-1"]          # both: make-before-break
+    settle(ctl, clock, 2)
+    assert [n[0] for n in names()] == ["alex-1"] and names()[0][2] == 60.0
+    share["mps"] = 80.0                                                    # 60 + 80 > 100: in place
+    settle(ctl, clock, 2)
+    assert [(n[0], n[2]) for n in names()] == [("alex-1", 80.0)]
+    for _, body in tr.applies:
+        assert sum(s["mps_percent"] for s in body["servers"] if s["gpu_index"] == 0) <= 100.0

@@ -80,3 +80,49 @@ def test_assignment_contract() -> None:
     assert body["generation"] == 7
     assert body["servers"][1] == {"name": "b-0", "workload": "b", "model_dir": "/models/b", "batch": 4,
                                   "mps_percent": 30.0, "gpu_index": 0, "port": 8101, "max_queue_delay_ms": 20.0}
+
+
+def test_slot_candidates_are_built_once_per_plan(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Matching scored every planned instance against candidates rebuilt per instance (quadratic)."""
+    import autoscaler.layout as layout_mod
+    calls = []
+    real = layout_mod._candidates
+    monkeypatch.setattr(layout_mod, "_candidates", lambda i: calls.append(1) or real(i))
+    first = layout_from_plan(Plan("x", (instance("a"), instance("b"), instance("a", "b"))), inp())
+    calls.clear()
+    again = layout_from_plan(Plan("x", (instance("a", "b"), instance("a"), instance("b"))),
+                             inp(first, frozenset(s.slot for s in first.slots)))
+    assert len(calls) == 1
+    assert {s.slot: [v.name for v in s.servers] for s in again.slots} == \
+        {s.slot: [v.name for v in s.servers] for s in first.slots}
+
+
+def _resize(first, mps: float, running):  # type: ignore[no-untyped-def]
+    plan = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a", mps=mps, batch=8),)),)),))
+    return layout_from_plan(plan, LayoutInput("f", first, {}, frozenset({"f-p3-0"}),
+                                              {"f-p3-0": frozenset((s.name, s.index) for s in running)},
+                                              INFO, {"a": 200.0}, {"f-p3-0": running}))
+
+
+def test_resized_running_server_is_replaced_when_its_gpu_has_room() -> None:
+    """30 % running + 60 % planned fit on the GPU: a new server (name, port) replaces it."""
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    nxt = _resize(first, 60.0, first.slots[0].servers)
+    [srv] = nxt.slots[0].servers
+    assert (srv.name, srv.index, srv.batch, srv.mps_percent) == ("a-1", 1, 8, 60.0)
+
+
+def test_resized_server_restarts_in_place_without_room() -> None:
+    """80 % planned next to the running 30 % would over-subscribe the GPU: same name, restarted."""
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    [srv] = _resize(first, 80.0, first.slots[0].servers).slots[0].servers
+    assert (srv.name, srv.index, srv.mps_percent) == ("a-0", 0, 80.0)
+
+
+def test_retiring_servers_count_against_room_for_a_replacement() -> None:
+    """b-0 (30 %) still runs on the GPU, retiring: 50 % + 30 % + 30 % > 100 %, so in place."""
+    first = layout_from_plan(Plan("x", (instance("a", "b"),)), inp())
+    [srv] = _resize(first, 50.0, first.slots[0].servers).slots[0].servers
+    assert (srv.name, srv.mps_percent) == ("a-0", 50.0)
+    [srv] = _resize(first, 40.0, first.slots[0].servers).slots[0].servers
+    assert (srv.name, srv.mps_percent) == ("a-1", 40.0)

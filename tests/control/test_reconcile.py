@@ -126,3 +126,35 @@ def test_ready_instance_whose_agent_is_silent_is_replaced() -> None:
     assert d.actions[0] == Launch("s0", "p3", 1, "replace: agent_lost")
     assert isinstance(d.actions[-1], Terminate) and d.actions[-1].reason is Reason.AGENT_LOST
     assert run(layout, [rec("s0")], applied, ready={"a-0"}, agent_seen={("s0", 0): NOW - 60}).actions == ()
+
+
+def share(name: str, workload: str, index: int, mps: float) -> ServerSpec:
+    return ServerSpec(name, workload, "alexnet", 0, index, 4, mps, 100.0, 5.0, 120.0, "/m", 7.5)
+
+
+def gpu_load(servers) -> float:  # type: ignore[no-untyped-def]
+    return sum(s.mps_percent for s in servers if s.gpu_index == 0)
+
+
+def test_resized_server_is_replaced_make_before_break() -> None:
+    """a-0 (30 %) is resized as a-1 (60 %): both run until a-1 is ready, then a-0 goes."""
+    layout = [slot("s0", share("a-1", "a", 1, 60.0))]
+    applied = {"s0": (share("a-0", "a", 0, 30.0),)}
+    d = run(layout, [rec("s0")], applied, ready={"a-0"})
+    [conf] = d.actions
+    assert isinstance(conf, Configure) and sorted(s.name for s in conf.servers) == ["a-0", "a-1"]
+    assert gpu_load(conf.servers) == 90.0 and d.notes == ()
+    d = run(layout, [rec("s0")], {"s0": conf.servers}, ready={"a-0", "a-1"})
+    assert [s.name for s in d.actions[0].servers] == ["a-1"]   # type: ignore[union-attr]
+
+
+def test_replacement_never_oversubscribes_a_gpu_with_retiring_servers() -> None:
+    """a moves onto s0's GPU (70 %) where b-0 (60 %) still runs, waiting for b-1 on s1: b-0 is
+    removed in the same assignment (break-before-make, noted), never 130 % on the GPU."""
+    layout = [slot("s0", share("a-1", "a", 1, 70.0)), slot("s1", share("b-1", "b", 0, 60.0))]
+    applied = {"s0": (share("b-0", "b", 0, 60.0),), "s1": (share("a-0", "a", 0, 70.0),)}
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-0", "b-0"})
+    confs = {a.slot: a for a in d.actions if isinstance(a, Configure)}
+    assert all(gpu_load(c.servers) <= 100.0 for c in confs.values())
+    assert [s.name for s in confs["s0"].servers] == ["a-1"]
+    assert any("break-before-make on s0 GPU 0: b-0" in n for n in d.notes)

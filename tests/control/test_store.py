@@ -62,3 +62,31 @@ def test_layouts_applied_and_rates(tmp_path: Path) -> None:
     assert store.rate_history(15.0) == {"a": [(20.0, 7.0)]}
     store.put("k", {"x": [1, 2]})
     assert store.get("k") == {"x": [1, 2]} and store.get("missing", 3) == 3
+
+
+def test_applied_rows_are_parsed_once(tmp_path: Path) -> None:
+    """applied() runs several times a tick: an unchanged row must not be parsed again."""
+    store = Store(tmp_path / "s.sqlite")
+    spec = ServerSpec("a-0", "a", "alexnet", 0, 0, 4, 30.0)
+    store.set_applied(("s0", 0), (spec,), 4, 1.0)
+    first = store.applied()[("s0", 0)][1]
+    assert store.applied()[("s0", 0)][1] is first
+    bigger = ServerSpec("a-0", "a", "alexnet", 0, 0, 8, 60.0)
+    store.set_applied(("s0", 0), (bigger,), 5, 2.0)
+    assert store.applied() == {("s0", 0): (5, (bigger,))}
+
+
+def test_identical_layout_is_not_saved_again(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    spec = ServerSpec("a-0", "a", "alexnet", 0, 0, 4, 30.0)
+    layout = Layout("x", (SlotSpec("s0", "p3", 3.0, ("v100",), (spec,)),), (), {"a": 10.0})
+    assert store.save_layout(layout, "target", 1.0) is True
+    assert store.save_layout(layout, "hold", 2.0) is False
+    moved = Layout("x", layout.slots, (), {"a": 11.0})
+    assert store.save_layout(moved, "target", 3.0) is True
+    assert store.current_layout() == moved
+    store.close()
+    again = Store(tmp_path / "s.sqlite")
+    assert again.save_layout(moved, "target", 4.0) is False and again.current_layout() == moved
+    count = again._db.execute("SELECT COUNT(*) FROM layouts").fetchone()[0]
+    assert count == 2
