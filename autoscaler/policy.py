@@ -43,6 +43,8 @@ class Workload(_Frozen):
     model: Name
     slo_ms: Pos
     rate_rps: NonNeg = 0.0
+    min_rate_rps: NonNeg = Field(default=0.0, description="capacity kept even when the observed rate is lower, e.g. to "
+                                 "absorb traffic returning after a quiet period")
     model_dir: str | None = Field(default=None, description="model directory on the agents (model.pt + model.yaml)")
 
 

@@ -119,10 +119,11 @@ def make_plan(demands: Sequence[Demand], options: Sequence[InstanceOption], mode
 def planning_inputs(policy: Policy, rates: Mapping[str, float] | None = None,
                     corrections: Mapping[str, float] | None = None,
                     unavailable: frozenset[str] = frozenset()) -> tuple[list[Demand], list[InstanceOption], dict[str, PerfModel]]:
-    """A policy's workloads (rates and SLO-guard factors overridden where given), its instance
-    types less the unavailable ones, and the fitted model of every GPU type the policy names."""
+    """A policy's workloads (rates and SLO-guard factors overridden where given; each rate raised to
+    the workload's `min_rate_rps` floor), its instance types less the unavailable ones, and the
+    fitted model of every GPU type the policy names."""
     rates, corrections = rates or {}, corrections or {}
-    demands = [Demand(w.name, w.model, w.slo_ms, max(0.0, float(rates.get(w.name, w.rate_rps))),
+    demands = [Demand(w.name, w.model, w.slo_ms, max(0.0, float(w.min_rate_rps), float(rates.get(w.name, w.rate_rps))),
                       max(1.0, float(corrections.get(w.name, 1.0)))) for w in policy.workloads]
     options = [InstanceOption(t.name, t.gpu, t.gpus, t.price_per_hour, t.max_instances)
                for t in policy.instance_types if t.name not in unavailable]

@@ -46,6 +46,8 @@ CASES = [
     ("wrong type", mutate("workloads.2.slo_ms", "fast"), "workloads[2].slo_ms"),
     ("zero", mutate("workloads.1.slo_ms", 0), "workloads[1].slo_ms"),
     ("negative rate", mutate("workloads.0.rate_rps", -5), "workloads[0].rate_rps"),
+    ("negative min rate", mutate("workloads.1.min_rate_rps", -1), "workloads[1].min_rate_rps"),
+    ("min rate not a number", mutate("workloads.2.min_rate_rps", "lots"), "workloads[2].min_rate_rps"),
     ("negative price", mutate("instance_types.0.price_per_hour", -1), "instance_types[0].price_per_hour"),
     ("zero gpus", mutate("instance_types.0.gpus", 0), "instance_types[0].gpus"),
     ("typo key", {**GOOD, "workloads": [{"name": "a", "model": "alexnet", "slo": 15}]}, "workloads[0].slo"),

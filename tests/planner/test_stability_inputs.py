@@ -92,3 +92,38 @@ def test_planning_inputs_apply_rates_corrections_and_unavailable_types(tmp_path)
     assert [o.name for o in options] == ["p3.2xlarge"]
     assert set(models) == {"v100", "t4-synthetic"}
     assert isinstance(options[0], InstanceOption)
+
+
+def _floored_policy(tmp_path, floors: dict[str, float]):
+    import yaml
+
+    data = yaml.safe_load((SCENARIOS / "motivation-3.yaml").read_text())
+    for w in data["workloads"]:
+        if w["name"] in floors:
+            w["min_rate_rps"] = floors[w["name"]]
+    if "profiles_dir" in data:
+        data["profiles_dir"] = str((SCENARIOS / data["profiles_dir"]).resolve())
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_policy(path)
+
+
+def test_min_rate_floor_raises_a_lower_or_zero_rate_and_keeps_a_server(tmp_path):
+    policy = _floored_policy(tmp_path, {"alexnet-a": 150.0, "vgg19-a": 20.0})
+    rates = {"alexnet-a": 0.0, "resnet50-a": 0.0, "vgg19-a": 35.0}
+    demands, options, models = planning_inputs(policy, rates=rates)
+    by = {d.workload: d.rate_rps for d in demands}
+    assert by == {"alexnet-a": 150.0, "resnet50-a": 0.0, "vgg19-a": 35.0}   # floor, no floor, rate above floor
+    plan = make_plan(demands, options, models)
+    served = {p.workload for p in placements(plan)}
+    assert "alexnet-a" in served and "resnet50-a" not in served and not plan.unplaced
+    assert sum(p.rate_rps for p in placements(plan) if p.workload == "alexnet-a") >= 150.0 - 1e-6
+
+
+def test_zero_min_rate_keeps_todays_behaviour(tmp_path):
+    floored = _floored_policy(tmp_path, {"alexnet-a": 0.0})
+    assert all(w.min_rate_rps == 0.0 for w in floored.workloads)
+    plain = load_policy(SCENARIOS / "motivation-3.yaml")
+    rates = {"alexnet-a": 0.0, "resnet50-a": 123.0}
+    assert planning_inputs(floored, rates=rates)[0] == planning_inputs(plain, rates=rates)[0]
+    assert [d.rate_rps for d in planning_inputs(plain)[0]] == [w.rate_rps for w in plain.workloads]

@@ -157,3 +157,15 @@ def test_capacity_is_re_predicted_so_an_over_packed_gpu_counts_as_short():
     assert (cap, broken) == ({}, 2)
     alone, broken = feasible_capacity(policy, [("t4-synthetic", packed[:1])])
     assert broken == 0 and alone["m-mid"] > 500
+
+
+def test_min_rate_floor_keeps_a_server_through_a_zero_gap(make_policy):
+    """Traffic stops for 15 minutes, then returns: with no floor the fleet scales to nothing and the
+    return finds no capacity until a new instance has booted; a 300 req/s floor keeps a server."""
+    trace = trace_of({"a": [500.0] * 5 + [0.0] * 15 + [500.0] * 10})
+    wl = {"name": "a", "model": "resnet50", "slo_ms": 40, "rate_rps": 600}
+    bare = simulate(make_policy(workloads=[wl]), trace)
+    floored = simulate(make_policy(workloads=[{**wl, "min_rate_rps": 500}]), trace)
+    assert short_times(bare)[0] == 1200.0 and bare.capacity["a"][19] == 0.0
+    assert short_times(floored) == [] and floored.capacity["a"].min() >= 500.0
+    assert floored.cost_total_usd > bare.cost_total_usd
