@@ -26,6 +26,13 @@ def _root(text: str) -> str:
     return match.group(1)
 
 
+def _sweep_from(text: str) -> None:
+    """A demo that had to be killed leaves its agents: stop them so no test run leaks processes."""
+    match = re.search(r"\(state in (\S+?)\)", text.replace("\n", ""))
+    if match:
+        sweep(match.group(1))
+
+
 def test_short_demo_serves_requests_and_cleans_up():
     proc = _start("--duration", "8")
     try:
@@ -57,10 +64,11 @@ def test_sigint_stops_everything():
             if line.startswith("t=") and "tick 2" in line:
                 break
         proc.send_signal(signal.SIGINT)
-        rest, _ = proc.communicate(timeout=60)
+        rest, _ = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
+            _sweep_from("".join(lines))
     out = "".join(lines) + rest
     root = _root(out)
     try:
