@@ -65,12 +65,13 @@ def free_port_base(span: int = 1000, start: int = 21000, stop: int = 60000) -> i
     rng = np.random.default_rng()
     for _ in range(50):
         base = int(rng.integers(start, stop - span)) // 100 * 100
-        if all(_free(base + k * 100 + i) for k in range(5) for i in range(3)):
+        if all(port_is_free(base + k * 100 + i) for k in range(5) for i in range(3)):
             return base
     raise RuntimeError("no free port range on 127.0.0.1 for the demo's servers")
 
 
-def _free(port: int) -> bool:
+def port_is_free(port: int) -> bool:
+    """Whether 127.0.0.1:port can be bound right now."""
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", port))

@@ -13,13 +13,14 @@ import shutil
 import socket
 import subprocess
 import time
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+
+from autoscaler.demo_setup import tiny_model
 
 
 def free_port() -> int:
@@ -131,21 +132,4 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small TorchScript model (x [8] FP32 -> y [4] FP32) in the agent's model directory layout."""
-    import torch
-
-    class Tiny(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc = torch.nn.Linear(8, 4)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.fc(x).relu()
-
-    torch.manual_seed(0)
-    d = tmp_path_factory.mktemp("tiny-model")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        torch.jit.script(Tiny().eval()).save(str(d / "model.pt"))
-    (d / "model.yaml").write_text("inputs:\n- {name: x, shape: [8], datatype: FP32}\n"
-                                  "outputs:\n- {name: y, shape: [4], datatype: FP32}\n")
-    return d
+    return tiny_model(tmp_path_factory.mktemp("tiny-model"))

@@ -4,7 +4,6 @@ rate step up then down; the fleet follows."""
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 import torch
 
 from autoscaler.controller import Controller
+from autoscaler.demo_setup import port_is_free
 from autoscaler.fleet.local import LocalProvider
 from autoscaler.lifecycle import State
 from autoscaler.policy import load_policy
@@ -31,18 +31,9 @@ LOW = {"alex": 100.0, "res": 50.0}
 def free_range(span: int = 400) -> int:
     """A base port whose next `span` ports are all free right now."""
     for base in range(21000, 60000, 997):
-        if all(_free(base + k) for k in range(0, span, 1)):
+        if all(port_is_free(base + k) for k in range(0, span, 1)):
             return base
     raise RuntimeError("no free port range")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def high_rates(policy: Any) -> dict[str, float]:
