@@ -87,7 +87,8 @@ def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
     launches, replaced = _launches(layout, current, view, now, limits)
     notes: list[str] = []
     launches = _within_budget(launches, current, replaced, view, limits, notes)
-    grow = _configure_desired(layout, current, view, keep, notes)
+    waiting = _unblocked_replacements(layout, current, view, launches, keep)
+    grow = _configure_desired(layout, current, view, keep, notes, waiting)
     shrink, drains, ends = _retire_surplus(current, desired, view, keep)
     ends = replaced + ends + _closeouts(view.records, extra) + _orphans(view)
     return Diff(tuple(launches + grow + shrink + drains + ends), tuple(notes))
@@ -168,28 +169,63 @@ def _within_budget(launches: list[Action], current: Mapping[str, Record], replac
     return out
 
 
+def _unblocked_replacements(layout: Layout, current: Mapping[str, Record], view: FleetView,
+                            launches: Sequence[Action],
+                            keep: Mapping[str, tuple[ServerSpec, ...]]) -> frozenset[str]:
+    """Workloads whose not-yet-ready servers can all come up without waiting for a GPU to empty:
+    each is on a slot still coming up (launched this tick or booting: its first assignment goes
+    to empty GPUs) or on a GPU that holds no retiring server. A retiring server of such a workload
+    can be waited for without deadlock."""
+    booting = {s for s, r in current.items() if r.state is not State.READY}
+    booting |= {a.slot for a in launches if isinstance(a, Launch)}
+    out: dict[str, bool] = {}
+    for slot, srv in layout.servers():
+        if srv.name in view.ready_servers:
+            continue
+        free = slot in booting or (slot in current and
+                                   not any(k.gpu_index == srv.gpu_index for k in keep.get(slot, ())))
+        out[srv.workload] = out.get(srv.workload, True) and free
+    return frozenset(w for w, ok in out.items() if ok)
+
+
 def _configure_desired(layout: Layout, current: Mapping[str, Record], view: FleetView,
-                       keep: Mapping[str, tuple[ServerSpec, ...]], notes: list[str]) -> list[Action]:
+                       keep: Mapping[str, tuple[ServerSpec, ...]], notes: list[str],
+                       waiting: frozenset[str] = frozenset()) -> list[Action]:
     out: list[Action] = []
     for spec in layout.slots:
         rec = current.get(spec.slot)
         if rec is None or rec.state is not State.READY:
             continue
-        wanted = spec.servers + _fit_gpus(spec.slot, spec.servers, keep.get(spec.slot, ()), notes)
+        wanted = _fit_gpus(spec.slot, spec.servers, keep.get(spec.slot, ()), notes,
+                           view.applied.get(spec.slot, ()), waiting)
         if _differs(wanted, view.applied.get(spec.slot)) or spec.slot in view.stale_agents:
             out.append(Configure(spec.slot, wanted, _why(wanted, view.applied.get(spec.slot))))
     return out
 
 
 def _fit_gpus(slot: str, planned: Sequence[ServerSpec], retiring: Sequence[ServerSpec],
-              notes: list[str]) -> tuple[ServerSpec, ...]:
-    """The retiring servers that can stay next to the planned ones without any GPU's shares
-    summing above 100 %. Where they cannot, the largest go first (break-before-make, noted): an
-    over-subscribed GPU misses the latency every server on it was planned for, and waiting
-    instead could deadlock (two moves each waiting for the other's GPU to empty)."""
+              notes: list[str], applied: Sequence[ServerSpec] = (),
+              waiting: frozenset[str] = frozenset()) -> tuple[ServerSpec, ...]:
+    """The servers to assign: the planned ones plus the retiring servers that can stay next to
+    them without any GPU's shares summing above 100 %. Where they cannot, and every retiring server
+    on that GPU only waits for replacements on instances still booting (`waiting`), the GPU keeps
+    what it runs now (its planned changes are deferred until those replacements are ready; waiting
+    cannot deadlock, a booting instance's GPUs have nothing to empty). Otherwise the largest retiring
+    servers go first (break-before-make, noted): an over-subscribed GPU misses the latency every
+    server on it was planned for, and waiting instead could deadlock (two moves each waiting for
+    the other's GPU to empty)."""
     stay = list(retiring)
+    deferred: set[int] = set()
     for gpu in sorted({s.gpu_index for s in retiring}):
         load = sum(s.mps_percent for s in (*planned, *stay) if s.gpu_index == gpu)
+        now_on = [s for s in applied if s.gpu_index == gpu]
+        if (load > 100.0 + 1e-6 and all(s.workload in waiting for s in stay if s.gpu_index == gpu)
+                and sum(s.mps_percent for s in now_on) <= 100.0 + 1e-6):
+            deferred.add(gpu)
+            notes.append(f"make-before-break on {slot} GPU {gpu}: planned changes deferred until the "
+                         f"replacements of {', '.join(sorted(s.name for s in stay if s.gpu_index == gpu))} "
+                         f"are ready (GPU shares would exceed 100 %)")
+            continue
         dropped: list[str] = []
         for s in sorted((s for s in stay if s.gpu_index == gpu), key=lambda s: (-s.mps_percent, s.name)):
             if load <= 100.0 + 1e-6:
@@ -200,7 +236,11 @@ def _fit_gpus(slot: str, planned: Sequence[ServerSpec], retiring: Sequence[Serve
         if dropped:
             notes.append(f"break-before-make on {slot} GPU {gpu}: {', '.join(dropped)} removed before "
                          f"their replacements are ready (GPU shares would exceed 100 %)")
-    return tuple(stay)
+    if not deferred:
+        return tuple(planned) + tuple(stay)
+    return (tuple(s for s in planned if s.gpu_index not in deferred)
+            + tuple(s for s in stay if s.gpu_index not in deferred)
+            + tuple(s for s in applied if s.gpu_index in deferred))
 
 
 def _differs(wanted: Sequence[ServerSpec], applied: Sequence[ServerSpec] | None) -> bool:

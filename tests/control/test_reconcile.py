@@ -158,3 +158,32 @@ def test_replacement_never_oversubscribes_a_gpu_with_retiring_servers() -> None:
     assert all(gpu_load(c.servers) <= 100.0 for c in confs.values())
     assert [s.name for s in confs["s0"].servers] == ["a-1"]
     assert any("break-before-make on s0 GPU 0: b-0" in n for n in d.notes)
+
+
+def test_only_server_is_not_broken_while_its_replacement_boots() -> None:
+    """The ServeGen replay's drop to zero: b's only server b-0 (35 %) moves to a new slot s1 while
+    a-0 grows in place to 100 % on s0. Waiting cannot deadlock (s1 is booting, its GPU is empty), so
+    s0 keeps what it runs (a-0 at 65 % and b-0) until b-1 is ready, then a-0 grows and b-0 goes."""
+    layout = [slot("s0", share("a-0", "a", 0, 100.0)), slot("s1", share("b-1", "b", 0, 35.0))]
+    applied = {"s0": (share("a-0", "a", 0, 65.0), share("b-0", "b", 1, 35.0))}
+    d = run(layout, [rec("s0")], applied, ready={"a-0", "b-0"})
+    assert kinds(d) == [("Launch", "s1")]               # s0 unchanged: b-0 still its workload's only server
+    assert any("make-before-break on s0 GPU 0" in n for n in d.notes)
+    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], applied, ready={"a-0", "b-0"})
+    assert kinds(d) == []
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-0", "b-0"})
+    assert kinds(d) == [("Configure", "s1")]
+    d = run(layout, [rec("s0"), rec("s1")], {**applied, "s1": (share("b-1", "b", 0, 35.0),)},
+            ready={"a-0", "b-0", "b-1"})
+    [conf] = d.actions
+    assert isinstance(conf, Configure) and [(s.name, s.mps_percent) for s in conf.servers] == [("a-0", 100.0)]
+
+
+def test_break_before_make_when_launch_of_replacement_is_blocked_by_budget() -> None:
+    """Deferring is only for replacements that are coming: a launch the cost cap blocks never is."""
+    layout = [slot("s0", share("a-0", "a", 0, 100.0)), slot("s1", share("b-1", "b", 0, 35.0))]
+    applied = {"s0": (share("a-0", "a", 0, 65.0), share("b-0", "b", 1, 35.0))}
+    d = run(layout, [rec("s0")], applied, ready={"a-0", "b-0"}, limits=Limits(max_cost_per_hour=3.0))
+    [conf] = d.actions
+    assert isinstance(conf, Configure) and [s.name for s in conf.servers] == ["a-0"]
+    assert any("break-before-make on s0 GPU 0: b-0" in n for n in d.notes)
