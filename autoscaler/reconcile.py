@@ -4,9 +4,11 @@ Order: launches, then agent configurations that add servers, then configurations
 retiring servers, then drains, then terminations. Make-before-break: a server the layout no longer
 wants (it moved, was resized under a new name, or its slot is surplus) keeps running until every
 server the layout wants for its workload reports ready; only then is it removed, and a surplus
-instance is drained and terminated only once it carries nothing still needed. The exception keeps
-GPUs within budget: a retiring server is removed at once (break-before-make, noted) when keeping
-it would lift its GPU's MPS shares above 100 % next to the servers the layout puts there.
+instance is drained and terminated only once it carries nothing still needed. GPUs stay within
+budget: where keeping a retiring server would lift its GPU's MPS shares above 100 % next to the
+servers the layout puts there, the GPU keeps what it runs (its planned changes deferred, noted) if
+the retiring servers' replacements come up without waiting on another GPU; otherwise the retiring
+server is removed at once (break-before-make, noted), since waiting could deadlock.
 """
 
 from __future__ import annotations
@@ -107,16 +109,26 @@ def _current_records(records: Sequence[Record]) -> tuple[dict[str, Record], list
 
 def _still_needed(layout: Layout, view: FleetView) -> dict[str, tuple[ServerSpec, ...]]:
     """Per slot, applied servers the layout dropped but whose workload is not yet covered."""
-    wanted: dict[str, set[str]] = defaultdict(set)
     names_by_slot = {s.slot: {v.name for v in s.servers} for s in layout.slots}
+    applied = _applied_keys(view)
+    covered: dict[str, bool] = {}
     for _, srv in layout.servers():
-        wanted[srv.workload].add(srv.name)
-    covered = {w: names <= view.ready_servers for w, names in wanted.items()}
+        covered[srv.workload] = covered.get(srv.workload, True) and _is_ready(srv, view, applied)
     out: dict[str, tuple[ServerSpec, ...]] = {}
     for slot, servers in view.applied.items():
         retiring = [s for s in servers if s.name not in names_by_slot.get(slot, set())]
         out[slot] = tuple(s for s in retiring if not covered.get(s.workload, True))
     return out
+
+
+def _is_ready(srv: ServerSpec, view: FleetView, applied: Mapping[str, tuple[object, ...]]) -> bool:
+    """A planned server reports ready at its planned size: one resized in place (same name), or
+    whose resize is deferred, does not cover its workload while its agent runs the old size."""
+    return srv.name in view.ready_servers and applied.get(srv.name, srv.agent_key()) == srv.agent_key()
+
+
+def _applied_keys(view: FleetView) -> dict[str, tuple[object, ...]]:
+    return {s.name: s.agent_key() for servers in view.applied.values() for s in servers}
 
 
 def _launches(layout: Layout, current: Mapping[str, Record], view: FleetView, now: float,
@@ -172,20 +184,30 @@ def _within_budget(launches: list[Action], current: Mapping[str, Record], replac
 def _unblocked_replacements(layout: Layout, current: Mapping[str, Record], view: FleetView,
                             launches: Sequence[Action],
                             keep: Mapping[str, tuple[ServerSpec, ...]]) -> frozenset[str]:
-    """Workloads whose not-yet-ready servers can all come up without waiting for a GPU to empty:
-    each is on a slot still coming up (launched this tick or booting: its first assignment goes
-    to empty GPUs) or on a GPU that holds no retiring server. A retiring server of such a workload
-    can be waited for without deadlock."""
+    """Workloads whose not-yet-ready servers all come up without a deadlock: each is on a slot
+    still coming up (launched this tick or booting: its first assignment goes to empty GPUs), on a
+    ready GPU that holds no retiring server, or on one whose retiring servers all belong to such
+    workloads (that GPU waits, but only for replacements that come up; a least fixed point, so
+    two moves each waiting for the other's GPU never qualify). A retiring server of such a
+    workload can be waited for."""
     booting = {s for s, r in current.items() if r.state is not State.READY}
     booting |= {a.slot for a in launches if isinstance(a, Launch)}
-    out: dict[str, bool] = {}
-    for slot, srv in layout.servers():
-        if srv.name in view.ready_servers:
-            continue
-        free = slot in booting or (slot in current and
-                                   not any(k.gpu_index == srv.gpu_index for k in keep.get(slot, ())))
-        out[srv.workload] = out.get(srv.workload, True) and free
-    return frozenset(w for w, ok in out.items() if ok)
+    applied = _applied_keys(view)
+    unready = [(slot, srv) for slot, srv in layout.servers() if not _is_ready(srv, view, applied)]
+    retiring: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for slot, servers in keep.items():
+        for k in servers:
+            retiring[(slot, k.gpu_index)].add(k.workload)
+    ok: set[str] = set()
+    while True:
+        moving = {(slot, srv.gpu_index) for slot, srv in unready
+                  if slot in booting or (slot in current and retiring[(slot, srv.gpu_index)] <= ok)}
+        workloads = {srv.workload for _, srv in unready}
+        now_ok = {w for w in workloads if all((slot, srv.gpu_index) in moving for slot, srv in unready
+                                              if srv.workload == w)}
+        if now_ok == ok:
+            return frozenset(ok)
+        ok = now_ok
 
 
 def _configure_desired(layout: Layout, current: Mapping[str, Record], view: FleetView,
@@ -208,9 +230,9 @@ def _fit_gpus(slot: str, planned: Sequence[ServerSpec], retiring: Sequence[Serve
               waiting: frozenset[str] = frozenset()) -> tuple[ServerSpec, ...]:
     """The servers to assign: the planned ones plus the retiring servers that can stay next to
     them without any GPU's shares summing above 100 %. Where they cannot, and every retiring server
-    on that GPU only waits for replacements on instances still booting (`waiting`), the GPU keeps
-    what it runs now (its planned changes are deferred until those replacements are ready; waiting
-    cannot deadlock, a booting instance's GPUs have nothing to empty). Otherwise the largest retiring
+    on that GPU waits only for replacements that come up without waiting themselves (`waiting`,
+    see _unblocked_replacements), the GPU keeps what it runs now (its planned changes are deferred
+    until those replacements are ready; this cannot deadlock). Otherwise the largest retiring
     servers go first (break-before-make, noted): an over-subscribed GPU misses the latency every
     server on it was planned for, and waiting instead could deadlock (two moves each waiting for
     the other's GPU to empty)."""

@@ -187,3 +187,25 @@ def test_break_before_make_when_launch_of_replacement_is_blocked_by_budget() -> 
     [conf] = d.actions
     assert isinstance(conf, Configure) and [s.name for s in conf.servers] == ["a-0"]
     assert any("break-before-make on s0 GPU 0: b-0" in n for n in d.notes)
+
+
+def test_waits_along_a_chain_of_moves_that_ends_on_a_free_gpu() -> None:
+    """c-0 (the only c server) moves from s0 to s1 as c-1, where retiring b-0 waits for b-1 on
+    s2's free GPU: s1 waits for b-1, so s0 waits for c-1 instead of dropping c-0 (the ServeGen
+    replay's remaining drops to zero); a swap between two GPUs still breaks before make."""
+    layout = [slot("s0", share("a-0", "a", 0, 100.0)), slot("s1", share("c-1", "c", 1, 90.0)),
+              slot("s2", share("b-1", "b", 0, 35.0))]
+    applied = {"s0": (share("a-0", "a", 0, 10.0), share("c-0", "c", 1, 90.0)),
+               "s1": (share("b-0", "b", 0, 35.0),), "s2": ()}
+    d = run(layout, [rec("s0"), rec("s1"), rec("s2")], applied, ready={"a-0", "b-0", "c-0"})
+    assert kinds(d) == [("Configure", "s2")]
+    assert not any("break-before-make" in n for n in d.notes)
+
+
+def test_a_deferred_in_place_resize_does_not_cover_its_workload() -> None:
+    """a-0 grows in place to 100 % on s0 but waits (b-0 there waits for b-1 booting on s2), so
+    a-1 on the surplus s1 keeps serving: a-0 covers a only once its agent runs the new size."""
+    layout = [slot("s0", share("a-0", "a", 0, 100.0)), slot("s2", share("b-1", "b", 0, 35.0))]
+    applied = {"s0": (share("a-0", "a", 0, 65.0), share("b-0", "b", 1, 35.0)), "s1": (share("a-1", "a", 0, 50.0),)}
+    d = run(layout, [rec("s0"), rec("s1"), rec("s2", State.PENDING)], applied, ready={"a-0", "a-1", "b-0"})
+    assert kinds(d) == []
