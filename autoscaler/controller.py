@@ -15,14 +15,15 @@ from typing import Any
 
 from autoscaler.actuator import Actuator, Outcome
 from autoscaler.fleet.base import Instance, Provider, ProviderError
-from autoscaler.forecast import ForecastConfig, forecast_all
+from autoscaler.colocation import gpu_fits
+from autoscaler.forecast import ForecastConfig, forecast_all, season_windows
 from autoscaler.layout import Layout, LayoutInput, ServerSpec, WorkloadInfo, layout_from_plan, layout_to_plan
 from autoscaler.lifecycle import LIVE, State, SyncInput, sync
 from autoscaler.planner.types import Plan
 from autoscaler.policy import Policy
 from autoscaler.rates.guard import GuardedRates, Reading
 from autoscaler.reconcile import FleetView, Limits, diff
-from autoscaler.scaling import choose, hold_rates
+from autoscaler.scaling import choose, hold_rates, next_wake
 from autoscaler.sloguard import GuardState, update as guard_update
 from autoscaler.store import Store
 from autoscaler.transport.base import AgentStatus, HostKeyGate, Transport, TransportError, parse_status
@@ -65,15 +66,20 @@ class TickReport:
     forecast: dict[str, float] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    settling: bool = False      # make-before-break work waits on servers just started: tick again soon
+    wake_at: float | None = None  # tick again then, before the next interval (scaling.next_wake)
     outcome: Outcome = field(default_factory=Outcome)
     rounds: int = 0
     duration_s: float = 0.0
 
     def summary(self) -> dict[str, Any]:
         return {"ok": self.ok, "error": self.error, "decision": self.decision, "observed": self.observed,
-                "forecast": self.forecast, "missing": self.missing, "notes": self.notes, "rounds": self.rounds,
+                "forecast": self.forecast, "missing": self.missing, "notes": self.notes, "settling": self.settling, "wake_at": self.wake_at, "rounds": self.rounds,
                 "done": self.outcome.done, "failed": self.outcome.failed,
                 "cost_per_hour": self.layout.cost_per_hour if self.layout else None}
+
+
+BOOTING = (State.REQUESTED, State.PENDING, State.RUNNING)
 
 
 class Controller:
@@ -100,8 +106,15 @@ class Controller:
             log.exception("tick %d failed", report.tick)
             report.ok, report.error = False, f"{type(exc).__name__}: {exc}"
             report.outcome.error("tick", f"tick failed: {report.error}")
+        report.wake_at = self._wake(start, report.settling)
         self.record(report)
         return report
+
+    def _wake(self, now: float, settling: bool) -> float | None:
+        """An early tick for instances due to finish booting, or for make-before-break work."""
+        sc = self.policy.scaling
+        booting = [r.created_at for r in self.store.open_records() if r.state in BOOTING]
+        return next_wake(now, booting, sc.boot_s, sc.settle_s, settling)
 
     def observe(self, now: float) -> Observation:
         """The provider's instances, the agents' status, the rates (each behind its interface)."""
@@ -163,12 +176,16 @@ class Controller:
         """Rate to plan for per workload; missing data falls back to the current layout's rate."""
         sc = self.policy.scaling
         cfg = ForecastConfig(sc.forecast, sc.boot_s + sc.interval_s, sc.headroom, tau_s=4 * sc.interval_s,
-                             trend_tau_s=10 * sc.interval_s)
+                             trend_tau_s=10 * sc.interval_s, season_s=sc.season_s, seasons=sc.seasons)
         history = self.store.rate_history(obs.now - max(3600.0, 20 * sc.interval_s))
         for w, v in obs.reading.rates.items():
             fresh = w in obs.reading.fresh
             history.setdefault(w, []).extend([(obs.now, v)] if fresh or not history.get(w) else [])
-        fc = forecast_all(history, cfg)
+        past: dict[str, list[tuple[float, float]]] = {}
+        for lo, hi in season_windows(obs.now, cfg):
+            for w, pts in self.store.rate_history(lo, hi).items():
+                past.setdefault(w, []).extend(pts)
+        fc = forecast_all(history, cfg, past)
         current = self.store.current_layout()
         fallback = dict(current.rates) if current else {}
         planned = {w.name: _first(fc.get(w.name), fallback.get(w.name), w.rate_rps) for w in self.policy.workloads}
@@ -178,7 +195,7 @@ class Controller:
             report.outcome.error("rates", obs.reading.error)
         report.observed, report.forecast = dict(obs.reading.rates), planned
         report.missing = sorted(obs.reading.missing)
-        self.store.add_rates(obs.now, obs.reading.fresh, planned)
+        self.store.add_rates(obs.now, obs.reading.fresh, planned, keep_s=max(86400.0, sc.seasons * sc.season_s + 3600.0))
         return planned
 
     def guard(self, obs: Observation) -> dict[str, float]:
@@ -206,6 +223,7 @@ class Controller:
             report.layout = layout
             actions = diff(layout, self.view(obs, orphans), obs.now, self._limits())
             report.notes = list(actions.notes) + [f"unplaced {u.workload}: {u.reason}" for u in layout.unplaced]
+            report.settling = actions.settling
             outcome = self.act(obs, actions.actions, report)
             if not outcome.capacity:
                 return
@@ -287,7 +305,7 @@ class Controller:
         return actuator.run(actions)
 
     def _limits(self) -> Limits:
-        return Limits(self.policy.provider.ready_timeout_s, self.policy.scaling.max_cost_per_hour)
+        return Limits(self.policy.provider.ready_timeout_s, self.policy.scaling.max_cost_per_hour, gpu_fits(self.policy))
 
     def _caps(self, now: float) -> dict[str, int]:
         """Unavailable types (recent capacity error) are capped at the instances already running."""

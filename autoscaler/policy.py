@@ -102,11 +102,15 @@ class RatesConfig(_Frozen):
 
 class ScalingConfig(_Frozen):
     interval_s: Pos = 30.0
+    settle_s: NonNeg = Field(default=15.0, description="after a tick whose make-before-break changes wait on servers "
+                             "it just started, the next tick comes after settle_s instead of interval_s (0: off)")
     headroom: Annotated[float, Field(ge=0, le=10)] = 0.1
     scale_down_delay_s: NonNeg = 600.0
     boot_s: NonNeg = 180.0
     max_cost_per_hour: Pos | None = None
-    forecast: Literal["last", "ewma", "holt"] = "ewma"
+    forecast: Literal["last", "ewma", "holt", "seasonal"] = "ewma"
+    season_s: Pos = Field(default=86400.0, description="seasonal forecast: the period (a day)")
+    seasons: Annotated[int, Field(ge=1, le=28)] = Field(default=1, description="seasonal forecast: periods to look back over")
     planner: Literal["igniter", "ffd", "gslice", "gpulets", "exact"] = "igniter"
     status_port: Annotated[int, Field(ge=0, le=65535)] = 9464
 

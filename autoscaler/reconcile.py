@@ -6,15 +6,20 @@ wants (it moved, was resized under a new name, or its slot is surplus) keeps run
 server the layout wants for its workload reports ready; only then is it removed, and a surplus
 instance is drained and terminated only once it carries nothing still needed. GPUs stay within
 budget: where keeping a retiring server would lift its GPU's MPS shares above 100 % next to the
-servers the layout puts there, the GPU keeps what it runs (its planned changes deferred, noted) if
+servers the layout puts there, or would put any server on it over its latency budget (a planned
+server sized for a GPU of its own can break its SLO beside one that has not left yet), the GPU keeps what it runs (its planned changes deferred, noted) if
 the retiring servers' replacements come up without waiting on another GPU; otherwise the retiring
 server is removed at once (break-before-make, noted), since waiting could deadlock.
+
+Each link of such a chain completes when the servers it waits for report ready, one tick later,
+so a diff that starts servers on ready instances while other changes wait for them says so
+(`settling`): the controller then ticks again after scaling.settle_s instead of interval_s.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.layout import Layout, ServerSpec
@@ -69,16 +74,26 @@ class FleetView:
     agent_seen: Mapping[tuple[str, int], float] = field(default_factory=dict)  # last answer per (slot, attempt)
 
 
+GpuFits = Callable[[str, Sequence[ServerSpec]], bool]   # (instance type, one GPU's servers) -> fits
+
+
+def shares_fit(instance_type: str, servers: Sequence[ServerSpec]) -> bool:
+    """The model-free test: MPS shares within 100 %."""
+    return sum(s.mps_percent for s in servers) <= 100.0 + 1e-6
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     ready_timeout_s: float = 900.0
     max_cost_per_hour: float | None = None
+    gpu_fits: GpuFits = shares_fit      # colocation.gpu_fits adds the performance model's latency test
 
 
 @dataclass(frozen=True, slots=True)
 class Diff:
     actions: tuple[Action, ...]
     notes: tuple[str, ...] = ()        # things deliberately not done (budget), for logs and status
+    settling: bool = False             # servers start on ready instances while others wait for them
 
 
 def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
@@ -90,10 +105,12 @@ def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
     notes: list[str] = []
     launches = _within_budget(launches, current, replaced, view, limits, notes)
     waiting = _unblocked_replacements(layout, current, view, launches, keep)
-    grow = _configure_desired(layout, current, view, keep, notes, waiting)
+    before = len(notes)
+    grow = _configure_desired(layout, current, view, keep, notes, waiting, limits.gpu_fits)
+    settling = bool(grow) and (any(keep.values()) or len(notes) > before)
     shrink, drains, ends = _retire_surplus(current, desired, view, keep)
     ends = replaced + ends + _closeouts(view.records, extra) + _orphans(view)
-    return Diff(tuple(launches + grow + shrink + drains + ends), tuple(notes))
+    return Diff(tuple(launches + grow + shrink + drains + ends), tuple(notes), settling)
 
 
 def _current_records(records: Sequence[Record]) -> tuple[dict[str, Record], list[Record]]:
@@ -212,57 +229,114 @@ def _unblocked_replacements(layout: Layout, current: Mapping[str, Record], view:
 
 def _configure_desired(layout: Layout, current: Mapping[str, Record], view: FleetView,
                        keep: Mapping[str, tuple[ServerSpec, ...]], notes: list[str],
-                       waiting: frozenset[str] = frozenset()) -> list[Action]:
+                       waiting: frozenset[str] = frozenset(), fits: GpuFits = shares_fit) -> list[Action]:
     out: list[Action] = []
+    applied_keys = _applied_keys(view)
+    running = {s.name: s for servers in view.applied.values() for s in servers}
+    pending: dict[str, set[str]] = defaultdict(set)     # workload -> planned servers that will add capacity
+    for _, srv in layout.servers():
+        if not _is_ready(srv, view, applied_keys) and not _shrinks(running.get(srv.name), srv):
+            pending[srv.workload].add(srv.name)
     for spec in layout.slots:
         rec = current.get(spec.slot)
         if rec is None or rec.state is not State.READY:
             continue
-        wanted = _fit_gpus(spec.slot, spec.servers, keep.get(spec.slot, ()), notes,
-                           view.applied.get(spec.slot, ()), waiting)
+        gpu = _GpuJudge(spec.slot, spec.instance_type, fits)
+        applied = view.applied.get(spec.slot, ())
+        planned = _defer_shrinks(gpu, spec.servers, applied, keep.get(spec.slot, ()), pending, notes)
+        wanted = _fit_gpus(gpu, planned, keep.get(spec.slot, ()), notes, applied, waiting)
         if _differs(wanted, view.applied.get(spec.slot)) or spec.slot in view.stale_agents:
             out.append(Configure(spec.slot, wanted, _why(wanted, view.applied.get(spec.slot))))
     return out
 
 
-def _fit_gpus(slot: str, planned: Sequence[ServerSpec], retiring: Sequence[ServerSpec],
+@dataclass(frozen=True, slots=True)
+class _GpuJudge:
+    """Whether a set of servers fits one GPU of a slot (see GpuFits)."""
+
+    slot: str
+    instance_type: str
+    fits: GpuFits
+
+    def ok(self, gpu: int, servers: Sequence[ServerSpec]) -> bool:
+        return self.fits(self.instance_type, [s for s in servers if s.gpu_index == gpu])
+
+
+def _shrinks(old: ServerSpec | None, new: ServerSpec) -> bool:
+    """`new` resizes the running `old` in place (same name and GPU) to less predicted throughput."""
+    return (old is not None and old.agent_key() != new.agent_key() and old.gpu_index == new.gpu_index
+            and old.predicted_throughput_rps > new.predicted_throughput_rps)
+
+
+def _defer_shrinks(judge: _GpuJudge, planned: Sequence[ServerSpec], applied: Sequence[ServerSpec],
+                   retiring: Sequence[ServerSpec], pending: Mapping[str, set[str]],
+                   notes: list[str]) -> list[ServerSpec]:
+    """A server the layout shrinks in place keeps its running size while a planned server of its
+    workload that adds capacity (new or growing, `pending`) is not ready yet: the plan counts on
+    that capacity arriving, so shrinking first would leave the workload short while it boots.
+    Only where the GPU still fits with the old size and the servers retiring from it (a deferred
+    shrink must not push another workload's server off); other shrinks are never waited for, so
+    two shrinks cannot wait on each other."""
+    running = {s.name: s for s in applied}
+    out = list(planned)
+    for i, srv in enumerate(planned):
+        old = running.get(srv.name)
+        if old is None or not _shrinks(old, srv) or not pending.get(srv.workload):
+            continue
+        trial = out[:i] + [old] + out[i + 1:]
+        if judge.ok(srv.gpu_index, (*trial, *retiring)):
+            out = trial
+            notes.append(f"make-before-break on {judge.slot}: {srv.name} keeps its size until "
+                         f"{', '.join(sorted(pending[srv.workload]))} are ready")
+    return out
+
+
+def _fit_gpus(judge: _GpuJudge, planned: Sequence[ServerSpec], retiring: Sequence[ServerSpec],
               notes: list[str], applied: Sequence[ServerSpec] = (),
               waiting: frozenset[str] = frozenset()) -> tuple[ServerSpec, ...]:
     """The servers to assign: the planned ones plus the retiring servers that can stay next to
-    them without any GPU's shares summing above 100 %. Where they cannot, and every retiring server
-    on that GPU waits only for replacements that come up without waiting themselves (`waiting`,
-    see _unblocked_replacements), the GPU keeps what it runs now (its planned changes are deferred
-    until those replacements are ready; this cannot deadlock). Otherwise the largest retiring
-    servers go first (break-before-make, noted): an over-subscribed GPU misses the latency every
-    server on it was planned for, and waiting instead could deadlock (two moves each waiting for
-    the other's GPU to empty)."""
+    them with the GPU still fitting (shares within 100 %, every server within its latency budget).
+    Where they cannot, and every retiring server on that GPU waits only for replacements that come
+    up without waiting themselves (`waiting`, see _unblocked_replacements), the GPU keeps what it
+    runs now if that fits (its planned changes are deferred until those replacements are ready;
+    this cannot deadlock). Otherwise retiring servers go (break-before-make,
+    noted; see _to_drop): an over-subscribed GPU misses the latency every server on it was planned
+    for, and waiting instead could deadlock (two moves each waiting for the other's GPU to empty)."""
+    slot = judge.slot
     stay = list(retiring)
     deferred: set[int] = set()
     for gpu in sorted({s.gpu_index for s in retiring}):
-        load = sum(s.mps_percent for s in (*planned, *stay) if s.gpu_index == gpu)
-        now_on = [s for s in applied if s.gpu_index == gpu]
-        if (load > 100.0 + 1e-6 and all(s.workload in waiting for s in stay if s.gpu_index == gpu)
-                and sum(s.mps_percent for s in now_on) <= 100.0 + 1e-6):
+        if judge.ok(gpu, (*planned, *stay)):
+            continue
+        if all(s.workload in waiting for s in stay if s.gpu_index == gpu) and judge.ok(gpu, applied):
             deferred.add(gpu)
             notes.append(f"make-before-break on {slot} GPU {gpu}: planned changes deferred until the "
                          f"replacements of {', '.join(sorted(s.name for s in stay if s.gpu_index == gpu))} "
-                         f"are ready (GPU shares would exceed 100 %)")
+                         f"are ready (the GPU cannot hold both)")
             continue
         dropped: list[str] = []
-        for s in sorted((s for s in stay if s.gpu_index == gpu), key=lambda s: (-s.mps_percent, s.name)):
-            if load <= 100.0 + 1e-6:
-                break
+        while not judge.ok(gpu, (*planned, *stay)) and any(s.gpu_index == gpu for s in stay):
+            s = _to_drop(judge, gpu, planned, stay)
             stay.remove(s)
-            load -= s.mps_percent
             dropped.append(s.name)
         if dropped:
             notes.append(f"break-before-make on {slot} GPU {gpu}: {', '.join(dropped)} removed before "
-                         f"their replacements are ready (GPU shares would exceed 100 %)")
+                         f"their replacements are ready (the GPU cannot hold both)")
     if not deferred:
         return tuple(planned) + tuple(stay)
     return (tuple(s for s in planned if s.gpu_index not in deferred)
             + tuple(s for s in stay if s.gpu_index not in deferred)
             + tuple(s for s in applied if s.gpu_index in deferred))
+
+
+def _to_drop(judge: _GpuJudge, gpu: int, planned: Sequence[ServerSpec], stay: Sequence[ServerSpec]) -> ServerSpec:
+    """The retiring server to remove next: the smallest whose removal alone makes the GPU fit,
+    else the largest (under the latency test, the largest share is not always the culprit)."""
+    on_gpu = sorted((s for s in stay if s.gpu_index == gpu), key=lambda s: (s.mps_percent, s.name))
+    for s in on_gpu:
+        if judge.ok(gpu, (*planned, *(x for x in stay if x is not s))):
+            return s
+    return on_gpu[-1]
 
 
 def _differs(wanted: Sequence[ServerSpec], applied: Sequence[ServerSpec] | None) -> bool:

@@ -1,7 +1,8 @@
 """The long-running service behind `igniter run`: APScheduler drives the tick, signals steer it.
 
 - The tick runs every scaling.interval_s (coalesce, max_instances=1, misfire grace of one interval),
-  the first one at start.
+  the first one at start, and once more early when a tick asks for it (TickReport.wake_at:
+  instances due to finish booting, make-before-break work settling; scaling.settle_s 0 turns it off).
 - SIGTERM / SIGINT: the tick in progress finishes, then the process exits 0.
 - SIGHUP, or a change of the policy file's mtime, reloads the policy before the next tick; an
   invalid policy is rejected with the error logged and the running one stays. Changes to `fleet`,
@@ -41,6 +42,9 @@ class Service:
         self.stop = threading.Event()
         self.reload_requested = threading.Event()
         self.scheduler: BackgroundScheduler | None = None
+        self.ticking = threading.Lock()
+        self.booking = threading.Lock()
+        self.closing = False
 
     def _status_server(self, port: int | None) -> StatusServer | None:
         if port is None:
@@ -57,14 +61,31 @@ class Service:
         return self.controller.policy
 
     def tick_job(self) -> None:
-        """One scheduled tick: reload the policy if asked, tick, publish the status snapshot."""
+        """One scheduled tick: reload the policy if asked, tick, publish the status snapshot, and
+        book the early tick the report asks for (instances due to finish booting, make-before-break
+        work settling). The interval job and the early one never overlap: a tick that finds
+        another in progress is skipped, since the one running does the same work."""
+        if not self.ticking.acquire(blocking=False):
+            return
         try:
             self.maybe_reload()
             report = self.controller.tick()
             self.state.publish(self.controller, report)
+            self._book_wake(report.wake_at)
         except Exception:  # never let one tick kill the scheduler thread
             log.exception("tick job failed")
             self.state.metrics.errors.labels("tick").inc()
+        finally:
+            self.ticking.release()
+
+    def _book_wake(self, wake_at: float | None) -> None:
+        """Book the early tick, unless the scheduler is shutting down: its shutdown holds the job
+        store's lock while it waits for this very tick, so adding a job then would deadlock."""
+        with self.booking:
+            if wake_at is None or self.scheduler is None or self.closing:
+                return
+            self.scheduler.add_job(self.tick_job, "date", run_date=datetime.fromtimestamp(wake_at), id="wake",
+                                   replace_existing=True)
 
     def maybe_reload(self) -> bool:
         mtime = _mtime(self.policy_path)
@@ -108,6 +129,8 @@ class Service:
         while not self.stop.wait(0.2):
             pass
         log.info("stopping: finishing the tick in progress")
+        with self.booking:
+            self.closing = True
         self.scheduler.shutdown(wait=True)
         self.close()
         return 0

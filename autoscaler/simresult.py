@@ -15,25 +15,19 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.perfmodel import load_model
+from autoscaler.colocation import Server, judge
 from autoscaler.policy import Policy
 from autoscaler.traces import Trace
-
-Server = tuple[str, str, int, float]       # (workload, model, batch, mps_percent)
 
 
 def feasible_capacity(policy: Policy, gpus: Iterable[tuple[str, Sequence[Server]]]) -> tuple[dict[str, float], int]:
     """Throughput per workload of the servers that meet their latency budget where they run, and
     how many servers do not. `gpus`: (GPU type, the servers co-located on one GPU of it)."""
-    slo = {w.name: w.slo_ms for w in policy.workloads}
     out: dict[str, float] = {}
     broken = 0
     for gpu, servers in gpus:
-        if not servers:
-            continue
-        perf = load_model(policy.profiles_dir / f"{gpu}.yaml")
-        for (workload, _, _, _), (lat, thr) in zip(servers, perf.predict_raw([(m, b, r) for _, m, b, r in servers])):
-            if lat <= slo.get(workload, float("inf")) / 2.0 * (1 + 1e-6):
+        for (workload, _, _, _), (ok, thr) in zip(servers, judge(policy, gpu, servers)):
+            if ok:
                 out[workload] = out.get(workload, 0.0) + thr
             else:
                 broken += 1

@@ -8,13 +8,20 @@ touches the world: the clock (simulated), the provider (fleet/sim.py: instances 
 after launch), the rate source (the trace) and the transport (`none`: agents are not contacted, so a
 server counts as ready once it is assigned to a ready instance).
 
-Time model. The controller ticks every `scaling.interval_s` of simulated time. Trace row k's rate
+Time model. The controller ticks every `scaling.interval_s` of simulated time, and early where a
+tick asks to (`TickReport.wake_at`: instances due to finish booting, make-before-break work
+waiting on servers just started), as `igniter run` does. Trace row k's rate
 holds from its time to the next row's. The rate source reports what a counter-based source would:
 the mean of the trace rows of the last interval (or the latest row when rows are coarser than the
 interval). At each trace row a workload's capacity is the summed predicted throughput of its
 servers on ready instances, as the fleet stands after the ticks up to that time; it is compared with
 the row's rate. Cost is every instance's price from launch to termination (pending time is billed,
 as EC2 bills it). The simulation starts warm: the fleet the first tick plans is already running.
+
+The `oracle` strategy is the same controller with a perfect forecast: its rate source reports the
+highest rate of the coming boot_s + interval_s (the horizon a forecast must cover), with no
+headroom. No forecast can do better under the policy's boot time, interval and scale-down delay,
+so its cost is the floor for what forecasting and headroom can reach on that trace.
 """
 
 from __future__ import annotations
@@ -39,7 +46,8 @@ from autoscaler.strategies import plan_types, reactive_planner
 from autoscaler.traces import Trace
 from autoscaler.transport.fake import NoneTransport
 
-Strategy = Literal["autoscaler", "reactive", "static-peak"]
+Strategy = Literal["autoscaler", "reactive", "static-peak", "oracle"]
+MAX_WAKES = 8     # early ticks per interval at most: boots and make-before-break chains are few
 QUIET = ("autoscaler.controller", "autoscaler.actuator", "autoscaler.rates.guard", "autoscaler.sloguard")
 
 
@@ -108,9 +116,22 @@ class TraceRates:
         return out
 
 
+class FutureRates(TraceRates):
+    """RateSource for the oracle: the busiest trace row of [now, now + horizon_s], i.e. exactly
+    the rate the fleet planned now must carry until the next plan's instances are ready."""
+
+    def __init__(self, trace: Trace, horizon_s: float) -> None:
+        super().__init__(trace, horizon_s, "max")
+
+    def _rows(self, now: float) -> tuple[int, int]:
+        lo = max(int(np.searchsorted(self.times, now, "right")) - 1, 0)
+        return lo, max(int(np.searchsorted(self.times, now + self.window_s, "right")), lo + 1)
+
+
 def with_overrides(policy: Policy, opts: SimOptions) -> Policy:
     """The policy with the run's planner, forecast and headroom; the reactive strategy reads the
-    observed rate itself (forecast `last`, no headroom: its 40-70 % band is its headroom)."""
+    observed rate itself (forecast `last`, no headroom: its 40-70 % band is its headroom), and so
+    does the oracle (its rate source already reports the future)."""
     update: dict[str, Any] = {}
     if opts.planner:
         update["planner"] = opts.planner
@@ -118,7 +139,7 @@ def with_overrides(policy: Policy, opts: SimOptions) -> Policy:
         update["forecast"] = opts.forecast
     if opts.headroom is not None:
         update["headroom"] = opts.headroom
-    if opts.strategy == "reactive":
+    if opts.strategy in ("reactive", "oracle"):
         update.update(forecast="last", headroom=0.0)
     return policy.model_copy(update={"scaling": policy.scaling.model_copy(update=update)}) if update else policy
 
@@ -186,7 +207,10 @@ class Replay:
         prices = {t.name: t.price_per_hour for t in policy.instance_types}
         self.provider = SimProvider(policy.fleet, self.clock, prices, boot_s=policy.scaling.boot_s)
         self.store = Store(":memory:")
-        rates = GuardedRates(TraceRates(trace, policy.scaling.interval_s, opts.rate_stat), policy.rates.stale_after_s)
+        sc = policy.scaling
+        source = (FutureRates(trace, sc.boot_s + sc.interval_s) if opts.strategy == "oracle"
+                  else TraceRates(trace, sc.interval_s, opts.rate_stat))
+        rates = GuardedRates(source, policy.rates.stale_after_s)
         self.planner = MemoPlanner(plan_fn)
         deps = Deps(self.provider, NoneTransport(), rates, self.store, self.planner, self.clock, contact=False)
         self.controller = Controller(policy, deps)
@@ -244,15 +268,22 @@ class Replay:
         self.cost[lo:hi] = self.provider.cost_per_hour()
 
     def run(self) -> tuple[int, int]:
-        """Tick on the interval grid to the trace's end; returns warm-up launches and the end time."""
+        """Tick on the interval grid to the trace's end, plus the early ticks `igniter run` adds
+        (TickReport.wake_at: when instances are due to finish booting, or settle_s after a tick
+        whose changes wait on servers it started; at most MAX_WAKES per interval); returns warm-up
+        launches and the end time."""
         t0, end = float(self.trace.times[0]), float(self.trace.times[0]) + self.trace.duration_s
-        interval = self.policy.scaling.interval_s
+        sc = self.policy.scaling
         warm = self.warm_start()
-        ticks = [t0 + k * interval for k in range(1, math.ceil(self.trace.duration_s / interval))]
-        self.record(t0, ticks[0] if ticks else end)
-        for i, t in enumerate(ticks):
-            self.tick(t)
-            self.record(t, ticks[i + 1] if i + 1 < len(ticks) else end)
+        grid = [t0 + k * sc.interval_s for k in range(1, math.ceil(self.trace.duration_s / sc.interval_s))] + [end]
+        self.record(t0, grid[0])
+        for t, nxt in zip(grid, grid[1:]):
+            wake, extra = self.tick(t).wake_at, 0
+            while wake is not None and t < wake < nxt and extra < MAX_WAKES:
+                self.record(t, wake)
+                t, extra = wake, extra + 1
+                wake = self.tick(t).wake_at
+            self.record(t, nxt)
         return warm, int(end)
 
 
@@ -275,7 +306,7 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(),
         warm, end = replay.run()
     p = replay.provider
     sc = policy.scaling
-    return SimResult(opts.describe(policy), opts.strategy, sc.planner if opts.strategy == "autoscaler" else opts.strategy,
+    return SimResult(opts.describe(policy), opts.strategy, "reactive" if opts.strategy == "reactive" else sc.planner,
                      sc.forecast, sc.headroom, trace, replay.capacity, replay.cost, p.cost_usd(end), peak_cost,
                      p.instance_hours(end), p.launches - warm, p.terminations, _configures(replay.store, 2),
                      replay.ticks, replay.errors, replay.unplaced, replay.broken, np.array(replay.tick_times),
@@ -298,12 +329,14 @@ class _quiet:
 
 
 def compare_options(policy: Policy, base: SimOptions = SimOptions()) -> list[SimOptions]:
-    """`--compare`: igniter under each forecast, the baseline planners, static peak, reactive; every
-    run keeps `base`'s headroom and rate statistic."""
+    """`--compare`: igniter under each forecast, the baseline planners, static peak, reactive, and
+    the oracle (a perfect forecast: the floor for forecasting); every run keeps `base`'s headroom
+    and rate statistic."""
     forecast = base.forecast or policy.scaling.forecast
-    runs = [SimOptions(planner="igniter", forecast=f) for f in ("last", "ewma", "holt")]
+    runs = [SimOptions(planner="igniter", forecast=f) for f in ("last", "ewma", "holt", "seasonal")]
     runs += [SimOptions(planner=p, forecast=forecast) for p in ("ffd", "gslice", "gpulets")]
-    runs += [SimOptions(strategy="static-peak", planner="igniter"), SimOptions(strategy="reactive")]
+    runs += [SimOptions(strategy="static-peak", planner="igniter"), SimOptions(strategy="reactive"),
+             SimOptions(strategy="oracle", planner="igniter")]
     return [replace(r, headroom=base.headroom, rate_stat=base.rate_stat) for r in runs]
 
 

@@ -12,6 +12,7 @@ Time is passed in by the caller; the store never reads a clock.
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import sqlite3
 import threading
@@ -46,6 +47,7 @@ CREATE TABLE IF NOT EXISTS actions (
 CREATE TABLE IF NOT EXISTS rates (
   at REAL NOT NULL, workload TEXT NOT NULL, observed REAL, planned REAL);
 CREATE INDEX IF NOT EXISTS rates_by_workload ON rates (workload, at);
+CREATE INDEX IF NOT EXISTS rates_by_time ON rates (at);
 CREATE TABLE IF NOT EXISTS ticks (
   id INTEGER PRIMARY KEY AUTOINCREMENT, started_at REAL NOT NULL, finished_at REAL,
   ok INTEGER, summary TEXT);
@@ -265,11 +267,11 @@ class Store:
                            (now, w, observed.get(w), planned.get(w)))
             db.execute("DELETE FROM rates WHERE at < ?", (now - keep_s,))
 
-    def rate_history(self, since: float) -> dict[str, list[tuple[float, float]]]:
-        """Observed (time, rate) per workload since `since`, oldest first (missing samples skipped)."""
+    def rate_history(self, since: float, until: float = math.inf) -> dict[str, list[tuple[float, float]]]:
+        """Observed (time, rate) per workload in [since, until], oldest first (missing samples skipped)."""
         with self._lock:
-            rows = self._db.execute("SELECT workload, at, observed FROM rates WHERE at >= ? AND observed IS NOT NULL "
-                                    "ORDER BY at", (since,)).fetchall()
+            rows = self._db.execute("SELECT workload, at, observed FROM rates WHERE at >= ? AND at <= ? "
+                                    "AND observed IS NOT NULL ORDER BY at", (since, until)).fetchall()
         out: dict[str, list[tuple[float, float]]] = {}
         for w, at, value in rows:
             out.setdefault(w, []).append((at, value))

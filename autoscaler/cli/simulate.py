@@ -32,16 +32,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--timeline", type=Path, metavar="OUT.csv", help="write time_s,workload,rate_rps,capacity_rps,cost_per_hour")
     p.add_argument("--plot", type=Path, metavar="OUT.png", help="draw rate against capacity per workload, and cost")
     p.add_argument("--planner", help="planner to use instead of the policy's (igniter, ffd, gslice, gpulets, exact)")
-    p.add_argument("--forecast", choices=["last", "ewma", "holt"], help="forecast instead of the policy's")
+    p.add_argument("--forecast", choices=["last", "ewma", "holt", "seasonal"], help="forecast instead of the policy's")
     p.add_argument("--headroom", type=float, help="headroom instead of the policy's (0.2 = plan for 120 %%)")
     p.add_argument("--interval-s", type=float, help="tick interval instead of the policy's scaling.interval_s")
-    p.add_argument("--strategy", choices=["autoscaler", "reactive", "static-peak"], default="autoscaler",
-                   help="autoscaler (default), reactive target tracking (40-70 %% utilisation), static peak")
+    p.add_argument("--strategy", choices=["autoscaler", "reactive", "static-peak", "oracle"], default="autoscaler",
+                   help="autoscaler (default), reactive target tracking (40-70 %% utilisation), static peak, "
+                        "oracle (a perfect forecast of the coming boot_s + interval_s: the floor for forecasting)")
     p.add_argument("--rate-stat", choices=["mean", "max"], default="mean",
                    help="what the simulated rate source reports per interval: the mean rate (a request counter, "
                         "default) or the busiest trace row (a Maximum statistic), for bursty per-second traces")
     p.add_argument("--compare", action="store_true",
-                   help="run igniter under each forecast, ffd, gslice, gpulets, static peak and reactive side by side")
+                   help="run igniter under each forecast, ffd, gslice, gpulets, static peak, reactive and oracle side by side")
     add_trace_args(p)
     p.set_defaults(func=run)
     return p

@@ -127,8 +127,8 @@ def test_tick_errors_are_reported_not_hidden(make_policy):
 def test_compare_runs_every_strategy_side_by_side(make_policy):
     policy = make_policy()
     results = compare(policy, trace_of({"a": [500.0] * 5 + [900.0] * 5}))
-    assert [r.label for r in results] == ["igniter/last", "igniter/ewma", "igniter/holt", "ffd/last", "gslice/last",
-                                          "gpulets/last", "static-peak", "reactive"]
+    assert [r.label for r in results] == ["igniter/last", "igniter/ewma", "igniter/holt", "igniter/seasonal", "ffd/last",
+                                          "gslice/last", "gpulets/last", "static-peak", "reactive", "oracle"]
     assert len({r.static_peak_cost_usd for r in results}) >= 1
     assert all(0.0 <= r.attainment() <= 1.0 for r in results)
 
