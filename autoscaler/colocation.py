@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from autoscaler.layout import ServerSpec
 from autoscaler.perfmodel import load_model
 from autoscaler.policy import Policy
-from autoscaler.reconcile import GpuFits
+from autoscaler.reconcile import GpuFits, shares_fit
 
 Server = tuple[str, str, int, float]       # (workload, model, batch, mps_percent)
 REL = 1e-6
@@ -35,7 +35,7 @@ def gpu_fits(policy: Policy) -> GpuFits:
     gpu_of = {t.name: t.gpu for t in policy.instance_types}
 
     def fits(instance_type: str, servers: Sequence[ServerSpec]) -> bool:
-        if sum(s.mps_percent for s in servers) > 100.0 + REL:
+        if not shares_fit(instance_type, servers):
             return False
         gpu = gpu_of.get(instance_type)
         if gpu is None:
