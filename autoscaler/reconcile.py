@@ -1,15 +1,22 @@
 """Diff the fleet as observed against the target layout: ordered actions. Pure.
 
-Order: launches, then agent configurations that add servers, then configurations that only remove
-retiring servers, then drains, then terminations. Make-before-break: a server the layout no longer
-wants (it moved, was resized under a new name, or its slot is surplus) keeps running until every
-server the layout wants for its workload reports ready; only then is it removed, and a surplus
-instance is drained and terminated only once it carries nothing still needed. GPUs stay within
-budget: where keeping a retiring server would lift its GPU's MPS shares above 100 % next to the
-servers the layout puts there, or would put any server on it over its latency budget (a planned
-server sized for a GPU of its own can break its SLO beside one that has not left yet), the GPU keeps what it runs (its planned changes deferred, noted) if
-the retiring servers' replacements come up without waiting on another GPU; otherwise the retiring
-server is removed at once (break-before-make, noted), since waiting could deadlock.
+Order: launches; agent configurations of planned slots (servers added, resized, or kept while they
+retire); configurations that only remove retiring servers; drains; terminations (replacements of
+instances not ready in time, surplus instances, stale attempts, orphans).
+
+Make-before-break: a server the layout no longer wants (it moved, was resized under a new name, or
+its slot is surplus) keeps running until every server the layout wants for its workload reports
+ready; only then is it removed, and a surplus instance is drained and terminated only once it
+carries nothing still needed. A server resized in place to less throughput keeps its old size while
+a new or growing server of its workload is coming up (on a slot that exists or launches now: a
+launch the budget blocks is not waited for).
+
+GPUs stay within budget (Limits.gpu_fits: MPS shares within 100 %, and with colocation.gpu_fits
+every server within its latency budget, since a server sized for a GPU of its own can break its SLO
+beside one that has not left yet). Where keeping a retiring server would break that, the GPU keeps
+what it runs (its planned changes deferred, noted) if the retiring servers' replacements come up
+without waiting on another GPU; otherwise retiring servers are removed at once (break-before-make,
+noted), since waiting could deadlock.
 
 Each link of such a chain completes when the servers it waits for report ready, one tick later,
 so a diff that starts servers on ready instances while other changes wait for them says so
@@ -106,7 +113,8 @@ def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
     launches = _within_budget(launches, current, replaced, view, limits, notes)
     waiting = _unblocked_replacements(layout, current, view, launches, keep)
     before = len(notes)
-    grow = _configure_desired(layout, current, view, keep, notes, waiting, limits.gpu_fits)
+    coming = frozenset(current) | {a.slot for a in launches if isinstance(a, Launch)}
+    grow = _configure_desired(layout, current, view, keep, notes, waiting, limits.gpu_fits, coming)
     settling = bool(grow) and (any(keep.values()) or len(notes) > before)
     shrink, drains, ends = _retire_surplus(current, desired, view, keep)
     ends = replaced + ends + _closeouts(view.records, extra) + _orphans(view)
@@ -229,13 +237,15 @@ def _unblocked_replacements(layout: Layout, current: Mapping[str, Record], view:
 
 def _configure_desired(layout: Layout, current: Mapping[str, Record], view: FleetView,
                        keep: Mapping[str, tuple[ServerSpec, ...]], notes: list[str],
-                       waiting: frozenset[str] = frozenset(), fits: GpuFits = shares_fit) -> list[Action]:
+                       waiting: frozenset[str], fits: GpuFits, coming: frozenset[str]) -> list[Action]:
+    """Configurations for ready planned slots. `coming`: slots that exist or launch this tick; only
+    their servers are waited for by in-place shrinks (a launch the budget blocked never arrives)."""
     out: list[Action] = []
     applied_keys = _applied_keys(view)
     running = {s.name: s for servers in view.applied.values() for s in servers}
     pending: dict[str, set[str]] = defaultdict(set)     # workload -> planned servers that will add capacity
-    for _, srv in layout.servers():
-        if not _is_ready(srv, view, applied_keys) and not _shrinks(running.get(srv.name), srv):
+    for slot, srv in layout.servers():
+        if slot in coming and not _is_ready(srv, view, applied_keys) and not _shrinks(running.get(srv.name), srv):
             pending[srv.workload].add(srv.name)
     for spec in layout.slots:
         rec = current.get(spec.slot)

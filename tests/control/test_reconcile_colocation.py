@@ -206,3 +206,17 @@ def test_not_settling_on_a_plain_first_assignment() -> None:
     """Nothing retires and nothing waits: the normal interval is enough."""
     d = run([slot("s0", share("a-0", "a", 0, 30.0))], [rec("s0")])
     assert kinds(d) == [("Configure", "s0")] and not d.settling
+
+
+def test_shrink_does_not_wait_for_a_launch_the_budget_blocks() -> None:
+    """m-2's slot cannot launch under max_cost_per_hour: m-1 shrinks now instead of waiting (and
+    saying it waits) for a server that never comes; with the budget, it waits as before."""
+    layout = [slot("s0", SMALL, N0), slot("s1", sized("m-2", 4, 50.0, 800.0))]
+    d = run(layout, [rec("s0")], {"s0": (BIG,)}, ready={"m-1"}, limits=Limits(max_cost_per_hour=3.0))
+    assert kinds(d) == [("Configure", "s0")]
+    assert by_name(configures(d)["s0"].servers) == [SMALL, N0]
+    assert not any("keeps its size" in n for n in d.notes)
+    assert any("blocked by max_cost_per_hour" in n for n in d.notes)
+    d = run(layout, [rec("s0")], {"s0": (BIG,)}, ready={"m-1"}, limits=Limits(max_cost_per_hour=6.0))
+    assert kinds(d) == [("Launch", "s1"), ("Configure", "s0")]
+    assert by_name(configures(d)["s0"].servers) == [BIG, N0]
