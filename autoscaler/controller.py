@@ -173,7 +173,8 @@ class Controller:
         return out
 
     def forecast(self, obs: Observation, report: TickReport) -> dict[str, float]:
-        """Rate to plan for per workload; missing data falls back to the current layout's rate."""
+        """Rate to plan for per workload; missing data falls back to the current layout's rate, and
+        no rate sits below the workload's min_rate_rps (the planner's floor, shown where it applies)."""
         sc = self.policy.scaling
         cfg = ForecastConfig(sc.forecast, sc.boot_s + sc.interval_s, sc.headroom, tau_s=4 * sc.interval_s,
                              trend_tau_s=10 * sc.interval_s, season_s=sc.season_s, seasons=sc.seasons)
@@ -191,6 +192,8 @@ class Controller:
         planned = {w.name: _first(fc.get(w.name), fallback.get(w.name), w.rate_rps) for w in self.policy.workloads}
         for w in obs.reading.missing:
             planned[w] = max(planned[w], fallback.get(w, 0.0))
+        for wl in self.policy.workloads:
+            planned[wl.name] = max(planned[wl.name], float(wl.min_rate_rps))
         if obs.reading.error:
             report.outcome.error("rates", obs.reading.error)
         report.observed, report.forecast = dict(obs.reading.rates), planned

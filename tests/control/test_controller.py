@@ -286,3 +286,16 @@ def test_resize_is_make_before_break_when_the_gpu_has_room(tmp_path: Path) -> No
     assert [(n[0], n[2]) for n in names()] == [("alex-1", 80.0)]
     for _, body in tr.applies:
         assert sum(s["mps_percent"] for s in body["servers"] if s["gpu_index"] == 0) <= 100.0
+
+
+def test_min_rate_floor_shows_in_the_rate_planned_for(tmp_path: Path) -> None:
+    """The tick report (and so the status page and gauges) shows the rate actually planned for:
+    max(forecast, min_rate_rps), not a forecast the floor overrides; the observation is kept as is."""
+    workloads = [{"name": "alex", "model": "alexnet", "slo_ms": 15, "rate_rps": 150, "min_rate_rps": 250},
+                 {"name": "res", "model": "resnet50", "slo_ms": 40, "rate_rps": 50}]
+    clock = Clock()
+    ctl, prov, _, rates = make_controller(make_policy(tmp_path, workloads=workloads), clock)
+    rates.set(alex=40.0, res=50.0)
+    report = ctl.tick()
+    assert report.forecast == {"alex": 250.0, "res": 50.0} and report.observed["alex"] == 40.0
+    assert len([c for c in prov.calls if c[0] == "launch"]) == 4          # 3 for the floor (stub: 100 per GPU) + 1
