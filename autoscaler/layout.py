@@ -149,6 +149,7 @@ class _Candidate:
     (not once per planned instance: that made matching quadratic in Counter construction)."""
 
     slot: str
+    shares: dict[tuple[int, str], float]      # (GPU index, workload) -> MPS % its servers hold
     placements: Counter[tuple[int, str]]      # (GPU index, workload) -> servers
     workloads: Counter[str]
     ordinal: int
@@ -156,25 +157,39 @@ class _Candidate:
 
 def _candidates(inp: LayoutInput) -> dict[str, list[_Candidate]]:
     """Existing slots (previous layout, then live slots it lacks) by instance type."""
-    pairs = [(s.slot, s.instance_type, Counter((v.gpu_index, v.workload) for v in s.servers))
-             for s in (inp.previous.slots if inp.previous else ())]
+    pairs = [(s.slot, s.instance_type, s.servers) for s in (inp.previous.slots if inp.previous else ())]
     seen = {p[0] for p in pairs}
-    pairs.extend((slot, itype, Counter()) for slot, itype in sorted(inp.extra_slots.items()) if slot not in seen)
+    pairs.extend((slot, itype, ()) for slot, itype in sorted(inp.extra_slots.items()) if slot not in seen)
     out: dict[str, list[_Candidate]] = {}
-    for slot, itype, have in pairs:
-        out.setdefault(itype, []).append(_Candidate(slot, have, Counter(w for _, w in have.elements()), _ordinal(slot)))
+    for slot, itype, servers in pairs:
+        have = Counter((v.gpu_index, v.workload) for v in servers)
+        out.setdefault(itype, []).append(_Candidate(slot, _share_map((v.gpu_index, v.workload, v.mps_percent) for v in servers),
+                                                    have, Counter(w for _, w in have.elements()), _ordinal(slot)))
+    return out
+
+
+def _share_map(items: Iterable[tuple[int, str, float]]) -> dict[tuple[int, str], float]:
+    out: dict[tuple[int, str], float] = {}
+    for gpu, workload, share in items:
+        out[(gpu, workload)] = out.get((gpu, workload), 0.0) + share
     return out
 
 
 def _match_slots(plan: Plan, inp: LayoutInput) -> dict[int, str]:
-    """Greedy: pairs (planned instance, existing slot) of the same type, most shared placements first."""
+    """Greedy: pairs (planned instance, existing slot) of the same type, the most GPU share kept in
+    place first (summed per GPU and workload: min(planned share, running share)), then the most
+    shared placements. Weighing by share keeps a big server where it runs: matching by counts alone
+    can swap a big and a small server of one workload between two instances, and then one grows
+    while the other shrinks, a move that needlessly drops capacity while it happens."""
     by_type = _candidates(inp)
     scored = []
     for i, inst in enumerate(plan.instances):
         want = Counter((g.index, p.workload) for g in inst.gpus for p in g.placements)
+        shares = _share_map((g.index, p.workload, p.mps_percent) for g in inst.gpus for p in g.placements)
         wl = Counter(w for _, w in want.elements())
         for c in by_type.get(inst.instance_type, ()):
-            scored.append((-_shared(want, c.placements), -_shared(wl, c.workloads), c.ordinal, i, c.slot))
+            kept = sum(min(v, c.shares.get(k, 0.0)) for k, v in shares.items())
+            scored.append((-round(kept, 6), -_shared(want, c.placements), -_shared(wl, c.workloads), c.ordinal, i, c.slot))
     out: dict[int, str] = {}
     used: set[str] = set()
     for *_, i, slot in sorted(scored):

@@ -15,8 +15,9 @@ GPUs stay within budget (Limits.gpu_fits: MPS shares within 100 %, and with colo
 every server within its latency budget, since a server sized for a GPU of its own can break its SLO
 beside one that has not left yet). Where keeping a retiring server would break that, the GPU keeps
 what it runs (its planned changes deferred, noted) if the retiring servers' replacements come up
-without waiting on another GPU; otherwise retiring servers are removed at once (break-before-make,
-noted), since waiting could deadlock.
+without waiting on another GPU, or, for a server resized on its own GPU, while the rest of its
+workload's new capacity comes up; otherwise retiring servers are removed at once
+(break-before-make, noted), since waiting could deadlock.
 
 Each link of such a chain completes when the servers it waits for report ready, one tick later,
 so a diff that starts servers on ready instances while other changes wait for them says so
@@ -208,36 +209,47 @@ def _within_budget(launches: list[Action], current: Mapping[str, Record], replac
 
 def _unblocked_replacements(layout: Layout, current: Mapping[str, Record], view: FleetView,
                             launches: Sequence[Action],
-                            keep: Mapping[str, tuple[ServerSpec, ...]]) -> frozenset[str]:
-    """Workloads whose not-yet-ready servers all come up without a deadlock: each is on a slot
-    still coming up (launched this tick or booting: its first assignment goes to empty GPUs), on a
-    ready GPU that holds no retiring server, or on one whose retiring servers all belong to such
-    workloads (that GPU waits, but only for replacements that come up; a least fixed point, so
-    two moves each waiting for the other's GPU never qualify). A retiring server of such a
-    workload can be waited for."""
+                            keep: Mapping[str, tuple[ServerSpec, ...]]) -> frozenset[tuple[str, int]]:
+    """GPUs (slot, index) whose retiring servers may be waited for: the GPU keeps what it runs
+    while, for each retiring workload, either
+
+    - every not-yet-ready server of the workload comes up without a deadlock: each is on a slot
+      still coming up (launched this tick or booting: its first assignment goes to empty GPUs), on
+      a ready GPU that holds no retiring server, or on one whose retiring servers all belong to
+      such workloads (a least fixed point, so two moves each waiting for the other's GPU never
+      qualify); or
+    - the workload is resized on this very GPU (its new server needs the old one's room) and has
+      other not-yet-ready servers, all on slots coming up or on ready GPUs that retire nothing:
+      the GPU waits for those, then swaps old for new. Once they are ready this no longer holds,
+      so the wait ends by itself."""
     booting = {s for s, r in current.items() if r.state is not State.READY}
     booting |= {a.slot for a in launches if isinstance(a, Launch)}
     applied = _applied_keys(view)
-    unready = [(slot, srv) for slot, srv in layout.servers() if not _is_ready(srv, view, applied)]
+    unready = [(slot, srv.gpu_index, srv.workload) for slot, srv in layout.servers() if not _is_ready(srv, view, applied)]
     retiring: dict[tuple[str, int], set[str]] = defaultdict(set)
     for slot, servers in keep.items():
         for k in servers:
             retiring[(slot, k.gpu_index)].add(k.workload)
     ok: set[str] = set()
     while True:
-        moving = {(slot, srv.gpu_index) for slot, srv in unready
-                  if slot in booting or (slot in current and retiring[(slot, srv.gpu_index)] <= ok)}
-        workloads = {srv.workload for _, srv in unready}
-        now_ok = {w for w in workloads if all((slot, srv.gpu_index) in moving for slot, srv in unready
-                                              if srv.workload == w)}
+        moving = {(slot, gpu) for slot, gpu, _ in unready
+                  if slot in booting or (slot in current and retiring[(slot, gpu)] <= ok)}
+        now_ok = {w for _, _, w in unready} - {w for slot, gpu, w in unready if (slot, gpu) not in moving}
         if now_ok == ok:
-            return frozenset(ok)
+            break
         ok = now_ok
+    free = {(slot, gpu) for slot, gpu, _ in unready if slot in booting or (slot in current and not retiring[(slot, gpu)])}
+
+    def elsewhere(w: str, here: tuple[str, int]) -> bool:
+        others = [(slot, gpu) for slot, gpu, x in unready if x == w and (slot, gpu) != here]
+        return bool(others) and all(k in free for k in others)
+
+    return frozenset(key for key, ws in retiring.items() if all(w in ok or elsewhere(w, key) for w in ws))
 
 
 def _configure_desired(layout: Layout, current: Mapping[str, Record], view: FleetView,
                        keep: Mapping[str, tuple[ServerSpec, ...]], notes: list[str],
-                       waiting: frozenset[str], fits: GpuFits, coming: frozenset[str]) -> list[Action]:
+                       waiting: frozenset[tuple[str, int]], fits: GpuFits, coming: frozenset[str]) -> list[Action]:
     """Configurations for ready planned slots. `coming`: slots that exist or launch this tick; only
     their servers are waited for by in-place shrinks (a launch the budget blocked never arrives)."""
     out: list[Action] = []
@@ -303,11 +315,11 @@ def _defer_shrinks(judge: _GpuJudge, planned: Sequence[ServerSpec], applied: Seq
 
 def _fit_gpus(judge: _GpuJudge, planned: Sequence[ServerSpec], retiring: Sequence[ServerSpec],
               notes: list[str], applied: Sequence[ServerSpec] = (),
-              waiting: frozenset[str] = frozenset()) -> tuple[ServerSpec, ...]:
+              waiting: frozenset[tuple[str, int]] = frozenset()) -> tuple[ServerSpec, ...]:
     """The servers to assign: the planned ones plus the retiring servers that can stay next to
     them with the GPU still fitting (shares within 100 %, every server within its latency budget).
-    Where they cannot, and every retiring server on that GPU waits only for replacements that come
-    up without waiting themselves (`waiting`, see _unblocked_replacements), the GPU keeps what it
+    Where they cannot, and the GPU's retiring servers wait only for replacements that come up
+    without waiting themselves (`waiting`: GPUs, see _unblocked_replacements), the GPU keeps what it
     runs now if that fits (its planned changes are deferred until those replacements are ready;
     this cannot deadlock). Otherwise retiring servers go (break-before-make,
     noted; see _to_drop): an over-subscribed GPU misses the latency every server on it was planned
@@ -318,7 +330,7 @@ def _fit_gpus(judge: _GpuJudge, planned: Sequence[ServerSpec], retiring: Sequenc
     for gpu in sorted({s.gpu_index for s in retiring}):
         if judge.ok(gpu, (*planned, *stay)):
             continue
-        if all(s.workload in waiting for s in stay if s.gpu_index == gpu) and judge.ok(gpu, applied):
+        if (slot, gpu) in waiting and judge.ok(gpu, applied):
             deferred.add(gpu)
             notes.append(f"make-before-break on {slot} GPU {gpu}: planned changes deferred until the "
                          f"replacements of {', '.join(sorted(s.name for s in stay if s.gpu_index == gpu))} "

@@ -126,3 +126,21 @@ def test_retiring_servers_count_against_room_for_a_replacement() -> None:
     assert (srv.name, srv.mps_percent) == ("a-0", 50.0)
     [srv] = _resize(first, 40.0, first.slots[0].servers).slots[0].servers
     assert (srv.name, srv.mps_percent) == ("a-1", 40.0)
+
+
+def test_matching_weighs_shares_so_a_big_server_stays_where_it_runs() -> None:
+    """Slot 0 runs a small `a` and a `b`, slot 1 a big `a`. The new plan puts the big `a` beside a
+    `b`-less small one: by counts of (GPU, workload) alone, the instance with the big `a` and a `b`
+    would take slot 0 and the two `a` servers would swap sizes (one grows, one shrinks: capacity
+    drops while that happens). Weighed by share, the big `a` stays on slot 1."""
+    big, small = place("a", 70.0, 16), place("a", 10.0, 2)
+    first = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (small, place("b", 30.0))),)),
+                       InstanceOut("p3", 3.0, (GpuOut(0, "v100", (big,)),))))
+    prev = layout_from_plan(first, inp())
+    nxt = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("b", 20.0), big)),)),
+                     InstanceOut("p3", 3.0, (GpuOut(0, "v100", (small,)),))))
+    again = layout_from_plan(nxt, inp(prev, frozenset({"f-p3-0", "f-p3-1"})))
+    by_slot = {s.slot: {(v.workload, v.mps_percent) for v in s.servers} for s in again.slots}
+    assert by_slot == {"f-p3-1": {("a", 70.0), ("b", 20.0)}, "f-p3-0": {("a", 10.0)}}
+    names = {s.slot: {v.name for v in s.servers if v.workload == "a"} for s in again.slots}
+    assert names == {"f-p3-0": {"a-0"}, "f-p3-1": {"a-1"}}          # both keep their names and sizes

@@ -220,3 +220,31 @@ def test_shrink_does_not_wait_for_a_launch_the_budget_blocks() -> None:
     d = run(layout, [rec("s0")], {"s0": (BIG,)}, ready={"m-1"}, limits=Limits(max_cost_per_hour=6.0))
     assert kinds(d) == [("Launch", "s1"), ("Configure", "s0")]
     assert by_name(configures(d)["s0"].servers) == [BIG, N0]
+
+
+def test_resize_on_a_full_gpu_waits_for_the_workloads_booting_capacity() -> None:
+    """m-2 (45 %) is replaced on its own GPU by the smaller m-1 while m-3 boots elsewhere, and the GPU
+    cannot hold m-2 beside what is planned. Swapping now would drop m-2's capacity for nothing:
+    the GPU keeps what it runs until m-3 is ready, then swaps (m-1 can only start once m-2 is gone)."""
+    m2, n0 = share("m-2", "m", 0, 45.0), share("n-0", "n", 1, 40.0)
+    layout = [slot("s0", share("m-1", "m", 2, 15.0), n0, share("p-0", "p", 3, 30.0)), slot("s1", share("m-3", "m", 0, 50.0))]
+    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (m2, n0)}, ready={"m-2", "n-0"})
+    assert kinds(d) == []
+    assert any("make-before-break on s0 GPU 0: planned changes deferred" in n and "m-2" in n for n in d.notes)
+    applied = {"s0": (m2, n0), "s1": layout[1].servers}
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"m-2", "n-0", "m-3"})
+    assert [s.name for s in by_name(configures(d)["s0"].servers)] == ["m-1", "n-0", "p-0"]
+    assert any("break-before-make on s0 GPU 0: m-2 removed" in n for n in d.notes)
+
+
+def test_a_resize_never_waits_on_capacity_that_itself_waits() -> None:
+    """The same resize, but m-3's GPU on ready s1 holds a retiring server of its own: not capacity
+    that comes up by itself, so s0 swaps at once rather than chaining waits."""
+    m2, n0 = share("m-2", "m", 0, 45.0), share("n-0", "n", 1, 40.0)
+    layout = [slot("s0", share("m-1", "m", 2, 15.0), n0, share("p-0", "p", 3, 30.0)),
+              slot("s1", share("m-3", "m", 0, 60.0))]
+    applied = {"s0": (m2, n0), "s1": (share("q-0", "q", 0, 50.0),)}
+    d = run(layout + [slot("s2", share("q-1", "q", 0, 50.0))], [rec("s0"), rec("s1"), rec("s2", State.PENDING)],
+            applied, ready={"m-2", "n-0", "q-0"})
+    assert [s.name for s in by_name(configures(d)["s0"].servers)] == ["m-1", "n-0", "p-0"]
+    assert any("break-before-make on s0 GPU 0: m-2 removed" in n for n in d.notes)
