@@ -161,8 +161,8 @@ def targets(runner: Runner, fronts: dict[str, list[SimResult]], peak: float) -> 
         for h, r in zip(HEADROOMS, fronts[p]):
             ig = cheapest(fronts["igniter"], r.attainment())
             wins += ig is not None and ig.cost_total_usd < r.cost_total_usd
-            parts.append(f"h{h:g} {r.attainment():.4f} ${r.cost_total_usd:,.0f} vs " +
-                         ("-" if ig is None else f"${ig.cost_total_usd:,.0f} (h{ig.headroom:g})"))
+            parts.append(f"h{h:g} {r.attainment():.4f} ${r.cost_total_usd:,.2f} vs " +
+                         ("-" if ig is None else f"${ig.cost_total_usd:,.2f} (h{ig.headroom:g})"))
         verdict = "MET" if wins == len(HEADROOMS) else f"{wins} of {len(HEADROOMS)}"
         print(f"    vs {p:<8} {verdict}: " + "; ".join(parts))
 
