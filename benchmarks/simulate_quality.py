@@ -165,6 +165,28 @@ def targets(runner: Runner, fronts: dict[str, list[SimResult]], peak: float) -> 
                          ("-" if ig is None else f"${ig.cost_total_usd:,.2f} (h{ig.headroom:g})"))
         verdict = "MET" if wins == len(HEADROOMS) else f"{wins} of {len(HEADROOMS)}"
         print(f"    vs {p:<8} {verdict}: " + "; ".join(parts))
+    print("  at equal cost (each baseline's frontier interpolated linearly at igniter's cost; '-' outside its range): "
+          "igniter's attainment vs the baseline's")
+    for p in PLANNERS[1:]:
+        parts = []
+        for h, r in zip(HEADROOMS, fronts["igniter"]):
+            other = at_cost(fronts[p], r.cost_total_usd)
+            parts.append(f"h{h:g} ${r.cost_total_usd:,.2f} {r.attainment():.4f} vs " + ("-" if other is None else f"{other:.4f}"))
+        print(f"    vs {p:<8} " + "; ".join(parts))
+
+
+def at_cost(results: list[SimResult], cost: float) -> float | None:
+    """Attainment on the piecewise-linear frontier through `results` (by cost) at `cost`, or None
+    outside the costs they span. The frontier keeps, at each cost, the best attainment so far."""
+    pts = sorted((r.cost_total_usd, r.attainment()) for r in results)
+    best, front = -1.0, []
+    for c, a in pts:
+        best = max(best, a)
+        front.append((c, best))
+    for (c0, a0), (c1, a1) in zip(front, front[1:]):
+        if c0 <= cost <= c1:
+            return a0 if c1 == c0 else a0 + (a1 - a0) * (cost - c0) / (c1 - c0)
+    return front[0][1] if len(front) == 1 and abs(front[0][0] - cost) < 1e-9 else None
 
 
 def oracle_floor(sc: Scenario) -> float:
