@@ -218,18 +218,23 @@ def _unblocked_replacements(layout: Layout, current: Mapping[str, Record], view:
       a ready GPU that holds no retiring server, or on one whose retiring servers all belong to
       such workloads (a least fixed point, so two moves each waiting for the other's GPU never
       qualify); or
-    - the workload is resized on this very GPU (its new server needs the old one's room) and has
-      other not-yet-ready servers, all on slots coming up or on ready GPUs that retire nothing:
+    - the workload shrinks on this very GPU (its new, smaller server needs the old one's room) and
+      has other not-yet-ready servers, all on slots coming up or on ready GPUs that retire nothing:
       the GPU waits for those, then swaps old for new. Once they are ready this no longer holds,
-      so the wait ends by itself."""
+      so the wait ends by itself. A workload that grows here swaps at once: a short gap, then more
+      capacity, beats keeping the smaller server until a boot completes."""
     booting = {s for s, r in current.items() if r.state is not State.READY}
     booting |= {a.slot for a in launches if isinstance(a, Launch)}
     applied = _applied_keys(view)
     unready = [(slot, srv.gpu_index, srv.workload) for slot, srv in layout.servers() if not _is_ready(srv, view, applied)]
     retiring: dict[tuple[str, int], set[str]] = defaultdict(set)
+    thr: dict[tuple[str, int, str], float] = defaultdict(float)     # retiring minus planned throughput
     for slot, servers in keep.items():
         for k in servers:
             retiring[(slot, k.gpu_index)].add(k.workload)
+            thr[(slot, k.gpu_index, k.workload)] += k.predicted_throughput_rps
+    for slot, srv in layout.servers():
+        thr[(slot, srv.gpu_index, srv.workload)] -= srv.predicted_throughput_rps
     ok: set[str] = set()
     while True:
         moving = {(slot, gpu) for slot, gpu, _ in unready
@@ -242,7 +247,7 @@ def _unblocked_replacements(layout: Layout, current: Mapping[str, Record], view:
 
     def elsewhere(w: str, here: tuple[str, int]) -> bool:
         others = [(slot, gpu) for slot, gpu, x in unready if x == w and (slot, gpu) != here]
-        return bool(others) and all(k in free for k in others)
+        return thr[(*here, w)] >= 0 and bool(others) and all(k in free for k in others)
 
     return frozenset(key for key, ws in retiring.items() if all(w in ok or elsewhere(w, key) for w in ws))
 

@@ -248,3 +248,14 @@ def test_a_resize_never_waits_on_capacity_that_itself_waits() -> None:
             applied, ready={"m-2", "n-0", "q-0"})
     assert [s.name for s in by_name(configures(d)["s0"].servers)] == ["m-1", "n-0", "p-0"]
     assert any("break-before-make on s0 GPU 0: m-2 removed" in n for n in d.notes)
+
+
+def test_a_workload_growing_on_its_full_gpu_swaps_at_once() -> None:
+    """Mirror of the shrink above: m-1 (60 %) replaces the smaller m-2 (45 %) while m-3 boots.
+    Waiting would keep the smaller server for a whole boot; the swap gives more capacity sooner."""
+    m2, n0 = share("m-2", "m", 0, 45.0), share("n-0", "n", 1, 40.0)
+    m1 = replace(share("m-1", "m", 2, 60.0), predicted_throughput_rps=300.0)
+    layout = [slot("s0", m1, n0), slot("s1", share("m-3", "m", 0, 50.0))]
+    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (m2, n0)}, ready={"m-2", "n-0"})
+    assert [s.name for s in by_name(configures(d)["s0"].servers)] == ["m-1", "n-0"]
+    assert any("break-before-make on s0 GPU 0: m-2 removed" in n for n in d.notes)
