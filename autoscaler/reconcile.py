@@ -112,7 +112,7 @@ def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
     launches, replaced = _launches(layout, current, view, now, limits)
     notes: list[str] = []
     launches = _within_budget(launches, current, replaced, view, limits, notes)
-    waiting = _unblocked_replacements(layout, current, view, launches, keep)
+    waiting = _gpus_that_may_wait(layout, current, view, launches, keep)
     before = len(notes)
     coming = frozenset(current) | {a.slot for a in launches if isinstance(a, Launch)}
     grow = _configure_desired(layout, current, view, keep, notes, waiting, limits.gpu_fits, coming)
@@ -207,7 +207,7 @@ def _within_budget(launches: list[Action], current: Mapping[str, Record], replac
     return out
 
 
-def _unblocked_replacements(layout: Layout, current: Mapping[str, Record], view: FleetView,
+def _gpus_that_may_wait(layout: Layout, current: Mapping[str, Record], view: FleetView,
                             launches: Sequence[Action],
                             keep: Mapping[str, tuple[ServerSpec, ...]]) -> frozenset[tuple[str, int]]:
     """GPUs (slot, index) whose retiring servers may be waited for: the GPU keeps what it runs
@@ -228,13 +228,13 @@ def _unblocked_replacements(layout: Layout, current: Mapping[str, Record], view:
     applied = _applied_keys(view)
     unready = [(slot, srv.gpu_index, srv.workload) for slot, srv in layout.servers() if not _is_ready(srv, view, applied)]
     retiring: dict[tuple[str, int], set[str]] = defaultdict(set)
-    thr: dict[tuple[str, int, str], float] = defaultdict(float)     # retiring minus planned throughput
+    loss: dict[tuple[str, int, str], float] = defaultdict(float)   # retiring minus planned throughput
     for slot, servers in keep.items():
         for k in servers:
             retiring[(slot, k.gpu_index)].add(k.workload)
-            thr[(slot, k.gpu_index, k.workload)] += k.predicted_throughput_rps
+            loss[(slot, k.gpu_index, k.workload)] += k.predicted_throughput_rps
     for slot, srv in layout.servers():
-        thr[(slot, srv.gpu_index, srv.workload)] -= srv.predicted_throughput_rps
+        loss[(slot, srv.gpu_index, srv.workload)] -= srv.predicted_throughput_rps
     ok: set[str] = set()
     while True:
         moving = {(slot, gpu) for slot, gpu, _ in unready
@@ -247,7 +247,7 @@ def _unblocked_replacements(layout: Layout, current: Mapping[str, Record], view:
 
     def elsewhere(w: str, here: tuple[str, int]) -> bool:
         others = [(slot, gpu) for slot, gpu, x in unready if x == w and (slot, gpu) != here]
-        return thr[(*here, w)] >= 0 and bool(others) and all(k in free for k in others)
+        return loss[(*here, w)] >= 0 and bool(others) and all(k in free for k in others)
 
     return frozenset(key for key, ws in retiring.items() if all(w in ok or elsewhere(w, key) for w in ws))
 
@@ -324,7 +324,7 @@ def _fit_gpus(judge: _GpuJudge, planned: Sequence[ServerSpec], retiring: Sequenc
     """The servers to assign: the planned ones plus the retiring servers that can stay next to
     them with the GPU still fitting (shares within 100 %, every server within its latency budget).
     Where they cannot, and the GPU's retiring servers wait only for replacements that come up
-    without waiting themselves (`waiting`: GPUs, see _unblocked_replacements), the GPU keeps what it
+    without waiting themselves (`waiting`: GPUs, see _gpus_that_may_wait), the GPU keeps what it
     runs now if that fits (its planned changes are deferred until those replacements are ready;
     this cannot deadlock). Otherwise retiring servers go (break-before-make,
     noted; see _to_drop): an over-subscribed GPU misses the latency every server on it was planned
