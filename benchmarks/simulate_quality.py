@@ -203,6 +203,8 @@ class PlanScore:
     short: int = 0         # plans whose re-predicted capacity misses some workload's rate
     beats: int = 0         # rows where this plan meets every SLO and costs less than igniter's
     dearer: int = 0        # rows where it costs more than igniter's
+    capacity: float = 0.0  # summed in-budget capacity over rows and workloads (req/s)
+    rate: float = 0.0      # summed planned rate over rows and workloads (req/s)
 
 
 def plan_quality(sc: Scenario) -> None:
@@ -222,6 +224,8 @@ def plan_quality(sc: Scenario) -> None:
             cap, _ = feasible_capacity(pol, plan_gpus(pl))
             fallbacks += "fallback" in pl.stats
             got[p] = (pl.cost_per_hour, not pl.unplaced and all(cap.get(w, 0.0) >= r * (1 - 1e-6) for w, r in rates.items()))
+            scores[p].capacity += sum(cap.get(w, 0.0) for w in rates)
+            scores[p].rate += sum(rates.values())
         ig = got["igniter"][0]
         for p, (cost, ok) in got.items():
             sc_ = scores[p]
@@ -231,10 +235,11 @@ def plan_quality(sc: Scenario) -> None:
             sc_.dearer += cost > ig + 1e-9
     ref = scores["igniter"].cost
     print(f"  -- plans for {len(rows)} trace rows spread over the trace (rate x {1 + h:g}), each re-predicted as co-located")
-    print(f"  {'planner':<22} {'$/h summed':>11} {'x igniter':>10} {'misses SLO':>11} {'dearer':>7} {'cheaper and meets SLO':>22}")
+    print(f"  {'planner':<22} {'$/h summed':>11} {'x igniter':>10} {'capacity/rate':>14} {'misses SLO':>11} {'dearer':>7} "
+          f"{'cheaper and meets SLO':>22}")
     for p, s in scores.items():
         print(f"  {p + (' (MILP optimum)' if p == 'exact' else ''):<22} {s.cost:>11,.2f} {s.cost / ref:>10.3f} "
-              f"{s.short:>11} {s.dearer:>7} {s.beats:>22}")
+              f"{s.capacity / max(s.rate, 1e-9):>14.3f} {s.short:>11} {s.dearer:>7} {s.beats:>22}")
     if fallbacks:
         print(f"  (exact was too large and fell back to igniter in {fallbacks} rows)")
     beaten = {p: s.beats for p, s in scores.items() if p in PLANNERS[1:] and s.beats}
