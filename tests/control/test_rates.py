@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -16,6 +15,7 @@ from autoscaler.rates.guard import GuardedRates
 from autoscaler.rates.prometheus import PrometheusRates
 from autoscaler.rates.static import ManualRates, StaticRates
 from autoscaler.transport.base import AgentStatus, ServerStatus, parse_status
+from tests.httpserve import serving
 
 
 def test_static() -> None:
@@ -88,12 +88,8 @@ class _Prom(BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def prom() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Prom)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with serving(_Prom) as url:
+        yield url
 
 
 def test_prometheus_source(prom: str) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from rich.console import Console
@@ -18,6 +17,7 @@ from autoscaler.demo_stats import Router
 from autoscaler.demo_view import Frame, InstanceRow, WorkloadRow, one_line, render
 from autoscaler.loadgen import LoadGen, OfferedRates
 from autoscaler.policy import load_policy
+from tests.httpserve import serving
 
 
 class _Infer(BaseHTTPRequestHandler):
@@ -38,12 +38,8 @@ class _Infer(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Infer)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(_Infer) as url:
+        yield url
 
 
 def test_loadgen_sends_poisson_traffic_to_ready_endpoints(server):
