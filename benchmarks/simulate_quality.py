@@ -220,19 +220,19 @@ def plan_quality(sc: Scenario) -> None:
         got = {}
         for p in scores:
             pol = sc.policy.model_copy(update={"scaling": sc.policy.scaling.model_copy(update={"planner": p})})
-            pl = plan(pol, rates, {}, {}, None)
-            cap, _ = feasible_capacity(pol, plan_gpus(pl))
-            fallbacks += "fallback" in pl.stats
-            got[p] = (pl.cost_per_hour, not pl.unplaced and all(cap.get(w, 0.0) >= r * (1 - 1e-6) for w, r in rates.items()))
-            scores[p].capacity += sum(cap.get(w, 0.0) for w in rates)
-            scores[p].rate += sum(rates.values())
-        ig = got["igniter"][0]
-        for p, (cost, ok) in got.items():
-            sc_ = scores[p]
-            sc_.cost += cost
-            sc_.short += not ok
-            sc_.beats += ok and cost < ig - 1e-9
-            sc_.dearer += cost > ig + 1e-9
+            got[p] = plan(pol, rates, {}, {}, None)
+            fallbacks += "fallback" in got[p].stats
+        ig = got["igniter"].cost_per_hour
+        for p, pl in got.items():
+            cap, _ = feasible_capacity(sc.policy, plan_gpus(pl))
+            ok = not pl.unplaced and all(cap.get(w, 0.0) >= r * (1 - 1e-6) for w, r in rates.items())
+            s = scores[p]
+            s.cost += pl.cost_per_hour
+            s.short += not ok
+            s.beats += ok and pl.cost_per_hour < ig - 1e-9
+            s.dearer += pl.cost_per_hour > ig + 1e-9
+            s.capacity += sum(cap.get(w, 0.0) for w in rates)
+            s.rate += sum(rates.values())
     ref = scores["igniter"].cost
     print(f"  -- plans for {len(rows)} trace rows spread over the trace (rate x {1 + h:g}), each re-predicted as co-located")
     print(f"  {'planner':<22} {'$/h summed':>11} {'x igniter':>10} {'capacity/rate':>14} {'misses SLO':>11} {'dearer':>7} "
