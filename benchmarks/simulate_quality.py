@@ -5,20 +5,25 @@ static peak, reactive target tracking, the oracle), then each planner's cost/att
 (0.1 .. 0.5), then the issue's targets, answered from those runs:
   T1  slo_attainment >= 0.999 at cost <= 0.5 x static peak (with any forecast and headroom), where
       the trace's peak-to-mean allows it: the floor is the oracle (a perfect forecast) with no
-      scale-down delay;
+      scale-down delay, on the trace with each workload's busiest 0.1 % of rows cut to its 99.9th
+      percentile (a perfect forecast that may leave the 0.1 % short that 0.999 allows);
   T2  igniter cheaper than ffd, gslice and gpulets at equal or better attainment, answered twice:
       in simulation (for every baseline run, the cheapest igniter run whose attainment is at least
       that run's), and plan by plan, free of replay noise (each planner's plan for the same rates,
       sampled from the trace, re-predicted as co-located: a cheaper plan that breaks an SLO does
       not count as cheaper at equal attainment). `exact` (the MILP packing optimum over iGniter's
       task decomposition) is listed for reference: how much better iGniter's packing could be.
+      On ServeGen a third answer against gpulets, the closest baseline: the same comparison at equal
+      cost with the trace scaled to other sizes (--scales), so that more rows decide it.
 
 Scenarios: the documented ServeGen example (policies/servegen-sim.yaml, 14 days, 10-minute rows)
 and the Azure LLM trace x100 (policies/azure-sim.yaml): per second with the rate source reporting
-the interval's mean, per second with it reporting the interval's busiest second, and resampled
-to 60 s means. Every number comes from a simulation run here; nothing is hard-coded.
+the interval's mean, per second with it reporting the interval's busiest second, the same with an
+operator's minimum (each workload's min_rate_rps at its 99.9th percentile, chosen in hindsight
+from the replayed hour, a 900 s scale-down delay, headroom 0.1), and resampled to 60 s means. Every number
+comes from a simulation run here; nothing is hard-coded.
 
-Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure]
+Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure] [--scales 0.7,0.85]
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ from autoscaler.simulate import (SimOptions, SimResult, compare_options, default
 HEADROOMS = (0.1, 0.2, 0.3, 0.4, 0.5)
 PLANNERS = ("igniter", "ffd", "gslice", "gpulets")
 PLAN_SAMPLES = 120
+SCALES = (0.7, 0.85, 1.15, 1.3)       # ServeGen replayed at other sizes for T2 against gpulets
+SCALE_HEADROOMS = (0.2, 0.3, 0.4)
+FLOOR_QUANTILE = 0.999
 AZURE_TIME = "second_since_2023-11-16T18:15:46"
 
 
@@ -69,8 +77,27 @@ def scenarios(quick: bool, only: str | None) -> list[Scenario]:
         az = traces.scale(traces.read_wide(ROOT / "traces" / "azure-llm-2023-rps.csv", AZURE_TIME), 100.0)
         out += [Scenario("Azure x100, per second, rate = interval mean", pol, az, SimOptions()),
                 Scenario("Azure x100, per second, rate = interval max", pol, az, SimOptions(rate_stat="max")),
+                Scenario("Azure x100, per second, rate = interval max, min_rate_rps at p99.9, delay 900 s, headroom 0.1",
+                         with_floors(pol, az, FLOOR_QUANTILE, 900.0, 0.1), az, SimOptions(rate_stat="max")),
                 Scenario("Azure x100, 60 s means", pol, traces.resample(az, 60.0, "mean"), SimOptions())]
     return out
+
+
+def with_floors(policy: Policy, trace: traces.Trace, q: float, delay_s: float, headroom: float) -> Policy:
+    """The policy with each workload's min_rate_rps at its q-quantile in `trace`, another scale-down
+    delay and headroom: the minimum an operator sets from a service's history (here hindsight from
+    the replayed trace itself, so an optimistic choice of floor) covers the bursts, and the headroom
+    only what rises above it."""
+    wls = [w.model_copy(update={"min_rate_rps": float(np.quantile(trace.rates[w.name], q))}) for w in policy.workloads]
+    scaling = policy.scaling.model_copy(update={"scale_down_delay_s": delay_s, "headroom": headroom})
+    return policy.model_copy(update={"workloads": wls, "scaling": scaling})
+
+
+def clipped(trace: traces.Trace, q: float) -> traces.Trace:
+    """Each workload's rates cut at its q-quantile: the rows above it are those a run reaching
+    attainment q may leave short."""
+    return traces.Trace(trace.source, trace.times, {w: np.minimum(v, np.quantile(v, q)) for w, v in trace.rates.items()},
+                        trace.step_s)
 
 
 class Runner:
@@ -111,7 +138,7 @@ def cheapest(results: list[SimResult], level: float) -> SimResult | None:
     return min(ok, key=lambda r: r.cost_total_usd, default=None)
 
 
-def report(sc: Scenario) -> None:
+def report(sc: Scenario, scales: tuple[float, ...]) -> None:
     t0 = time.process_time()
     runner = Runner(sc)
     tr = sc.trace
@@ -134,6 +161,8 @@ def report(sc: Scenario) -> None:
         for h, r in zip(HEADROOMS, rs):
             print(row(f"{p} headroom {h:g}", r, ref))
     targets(runner, fronts, ref)
+    if scales and sc.name.startswith("ServeGen"):
+        t2_scales(sc, scales, fronts["igniter"], fronts["gpulets"], ref)
     plan_quality(sc)
     print(f"  ({len(runner.results)} simulations, {time.process_time() - t0:.0f} s CPU)")
 
@@ -143,16 +172,19 @@ def targets(runner: Runner, fronts: dict[str, list[SimResult]], peak: float) -> 
     ok = [r for r in search if r.attainment() >= 0.999]
     best = min(ok, key=lambda r: r.cost_total_usd, default=None)
     top = max(search, key=lambda r: (r.attainment(), -r.cost_total_usd))
-    floor = oracle_floor(runner.sc) / peak
-    print(f"  floor: a perfect forecast with no scale-down delay (oracle) costs {floor:.3f} x static peak, "
-          f"so 0.5 x is {'within' if floor <= 0.5 else 'beyond'} what this trace's peak-to-mean allows")
+    floor = oracle_floor(runner.sc, runner.sc.trace) / peak
+    floor_q = oracle_floor(runner.sc, clipped(runner.sc.trace, FLOOR_QUANTILE)) / peak
+    print(f"  floor: a perfect forecast with no scale-down delay (oracle) costs {floor:.3f} x static peak; "
+          f"{floor_q:.3f} x when each workload's rows above its {FLOOR_QUANTILE:g} quantile may fall short, "
+          f"so 0.5 x at 0.999 is {'within' if floor_q <= 0.5 else 'beyond'} what this trace's peak-to-mean allows")
     if best is not None:
         ratio = best.cost_total_usd / peak
-        verdict = "MET" if ratio <= 0.5 else "MET where the trace allows (0.5 x is below the floor)" if floor > 0.5 else "NOT MET"
+        verdict = ("MET" if ratio <= 0.5 else "MET where the trace allows (0.5 x is below the floor)" if floor_q > 0.5
+                   else "NOT MET")
         print(f"  T1 {verdict}: attainment >= 0.999 first at {ratio:.3f} x static peak "
               f"({best.label}, headroom {best.headroom:g})")
     else:
-        print(f"  T1 NOT MET: no igniter run reaches 0.999; best {top.attainment():.4f} "
+        print(f"  T1 NOT MET in this scenario: no igniter run reaches 0.999; best {top.attainment():.4f} "
               f"({top.label}, headroom {top.headroom:g}) at {top.cost_total_usd / peak:.3f} x static peak")
     print(f"  T2 in simulation (same forecast and headroom grid): for each baseline run, igniter's cheapest run "
           "with equal or better attainment")
@@ -189,12 +221,43 @@ def at_cost(results: list[SimResult], cost: float) -> float | None:
     return front[0][1] if len(front) == 1 and abs(front[0][0] - cost) < 1e-9 else None
 
 
-def oracle_floor(sc: Scenario) -> float:
-    """The cost of the oracle (a perfect forecast) with scale-down delay 0: capacity tracks the
-    trace as closely as boots and GPU granularity allow, the cheapest any autoscaler can be."""
+def oracle_floor(sc: Scenario, trace: traces.Trace) -> float:
+    """The cost of the oracle (a perfect forecast) on `trace` with scale-down delay 0: capacity
+    tracks the trace as closely as boots and GPU granularity allow, the cheapest any autoscaler can be."""
     scaling = sc.policy.scaling.model_copy(update={"scale_down_delay_s": 0.0})
     policy = sc.policy.model_copy(update={"scaling": scaling})
-    return simulate(policy, sc.trace, replace(sc.base, strategy="oracle", planner="igniter")).cost_total_usd
+    return simulate(policy, trace, replace(sc.base, strategy="oracle", planner="igniter")).cost_total_usd
+
+
+def t2_scales(sc: Scenario, scales: tuple[float, ...], igniter: list[SimResult], gpulets: list[SimResult],
+              peak: float) -> None:
+    """T2 against gpulets with more rows deciding it: the trace replayed at other sizes (rates
+    times each factor) moves every plan's rounding, so the few short rows of one replay are not the
+    whole answer. At each igniter run's cost, gpulets' frontier is interpolated (at_cost)."""
+    print(f"  T2 vs gpulets at other trace sizes (headroom {', '.join(f'{h:g}' for h in SCALE_HEADROOMS)}; "
+          "x peak, igniter's attainment vs gpulets' at the same cost; + igniter ahead, - behind)")
+    keep = {h: i for i, h in enumerate(HEADROOMS)}
+    runs = {1.0: ([igniter[keep[h]] for h in SCALE_HEADROOMS], [gpulets[keep[h]] for h in SCALE_HEADROOMS], peak)}
+    for f in scales:
+        runner = Runner(replace(sc, trace=traces.scale(sc.trace, f)))
+        ref = runner.run(replace(sc.base, strategy="static-peak", planner="igniter")).cost_total_usd
+        fr = {p: [runner.run(replace(sc.base, planner=p, headroom=h)) for h in SCALE_HEADROOMS] for p in ("igniter", "gpulets")}
+        runs[f] = (fr["igniter"], fr["gpulets"], ref)
+    diffs = []
+    for f, (ig, gp, ref) in sorted(runs.items()):
+        parts = []
+        for h, r in zip(SCALE_HEADROOMS, ig):
+            other = at_cost(gp, r.cost_total_usd)
+            if other is not None:
+                diffs.append(r.attainment() - other)
+            parts.append(f"h{h:g} {r.cost_total_usd / ref:.3f} {r.attainment():.4f} vs " +
+                         ("-" if other is None else f"{other:.4f} ({r.attainment() - other:+.4f})"))
+        print(f"    x{f:g}: " + "; ".join(parts))
+    if diffs:
+        ahead, behind = sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs)
+        print(f"    at equal cost igniter is ahead in {ahead}, behind in {behind}, level in {len(diffs) - ahead - behind} "
+              f"of {len(diffs)}; mean difference {np.mean(diffs):+.5f} (one short row of one replay: "
+              f"{1 / (len(sc.trace.times) * len(sc.trace.names)):.5f})")
 
 
 @dataclass
@@ -253,10 +316,13 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="ServeGen: the first 3 days only")
     ap.add_argument("--only", choices=["servegen", "azure"])
+    ap.add_argument("--scales", default=",".join(f"{f:g}" for f in SCALES),
+                    help="ServeGen sizes for T2 against gpulets, comma-separated ('' to skip)")
     args = ap.parse_args()
+    scales = tuple(float(x) for x in args.scales.split(",") if x.strip())
     print(f"machine: {describe()}")
     for sc in scenarios(args.quick, args.only):
-        report(sc)
+        report(sc, scales)
 
 
 if __name__ == "__main__":
