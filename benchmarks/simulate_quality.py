@@ -161,10 +161,9 @@ def report(sc: Scenario, scales: tuple[float, ...]) -> None:
         for h, r in zip(HEADROOMS, rs):
             print(row(f"{p} headroom {h:g}", r, ref))
     targets(runner, fronts, ref)
-    if scales and sc.name.startswith("ServeGen"):
-        t2_scales(sc, scales, fronts["igniter"], fronts["gpulets"], ref)
+    extra = t2_scales(sc, scales, fronts["igniter"], fronts["gpulets"], ref) if scales and sc.name.startswith("ServeGen") else 0
     plan_quality(sc)
-    print(f"  ({len(runner.results)} simulations, {time.process_time() - t0:.0f} s CPU)")
+    print(f"  ({len(runner.results) + extra} simulations, {time.process_time() - t0:.0f} s CPU)")
 
 
 def targets(runner: Runner, fronts: dict[str, list[SimResult]], peak: float) -> None:
@@ -230,19 +229,22 @@ def oracle_floor(sc: Scenario, trace: traces.Trace) -> float:
 
 
 def t2_scales(sc: Scenario, scales: tuple[float, ...], igniter: list[SimResult], gpulets: list[SimResult],
-              peak: float) -> None:
+              peak: float) -> int:
     """T2 against gpulets with more rows deciding it: the trace replayed at other sizes (rates
     times each factor) moves every plan's rounding, so the few short rows of one replay are not the
-    whole answer. At each igniter run's cost, gpulets' frontier is interpolated (at_cost)."""
+    whole answer. At each igniter run's cost, gpulets' frontier is interpolated (at_cost). Returns
+    how many simulations it ran."""
     print(f"  T2 vs gpulets at other trace sizes (headroom {', '.join(f'{h:g}' for h in SCALE_HEADROOMS)}; "
           "x peak, igniter's attainment vs gpulets' at the same cost; + igniter ahead, - behind)")
     keep = {h: i for i, h in enumerate(HEADROOMS)}
     runs = {1.0: ([igniter[keep[h]] for h in SCALE_HEADROOMS], [gpulets[keep[h]] for h in SCALE_HEADROOMS], peak)}
+    ran = 0
     for f in scales:
         runner = Runner(replace(sc, trace=traces.scale(sc.trace, f)))
         ref = runner.run(replace(sc.base, strategy="static-peak", planner="igniter")).cost_total_usd
         fr = {p: [runner.run(replace(sc.base, planner=p, headroom=h)) for h in SCALE_HEADROOMS] for p in ("igniter", "gpulets")}
         runs[f] = (fr["igniter"], fr["gpulets"], ref)
+        ran += len(runner.results)
     diffs = []
     for f, (ig, gp, ref) in sorted(runs.items()):
         parts = []
@@ -258,6 +260,7 @@ def t2_scales(sc: Scenario, scales: tuple[float, ...], igniter: list[SimResult],
         print(f"    at equal cost igniter is ahead in {ahead}, behind in {behind}, level in {len(diffs) - ahead - behind} "
               f"of {len(diffs)}; mean difference {np.mean(diffs):+.5f} (one short row of one replay: "
               f"{1 / (len(sc.trace.times) * len(sc.trace.names)):.5f})")
+    return ran
 
 
 @dataclass
