@@ -20,8 +20,8 @@ Scenarios: the documented ServeGen example (policies/servegen-sim.yaml, 14 days,
 and the Azure LLM trace x100 (policies/azure-sim.yaml): per second with the rate source reporting
 the interval's mean, per second with it reporting the interval's busiest second, the same with an
 operator's minimum (each workload's min_rate_rps at its 99.9th percentile, chosen in hindsight
-from the replayed hour, a 900 s scale-down delay, headroom 0.1), and resampled to 60 s means. Every number
-comes from a simulation run here; nothing is hard-coded.
+from the replayed hour, a 900 s scale-down delay, headroom 0.1), and resampled to 60 s means.
+Every number comes from a simulation run here; nothing is hard-coded.
 
 Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure] [--scales 0.7,0.85]
 """
