@@ -161,7 +161,9 @@ def report(sc: Scenario, scales: tuple[float, ...]) -> None:
         for h, r in zip(HEADROOMS, rs):
             print(row(f"{p} headroom {h:g}", r, ref))
     targets(runner, fronts, ref)
-    extra = t2_scales(sc, scales, fronts["igniter"], fronts["gpulets"], ref) if scales and sc.name.startswith("ServeGen") else 0
+    extra = 0
+    if scales and sc.name.startswith("ServeGen"):
+        extra = t2_scales(sc, scales, fronts["igniter"], fronts["gpulets"], ref)
     plan_quality(sc)
     print(f"  ({len(runner.results) + extra} simulations, {time.process_time() - t0:.0f} s CPU)")
 
@@ -242,7 +244,8 @@ def t2_scales(sc: Scenario, scales: tuple[float, ...], igniter: list[SimResult],
     for f in scales:
         runner = Runner(replace(sc, trace=traces.scale(sc.trace, f)))
         ref = runner.run(replace(sc.base, strategy="static-peak", planner="igniter")).cost_total_usd
-        fr = {p: [runner.run(replace(sc.base, planner=p, headroom=h)) for h in SCALE_HEADROOMS] for p in ("igniter", "gpulets")}
+        fr = {p: [runner.run(replace(sc.base, planner=p, headroom=h)) for h in SCALE_HEADROOMS]
+              for p in ("igniter", "gpulets")}
         runs[f] = (fr["igniter"], fr["gpulets"], ref)
         ran += len(runner.results)
     diffs = []
