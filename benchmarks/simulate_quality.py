@@ -238,8 +238,8 @@ def t2_scales(sc: Scenario, scales: tuple[float, ...], igniter: list[SimResult],
     how many simulations it ran."""
     print(f"  T2 vs gpulets at other trace sizes (headroom {', '.join(f'{h:g}' for h in SCALE_HEADROOMS)}; "
           "x peak, igniter's attainment vs gpulets' at the same cost; + igniter ahead, - behind)")
-    keep = {h: i for i, h in enumerate(HEADROOMS)}
-    runs = {1.0: ([igniter[keep[h]] for h in SCALE_HEADROOMS], [gpulets[keep[h]] for h in SCALE_HEADROOMS], peak)}
+    at = [HEADROOMS.index(h) for h in SCALE_HEADROOMS]
+    runs = {1.0: ([igniter[i] for i in at], [gpulets[i] for i in at], peak)}
     ran = 0
     for f in scales:
         runner = Runner(replace(sc, trace=traces.scale(sc.trace, f)))
