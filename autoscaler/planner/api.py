@@ -7,7 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from autoscaler.perfmodel import PerfModel, load_model
 from autoscaler.planner import baselines, exact
 from autoscaler.planner.build import build, count_moved
-from autoscaler.planner.igniter import PLAIN, Config, capacity_reason, final_check, place_all, plan_tasks
+from autoscaler.planner.igniter import (PLAIN, Config, capacity_reason, final_check, place_all, plan_tasks,
+                                        spend_idle_share)
 from autoscaler.planner.repair import repair
 from autoscaler.planner.stability import remaining_demands, seed
 from autoscaler.planner.state import Fleet
@@ -47,7 +48,9 @@ def _igniter(demands: Sequence[Demand], options: Sequence[InstanceOption], model
     closed = repair(fleet, cfg) if cfg.repair else 0
     fixed, lost = final_check(fleet)
     unplaced += [capacity_reason(t) for t in lost]
-    plan = build(name, fleet, unplaced, {"tasks": len(tasks), "repair_closed": closed, "final_check_fixed": fixed})
+    spent = spend_idle_share(fleet) if cfg.spend_idle else 0.0
+    plan = build(name, fleet, unplaced, {"tasks": len(tasks), "repair_closed": closed, "final_check_fixed": fixed,
+                                         "idle_share_spent": round(spent, 3)})
     return plan if current is not None else _no_moves(plan)
 
 

@@ -7,7 +7,8 @@ least; if no open GPU can take it, a new GPU opens. `Config` switches between th
 published ("igniter-plain": the rule's batch, every open GPU, one GPU type, unit steps, no
 repair) and the default, which also tries batches below the rule, tries a bounded number of the
 tightest-fitting GPUs per type (found through the free-share index in state.py), opens capacity
-on the type with the lowest price per unit of the task's demand, then runs the repair pass.
+on the type with the lowest price per unit of the task's demand, then runs the repair pass and
+hands each GPU's unneeded share to its new placements (free capacity above the planned rate).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from itertools import islice
 
 from autoscaler.perfmodel import PerfModel
-from autoscaler.planner.shares import Prediction, predict, settle, violated
+from autoscaler.planner.shares import Prediction, predict, settle, spend_idle, violated
 from autoscaler.planner.state import Fleet, Gpu, price_per_gpu
 from autoscaler.planner.tasks import Task, decompose, option_on
 from autoscaler.planner.types import Demand, InstanceOption, Unplaced
@@ -36,10 +37,11 @@ class Config:
     max_colocated: int = 8  # servers per GPU; the scheduling-delay fit covers 1..5, so stay near it
     batch_search: bool = True  # try batches below the paper's rule for a smaller lower bound
     move_penalty: float = 0.05  # cost of changing a kept placement, as a fraction of a GPU's price
+    spend_idle: bool = True  # hand each GPU's unneeded share to its new placements (free capacity)
 
 
 PLAIN = Config(candidates=None, tries=None, per_level=None, repair=False, hetero=False, unit_steps=True,
-               batch_search=False)
+               batch_search=False, spend_idle=False)
 
 
 @dataclass(slots=True)
@@ -157,6 +159,19 @@ def _resettle(fleet: Fleet, g: Gpu) -> list[Task]:
         if open_for(fleet, task) is None:
             lost.append(task)
     return lost
+
+
+def spend_idle_share(fleet: Fleet) -> float:
+    """After the final check: every GPU's unneeded share goes to its placements that are not kept
+    as they were (a kept placement whose share changed would restart for nothing). Returns the
+    share handed out, in percentage points summed over GPUs."""
+    spent = 0.0
+    for g in fleet.open_gpus():
+        res = spend_idle(fleet.models[g.gpu], g.sizes, g.shares, [not p for p in g.pinned])
+        if res is not None:
+            spent += sum(res[0]) - g.total
+            fleet.set(g, g.tasks, g.sizes, res[0], res[1], g.pinned)
+    return spent
 
 
 def single_type(demands: Sequence[Demand], options: Sequence[InstanceOption],

@@ -86,3 +86,33 @@ def jump(size: Size, share: float, pred: Prediction, unit: float) -> float | Non
 def solo_shares(sizes: Sequence[Size]) -> list[float]:
     """Every placement at its own lower bound: where Algorithm 2 starts."""
     return [s.lower for s in sizes]
+
+
+SPEND_FRACTIONS = (1.0, 0.5, 0.25)
+
+
+def spend_idle(model: PerfModel, sizes: Sequence[Size], shares: Sequence[float], grow: Sequence[bool]
+               ) -> tuple[list[float], list[Prediction]] | None:
+    """Hand the GPU's unassigned share to the placements in `grow`, in proportion to their shares
+    and in whole units; None when no fraction of it (all, half, a quarter) keeps every budget.
+
+    Algorithm 2 stops at the least shares that meet every budget, so a GPU the plan pays for keeps
+    whatever share no placement needed. Spent on its placements, it costs nothing and buys
+    throughput above the planned rate: capacity for a rate that rises before the next plan, and
+    slack that lets a kept placement carry a higher rate without a restart. A larger share slows
+    the neighbours (clock, cache), so the whole GPU is re-predicted; a few coarse fractions are
+    enough, since what is left over is at most what Algorithm 2 did not need.
+    """
+    free = 100.0 - sum(shares)
+    base = sum(s for s, g in zip(shares, grow) if g)
+    if free < model.unit - EPS or base <= 0:
+        return None
+    for frac in SPEND_FRACTIONS:
+        new = [max(s, math.floor((s + free * frac * s / base) / model.unit + EPS) * model.unit) if g else s
+               for s, g in zip(shares, grow)]
+        if list(new) == list(shares) or sum(new) > 100.0 + EPS:
+            continue
+        preds = predict(model, sizes, new)
+        if not any(violated(s, p) for s, p in zip(sizes, preds)):
+            return new, preds
+    return None

@@ -7,7 +7,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from autoscaler.planner import Demand
-from autoscaler.planner.shares import predict, settle, solo_shares, violated
+from autoscaler.planner.shares import predict, settle, solo_shares, spend_idle, violated
 from autoscaler.planner.tasks import decompose, max_batch, min_share, size_on
 from tests.planner.conftest import MODELS, demand_sets
 
@@ -77,3 +77,39 @@ def test_unplaceable_demands_say_why(v100):
     reasons = {u.workload: u.reason for u in unplaced}
     assert "SLO 0.5 ms is below the fastest possible latency" in reasons["x"]
     assert "no profile" in reasons["y"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(demand_sets(min_size=1, max_size=4, big=False), st.lists(st.booleans(), min_size=4, max_size=4))
+def test_spending_idle_share_keeps_every_budget_and_never_lowers_a_share(v100, demands, grow):
+    tasks, _ = decompose(demands, {"v100": v100}, {"v100": 3.06})
+    sizes = [t.sizes["v100"] for t in tasks]
+    res = settle(v100, sizes, solo_shares(sizes))
+    assume(res is not None)
+    shares, _ = res
+    grow = [grow[i % len(grow)] for i in range(len(sizes))]
+    out = spend_idle(v100, sizes, shares, grow)
+    assume(out is not None)
+    new, preds = out
+    assert preds == predict(v100, sizes, new)
+    assert not any(violated(s, p) for s, p in zip(sizes, preds))
+    assert sum(new) <= 100.0 + 1e-9 and sum(new) > sum(shares)
+    for old, now, g in zip(shares, new, grow):
+        assert now == old if not g else now >= old
+        assert now / v100.unit == pytest.approx(round(now / v100.unit))  # whole MPS units
+
+
+def test_a_lone_placement_gets_the_whole_gpu_and_more_throughput(v100):
+    (task,), _ = decompose([Demand("r", "resnet50", 40, 400)], {"v100": v100}, {"v100": 3.06})
+    size = task.sizes["v100"]
+    (lean,), (before,) = [size.lower], predict(v100, [size], [size.lower])
+    (share,), (after,) = spend_idle(v100, [size], [lean], [True])
+    assert lean < 100.0 == share
+    assert after[1] > before[1] and after[0] < before[0]  # more throughput, lower latency
+
+
+def test_nothing_to_spend_on_a_full_gpu_or_when_only_kept_placements_run_there(v100):
+    (task,), _ = decompose([Demand("r", "resnet50", 40, 400)], {"v100": v100}, {"v100": 3.06})
+    size = task.sizes["v100"]
+    assert spend_idle(v100, [size], [100.0], [True]) is None
+    assert spend_idle(v100, [size], [size.lower], [False]) is None
