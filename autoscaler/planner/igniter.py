@@ -8,7 +8,7 @@ published ("igniter-plain": the rule's batch, every open GPU, one GPU type, unit
 repair) and the default, which also tries batches below the rule, tries a bounded number of the
 tightest-fitting GPUs per type (found through the free-share index in state.py), opens capacity
 on the type with the lowest price per unit of the task's demand, then runs the repair pass and
-hands each GPU's unneeded share to its new placements (free capacity above the planned rate).
+hands half of each GPU's unneeded share to its new placements (free capacity above the planned rate).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Config:
     max_colocated: int = 8  # servers per GPU; the scheduling-delay fit covers 1..5, so stay near it
     batch_search: bool = True  # try batches below the paper's rule for a smaller lower bound
     move_penalty: float = 0.05  # cost of changing a kept placement, as a fraction of a GPU's price
-    spend_idle: bool = True  # hand each GPU's unneeded share to its new placements (free capacity)
+    spend_idle: bool = True  # hand half of each GPU's unneeded share to its new placements (free capacity)
 
 
 PLAIN = Config(candidates=None, tries=None, per_level=None, repair=False, hetero=False, unit_steps=True,
@@ -162,9 +162,9 @@ def _resettle(fleet: Fleet, g: Gpu) -> list[Task]:
 
 
 def spend_idle_share(fleet: Fleet) -> float:
-    """After the final check: every GPU's unneeded share goes to its placements that are not kept
-    as they were (a kept placement whose share changed would restart for nothing). Returns the
-    share handed out, in percentage points summed over GPUs."""
+    """After the final check: half of every GPU's unneeded share goes to its placements that are
+    not kept as they were (a kept placement whose share changed would restart for nothing; see
+    shares.spend_idle). Returns the share handed out, in percentage points summed over GPUs."""
     spent = 0.0
     for g in fleet.open_gpus():
         res = spend_idle(fleet.models[g.gpu], g.sizes, g.shares, [not p for p in g.pinned])
