@@ -6,7 +6,7 @@ never changes cost, so the question is what it changes in a replay: short rows (
 the rate) and server restarts (`reconfigurations`: servers started or resized in place). Each
 run replays policies/servegen-sim.yaml's 14 days with the igniter planner, at each trace size
 (rates x factor, so every plan rounds differently) and headroom, once with the step and once
-without (`Config(spend_idle=False)`, otherwise the same planner). Then the same 120 plans as
+without (planner `igniter-lean`: `Config(spend_idle=False)`, otherwise the same planner). Then the same 120 plans as
 simulate_quality.py's plan-by-plan table (rates x 1 + headroom), re-predicted as co-located:
 in-budget capacity per planned req/s.
 
@@ -29,26 +29,20 @@ import numpy as np  # noqa: E402
 from _machine import describe  # noqa: E402
 
 from autoscaler import traces  # noqa: E402
-from autoscaler.planner import make_plan, planning_inputs  # noqa: E402
-from autoscaler.planner.api import igniter  # noqa: E402
-from autoscaler.planner.igniter import Config  # noqa: E402
 from autoscaler.planner.types import Plan  # noqa: E402
 from autoscaler.policy import Policy, load_policy  # noqa: E402
 from autoscaler.simresult import feasible_capacity  # noqa: E402
 from autoscaler.simulate import SimOptions, default_plan_fn, plan_gpus, simulate  # noqa: E402
+from autoscaler.wiring import default_planner  # noqa: E402
 
-LEAN = Config(spend_idle=False)
 PLAN_SAMPLES = 120
 
 
 def lean_planner(policy: Policy, rates: Mapping[str, float], corrections: Mapping[str, float],
                  caps: Mapping[str, int], current: Plan | None) -> Plan:
-    """wiring.default_planner with the idle-share step off (capped types as there)."""
-    gone = frozenset(t for t, n in caps.items() if n <= 0)
-    demands, options, models = planning_inputs(policy, rates=rates, corrections=corrections, unavailable=gone)
-    if not options:
-        return make_plan(demands, options, models)
-    return igniter(demands, options, models, current, cfg=LEAN)
+    """wiring.default_planner with `igniter-lean`: the same planner without the idle-share step."""
+    scaling = policy.scaling.model_copy(update={"planner": "igniter-lean"})
+    return default_planner(policy.model_copy(update={"scaling": scaling}), rates, corrections, caps, current)
 
 
 def replays(policy: Policy, trace: traces.Trace, scales: list[float], headrooms: list[float]) -> None:

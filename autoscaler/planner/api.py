@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from autoscaler.perfmodel import PerfModel, load_model
 from autoscaler.planner import baselines, exact
@@ -60,6 +61,12 @@ def igniter_plain(demands: Sequence[Demand], options: Sequence[InstanceOption], 
     return igniter(demands, options, models, None, PLAIN, "igniter-plain")
 
 
+def igniter_lean(demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel],
+                 current: Plan | None = None) -> Plan:
+    """The default without the idle-share step (Algorithm 2's least shares), to measure that step."""
+    return igniter(demands, options, models, current, replace(Config(), spend_idle=False), "igniter-lean")
+
+
 def _usable(models: Mapping[str, PerfModel], options: Sequence[InstanceOption]) -> dict[str, PerfModel]:
     missing = sorted({o.gpu for o in options} - set(models))
     if missing:
@@ -91,7 +98,7 @@ PLANNERS: dict[str, PlannerFn] = {
     "gpulets": baselines.gpulets,
     "exact": exact_plan,
 }
-EXTRA: dict[str, PlannerFn] = {"igniter-plain": igniter_plain}
+EXTRA: dict[str, PlannerFn] = {"igniter-plain": igniter_plain, "igniter-lean": igniter_lean}
 
 
 def make_plan(demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel], *,

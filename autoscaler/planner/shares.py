@@ -113,7 +113,7 @@ def spend_idle(model: PerfModel, sizes: Sequence[Size], shares: Sequence[float],
     for frac in SPEND_FRACTIONS:
         new = [max(s, math.floor((s + free * frac * s / base) / model.unit + EPS) * model.unit) if g else s
                for s, g in zip(shares, grow)]
-        if list(new) == list(shares) or sum(new) > 100.0 + EPS:
+        if new == list(shares) or sum(new) > 100.0 + EPS:
             continue
         preds = predict(model, sizes, new)
         if not any(violated(s, p) for s, p in zip(sizes, preds)):

@@ -189,3 +189,11 @@ def test_spending_idle_share_costs_nothing_and_only_raises_shares(models, demand
     before, after = placements(lean), placements(plan)
     assert [(p.workload, p.batch, p.rate_rps) for p in after] == [(p.workload, p.batch, p.rate_rps) for p in before]
     assert all(a.mps_percent >= b.mps_percent for a, b in zip(after, before))
+
+
+def test_igniter_lean_is_the_default_without_the_idle_share_step(models):
+    d = [Demand("r", "resnet50", 40, 400)]
+    lean, plan = make_plan(d, [P3], models, planner="igniter-lean"), igniter(d, [P3], models, cfg=LEAN)
+    assert lean.planner == "igniter-lean"
+    assert [p.mps_percent for p in placements(lean)] == [p.mps_percent for p in placements(plan)]
+    assert placements(lean)[0].mps_percent < placements(make_plan(d, [P3], models))[0].mps_percent
