@@ -6,7 +6,7 @@ TOOLS   := .venv-tools
 STAMP   := $(VENV)/.installed
 TSTAMP  := $(TOOLS)/.installed
 
-.PHONY: test demo bench venv tools clean
+.PHONY: test lint demo bench venv tools debs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -25,10 +25,26 @@ $(TSTAMP):
 venv: $(STAMP)
 tools: $(TSTAMP)
 
-test: $(STAMP) $(TSTAMP)
+# Debian packages the tests and the demo start for real, as PACKAGE:COMMAND. Installed when missing
+# and this runs as root with apt; otherwise make stops at once and names them.
+DEBS := openssh-server:/usr/sbin/sshd openssh-client:ssh-keygen haproxy:haproxy
+debs:
+	@missing=$$(for d in $(DEBS); do c=$${d#*:}; command -v $$c >/dev/null 2>&1 || echo $${d%%:*}; done | sort -u | tr '\n' ' '); \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian packages: $$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else echo "missing Debian packages: $$missing(run: sudo apt-get install -y $$missing)" >&2; exit 1; fi; \
+	fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: $(STAMP) $(TSTAMP) debs lint
 	CHECKOV=$(abspath $(TOOLS))/bin/checkov $(BIN)/python -m pytest
 
-demo: $(STAMP)
+demo: $(STAMP) debs
 	$(BIN)/python -m autoscaler.demo
 
 bench: $(STAMP)

@@ -18,28 +18,34 @@ from pathlib import Path
 
 from rich.console import Console
 
-from agents import status as status_mod
-from agents.daemon import AgentLocked, Daemon, lock_state_dir
-from agents.gpu import GpuMonitor, NoGpu, NvmlMonitor
-from agents.handover import hand_over
-from agents.mps import Mps, NoMps, NvidiaMps
-from agents.supervisor import RestartPolicy
-from autoscaler.errors import InputError
+from agents.errors import InputError
+from agents.node import status as status_mod
+from agents.node.apply import hand_over
+from agents.node.daemon import AgentLocked, Daemon, lock_state_dir
+from agents.node.gpu import GpuMonitor, NoGpu, NvmlMonitor
+from agents.node.mps import Mps, NoMps, NvidiaMps
+from agents.node.supervisor import RestartPolicy
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="igniter-agent", description="Runs MPS-partitioned inference servers on a GPU VM.")
+    parser = argparse.ArgumentParser(
+        prog="igniter-agent", description="Runs MPS-partitioned inference servers on a GPU VM."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="the agent daemon (foreground; systemd runs it)")
     run.add_argument("--state-dir", type=Path, required=True)
     run.add_argument("--no-gpu", action="store_true", help="run servers on the CPU even where a GPU exists")
     run.add_argument("--interval", type=float, default=0.5, help="seconds between loops (default 0.5)")
-    run.add_argument("--backoff-initial", type=float, default=1.0, help="first restart delay in seconds (doubles, at most 30)")
+    run.add_argument(
+        "--backoff-initial", type=float, default=1.0, help="first restart delay in seconds (doubles, at most 30)"
+    )
     apply = sub.add_parser("apply", help="validate an assignment and hand it to the agent")
     apply.add_argument("--state-dir", type=Path, required=True)
     apply.add_argument("file", help="assignment JSON file, or - for stdin")
     apply.add_argument("--force", action="store_true", help="accept a generation that is not newer")
-    apply.add_argument("--skip-model-check", action="store_true", help="do not require model_dir/model.pt and model.yaml now")
+    apply.add_argument(
+        "--skip-model-check", action="store_true", help="do not require model_dir/model.pt and model.yaml now"
+    )
     apply.add_argument("--wait", type=float, metavar="SECONDS", help="then wait until every server is ready")
     stat = sub.add_parser("status", help="what the agent runs and how it is doing")
     stat.add_argument("--state-dir", type=Path, required=True)
@@ -109,7 +115,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
-    from agents import profiler  # the workers it starts import torch; this process does not
+    from agents.profiler import measure as profiler  # the workers it starts import torch; this process does not
 
     return profiler.run(args.model_dir, args.out, args.model_name, args.gpu_index, args.seconds)
 

@@ -28,18 +28,23 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from _machine import describe  # noqa: E402
 
-from autoscaler import traces  # noqa: E402
+from autoscaler.config.policy import Policy, load_policy  # noqa: E402
+from autoscaler.loop.wiring import default_planner  # noqa: E402
 from autoscaler.planner.types import Plan  # noqa: E402
-from autoscaler.policy import Policy, load_policy  # noqa: E402
-from autoscaler.simresult import feasible_capacity  # noqa: E402
-from autoscaler.simulate import SimOptions, default_plan_fn, plan_gpus, simulate  # noqa: E402
-from autoscaler.wiring import default_planner  # noqa: E402
+from autoscaler.sim import traces  # noqa: E402
+from autoscaler.sim.engine import SimOptions, default_plan_fn, plan_gpus, simulate  # noqa: E402
+from autoscaler.sim.result import feasible_capacity  # noqa: E402
 
 PLAN_SAMPLES = 120
 
 
-def lean_planner(policy: Policy, rates: Mapping[str, float], corrections: Mapping[str, float],
-                 caps: Mapping[str, int], current: Plan | None) -> Plan:
+def lean_planner(
+    policy: Policy,
+    rates: Mapping[str, float],
+    corrections: Mapping[str, float],
+    caps: Mapping[str, int],
+    current: Plan | None,
+) -> Plan:
     """wiring.default_planner with `igniter-lean`: the same planner without the idle-share step."""
     scaling = policy.scaling.model_copy(update={"planner": "igniter-lean"})
     return default_planner(policy.model_copy(update={"scaling": scaling}), rates, corrections, caps, current)
@@ -61,10 +66,14 @@ def replays(policy: Policy, trace: traces.Trace, scales: list[float], headrooms:
                 totals[name] += got[name]
             a, b = got["without"], got["with"]
             better, worse = better + int(b[1] < a[1]), worse + int(b[1] > a[1])
-            print(f"{f:>5g} {h:>8g}  {a[0]:>10,.2f} / {b[0]:>9,.2f}  {a[1]:>4.0f} / {b[1]:<4.0f}  {a[2]:>5.0f} / {b[2]:<5.0f}")
+            print(
+                f"{f:>5g} {h:>8g}  {a[0]:>10,.2f} / {b[0]:>9,.2f}  {a[1]:>4.0f} / {b[1]:<4.0f}  {a[2]:>5.0f} / {b[2]:<5.0f}"
+            )
     a, b = totals["without"], totals["with"]
-    print(f"total: cost {a[0]:,.2f} -> {b[0]:,.2f} ({b[0] / a[0] - 1:+.3%}); short rows {a[1]:.0f} -> {b[1]:.0f} "
-          f"(fewer in {better} runs, more in {worse}); restarts {a[2]:.0f} -> {b[2]:.0f} ({b[2] / a[2] - 1:+.1%})")
+    print(
+        f"total: cost {a[0]:,.2f} -> {b[0]:,.2f} ({b[0] / a[0] - 1:+.3%}); short rows {a[1]:.0f} -> {b[1]:.0f} "
+        f"(fewer in {better} runs, more in {worse}); restarts {a[2]:.0f} -> {b[2]:.0f} ({b[2] / a[2] - 1:+.1%})"
+    )
 
 
 def plans(policy: Policy, trace: traces.Trace) -> None:
@@ -82,8 +91,10 @@ def plans(policy: Policy, trace: traces.Trace) -> None:
             cap += sum(got.get(w, 0.0) for w in rates)
             rate += sum(rates.values())
         out[name] = (cost, cap / rate)
-    print(f"plans for {len(rows)} trace rows (rate x {1 + h:g}): $/h summed {out['without'][0]:,.2f} -> "
-          f"{out['with'][0]:,.2f}; in-budget capacity per planned req/s {out['without'][1]:.3f} -> {out['with'][1]:.3f}")
+    print(
+        f"plans for {len(rows)} trace rows (rate x {1 + h:g}): $/h summed {out['without'][0]:,.2f} -> "
+        f"{out['with'][0]:,.2f}; in-budget capacity per planned req/s {out['without'][1]:.3f} -> {out['with'][1]:.3f}"
+    )
 
 
 def main() -> None:

@@ -28,17 +28,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import describe  # noqa: E402
+from _machine import describe
 
-from autoscaler.perfmodel import PerfModel, load_model  # noqa: E402
-from autoscaler.planner import Demand, InstanceOption, Plan, TooLarge, check_plan, make_plan, planning_inputs  # noqa: E402
-from autoscaler.planner.api import EXTRA, igniter  # noqa: E402
-from autoscaler.planner.api import PLANNERS as REGISTRY  # noqa: E402
-from autoscaler.planner.build import count_moved  # noqa: E402
-from autoscaler.planner.igniter import PLAIN, Config  # noqa: E402
-from autoscaler.planner.state import price_per_gpu  # noqa: E402
-from autoscaler.planner.tasks import max_batch, size_on  # noqa: E402
-from autoscaler.policy import load_policy  # noqa: E402
+from autoscaler.config.policy import load_policy
+from autoscaler.model.perfmodel import PerfModel, load_model
+from autoscaler.planner import Demand, InstanceOption, Plan, TooLarge, check_plan, make_plan, planning_inputs
+from autoscaler.planner.api import EXTRA, igniter
+from autoscaler.planner.api import PLANNERS as REGISTRY
+from autoscaler.planner.build import count_moved
+from autoscaler.planner.igniter import PLAIN, Config
+from autoscaler.planner.state import price_per_gpu
+from autoscaler.planner.tasks import max_batch, size_on
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "scenarios"
 _T4_POLICY = Path(__file__).resolve().parent.parent / "policies" / "example.yaml"  # names the t4-synthetic profile
@@ -72,8 +72,11 @@ def bound(inputs: Inputs, search: bool) -> float:
     """Fractional, interference-free cost: each workload on its cheapest GPU type."""
     demands, options, models = inputs
     prices = price_per_gpu(options)
-    return sum(min((c for g in prices if (c := _cost(models[g], g, d, prices[g], search)) is not None), default=0.0)
-               for d in demands if d.rate_rps > 0)
+    return sum(
+        min((c for g in prices if (c := _cost(models[g], g, d, prices[g], search)) is not None), default=0.0)
+        for d in demands
+        if d.rate_rps > 0
+    )
 
 
 def _cost(model: PerfModel, gpu: str, d: Demand, price: float, search: bool) -> float | None:
@@ -105,15 +108,24 @@ def scenario_rows(paths: list[Path]) -> list[dict]:
     for path in paths:
         inputs = planning_inputs(load_policy(path))
         figures = (readme_figures(path.parent) or readme_figures(SHARED)).get(path.name, (None, None))
-        rows.append({"name": path.name, "n": len(inputs[0]), "inputs": inputs, "proto": figures[0],
-                     "readme_bound": figures[1], "bound": bound(inputs, False), "bound*": bound(inputs, True),
-                     "plans": {p: run_planner(inputs, p) for p in PLANNERS}})
+        rows.append(
+            {
+                "name": path.name,
+                "n": len(inputs[0]),
+                "inputs": inputs,
+                "proto": figures[0],
+                "readme_bound": figures[1],
+                "bound": bound(inputs, False),
+                "bound*": bound(inputs, True),
+                "plans": {p: run_planner(inputs, p) for p in PLANNERS},
+            }
+        )
     return rows
 
 
 def print_costs(rows: list[dict]) -> None:
     print("## Cost per planner ($/hour, GPUs; '!' = the model's re-check finds SLO violations)\n")
-    head = f"| scenario | n | prototype | bound (README) | bound* | " + " | ".join(PLANNERS) + " |"
+    head = "| scenario | n | prototype | bound (README) | bound* | " + " | ".join(PLANNERS) + " |"
     print(head + "\n" + "|---" * (5 + len(PLANNERS)) + "|")
     for r in rows:
         cells = []
@@ -122,7 +134,11 @@ def print_costs(rows: list[dict]) -> None:
             cells.append("n/a" if res is None else f"{res[0]:.2f} ({res[1]}){'' if res[2] else ' !'}")
         readme = f" ({r['readme_bound']:.2f})" if r["readme_bound"] is not None else ""
         proto = f"{r['proto']:.2f}" if r["proto"] is not None else "-"
-        print(f"| {r['name']} | {r['n']} | {proto} | {r['bound']:.2f}{readme} | {r['bound*']:.2f} | " + " | ".join(cells) + " |")
+        print(
+            f"| {r['name']} | {r['n']} | {proto} | {r['bound']:.2f}{readme} | {r['bound*']:.2f} | "
+            + " | ".join(cells)
+            + " |"
+        )
 
 
 def print_ratios(rows: list[dict]) -> None:
@@ -133,14 +149,18 @@ def print_ratios(rows: list[dict]) -> None:
         ig, plain, ex = r["plans"]["igniter"][0], r["plans"]["igniter-plain"][0], r["plans"]["exact"]
         proto = f"{ig / r['proto']:.3f}" if r["proto"] else "-"
         gap = f"{ig / ex[0]:.3f}" if ex else "n/a"
-        print(f"| {r['name']} | {ig / r['bound']:.3f} | {ig / r['bound*']:.3f} | {plain / r['bound']:.3f} | {proto} | {gap} |")
+        print(
+            f"| {r['name']} | {ig / r['bound']:.3f} | {ig / r['bound*']:.3f} | {plain / r['bound']:.3f} | {proto} | {gap} |"
+        )
     big = [r for r in rows if r["n"] >= 100]
     if big:
         for key, label in (("bound", "bound"), ("bound*", "bound*")):
             mean = statistics.mean(r["plans"]["igniter"][0] / r[key] for r in big)
             plain = statistics.mean(r["plans"]["igniter-plain"][0] / r[key] for r in big)
-            print(f"\nmean cost / {label} over the {len(big)} scenarios with >= 100 workloads: "
-                  f"igniter {mean:.3f}, igniter-plain {plain:.3f}")
+            print(
+                f"\nmean cost / {label} over the {len(big)} scenarios with >= 100 workloads: "
+                f"igniter {mean:.3f}, igniter-plain {plain:.3f}"
+            )
 
 
 def print_ablation(rows: list[dict]) -> None:
@@ -155,8 +175,11 @@ def print_ablation(rows: list[dict]) -> None:
 def print_types(rows: list[dict]) -> None:
     """The V100-only scenarios re-planned with p3.8xlarge and the (synthetic) T4 types offered too:
     the paper's algorithm can use one type; iGniter mixes them per workload."""
-    extra = [InstanceOption("p3.8xlarge", "v100", 4, 12.24), InstanceOption("g4dn.xlarge", "t4-synthetic", 1, 0.526),
-             InstanceOption("g4dn.12xlarge", "t4-synthetic", 4, 3.912)]
+    extra = [
+        InstanceOption("p3.8xlarge", "v100", 4, 12.24),
+        InstanceOption("g4dn.xlarge", "t4-synthetic", 1, 0.526),
+        InstanceOption("g4dn.12xlarge", "t4-synthetic", 4, 3.912),
+    ]
     print("\n## More instance types: V100-only scenarios with p3.8xlarge, g4dn.xlarge, g4dn.12xlarge added ($/hour)\n")
     print("| scenario | V100 only (igniter) | plain, cheapest single type | igniter, all types | GPUs V100 / T4 |")
     print("|---|---|---|---|---|")
@@ -168,9 +191,13 @@ def print_types(rows: list[dict]) -> None:
         more = [*options, *extra]
         plain = igniter(demands, more, models, None, PLAIN)
         plan = igniter(demands, more, models, None, Config())
-        split = [sum(g.gpu == t for i in plan.instances for g in i.gpus if g.placements) for t in ("v100", "t4-synthetic")]
-        print(f"| {r['name']} | {r['plans']['igniter'][0]:.2f} | {_cost_cell(plain)} | {_cost_cell(plan)} "
-              f"| {split[0]} / {split[1]} |")
+        split = [
+            sum(g.gpu == t for i in plan.instances for g in i.gpus if g.placements) for t in ("v100", "t4-synthetic")
+        ]
+        print(
+            f"| {r['name']} | {r['plans']['igniter'][0]:.2f} | {_cost_cell(plain)} | {_cost_cell(plan)} "
+            f"| {split[0]} / {split[1]} |"
+        )
 
 
 def _cost_cell(plan: Plan) -> str:
@@ -185,16 +212,20 @@ def print_gap(sizes: tuple[int, ...] = (8, 12, 16), sets: int = 10) -> None:
     print(f"\n## Optimality gap: igniter / exact on {sets} random sets per size (V100 type)\n")
     print("| workloads | mean | max | sets where igniter = exact |\n|---|---|---|---|")
     for n in sizes:
-        ratios = [make_plan(d, V100, models).cost_per_hour / make_plan(d, V100, models, planner="exact").cost_per_hour
-                  for d in (workloads(n, seed) for seed in range(sets))]
+        ratios = [
+            make_plan(d, V100, models).cost_per_hour / make_plan(d, V100, models, planner="exact").cost_per_hour
+            for d in (workloads(n, seed) for seed in range(sets))
+        ]
         print(f"| {n} | {statistics.mean(ratios):.3f} | {max(ratios):.3f} | {sum(r <= 1 + 1e-9 for r in ratios)} |")
 
 
 def print_stability(rows: list[dict], steps: int = 10, spread: float = 0.05) -> None:
     """Every workload's rate drifts by up to +-spread per step; moves with and without `current`."""
     print(f"\n## Stability: {steps} re-plans, every rate drifting +-{spread:.0%} a step (mean per step)\n")
-    print("| scenario | placements | moved (fresh plan) | moved (with current) | $/h fresh | $/h with current "
-          "| $/h with current, no repair |")
+    print(
+        "| scenario | placements | moved (fresh plan) | moved (with current) | $/h fresh | $/h with current "
+        "| $/h with current, no repair |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         if r["n"] < 50:
@@ -214,8 +245,9 @@ def _drift(inputs: Inputs, steps: int, spread: float) -> list[float]:
         kept = make_plan(demands, options, models, current=current)
         bare = igniter(demands, options, models, bare, replace(Config(), repair=False))
         n = sum(len(g.placements) for i in kept.instances for g in i.gpus)
-        stats.append((n, count_moved(fresh, fresh_prev), kept.moved, fresh.cost_per_hour, kept.cost_per_hour,
-                      bare.cost_per_hour))
+        stats.append(
+            (n, count_moved(fresh, fresh_prev), kept.moved, fresh.cost_per_hour, kept.cost_per_hour, bare.cost_per_hour)
+        )
         current, fresh_prev = kept, fresh
     return [statistics.mean(x) for x in zip(*stats)]
 

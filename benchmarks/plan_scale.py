@@ -17,29 +17,37 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import argparse  # noqa: E402
-import random  # noqa: E402
-import resource  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-import tracemalloc  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import random
+import resource
+import statistics
+import sys
+import time
+import tracemalloc
+from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import describe  # noqa: E402
+from _machine import describe
 
-from autoscaler.perfmodel import PerfModel, load_model  # noqa: E402
-from autoscaler.planner import Demand, InstanceOption, check_plan, make_plan  # noqa: E402
+from autoscaler.model.perfmodel import PerfModel, load_model
+from autoscaler.planner import Demand, InstanceOption, check_plan, make_plan
 
 PROFILES = Path(__file__).resolve().parent.parent / "policies" / "profiles"
-RANGES = {"alexnet": ((10, 25), (300, 1500)), "resnet50": ((20, 50), (100, 800)),
-          "vgg19": ((30, 70), (50, 400)), "ssd": ((30, 70), (30, 300))}
+RANGES = {
+    "alexnet": ((10, 25), (300, 1500)),
+    "resnet50": ((20, 50), (100, 800)),
+    "vgg19": ((30, 70), (50, 400)),
+    "ssd": ((30, 70), (30, 300)),
+}
 V100 = [InstanceOption("p3.2xlarge", "v100", 1, 3.06)]
-HETERO = [*V100, InstanceOption("p3.8xlarge", "v100", 4, 12.24),
-          InstanceOption("g4dn.xlarge", "t4-synthetic", 1, 0.526), InstanceOption("g4dn.12xlarge", "t4-synthetic", 4, 3.912)]
+HETERO = [
+    *V100,
+    InstanceOption("p3.8xlarge", "v100", 4, 12.24),
+    InstanceOption("g4dn.xlarge", "t4-synthetic", 1, 0.526),
+    InstanceOption("g4dn.12xlarge", "t4-synthetic", 4, 3.912),
+]
 
 
 def workloads(n: int, seed: int = 1) -> list[Demand]:
@@ -53,8 +61,9 @@ def workloads(n: int, seed: int = 1) -> list[Demand]:
     return out
 
 
-def timed(demands: list[Demand], options: list[InstanceOption], models: dict[str, PerfModel], planner: str,
-          runs: int) -> tuple[float, object]:
+def timed(
+    demands: list[Demand], options: list[InstanceOption], models: dict[str, PerfModel], planner: str, runs: int
+) -> tuple[float, object]:
     times, plan = [], None
     for _ in range(runs):
         start = time.perf_counter()
@@ -90,8 +99,11 @@ def main() -> int:
                 continue
             secs, plan = timed(demands, options, models, planner, args.runs)
             ok = "yes" if not check_plan(plan, demands, models, options) else "NO"
-            print(f"{n:>9} {planner:>14} {secs:>9.3f} {peak_mb(demands, options, models, planner):>8.2f} "
-                  f"{plan.gpu_count:>6} {plan.cost_per_hour:>10.2f} {ok:>8}", flush=True)
+            print(
+                f"{n:>9} {planner:>14} {secs:>9.3f} {peak_mb(demands, options, models, planner):>8.2f} "
+                f"{plan.gpu_count:>6} {plan.cost_per_hour:>10.2f} {ok:>8}",
+                flush=True,
+            )
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nprocess peak RSS: {rss:.0f} MB")
     return 0

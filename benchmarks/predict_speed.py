@@ -13,9 +13,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import describe  # noqa: E402
+from _machine import describe
 
-from autoscaler.perfmodel import Placement, load_model  # noqa: E402
+from autoscaler.model.perfmodel import Placement, load_model
 
 SETS = {
     1: [("resnet50", 8, 30.0)],
@@ -37,8 +37,8 @@ def main() -> None:
     print(f"{'co-located':>10} {'predict_raw/s':>14} {'predict/s':>12}")
     for size, items in SETS.items():
         objs = [Placement(*p) for p in items]
-        raw = statistics.median(rate(lambda: model.predict_raw(items), 20000) for _ in range(5))
-        typed = statistics.median(rate(lambda: model.predict(objs), 20000) for _ in range(5))
+        raw = statistics.median(rate(lambda items=items: model.predict_raw(items), 20000) for _ in range(5))
+        typed = statistics.median(rate(lambda objs=objs: model.predict(objs), 20000) for _ in range(5))
         print(f"{size:>10} {raw:>14,.0f} {typed:>12,.0f}")
 
 

@@ -38,8 +38,12 @@ class SmallCNN(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.features = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+            torch.nn.Conv2d(3, 16, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.MaxPool2d(2),
+            torch.nn.Conv2d(16, 32, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.AdaptiveAvgPool2d(1),
         )
         self.head = torch.nn.Linear(32, 10)
 
@@ -88,9 +92,18 @@ def free_port() -> int:
 
 def start_server(model_dir: Path, batch: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    spec = {"name": "bench", "workload": "bench", "model_dir": str(model_dir), "batch": batch, "mps_percent": 100,
-            "port": port, "max_queue_delay_ms": 2.0}
-    proc = subprocess.Popen([sys.executable, "-m", "agents.server", "--spec", json.dumps(spec)], stderr=subprocess.DEVNULL)
+    spec = {
+        "name": "bench",
+        "workload": "bench",
+        "model_dir": str(model_dir),
+        "batch": batch,
+        "mps_percent": 100,
+        "port": port,
+        "max_queue_delay_ms": 2.0,
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agents.server", "--spec", json.dumps(spec)], stderr=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -116,7 +129,9 @@ def client_loop(url: str, body: bytes, stop_at: float, out: list[float]) -> None
 
 def through_server(url: str, clients: int, seconds: float) -> dict[str, float]:
     x = torch.randn(1, 3, 32, 32)
-    body = json.dumps({"inputs": [{"name": "x", "shape": [1, 3, 32, 32], "datatype": "FP32", "data": x.flatten().tolist()}]}).encode()
+    body = json.dumps(
+        {"inputs": [{"name": "x", "shape": [1, 3, 32, 32], "datatype": "FP32", "data": x.flatten().tolist()}]}
+    ).encode()
     client_loop(url, body, time.perf_counter() + 0.5, [])  # warm the connection path
     results: list[list[float]] = [[] for _ in range(clients)]
     start = time.perf_counter()
@@ -136,9 +151,21 @@ def median_of(runs: int, measure: Callable[[], dict[str, float]]) -> dict[str, f
 
 
 def machine() -> dict[str, Any]:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
-    return {"cpu_count": os.cpu_count(), "cpu_model": model, "python": platform.python_version(), "torch": torch.__version__,
-            "platform": platform.platform()}
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }
 
 
 def bench(seconds: float, runs: int) -> dict[str, Any]:
@@ -147,10 +174,10 @@ def bench(seconds: float, runs: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         model = make_model(Path(tmp))
         for batch in (1, 8):
-            direct = median_of(runs, lambda: in_process(model, batch, seconds))
+            direct = median_of(runs, lambda batch=batch: in_process(model, batch, seconds))
             proc, url = start_server(Path(tmp), batch)
             try:
-                served = median_of(runs, lambda: through_server(url, batch, seconds))
+                served = median_of(runs, lambda url=url, batch=batch: through_server(url, batch, seconds))
             finally:
                 proc.terminate()
                 proc.wait(10)
@@ -160,9 +187,11 @@ def bench(seconds: float, runs: int) -> dict[str, Any]:
 
 def render(report: dict[str, Any]) -> str:
     m = report["machine"]
-    lines = [f"machine: {m['cpu_count']} CPUs, {m['cpu_model']}; python {m['python']}, torch {m['torch']}",
-             f"median of {report['runs']} runs x {report['seconds_per_run']:g} s; rps counts items (one per request)",
-             f"{'batch':>5} {'mode':<11} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}"]
+    lines = [
+        f"machine: {m['cpu_count']} CPUs, {m['cpu_model']}; python {m['python']}, torch {m['torch']}",
+        f"median of {report['runs']} runs x {report['seconds_per_run']:g} s; rps counts items (one per request)",
+        f"{'batch':>5} {'mode':<11} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}",
+    ]
     for row in report["results"]:
         for mode in ("in_process", "server"):
             r = row[mode]

@@ -38,19 +38,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
+import itertools  # noqa: E402
+
 import numpy as np  # noqa: E402
 from _machine import describe  # noqa: E402
 
-from autoscaler import traces  # noqa: E402
-from autoscaler.policy import Policy, load_policy  # noqa: E402
-from autoscaler.simresult import feasible_capacity  # noqa: E402
-from autoscaler.simulate import (SimOptions, SimResult, compare_options, default_plan_fn, plan_gpus,  # noqa: E402
-                                 simulate)
+from autoscaler.config.policy import Policy, load_policy  # noqa: E402
+from autoscaler.sim import traces  # noqa: E402
+from autoscaler.sim.engine import SimOptions, SimResult, compare_options, default_plan_fn, plan_gpus, simulate  # noqa: E402
+from autoscaler.sim.result import feasible_capacity  # noqa: E402
 
 HEADROOMS = (0.1, 0.2, 0.3, 0.4, 0.5)
 PLANNERS = ("igniter", "ffd", "gslice", "gpulets")
 PLAN_SAMPLES = 120
-SCALES = (0.7, 0.85, 1.15, 1.3)       # ServeGen replayed at other sizes for T2 against gpulets
+SCALES = (0.7, 0.85, 1.15, 1.3)  # ServeGen replayed at other sizes for T2 against gpulets
 SCALE_HEADROOMS = (0.2, 0.3, 0.4)
 FLOOR_QUANTILE = 0.999
 AZURE_TIME = "second_since_2023-11-16T18:15:46"
@@ -70,16 +71,28 @@ def scenarios(quick: bool, only: str | None) -> list[Scenario]:
         sg = traces.read_wide(ROOT / "traces" / "servegen-3models-wide.csv")
         if quick:
             sg = traces.window(sg, 0, 3 * 86400)
-        out.append(Scenario("ServeGen example (servegen-sim.yaml)", load_policy(ROOT / "policies" / "servegen-sim.yaml"),
-                            sg, SimOptions()))
+        out.append(
+            Scenario(
+                "ServeGen example (servegen-sim.yaml)",
+                load_policy(ROOT / "policies" / "servegen-sim.yaml"),
+                sg,
+                SimOptions(),
+            )
+        )
     if only in (None, "azure"):
         pol = load_policy(ROOT / "policies" / "azure-sim.yaml")
         az = traces.scale(traces.read_wide(ROOT / "traces" / "azure-llm-2023-rps.csv", AZURE_TIME), 100.0)
-        out += [Scenario("Azure x100, per second, rate = interval mean", pol, az, SimOptions()),
-                Scenario("Azure x100, per second, rate = interval max", pol, az, SimOptions(rate_stat="max")),
-                Scenario("Azure x100, per second, rate = interval max, min_rate_rps at p99.9, delay 900 s, headroom 0.1",
-                         with_floors(pol, az, FLOOR_QUANTILE, 900.0, 0.1), az, SimOptions(rate_stat="max")),
-                Scenario("Azure x100, 60 s means", pol, traces.resample(az, 60.0, "mean"), SimOptions())]
+        out += [
+            Scenario("Azure x100, per second, rate = interval mean", pol, az, SimOptions()),
+            Scenario("Azure x100, per second, rate = interval max", pol, az, SimOptions(rate_stat="max")),
+            Scenario(
+                "Azure x100, per second, rate = interval max, min_rate_rps at p99.9, delay 900 s, headroom 0.1",
+                with_floors(pol, az, FLOOR_QUANTILE, 900.0, 0.1),
+                az,
+                SimOptions(rate_stat="max"),
+            ),
+            Scenario("Azure x100, 60 s means", pol, traces.resample(az, 60.0, "mean"), SimOptions()),
+        ]
     return out
 
 
@@ -96,8 +109,9 @@ def with_floors(policy: Policy, trace: traces.Trace, q: float, delay_s: float, h
 def clipped(trace: traces.Trace, q: float) -> traces.Trace:
     """Each workload's rates cut at its q-quantile: the rows above it are those a run reaching
     attainment q may leave short."""
-    return traces.Trace(trace.source, trace.times, {w: np.minimum(v, np.quantile(v, q)) for w, v in trace.rates.items()},
-                        trace.step_s)
+    return traces.Trace(
+        trace.source, trace.times, {w: np.minimum(v, np.quantile(v, q)) for w, v in trace.rates.items()}, trace.step_s
+    )
 
 
 class Runner:
@@ -117,20 +131,24 @@ class Runner:
         return [self.run(replace(self.sc.base, planner=planner, headroom=h)) for h in HEADROOMS]
 
     def igniter_search(self) -> list[SimResult]:
-        return [self.run(replace(self.sc.base, planner="igniter", forecast=f, headroom=h))
-                for f in ("last", "ewma", "holt", "seasonal") for h in HEADROOMS]
+        return [
+            self.run(replace(self.sc.base, planner="igniter", forecast=f, headroom=h))
+            for f in ("last", "ewma", "holt", "seasonal")
+            for h in HEADROOMS
+        ]
 
 
 def row(label: str, r: SimResult, ref: float) -> str:
     """One result line; `x peak` is against the igniter static-peak cost `ref`."""
     s = r.summary()
-    return (f"  {label:<26} {s['cost_total_usd']:>10,.2f} {s['cost_total_usd'] / ref:>7.3f} {s['slo_attainment']:>8.4f} "
-            f"{s['slo_attainment_time']:>8.4f} {s['worst_shortfall']:>7.1%} {s['scaling_actions']:>6} "
-            f"{s['servers_over_budget']:>7}")
+    return (
+        f"  {label:<26} {s['cost_total_usd']:>10,.2f} {s['cost_total_usd'] / ref:>7.3f} {s['slo_attainment']:>8.4f} "
+        f"{s['slo_attainment_time']:>8.4f} {s['worst_shortfall']:>7.1%} {s['scaling_actions']:>6} "
+        f"{s['servers_over_budget']:>7}"
+    )
 
 
-HEADER = (f"  {'run':<26} {'cost $':>10} {'x peak':>7} {'attain':>8} {'time':>8} {'worst':>7} {'acts':>6} "
-          f"{'over':>7}")
+HEADER = f"  {'run':<26} {'cost $':>10} {'x peak':>7} {'attain':>8} {'time':>8} {'worst':>7} {'acts':>6} {'over':>7}"
 
 
 def cheapest(results: list[SimResult], level: float) -> SimResult | None:
@@ -142,14 +160,20 @@ def report(sc: Scenario, scales: tuple[float, ...]) -> None:
     t0 = time.process_time()
     runner = Runner(sc)
     tr = sc.trace
-    print(f"\n== {sc.name}: {len(tr.times)} rows of {tr.step_s:g} s, {tr.duration_s / 3600:.1f} h, "
-          f"peak/mean {', '.join(f'{w} {tr.peak()[w] / max(tr.mean()[w], 1e-9):.1f}' for w in tr.names)}")
-    print(f"  policy: interval {sc.policy.scaling.interval_s:g} s, boot {sc.policy.scaling.boot_s:g} s, "
-          f"headroom {sc.policy.scaling.headroom:g}, scale-down delay {sc.policy.scaling.scale_down_delay_s:g} s, "
-          f"forecast {sc.policy.scaling.forecast}, rate source {sc.base.rate_stat}")
+    print(
+        f"\n== {sc.name}: {len(tr.times)} rows of {tr.step_s:g} s, {tr.duration_s / 3600:.1f} h, "
+        f"peak/mean {', '.join(f'{w} {tr.peak()[w] / max(tr.mean()[w], 1e-9):.1f}' for w in tr.names)}"
+    )
+    print(
+        f"  policy: interval {sc.policy.scaling.interval_s:g} s, boot {sc.policy.scaling.boot_s:g} s, "
+        f"headroom {sc.policy.scaling.headroom:g}, scale-down delay {sc.policy.scaling.scale_down_delay_s:g} s, "
+        f"forecast {sc.policy.scaling.forecast}, rate source {sc.base.rate_stat}"
+    )
     ref = runner.run(replace(sc.base, strategy="static-peak", planner="igniter")).cost_total_usd
-    print(f"  -- compare (the policy's settings); x peak: against igniter's static peak ${ref:,.2f}; "
-          "over: server-ticks predicted over their latency budget")
+    print(
+        f"  -- compare (the policy's settings); x peak: against igniter's static peak ${ref:,.2f}; "
+        "over: server-ticks predicted over their latency budget"
+    )
     print(HEADER)
     for opts in compare_options(sc.policy, sc.base):
         r = runner.run(opts)
@@ -175,36 +199,55 @@ def targets(runner: Runner, fronts: dict[str, list[SimResult]], peak: float) -> 
     top = max(search, key=lambda r: (r.attainment(), -r.cost_total_usd))
     floor = oracle_floor(runner.sc, runner.sc.trace) / peak
     floor_q = oracle_floor(runner.sc, clipped(runner.sc.trace, FLOOR_QUANTILE)) / peak
-    print(f"  floor: a perfect forecast with no scale-down delay (oracle) costs {floor:.3f} x static peak; "
-          f"{floor_q:.3f} x when each workload's rows above its {FLOOR_QUANTILE:g} quantile may fall short, "
-          f"so 0.5 x at 0.999 is {'within' if floor_q <= 0.5 else 'beyond'} what this trace's peak-to-mean allows")
+    print(
+        f"  floor: a perfect forecast with no scale-down delay (oracle) costs {floor:.3f} x static peak; "
+        f"{floor_q:.3f} x when each workload's rows above its {FLOOR_QUANTILE:g} quantile may fall short, "
+        f"so 0.5 x at 0.999 is {'within' if floor_q <= 0.5 else 'beyond'} what this trace's peak-to-mean allows"
+    )
     if best is not None:
         ratio = best.cost_total_usd / peak
-        verdict = ("MET" if ratio <= 0.5 else "MET where the trace allows (0.5 x is below the floor)" if floor_q > 0.5
-                   else "NOT MET")
-        print(f"  T1 {verdict}: attainment >= 0.999 first at {ratio:.3f} x static peak "
-              f"({best.label}, headroom {best.headroom:g})")
+        verdict = (
+            "MET"
+            if ratio <= 0.5
+            else "MET where the trace allows (0.5 x is below the floor)"
+            if floor_q > 0.5
+            else "NOT MET"
+        )
+        print(
+            f"  T1 {verdict}: attainment >= 0.999 first at {ratio:.3f} x static peak "
+            f"({best.label}, headroom {best.headroom:g})"
+        )
     else:
-        print(f"  T1 NOT MET in this scenario: no igniter run reaches 0.999; best {top.attainment():.4f} "
-              f"({top.label}, headroom {top.headroom:g}) at {top.cost_total_usd / peak:.3f} x static peak")
-    print(f"  T2 in simulation (same forecast and headroom grid): for each baseline run, igniter's cheapest run "
-          "with equal or better attainment")
+        print(
+            f"  T1 NOT MET in this scenario: no igniter run reaches 0.999; best {top.attainment():.4f} "
+            f"({top.label}, headroom {top.headroom:g}) at {top.cost_total_usd / peak:.3f} x static peak"
+        )
+    print(
+        "  T2 in simulation (same forecast and headroom grid): for each baseline run, igniter's cheapest run "
+        "with equal or better attainment"
+    )
     for p in PLANNERS[1:]:
         parts, wins = [], 0
         for h, r in zip(HEADROOMS, fronts[p]):
             ig = cheapest(fronts["igniter"], r.attainment())
             wins += ig is not None and ig.cost_total_usd < r.cost_total_usd
-            parts.append(f"h{h:g} {r.attainment():.4f} ${r.cost_total_usd:,.2f} vs " +
-                         ("-" if ig is None else f"${ig.cost_total_usd:,.2f} (h{ig.headroom:g})"))
+            parts.append(
+                f"h{h:g} {r.attainment():.4f} ${r.cost_total_usd:,.2f} vs "
+                + ("-" if ig is None else f"${ig.cost_total_usd:,.2f} (h{ig.headroom:g})")
+            )
         verdict = "MET" if wins == len(HEADROOMS) else f"{wins} of {len(HEADROOMS)}"
         print(f"    vs {p:<8} {verdict}: " + "; ".join(parts))
-    print("  at equal cost (each baseline's frontier interpolated linearly at igniter's cost; '-' outside its range): "
-          "igniter's attainment vs the baseline's")
+    print(
+        "  at equal cost (each baseline's frontier interpolated linearly at igniter's cost; '-' outside its range): "
+        "igniter's attainment vs the baseline's"
+    )
     for p in PLANNERS[1:]:
         parts = []
         for h, r in zip(HEADROOMS, fronts["igniter"]):
             other = at_cost(fronts[p], r.cost_total_usd)
-            parts.append(f"h{h:g} ${r.cost_total_usd:,.2f} {r.attainment():.4f} vs " + ("-" if other is None else f"{other:.4f}"))
+            parts.append(
+                f"h{h:g} ${r.cost_total_usd:,.2f} {r.attainment():.4f} vs " + ("-" if other is None else f"{other:.4f}")
+            )
         print(f"    vs {p:<8} " + "; ".join(parts))
 
 
@@ -216,7 +259,7 @@ def at_cost(results: list[SimResult], cost: float) -> float | None:
     for c, a in pts:
         best = max(best, a)
         front.append((c, best))
-    for (c0, a0), (c1, a1) in zip(front, front[1:]):
+    for (c0, a0), (c1, a1) in itertools.pairwise(front):
         if c0 <= cost <= c1:
             return a0 if c1 == c0 else a0 + (a1 - a0) * (cost - c0) / (c1 - c0)
     return front[0][1] if len(front) == 1 and abs(front[0][0] - cost) < 1e-9 else None
@@ -230,22 +273,27 @@ def oracle_floor(sc: Scenario, trace: traces.Trace) -> float:
     return simulate(policy, trace, replace(sc.base, strategy="oracle", planner="igniter")).cost_total_usd
 
 
-def t2_scales(sc: Scenario, scales: tuple[float, ...], igniter: list[SimResult], gpulets: list[SimResult],
-              peak: float) -> int:
+def t2_scales(
+    sc: Scenario, scales: tuple[float, ...], igniter: list[SimResult], gpulets: list[SimResult], peak: float
+) -> int:
     """T2 against gpulets with more rows deciding it: the trace replayed at other sizes (rates
     times each factor) moves every plan's rounding, so the few short rows of one replay are not the
     whole answer. At each igniter run's cost, gpulets' frontier is interpolated (at_cost). Returns
     how many simulations it ran."""
-    print(f"  T2 vs gpulets at other trace sizes (headroom {', '.join(f'{h:g}' for h in SCALE_HEADROOMS)}; "
-          "x peak, igniter's attainment vs gpulets' at the same cost; + igniter ahead, - behind)")
+    print(
+        f"  T2 vs gpulets at other trace sizes (headroom {', '.join(f'{h:g}' for h in SCALE_HEADROOMS)}; "
+        "x peak, igniter's attainment vs gpulets' at the same cost; + igniter ahead, - behind)"
+    )
     at = [HEADROOMS.index(h) for h in SCALE_HEADROOMS]
     runs = {1.0: ([igniter[i] for i in at], [gpulets[i] for i in at], peak)}
     ran = 0
     for f in scales:
         runner = Runner(replace(sc, trace=traces.scale(sc.trace, f)))
         ref = runner.run(replace(sc.base, strategy="static-peak", planner="igniter")).cost_total_usd
-        fr = {p: [runner.run(replace(sc.base, planner=p, headroom=h)) for h in SCALE_HEADROOMS]
-              for p in ("igniter", "gpulets")}
+        fr = {
+            p: [runner.run(replace(sc.base, planner=p, headroom=h)) for h in SCALE_HEADROOMS]
+            for p in ("igniter", "gpulets")
+        }
         runs[f] = (fr["igniter"], fr["gpulets"], ref)
         ran += len(runner.results)
     diffs = []
@@ -255,25 +303,29 @@ def t2_scales(sc: Scenario, scales: tuple[float, ...], igniter: list[SimResult],
             other = at_cost(gp, r.cost_total_usd)
             if other is not None:
                 diffs.append(r.attainment() - other)
-            parts.append(f"h{h:g} {r.cost_total_usd / ref:.3f} {r.attainment():.4f} vs " +
-                         ("-" if other is None else f"{other:.4f} ({r.attainment() - other:+.4f})"))
+            parts.append(
+                f"h{h:g} {r.cost_total_usd / ref:.3f} {r.attainment():.4f} vs "
+                + ("-" if other is None else f"{other:.4f} ({r.attainment() - other:+.4f})")
+            )
         print(f"    x{f:g}: " + "; ".join(parts))
     if diffs:
         ahead, behind = sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs)
-        print(f"    at equal cost igniter is ahead in {ahead}, behind in {behind}, level in {len(diffs) - ahead - behind} "
-              f"of {len(diffs)}; mean difference {np.mean(diffs):+.5f} (one short row of one replay: "
-              f"{1 / (len(sc.trace.times) * len(sc.trace.names)):.5f})")
+        print(
+            f"    at equal cost igniter is ahead in {ahead}, behind in {behind}, level in {len(diffs) - ahead - behind} "
+            f"of {len(diffs)}; mean difference {np.mean(diffs):+.5f} (one short row of one replay: "
+            f"{1 / (len(sc.trace.times) * len(sc.trace.names)):.5f})"
+        )
     return ran
 
 
 @dataclass
 class PlanScore:
-    cost: float = 0.0      # summed $/h over the sampled rows
-    short: int = 0         # plans whose re-predicted capacity misses some workload's rate
-    beats: int = 0         # rows where this plan meets every SLO and costs less than igniter's
-    dearer: int = 0        # rows where it costs more than igniter's
+    cost: float = 0.0  # summed $/h over the sampled rows
+    short: int = 0  # plans whose re-predicted capacity misses some workload's rate
+    beats: int = 0  # rows where this plan meets every SLO and costs less than igniter's
+    dearer: int = 0  # rows where it costs more than igniter's
     capacity: float = 0.0  # summed in-budget capacity over rows and workloads (req/s)
-    rate: float = 0.0      # summed planned rate over rows and workloads (req/s)
+    rate: float = 0.0  # summed planned rate over rows and workloads (req/s)
 
 
 def plan_quality(sc: Scenario) -> None:
@@ -303,27 +355,43 @@ def plan_quality(sc: Scenario) -> None:
             s.capacity += sum(cap.get(w, 0.0) for w in rates)
             s.rate += sum(rates.values())
     ref = scores["igniter"].cost
-    print(f"  -- plans for {len(rows)} trace rows spread over the trace (rate x {1 + h:g}), each re-predicted as co-located")
-    print(f"  {'planner':<22} {'$/h summed':>11} {'x igniter':>10} {'capacity/rate':>14} {'misses SLO':>11} {'dearer':>7} "
-          f"{'cheaper and meets SLO':>22}")
+    print(
+        f"  -- plans for {len(rows)} trace rows spread over the trace (rate x {1 + h:g}), each re-predicted as co-located"
+    )
+    print(
+        f"  {'planner':<22} {'$/h summed':>11} {'x igniter':>10} {'capacity/rate':>14} {'misses SLO':>11} {'dearer':>7} "
+        f"{'cheaper and meets SLO':>22}"
+    )
     for p, s in scores.items():
-        print(f"  {p + (' (MILP optimum)' if p == 'exact' else ''):<22} {s.cost:>11,.2f} {s.cost / ref:>10.3f} "
-              f"{s.capacity / max(s.rate, 1e-9):>14.3f} {s.short:>11} {s.dearer:>7} {s.beats:>22}")
+        print(
+            f"  {p + (' (MILP optimum)' if p == 'exact' else ''):<22} {s.cost:>11,.2f} {s.cost / ref:>10.3f} "
+            f"{s.capacity / max(s.rate, 1e-9):>14.3f} {s.short:>11} {s.dearer:>7} {s.beats:>22}"
+        )
     if fallbacks:
         print(f"  (exact was too large and fell back to igniter in {fallbacks} rows)")
     beaten = {p: s.beats for p, s in scores.items() if p in PLANNERS[1:] and s.beats}
-    print(f"  T2 plan by plan: {'MET' if not beaten else 'NOT MET'}: " +
-          ("no baseline plan that meets every SLO is cheaper than igniter's; " if not beaten else
-           f"a baseline plan meeting every SLO is cheaper in {beaten}; ") +
-          ", ".join(f"{p} costs more in {scores[p].dearer} and misses an SLO in {scores[p].short}" for p in PLANNERS[1:]))
+    print(
+        f"  T2 plan by plan: {'MET' if not beaten else 'NOT MET'}: "
+        + (
+            "no baseline plan that meets every SLO is cheaper than igniter's; "
+            if not beaten
+            else f"a baseline plan meeting every SLO is cheaper in {beaten}; "
+        )
+        + ", ".join(
+            f"{p} costs more in {scores[p].dearer} and misses an SLO in {scores[p].short}" for p in PLANNERS[1:]
+        )
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="ServeGen: the first 3 days only")
     ap.add_argument("--only", choices=["servegen", "azure"])
-    ap.add_argument("--scales", default=",".join(f"{f:g}" for f in SCALES),
-                    help="ServeGen sizes for T2 against gpulets, comma-separated ('' to skip)")
+    ap.add_argument(
+        "--scales",
+        default=",".join(f"{f:g}" for f in SCALES),
+        help="ServeGen sizes for T2 against gpulets, comma-separated ('' to skip)",
+    )
     args = ap.parse_args()
     scales = tuple(float(x) for x in args.scales.split(",") if x.strip())
     print(f"machine: {describe()}")

@@ -28,9 +28,9 @@ sys.path.insert(0, str(ROOT))
 
 from _machine import describe  # noqa: E402
 
-from autoscaler.policy import load_policy  # noqa: E402
-from autoscaler.simulate import SimOptions, simulate  # noqa: E402
-from autoscaler.traces import Trace, read_wide  # noqa: E402
+from autoscaler.config.policy import load_policy  # noqa: E402
+from autoscaler.sim.engine import SimOptions, simulate  # noqa: E402
+from autoscaler.sim.traces import Trace, read_wide  # noqa: E402
 
 MODELS = [("alexnet", 20), ("resnet50", 40), ("vgg19", 60), ("ssd", 50)]
 SERVEGEN = ROOT / "traces" / "servegen-3models-wide.csv"
@@ -53,14 +53,31 @@ def ten_workloads(step_s: float, days: float, seed: int = 7) -> Trace:
 
 
 def policy_for(trace: Trace, interval_s: float, path: Path) -> Path:
-    workloads = [{"name": w, "model": MODELS[i % 4][0], "slo_ms": MODELS[i % 4][1],
-                  "rate_rps": round(float(trace.rates[w].max()), 1)} for i, w in enumerate(trace.names)]
-    data = {"fleet": "bench", "agents": {"transport": "none"},
-            "instance_types": [{"name": "p3.2xlarge", "gpu": "v100", "gpus": 1, "price_per_hour": 3.06},
-                               {"name": "g4dn.xlarge", "gpu": "t4-synthetic", "gpus": 1, "price_per_hour": 0.526}],
-            "workloads": workloads,
-            "scaling": {"interval_s": interval_s, "boot_s": 180, "headroom": 0.1, "scale_down_delay_s": 1200,
-                        "forecast": "ewma"}}
+    workloads = [
+        {
+            "name": w,
+            "model": MODELS[i % 4][0],
+            "slo_ms": MODELS[i % 4][1],
+            "rate_rps": round(float(trace.rates[w].max()), 1),
+        }
+        for i, w in enumerate(trace.names)
+    ]
+    data = {
+        "fleet": "bench",
+        "agents": {"transport": "none"},
+        "instance_types": [
+            {"name": "p3.2xlarge", "gpu": "v100", "gpus": 1, "price_per_hour": 3.06},
+            {"name": "g4dn.xlarge", "gpu": "t4-synthetic", "gpus": 1, "price_per_hour": 0.526},
+        ],
+        "workloads": workloads,
+        "scaling": {
+            "interval_s": interval_s,
+            "boot_s": 180,
+            "headroom": 0.1,
+            "scale_down_delay_s": 1200,
+            "forecast": "ewma",
+        },
+    }
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
 
@@ -84,16 +101,22 @@ def main() -> None:
     print(f"machine: {describe()}")
     print(f"{'case':<44} {'ticks':>6} {'wall s':>7} {'cpu s':>7} {'ms/tick':>8} {'target':>7}")
     with tempfile.TemporaryDirectory() as tmp:
-        cases = [("10 workloads, 14 days, 10-min rows", ten_workloads(600, 14), 600.0),
-                 ("10 workloads, 2 days, 1-min rows", ten_workloads(60, 2), 60.0)]
+        cases = [
+            ("10 workloads, 14 days, 10-min rows", ten_workloads(600, 14), 600.0),
+            ("10 workloads, 2 days, 1-min rows", ten_workloads(60, 2), 60.0),
+        ]
         for name, trace, interval in cases:
             wall, cpu, s = timed(policy_for(trace, interval, Path(tmp) / "p.yaml"), trace, args.runs)
-            print(f"{name:<44} {s['ticks']:>6} {wall:>7.1f} {cpu:>7.1f} {1000 * cpu / s['ticks']:>8.1f} "
-                  f"{'met' if wall < 60 else 'MISSED':>7}")
+            print(
+                f"{name:<44} {s['ticks']:>6} {wall:>7.1f} {cpu:>7.1f} {1000 * cpu / s['ticks']:>8.1f} "
+                f"{'met' if wall < 60 else 'MISSED':>7}"
+            )
         trace = read_wide(SERVEGEN)
         wall, cpu, s = timed(ROOT / "policies" / "servegen-sim.yaml", trace, args.runs)
-        print(f"{'ServeGen example (3 workloads, interval 300)':<44} {s['ticks']:>6} {wall:>7.1f} {cpu:>7.1f} "
-              f"{1000 * cpu / s['ticks']:>8.1f} {'-':>7}")
+        print(
+            f"{'ServeGen example (3 workloads, interval 300)':<44} {s['ticks']:>6} {wall:>7.1f} {cpu:>7.1f} "
+            f"{1000 * cpu / s['ticks']:>8.1f} {'-':>7}"
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+# fixtures shared across packages: real backends (moto, sshd, a tiny model), small sim policies
+pytest_plugins = ["tests.kit.backends", "tests.kit.sim"]
+
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ROOT / "policies" / "profiles"
 DATA = ROOT / "tests" / "data"
@@ -39,6 +42,12 @@ def igniter(capsys: pytest.CaptureFixture[str]):
 
 def run_cli(*args: str, stdin: str | None = None, timeout: float = 120) -> Result:
     """Run `python -m autoscaler ARGS` as a real process, as a user would."""
-    proc = subprocess.run([sys.executable, "-m", "autoscaler", *map(str, args)], input=stdin,
-                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autoscaler", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)

@@ -19,20 +19,27 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from autoscaler.perfmodel import PerfModel
+from autoscaler.config.policy import load_policy
+from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner import EXTRA, PLANNERS, TooLarge, check_plan, make_plan, planning_inputs
 from autoscaler.planner.types import Demand, InstanceOption, Plan
-from autoscaler.policy import load_policy
 
 EXIT_OK, EXIT_UNPLACED = 0, 3
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="plan the cheapest fleet that meets every SLO",
-                       description="Plan the fleet for a policy: instances, GPUs, and each workload's batch and MPS share.")
+    p = sub.add_parser(
+        "plan",
+        help="plan the cheapest fleet that meets every SLO",
+        description="Plan the fleet for a policy: instances, GPUs, and each workload's batch and MPS share.",
+    )
     p.add_argument("policy", metavar="POLICY", help="policy YAML")
-    p.add_argument("--planner", choices=[*PLANNERS, *EXTRA], default=None,
-                   help="planner (default: the policy's scaling.planner, normally igniter)")
+    p.add_argument(
+        "--planner",
+        choices=[*PLANNERS, *EXTRA],
+        default=None,
+        help="planner (default: the policy's scaling.planner, normally igniter)",
+    )
     p.add_argument("--json", action="store_true", help="print the plan as JSON (the contract in DESIGN.md)")
     p.add_argument("--compare", action="store_true", help="run every planner and compare cost, GPUs, feasibility, time")
     p.set_defaults(func=run)
@@ -69,10 +76,16 @@ class Row:
     def to_json(self) -> dict[str, Any]:
         if self.plan is None:
             return {"planner": self.name, "skipped": self.note}
-        return {"planner": self.name, "cost_per_hour": self.plan.cost_per_hour, "gpus": self.plan.gpu_count,
-                "instances": len(self.plan.instances), "feasible": not self.violations,
-                "violations": len(self.violations), "unplaced": len(self.plan.unplaced),
-                "seconds": round(self.seconds, 6)}
+        return {
+            "planner": self.name,
+            "cost_per_hour": self.plan.cost_per_hour,
+            "gpus": self.plan.gpu_count,
+            "instances": len(self.plan.instances),
+            "feasible": not self.violations,
+            "violations": len(self.violations),
+            "unplaced": len(self.plan.unplaced),
+            "seconds": round(self.seconds, 6),
+        }
 
 
 def compare(demands: Sequence[Demand], options: Sequence[InstanceOption], models: dict[str, PerfModel]) -> list[Row]:
@@ -107,8 +120,15 @@ def _compare_cells(r: Row) -> list[str]:
     if r.plan is None:
         return [r.name, "-", "-", "-", f"n/a: {r.note}", "-", "-"]
     ok = "yes" if not r.violations else f"[red]no: {len(r.violations)} violations[/red]"
-    return [r.name, f"{r.plan.cost_per_hour:.2f}", str(r.plan.gpu_count), str(len(r.plan.instances)), ok,
-            str(len(r.plan.unplaced)), f"{r.seconds * 1000:.1f}"]
+    return [
+        r.name,
+        f"{r.plan.cost_per_hour:.2f}",
+        str(r.plan.gpu_count),
+        str(len(r.plan.instances)),
+        ok,
+        str(len(r.plan.unplaced)),
+        f"{r.seconds * 1000:.1f}",
+    ]
 
 
 def _console() -> Console:
@@ -127,12 +147,22 @@ def print_plan(plan: Plan, demands: Sequence[Demand], source: str) -> None:
         head = [f"{k} {inst.instance_type}", f"{inst.price_per_hour:.3f}"]
         for g in inst.gpus:
             for p in g.placements:
-                table.add_row(*head, f"{g.index} {g.gpu}", p.workload, str(p.batch), f"{p.mps_percent:g}",
-                              f"{p.rate_rps:.1f}", f"{p.predicted_latency_ms:.2f}", f"{budgets.get(p.workload, 0):.2f}")
+                table.add_row(
+                    *head,
+                    f"{g.index} {g.gpu}",
+                    p.workload,
+                    str(p.batch),
+                    f"{p.mps_percent:g}",
+                    f"{p.rate_rps:.1f}",
+                    f"{p.predicted_latency_ms:.2f}",
+                    f"{budgets.get(p.workload, 0):.2f}",
+                )
                 head = ["", ""]
     console = _console()
     console.print(table)
-    console.print(f"[bold]{plan.cost_per_hour:.2f} $/hour[/bold]: {len(plan.instances)} instances, "
-                  f"{plan.gpu_count} GPUs" + (f"; {plan.stats['fallback']}" if "fallback" in plan.stats else ""))
+    console.print(
+        f"[bold]{plan.cost_per_hour:.2f} $/hour[/bold]: {len(plan.instances)} instances, "
+        f"{plan.gpu_count} GPUs" + (f"; {plan.stats['fallback']}" if "fallback" in plan.stats else "")
+    )
     for u in plan.unplaced:
         console.print(f"[red]unplaced[/red] {u.workload}: {u.reason}")

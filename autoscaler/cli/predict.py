@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from autoscaler.errors import InputError, from_validation
-from autoscaler.perfmodel import PerfModel, Placement, load_model
+from autoscaler.config.errors import InputError, from_validation
+from autoscaler.model.perfmodel import PerfModel, Placement, load_model
 
 
 class _PlacementIn(BaseModel):
@@ -32,8 +32,13 @@ class _Request(BaseModel):
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("predict", help="predict co-located latency and throughput on one GPU")
     p.add_argument("--profile", required=True, help="GPU profile YAML (e.g. policies/profiles/v100.yaml)")
-    p.add_argument("--place", action="append", default=[], metavar="MODEL:BATCH:MPS",
-                   help="a placement; repeat for co-located workloads")
+    p.add_argument(
+        "--place",
+        action="append",
+        default=[],
+        metavar="MODEL:BATCH:MPS",
+        help="a placement; repeat for co-located workloads",
+    )
     p.add_argument("--batch-file", metavar="F", help='JSON lines {"placements": [...]} in ("-" for stdin)')
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
@@ -55,14 +60,20 @@ def _check_models(model: PerfModel, placements: Iterable[_PlacementIn], source: 
     for i, p in enumerate(placements):
         if p.model not in model.models:
             known = ", ".join(sorted(model.models))
-            raise InputError(source, f"{field}[{i}].model" if field else f"--place[{i}]",
-                             f"model {p.model!r} is not in the profile (known: {known})")
+            raise InputError(
+                source,
+                f"{field}[{i}].model" if field else f"--place[{i}]",
+                f"model {p.model!r} is not in the profile (known: {known})",
+            )
 
 
 def predict_json(model: PerfModel, placements: Iterable[_PlacementIn]) -> dict:
     preds = model.predict([Placement(p.model, p.batch, p.mps_percent) for p in placements])
-    return {"predictions": [{"latency_ms": round(x.latency_ms, 6), "throughput_rps": round(x.throughput_rps, 6)}
-                            for x in preds]}
+    return {
+        "predictions": [
+            {"latency_ms": round(x.latency_ms, 6), "throughput_rps": round(x.throughput_rps, 6)} for x in preds
+        ]
+    }
 
 
 def _read_requests(path: str) -> Iterator[tuple[int, _Request]]:
@@ -120,6 +131,7 @@ def _print_table(model: PerfModel, placements: list[_PlacementIn], out: dict) ->
     for col in ("model", "batch", "MPS %", "latency ms", "throughput req/s"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for p, pred in zip(placements, out["predictions"]):
-        table.add_row(p.model, str(p.batch), f"{p.mps_percent:g}", f"{pred['latency_ms']:.2f}",
-                      f"{pred['throughput_rps']:.1f}")
+        table.add_row(
+            p.model, str(p.batch), f"{p.mps_percent:g}", f"{pred['latency_ms']:.2f}", f"{pred['throughput_rps']:.1f}"
+        )
     Console().print(table)

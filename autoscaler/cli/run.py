@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from autoscaler.errors import InputError
+from autoscaler.config.errors import InputError
 
 DESCRIPTION = """Autoscale a GPU inference fleet: every scaling.interval_s observe the rates and the fleet,
 forecast, plan with the planner and converge the fleet (EC2 or processes on this machine).
@@ -25,11 +25,19 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("policy", type=Path, help="policy YAML")
     p.add_argument("--once", action="store_true", help="run exactly one tick and exit")
     p.add_argument("--state", type=Path, help="SQLite state file (default ~/.local/state/igniter/<fleet>.sqlite)")
-    p.add_argument("--status-port", type=int, default=None,
-                   help="status HTTP port on 127.0.0.1 (default scaling.status_port; 0 picks a free port)")
+    p.add_argument(
+        "--status-port",
+        type=int,
+        default=None,
+        help="status HTTP port on 127.0.0.1 (default scaling.status_port; 0 picks a free port)",
+    )
     p.add_argument("--no-status", action="store_true", help="do not serve the status endpoint")
-    p.add_argument("--log-level", default=None, choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                   help="log level on stderr (default INFO; `igniter -v` means DEBUG)")
+    p.add_argument(
+        "--log-level",
+        default=None,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level on stderr (default INFO; `igniter -v` means DEBUG)",
+    )
     p.set_defaults(func=cmd_run, handler=cmd_run)
     return p
 
@@ -44,15 +52,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _state_path(args: argparse.Namespace) -> Path:
-    from autoscaler.policy import load_policy
-    from autoscaler.wiring import default_state_path
+    from autoscaler.config.policy import load_policy
+    from autoscaler.loop.wiring import default_state_path
 
     return args.state if args.state is not None else default_state_path(load_policy(args.policy))
 
 
 def _once(args: argparse.Namespace) -> int:
-    from autoscaler.policy import load_policy
-    from autoscaler.wiring import build_controller
+    from autoscaler.config.policy import load_policy
+    from autoscaler.loop.wiring import build_controller
 
     controller = build_controller(load_policy(args.policy), _state_path(args))
     try:
@@ -60,17 +68,22 @@ def _once(args: argparse.Namespace) -> int:
     finally:
         controller.deps.transport.close()
         controller.store.close()
-    print(f"tick {report.tick}: {report.decision or report.error}; "
-          f"{len(report.outcome.done)} action(s) done, {len(report.outcome.failed)} failed", file=sys.stderr)
+    print(
+        f"tick {report.tick}: {report.decision or report.error}; "
+        f"{len(report.outcome.done)} action(s) done, {len(report.outcome.failed)} failed",
+        file=sys.stderr,
+    )
     return 0 if report.ok else 1
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from autoscaler.policy import load_policy
-    from autoscaler.service import Service
+    from autoscaler.config.policy import load_policy
+    from autoscaler.loop.service import Service
 
     policy = load_policy(args.policy)
-    port = None if args.no_status else (args.status_port if args.status_port is not None else policy.scaling.status_port)
+    port = (
+        None if args.no_status else (args.status_port if args.status_port is not None else policy.scaling.status_port)
+    )
     return Service(args.policy, _state_path(args), port).run()
 
 

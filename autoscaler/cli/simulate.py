@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autoscaler.errors import InputError
+from autoscaler.config.errors import InputError
 
 DESCRIPTION = """Replay a wide trace (a time_s column and one req/s column per workload) through the
 autoscaler's real controller (forecast, planner, hold/scale-down, reconcile) with a simulated clock and
@@ -25,24 +25,39 @@ the worst shortfall and the scaling actions."""
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the `simulate` subcommand to the igniter CLI."""
-    p = subparsers.add_parser("simulate", help="replay a request-rate trace through the autoscaler", description=DESCRIPTION)
+    p = subparsers.add_parser(
+        "simulate", help="replay a request-rate trace through the autoscaler", description=DESCRIPTION
+    )
     p.add_argument("policy", type=Path, help="policy YAML")
     p.add_argument("--trace", type=Path, required=True, help="wide trace CSV: time_s, then one column per workload")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (with --compare: a list)")
-    p.add_argument("--timeline", type=Path, metavar="OUT.csv", help="write time_s,workload,rate_rps,capacity_rps,cost_per_hour")
+    p.add_argument(
+        "--timeline", type=Path, metavar="OUT.csv", help="write time_s,workload,rate_rps,capacity_rps,cost_per_hour"
+    )
     p.add_argument("--plot", type=Path, metavar="OUT.png", help="draw rate against capacity per workload, and cost")
     p.add_argument("--planner", help="planner to use instead of the policy's (igniter, ffd, gslice, gpulets, exact)")
     p.add_argument("--forecast", choices=["last", "ewma", "holt", "seasonal"], help="forecast instead of the policy's")
     p.add_argument("--headroom", type=float, help="headroom instead of the policy's (0.2 = plan for 120 %%)")
     p.add_argument("--interval-s", type=float, help="tick interval instead of the policy's scaling.interval_s")
-    p.add_argument("--strategy", choices=["autoscaler", "reactive", "static-peak", "oracle"], default="autoscaler",
-                   help="autoscaler (default), reactive target tracking (40-70 %% utilisation), static peak, "
-                        "oracle (a perfect forecast of the coming boot_s + interval_s: the floor for forecasting)")
-    p.add_argument("--rate-stat", choices=["mean", "max"], default="mean",
-                   help="what the simulated rate source reports per interval: the mean rate (a request counter, "
-                        "default) or the busiest trace row (a Maximum statistic), for bursty per-second traces")
-    p.add_argument("--compare", action="store_true",
-                   help="run igniter under each forecast, ffd, gslice, gpulets, static peak, reactive and oracle side by side")
+    p.add_argument(
+        "--strategy",
+        choices=["autoscaler", "reactive", "static-peak", "oracle"],
+        default="autoscaler",
+        help="autoscaler (default), reactive target tracking (40-70 %% utilisation), static peak, "
+        "oracle (a perfect forecast of the coming boot_s + interval_s: the floor for forecasting)",
+    )
+    p.add_argument(
+        "--rate-stat",
+        choices=["mean", "max"],
+        default="mean",
+        help="what the simulated rate source reports per interval: the mean rate (a request counter, "
+        "default) or the busiest trace row (a Maximum statistic), for bursty per-second traces",
+    )
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="run igniter under each forecast, ffd, gslice, gpulets, static peak, reactive and oracle side by side",
+    )
     add_trace_args(p)
     p.set_defaults(func=run)
     return p
@@ -51,8 +66,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 def add_trace_args(p: argparse.ArgumentParser) -> None:
     """Options that reshape a trace before it is replayed (shared with `igniter trace`)."""
     p.add_argument("--time-col", default="time_s", help="name of the time column (default time_s)")
-    p.add_argument("--rename", action="append", default=[], metavar="OLD=NEW", help="rename a trace column (repeatable)")
-    p.add_argument("--scale", type=float, default=1.0, help="multiply every rate (replay a trace's shape at another size)")
+    p.add_argument(
+        "--rename", action="append", default=[], metavar="OLD=NEW", help="rename a trace column (repeatable)"
+    )
+    p.add_argument(
+        "--scale", type=float, default=1.0, help="multiply every rate (replay a trace's shape at another size)"
+    )
     p.add_argument("--step-s", type=float, help="aggregate rows into windows of this many seconds first")
     p.add_argument("--agg", choices=["mean", "max"], default="mean", help="how --step-s aggregates (default mean)")
     p.add_argument("--start-s", type=float, help="first second to replay (relative to the trace's start)")
@@ -61,14 +80,14 @@ def add_trace_args(p: argparse.ArgumentParser) -> None:
 
 def load_trace(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """Read the wide trace at args.trace and reshape it (see `reshape`)."""
-    from autoscaler import traces
+    from autoscaler.sim import traces
 
     return reshape(args, traces.read_wide(args.trace, args.time_col))
 
 
 def reshape(args: argparse.Namespace, trace):  # type: ignore[no-untyped-def]
     """Apply --rename, --start-s/--end-s, --step-s/--agg and --scale, in that order."""
-    from autoscaler import traces
+    from autoscaler.sim import traces
 
     if args.rename:
         trace = traces.rename(trace, _pairs(args.rename))
@@ -95,16 +114,18 @@ def _pairs(items: list[str]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Load, replay (once or --compare), then print and write what was asked for."""
-    from autoscaler import simulate as sim
-    from autoscaler.policy import load_policy
-    from autoscaler.traces import check_workloads
+    from autoscaler.config.policy import load_policy
+    from autoscaler.sim import engine as sim
+    from autoscaler.sim.traces import check_workloads
 
     policy = load_policy(args.policy)
     _check_options(args, policy)
     trace = load_trace(args)
     check_workloads(trace, [w.name for w in policy.workloads], str(args.policy))
     if args.interval_s is not None:
-        policy = policy.model_copy(update={"scaling": policy.scaling.model_copy(update={"interval_s": args.interval_s})})
+        policy = policy.model_copy(
+            update={"scaling": policy.scaling.model_copy(update={"interval_s": args.interval_s})}
+        )
     started = time.perf_counter()
     opts = sim.SimOptions(args.planner, args.forecast, args.headroom, args.strategy, rate_stat=args.rate_stat)
     if args.compare:
@@ -132,11 +153,14 @@ def _progress(label: str) -> None:
 
 
 def _output(args: argparse.Namespace, results: list[Any], wall: float) -> None:
-    from autoscaler import simreport
+    from autoscaler.sim import report as simreport
 
     r0 = results[0]
-    print(f"simulated {r0.trace.duration_s / 86400:.2f} days ({len(r0.trace.times)} rows x "
-          f"{len(r0.trace.names)} workloads, {r0.ticks} ticks) {len(results)} time(s) in {wall:.1f} s", file=sys.stderr)
+    print(
+        f"simulated {r0.trace.duration_s / 86400:.2f} days ({len(r0.trace.times)} rows x "
+        f"{len(r0.trace.names)} workloads, {r0.ticks} ticks) {len(results)} time(s) in {wall:.1f} s",
+        file=sys.stderr,
+    )
     if args.timeline:
         simreport.write_timeline(r0, args.timeline)
     if args.plot:

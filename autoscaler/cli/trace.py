@@ -19,9 +19,12 @@ from autoscaler.cli.simulate import add_trace_args, load_trace, reshape
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add `trace convert` and `trace show` to the igniter CLI."""
-    p = subparsers.add_parser("trace", help="convert and inspect request-rate traces",
-                              description="Convert a long-format trace (time, name, rate) into the wide format "
-                                          "`igniter simulate --trace` reads, or summarise a wide trace.")
+    p = subparsers.add_parser(
+        "trace",
+        help="convert and inspect request-rate traces",
+        description="Convert a long-format trace (time, name, rate) into the wide format "
+        "`igniter simulate --trace` reads, or summarise a wide trace.",
+    )
     sub = p.add_subparsers(dest="trace_command", required=True, metavar="ACTION")
     c = sub.add_parser("convert", help="long (time,name,rate) -> wide (time_s, one column per name)")
     c.add_argument("input", type=Path, help="input CSV")
@@ -41,7 +44,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_convert(args: argparse.Namespace) -> int:
     """Long -> wide (or wide -> wide), then the same reshaping `simulate` offers, then write."""
-    from autoscaler import traces
+    from autoscaler.sim import traces
 
     if args.wide:
         args.trace = args.input
@@ -53,8 +56,11 @@ def run_convert(args: argparse.Namespace) -> int:
         _report(converted)
         trace = reshape(args, converted.trace)
     traces.write_wide(trace, args.out)
-    print(f"wrote {args.out}: {len(trace.times)} rows x {len(trace.names)} columns ({', '.join(trace.names)}), "
-          f"{trace.step_s:g} s apart", file=sys.stderr)
+    print(
+        f"wrote {args.out}: {len(trace.times)} rows x {len(trace.names)} columns ({', '.join(trace.names)}), "
+        f"{trace.step_s:g} s apart",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from autoscaler.errors import InputError
-from autoscaler.policy import load_policy
+from autoscaler.config.errors import InputError
+from autoscaler.config.policy import load_policy
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -76,8 +76,7 @@ class Provider(Protocol):
         """Every non-terminated instance carrying this fleet's tag."""
         ...
 
-    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0,
-               salt: str = "") -> Instance:
+    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0, salt: str = "") -> Instance:
         """Start an instance for `slot` (idempotent: returns the existing one if present).
 
         `salt` is the state file's random epoch: it keeps launch tokens unique when a slot name is
@@ -100,8 +99,7 @@ class HostKeySource(Protocol):
     instance has not published them yet (ask again on a later tick). An empty list is a final
     answer: the instance published its keys, and none of them was usable."""
 
-    def host_keys(self, instance: Instance) -> list[str] | None:
-        ...
+    def host_keys(self, instance: Instance) -> list[str] | None: ...
 
 
 def launch_token(fleet: str, slot: str, attempt: int, salt: str = "") -> str:

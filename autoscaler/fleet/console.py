@@ -100,7 +100,7 @@ def _wire_name_matches(key_type: str, blob: str) -> bool:
     fields: list[bytes] = []
     at = 0
     while at + 4 <= len(raw):
-        (length,) = struct.unpack(">I", raw[at:at + 4])
-        fields.append(raw[at + 4:at + 4 + length])
+        (length,) = struct.unpack(">I", raw[at : at + 4])
+        fields.append(raw[at + 4 : at + 4 + length])
         at += 4 + length
     return at == len(raw) and len(fields) >= 2 and fields[0] == key_type.encode()

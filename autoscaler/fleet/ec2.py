@@ -22,30 +22,56 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from autoscaler.fleet.base import (TAG_ATTEMPT, TAG_FLEET, TAG_GENERATION, TAG_SLOT, CapacityError, Instance,
-                                   InstanceState, NotFoundError, PermanentError, ProviderError, ThrottledError,
-                                   fleet_tags, launch_token)
+from autoscaler.config.policy import ProviderConfig
+from autoscaler.fleet.base import (
+    TAG_ATTEMPT,
+    TAG_FLEET,
+    TAG_GENERATION,
+    TAG_SLOT,
+    CapacityError,
+    Instance,
+    InstanceState,
+    NotFoundError,
+    PermanentError,
+    ProviderError,
+    ThrottledError,
+    fleet_tags,
+    launch_token,
+)
 from autoscaler.fleet.console import console_text, parse_console
-from autoscaler.policy import ProviderConfig
 
-CAPACITY_CODES = frozenset({"InsufficientInstanceCapacity", "InstanceLimitExceeded", "Unsupported",
-                            "InsufficientHostCapacity", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded"})
-THROTTLE_CODES = frozenset({"RequestLimitExceeded", "Throttling", "ThrottlingException", "ServiceUnavailable",
-                            "InternalError", "Unavailable"})
+CAPACITY_CODES = frozenset(
+    {
+        "InsufficientInstanceCapacity",
+        "InstanceLimitExceeded",
+        "Unsupported",
+        "InsufficientHostCapacity",
+        "VcpuLimitExceeded",
+        "MaxSpotInstanceCountExceeded",
+    }
+)
+THROTTLE_CODES = frozenset(
+    {"RequestLimitExceeded", "Throttling", "ThrottlingException", "ServiceUnavailable", "InternalError", "Unavailable"}
+)
 LISTED_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 STATE_MAP: dict[str, InstanceState] = {"pending": "pending", "running": "running"}
 # What EC2 answers when GetConsoleOutput's Latest=True is not available for an instance type
 # (Latest needs the Nitro System; p3 is Xen): ask again for the buffered output instead.
-LATEST_UNSUPPORTED = frozenset({"UnsupportedOperation", "InvalidParameterCombination", "InvalidParameterValue",
-                                "InvalidParameter"})
+LATEST_UNSUPPORTED = frozenset(
+    {"UnsupportedOperation", "InvalidParameterCombination", "InvalidParameterValue", "InvalidParameter"}
+)
 
 log = logging.getLogger(__name__)
 
 
 def make_client(cfg: ProviderConfig, max_attempts: int = 5) -> Any:
     """An EC2 client with botocore's standard retry mode (throttling backs off and retries)."""
-    config = Config(retries={"mode": "standard", "total_max_attempts": max_attempts}, connect_timeout=5,
-                    read_timeout=30, user_agent_extra="igniter-autoscaler")
+    config = Config(
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
+        connect_timeout=5,
+        read_timeout=30,
+        user_agent_extra="igniter-autoscaler",
+    )
     return boto3.client("ec2", region_name=cfg.region, endpoint_url=cfg.endpoint_url, config=config)
 
 
@@ -71,15 +97,16 @@ class Ec2Provider:
         self.fleet = fleet
         self.cfg = cfg
         self.client = client if client is not None else make_client(cfg)
-        self._no_latest: set[str] = set()      # instance types that refused Latest=True
+        self._no_latest: set[str] = set()  # instance types that refused Latest=True
 
     def list_instances(self) -> list[Instance]:
-        filters = [{"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
-                   {"Name": "instance-state-name", "Values": LISTED_STATES}]
+        filters = [
+            {"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
+            {"Name": "instance-state-name", "Values": LISTED_STATES},
+        ]
         return sorted(self._describe(filters), key=lambda i: i.id)
 
-    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0,
-               salt: str = "") -> Instance:
+    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0, salt: str = "") -> Instance:
         existing = self._find(slot, attempt)
         if existing is not None:
             return existing
@@ -111,8 +138,9 @@ class Ec2Provider:
         if parsed is None:
             return None
         for line in parsed.rejected:
-            log.warning("%s: ignoring a line of the console's host key block that is not a valid key: %.100r",
-                        instance.id, line)
+            log.warning(
+                "%s: ignoring a line of the console's host key block that is not a valid key: %.100r", instance.id, line
+            )
         return list(parsed.keys)
 
     def _console_output(self, instance: Instance) -> str | bytes | None:
@@ -151,7 +179,9 @@ class Ec2Provider:
         tags = [{"Key": k, "Value": v} for k, v in fleet_tags(self.fleet, slot, generation, attempt).items()]
         tags.append({"Key": "Name", "Value": slot})
         request: dict[str, Any] = {
-            "MinCount": 1, "MaxCount": 1, "InstanceType": instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "InstanceType": instance_type,
             "LaunchTemplate": self._template(instance_type),
             "ClientToken": launch_token(self.fleet, slot, attempt, salt),
             "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
@@ -167,10 +197,12 @@ class Ec2Provider:
         return {"LaunchTemplateId": ref} if ref.startswith("lt-") else {"LaunchTemplateName": ref}
 
     def _find(self, slot: str, attempt: int) -> Instance | None:
-        filters = [{"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
-                   {"Name": f"tag:{TAG_SLOT}", "Values": [slot]},
-                   {"Name": f"tag:{TAG_ATTEMPT}", "Values": [str(attempt)]},
-                   {"Name": "instance-state-name", "Values": ["pending", "running"]}]
+        filters = [
+            {"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
+            {"Name": f"tag:{TAG_SLOT}", "Values": [slot]},
+            {"Name": f"tag:{TAG_ATTEMPT}", "Values": [str(attempt)]},
+            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+        ]
         return next(iter(self._describe(filters)), None)
 
     def _describe(self, filters: list[dict[str, Any]]) -> list[Instance]:
@@ -198,10 +230,16 @@ class Ec2Provider:
             generation = int(tags.get(TAG_GENERATION, "0"))
         except ValueError:
             generation = 0
-        return Instance(raw["InstanceId"], raw.get("InstanceType", ""), tags.get(TAG_SLOT, ""),
-                        STATE_MAP.get(raw.get("State", {}).get("Name", ""), "stopping"),
-                        launched.timestamp() if launched is not None else 0.0,
-                        raw.get("PrivateIpAddress"), generation, tags)
+        return Instance(
+            raw["InstanceId"],
+            raw.get("InstanceType", ""),
+            tags.get(TAG_SLOT, ""),
+            STATE_MAP.get(raw.get("State", {}).get("Name", ""), "stopping"),
+            launched.timestamp() if launched is not None else 0.0,
+            raw.get("PrivateIpAddress"),
+            generation,
+            tags,
+        )
 
 
 def _tags(raw: dict[str, Any]) -> dict[str, str]:

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from autoscaler.fleet.base import (TAG_ATTEMPT, TAG_SLOT, CapacityError, Instance, ProviderError,
-                                   fleet_tags)
+from autoscaler.fleet.base import TAG_ATTEMPT, TAG_SLOT, CapacityError, Instance, ProviderError, fleet_tags
 
 
 @dataclass
@@ -19,7 +18,7 @@ class FakeProvider:
     clock: Callable[[], float] = lambda: 0.0
     boot_s: float = 0.0
     calls: list[tuple[str, ...]] = field(default_factory=list)
-    no_capacity: set[str] = field(default_factory=set)        # instance types that raise CapacityError
+    no_capacity: set[str] = field(default_factory=set)  # instance types that raise CapacityError
     fail_next: list[ProviderError] = field(default_factory=list)  # raised by the next mutating calls
     _instances: dict[str, Instance] = field(default_factory=dict)
     _count: int = 0
@@ -32,8 +31,7 @@ class FakeProvider:
                 self._instances[iid] = replace(inst, state="running")
         return sorted(self._instances.values(), key=lambda i: i.id)
 
-    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0,
-               salt: str = "") -> Instance:
+    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0, salt: str = "") -> Instance:
         self.calls.append(("launch", slot, instance_type, str(attempt)))
         found = self._find(slot, attempt)
         if found is not None:
@@ -43,14 +41,28 @@ class FakeProvider:
         if instance_type in self.no_capacity:
             raise CapacityError(instance_type, "InsufficientInstanceCapacity (fake)")
         self._count += 1
-        inst = Instance(f"i-{self._count:06d}", instance_type, slot, "pending", self.clock(), "127.0.0.1",
-                        generation, fleet_tags(self.fleet, slot, generation, attempt))
+        inst = Instance(
+            f"i-{self._count:06d}",
+            instance_type,
+            slot,
+            "pending",
+            self.clock(),
+            "127.0.0.1",
+            generation,
+            fleet_tags(self.fleet, slot, generation, attempt),
+        )
         self._instances[inst.id] = inst
         return inst
 
     def _find(self, slot: str, attempt: int) -> Instance | None:
-        return next((i for i in self._instances.values()
-                     if i.tags.get(TAG_SLOT) == slot and i.tags.get(TAG_ATTEMPT) == str(attempt)), None)
+        return next(
+            (
+                i
+                for i in self._instances.values()
+                if i.tags.get(TAG_SLOT) == slot and i.tags.get(TAG_ATTEMPT) == str(attempt)
+            ),
+            None,
+        )
 
     def terminate(self, instance_id: str) -> None:
         self.calls.append(("terminate", instance_id))

@@ -11,35 +11,31 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agents.status import agent_running
+from agents.launch import resolve_agent_command
+from agents.node.status import agent_running
 from autoscaler.fleet.base import TAG_FLEET, Instance, InstanceState, PermanentError, fleet_tags
 
 PORT_STRIDE = 100
 META = "instance.json"
 
 
-def resolve_agent_command(command: str) -> list[str]:
-    """`igniter-agent` from PATH, else next to this interpreter, else `python -m agents.cli`."""
-    argv = shlex.split(command)
-    if argv and argv[0] == "igniter-agent" and shutil.which("igniter-agent") is None:
-        beside = Path(sys.executable).parent / "igniter-agent"
-        return [str(beside), *argv[1:]] if beside.exists() else [sys.executable, "-m", "agents.cli", *argv[1:]]
-    return argv
-
-
 class LocalProvider:
-    def __init__(self, fleet: str, state_root: Path, base_port: int, agent_command: str = "igniter-agent",
-                 clock: Callable[[], float] = time.time, stop_timeout_s: float = 15.0) -> None:
+    def __init__(
+        self,
+        fleet: str,
+        state_root: Path,
+        base_port: int,
+        agent_command: str = "igniter-agent",
+        clock: Callable[[], float] = time.time,
+        stop_timeout_s: float = 15.0,
+    ) -> None:
         self.fleet = fleet
         self.root = state_root.resolve()
         self.base_port = base_port
@@ -56,15 +52,22 @@ class LocalProvider:
                 out.append(self._instance(meta, state))
         return sorted(out, key=lambda i: i.id)
 
-    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0,
-               salt: str = "") -> Instance:
+    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0, salt: str = "") -> Instance:
         iid = f"local-{slot}-a{attempt}"
         existing = self._read(self.root / iid)
         if existing and not existing.get("terminated") and self._state(existing) is not None:
             return self._instance(existing, self._state(existing) or "pending")
-        meta = {"id": iid, "fleet": self.fleet, "slot": slot, "instance_type": instance_type, "attempt": attempt,
-                "generation": generation, "launched_at": self.clock(), "port_base": self._free_port_base(),
-                "terminated": False}
+        meta = {
+            "id": iid,
+            "fleet": self.fleet,
+            "slot": slot,
+            "instance_type": instance_type,
+            "attempt": attempt,
+            "generation": generation,
+            "launched_at": self.clock(),
+            "port_base": self._free_port_base(),
+            "terminated": False,
+        }
         meta["pid"] = self._spawn(self.root / iid)
         self._write(self.root / iid, meta)
         return self._instance(meta, "pending")
@@ -89,9 +92,14 @@ class LocalProvider:
     def _spawn(self, state_dir: Path) -> int:
         state_dir.mkdir(parents=True, exist_ok=True)
         with open(state_dir / "agent.log", "ab") as log:
-            proc = subprocess.Popen([*self.argv, "run", "--state-dir", str(state_dir), "--no-gpu"],
-                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True, close_fds=True)
+            proc = subprocess.Popen(
+                [*self.argv, "run", "--state-dir", str(state_dir), "--no-gpu"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+            )
         self._children[proc.pid] = proc
         return proc.pid
 
@@ -130,8 +138,16 @@ class LocalProvider:
     def _instance(self, meta: dict[str, Any], state: InstanceState) -> Instance:
         tags = fleet_tags(self.fleet, meta["slot"], int(meta["generation"]), int(meta["attempt"]))
         tags.update({"igniter:state_dir": str(self.root / meta["id"]), "igniter:port_base": str(meta["port_base"])})
-        return Instance(meta["id"], meta["instance_type"], meta["slot"], state, float(meta["launched_at"]),
-                        "127.0.0.1", int(meta["generation"]), tags)
+        return Instance(
+            meta["id"],
+            meta["instance_type"],
+            meta["slot"],
+            state,
+            float(meta["launched_at"]),
+            "127.0.0.1",
+            int(meta["generation"]),
+            tags,
+        )
 
     def _metas(self) -> list[dict[str, Any]]:
         if not self.root.is_dir():

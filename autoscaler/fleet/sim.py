@@ -34,7 +34,7 @@ class Lifetime:
 class SimProvider:
     fleet: str
     clock: Callable[[], float]
-    prices: Mapping[str, float]                   # instance type -> $/h
+    prices: Mapping[str, float]  # instance type -> $/h
     boot_s: float = 180.0
     launches: int = 0
     terminations: int = 0
@@ -49,8 +49,7 @@ class SimProvider:
                 self._live[iid] = replace(inst, state="running")
         return sorted(self._live.values(), key=lambda i: i.id)
 
-    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0,
-               salt: str = "") -> Instance:
+    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0, salt: str = "") -> Instance:
         """Start (or return the existing) instance of (slot, attempt); unknown types are permanent errors."""
         found = self._by_key.get((slot, str(attempt)))
         if found is not None and found in self._live:
@@ -59,8 +58,16 @@ class SimProvider:
             raise PermanentError(f"{instance_type}: not an instance type of the policy")
         self.launches += 1
         now = self.clock()
-        inst = Instance(f"sim-{self.launches:06d}", instance_type, slot, "pending", now, None, generation,
-                        fleet_tags(self.fleet, slot, generation, attempt))
+        inst = Instance(
+            f"sim-{self.launches:06d}",
+            instance_type,
+            slot,
+            "pending",
+            now,
+            None,
+            generation,
+            fleet_tags(self.fleet, slot, generation, attempt),
+        )
         self._live[inst.id] = inst
         self._by_key[(slot, str(attempt))] = inst.id
         self.lifetimes[inst.id] = Lifetime(instance_type, self.prices[instance_type], now)

@@ -10,5 +10,18 @@ from autoscaler.planner.check import check_plan
 from autoscaler.planner.exact import TooLarge
 from autoscaler.planner.types import Demand, GpuOut, InstanceOption, InstanceOut, PlacementOut, Plan, Unplaced
 
-__all__ = ["EXTRA", "PLANNERS", "Demand", "GpuOut", "InstanceOption", "InstanceOut", "PlacementOut", "Plan",
-           "TooLarge", "Unplaced", "check_plan", "make_plan", "planning_inputs"]
+__all__ = [
+    "EXTRA",
+    "PLANNERS",
+    "Demand",
+    "GpuOut",
+    "InstanceOption",
+    "InstanceOut",
+    "PlacementOut",
+    "Plan",
+    "TooLarge",
+    "Unplaced",
+    "check_plan",
+    "make_plan",
+    "planning_inputs",
+]

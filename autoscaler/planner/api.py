@@ -5,16 +5,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from autoscaler.perfmodel import PerfModel, load_model
+from autoscaler.config.policy import Policy
+from autoscaler.model.perfmodel import PerfModel, load_model
 from autoscaler.planner import baselines, exact
 from autoscaler.planner.build import build, count_moved
-from autoscaler.planner.igniter import (PLAIN, Config, capacity_reason, final_check, place_all, plan_tasks,
-                                        spend_idle_share)
+from autoscaler.planner.igniter import (
+    PLAIN,
+    Config,
+    capacity_reason,
+    final_check,
+    place_all,
+    plan_tasks,
+    spend_idle_share,
+)
 from autoscaler.planner.repair import repair
 from autoscaler.planner.stability import remaining_demands, seed
 from autoscaler.planner.state import Fleet
 from autoscaler.planner.types import Demand, InstanceOption, Plan, Unplaced
-from autoscaler.policy import Policy
 
 PlannerFn = Callable[[Sequence[Demand], Sequence[InstanceOption], Mapping[str, PerfModel], Plan | None], Plan]
 
@@ -22,8 +29,14 @@ PlannerFn = Callable[[Sequence[Demand], Sequence[InstanceOption], Mapping[str, P
 STABILITY_TOLERANCE = 0.03  # a plan that keeps placements may cost this much more than a fresh one
 
 
-def igniter(demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel],
-            current: Plan | None = None, cfg: Config = Config(), name: str = "igniter") -> Plan:
+def igniter(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    current: Plan | None = None,
+    cfg: Config = Config(),
+    name: str = "igniter",
+) -> Plan:
     """Algorithm 1 (+ what `cfg` enables). With `current`: keep what still works, unless that
     costs more than STABILITY_TOLERANCE over a fresh plan (kept placements block better packings
     as rates drift); then the fresh plan, with `moved` counted against `current`."""
@@ -31,15 +44,22 @@ def igniter(demands: Sequence[Demand], options: Sequence[InstanceOption], models
     if current is None:
         return fresh
     kept = _igniter(demands, options, models, current, cfg, name)
-    if kept.cost_per_hour <= fresh.cost_per_hour * (1 + STABILITY_TOLERANCE) + 1e-9 \
-            and len(kept.unplaced) <= len(fresh.unplaced):
+    if kept.cost_per_hour <= fresh.cost_per_hour * (1 + STABILITY_TOLERANCE) + 1e-9 and len(kept.unplaced) <= len(
+        fresh.unplaced
+    ):
         return kept
     note = f"fresh plan: keeping placements would cost {kept.cost_per_hour:.2f} $/h"
     return Plan(name, fresh.instances, fresh.unplaced, count_moved(fresh, current), {**fresh.stats, "stability": note})
 
 
-def _igniter(demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel],
-             current: Plan | None, cfg: Config, name: str) -> Plan:
+def _igniter(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    current: Plan | None,
+    cfg: Config,
+    name: str,
+) -> Plan:
     fleet = Fleet(_usable(models, options), options, cfg.max_colocated)
     todo = demands
     if current is not None:
@@ -50,19 +70,31 @@ def _igniter(demands: Sequence[Demand], options: Sequence[InstanceOption], model
     fixed, lost = final_check(fleet)
     unplaced += [capacity_reason(t) for t in lost]
     spent = spend_idle_share(fleet) if cfg.spend_idle else 0.0
-    plan = build(name, fleet, unplaced, {"tasks": len(tasks), "repair_closed": closed, "final_check_fixed": fixed,
-                                         "idle_share_spent": round(spent, 3)})
+    plan = build(
+        name,
+        fleet,
+        unplaced,
+        {"tasks": len(tasks), "repair_closed": closed, "final_check_fixed": fixed, "idle_share_spent": round(spent, 3)},
+    )
     return plan if current is not None else _no_moves(plan)
 
 
-def igniter_plain(demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel],
-                  current: Plan | None = None) -> Plan:
+def igniter_plain(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    current: Plan | None = None,
+) -> Plan:
     """The paper's algorithm as published (and as the prototype runs it), for comparison."""
     return igniter(demands, options, models, None, PLAIN, "igniter-plain")
 
 
-def igniter_lean(demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel],
-                 current: Plan | None = None) -> Plan:
+def igniter_lean(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    current: Plan | None = None,
+) -> Plan:
     """The default without the idle-share step (Algorithm 2's least shares), to measure that step."""
     return igniter(demands, options, models, current, replace(Config(), spend_idle=False), "igniter-lean")
 
@@ -78,8 +110,12 @@ def _no_moves(plan: Plan) -> Plan:
     return Plan(plan.planner, plan.instances, plan.unplaced, 0, plan.stats)
 
 
-def exact_plan(demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel],
-               current: Plan | None = None) -> Plan:
+def exact_plan(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    current: Plan | None = None,
+) -> Plan:
     """The MILP's plan; should HiGHS stop at its time limit short of a proof of optimality with
     something worse than iGniter's plan, iGniter's plan (so `exact` is never the worse one)."""
     plan = exact.exact(demands, options, models)
@@ -101,8 +137,14 @@ PLANNERS: dict[str, PlannerFn] = {
 EXTRA: dict[str, PlannerFn] = {"igniter-plain": igniter_plain, "igniter-lean": igniter_lean}
 
 
-def make_plan(demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel], *,
-              planner: str = "igniter", current: Plan | None = None) -> Plan:
+def make_plan(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    *,
+    planner: str = "igniter",
+    current: Plan | None = None,
+) -> Plan:
     """The cheapest plan the named planner finds; see DESIGN.md for the JSON it serialises to.
 
     With `current`, placements that are still feasible stay where they are and `Plan.moved`
@@ -113,8 +155,9 @@ def make_plan(demands: Sequence[Demand], options: Sequence[InstanceOption], mode
     if fn is None:
         raise ValueError(f"unknown planner {planner!r} (known: {', '.join([*PLANNERS, *EXTRA])})")
     if not options:
-        return Plan(planner, (), tuple(Unplaced(d.workload, "no instance type is available")
-                                       for d in demands if d.rate_rps > 0))
+        return Plan(
+            planner, (), tuple(Unplaced(d.workload, "no instance type is available") for d in demands if d.rate_rps > 0)
+        )
     _usable(models, options)
     try:
         plan = fn(demands, options, models, current)
@@ -126,16 +169,30 @@ def make_plan(demands: Sequence[Demand], options: Sequence[InstanceOption], mode
     return plan
 
 
-def planning_inputs(policy: Policy, rates: Mapping[str, float] | None = None,
-                    corrections: Mapping[str, float] | None = None,
-                    unavailable: frozenset[str] = frozenset()) -> tuple[list[Demand], list[InstanceOption], dict[str, PerfModel]]:
+def planning_inputs(
+    policy: Policy,
+    rates: Mapping[str, float] | None = None,
+    corrections: Mapping[str, float] | None = None,
+    unavailable: frozenset[str] = frozenset(),
+) -> tuple[list[Demand], list[InstanceOption], dict[str, PerfModel]]:
     """A policy's workloads (rates and SLO-guard factors overridden where given; each rate raised to
     the workload's `min_rate_rps` floor), its instance types less the unavailable ones, and the
     fitted model of every GPU type the policy names."""
     rates, corrections = rates or {}, corrections or {}
-    demands = [Demand(w.name, w.model, w.slo_ms, max(0.0, float(w.min_rate_rps), float(rates.get(w.name, w.rate_rps))),
-                      max(1.0, float(corrections.get(w.name, 1.0)))) for w in policy.workloads]
-    options = [InstanceOption(t.name, t.gpu, t.gpus, t.price_per_hour, t.max_instances)
-               for t in policy.instance_types if t.name not in unavailable]
+    demands = [
+        Demand(
+            w.name,
+            w.model,
+            w.slo_ms,
+            max(0.0, float(w.min_rate_rps), float(rates.get(w.name, w.rate_rps))),
+            max(1.0, float(corrections.get(w.name, 1.0))),
+        )
+        for w in policy.workloads
+    ]
+    options = [
+        InstanceOption(t.name, t.gpu, t.gpus, t.price_per_hour, t.max_instances)
+        for t in policy.instance_types
+        if t.name not in unavailable
+    ]
     models = {t.gpu: load_model(policy.profiles_dir / f"{t.gpu}.yaml") for t in policy.instance_types}
     return demands, options, models

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from autoscaler.perfmodel import PerfModel
+from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.build import build
 from autoscaler.planner.igniter import Config, capacity_reason, open_for, plan_tasks
 from autoscaler.planner.shares import EPS, Prediction, predict, violated
@@ -48,7 +48,7 @@ class FirstFit:
             free = self.free.get(gtype)
             if free is None:
                 continue
-            for i in np.flatnonzero(free[:len(self.gids[gtype])] >= size.lower - EPS):
+            for i in np.flatnonzero(free[: len(self.gids[gtype])] >= size.lower - EPS):
                 g = self.fleet.gpus[self.gids[gtype][i]]
                 if self._memory_ok(g, size.memory_mb):
                     found.append(g)
@@ -62,8 +62,9 @@ class FirstFit:
     def add(self, g: Gpu, task: Task) -> None:
         """Put `task` on `g` at its lower bound (no interference considered)."""
         size = task.sizes[g.gpu]
-        self.fleet.set(g, [*g.tasks, task], [*g.sizes, size], [*g.shares, size.lower], [*g.preds, (0.0, 0.0)],
-                       [*g.pinned, False])
+        self.fleet.set(
+            g, [*g.tasks, task], [*g.sizes, size], [*g.shares, size.lower], [*g.preds, (0.0, 0.0)], [*g.pinned, False]
+        )
         self.sync(g)
 
     def sync(self, g: Gpu) -> None:
@@ -100,15 +101,23 @@ def _repredict(fleet: Fleet) -> None:
         fleet.set(g, g.tasks, g.sizes, g.shares, predict(fleet.models[g.gpu], g.sizes, g.shares), g.pinned)
 
 
-def _setup(demands: Sequence[Demand], options: Sequence[InstanceOption],
-           models: Mapping[str, PerfModel], max_colocated: int = UNBOUNDED) -> tuple[Fleet, list[Task], list[Unplaced]]:
+def _setup(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    max_colocated: int = UNBOUNDED,
+) -> tuple[Fleet, list[Task], list[Unplaced]]:
     fleet = Fleet({o.gpu: models[o.gpu] for o in options}, options, max_colocated)
     tasks, unplaced = plan_tasks(fleet, demands, Config())
     return fleet, tasks, unplaced
 
 
-def ffd(demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel],
-        current: Plan | None = None) -> Plan:
+def ffd(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    current: Plan | None = None,
+) -> Plan:
     """First-fit decreasing on the resource lower bounds, interference ignored."""
     fleet, tasks, unplaced = _setup(demands, options, models)
     unplaced += _first_fit(fleet, sorted(tasks, key=lambda t: (-t.lower, t.tid)))
@@ -116,8 +125,12 @@ def ffd(demands: Sequence[Demand], options: Sequence[InstanceOption], models: Ma
     return build("ffd", fleet, unplaced, {"tasks": len(tasks)})
 
 
-def gslice(demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel],
-           current: Plan | None = None) -> Plan:
+def gslice(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    current: Plan | None = None,
+) -> Plan:
     """GSLICE+: first fit in arrival order, then reactive unit-by-unit tuning within each GPU."""
     fleet, tasks, unplaced = _setup(demands, options, models)
     unplaced += _first_fit(fleet, tasks)
@@ -146,8 +159,12 @@ def gpulet_size(lower: float) -> float | None:
     return next((s for s in GPULETS if s >= lower - EPS), None)
 
 
-def gpulets(demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel],
-            current: Plan | None = None) -> Plan:
+def gpulets(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    current: Plan | None = None,
+) -> Plan:
     """gpu-lets+: at most two gpu-lets per GPU from a fixed menu, best fit, pairwise check."""
     fleet, tasks, unplaced = _setup(demands, options, models, max_colocated=2)
     for task in sorted(tasks, key=lambda t: (-t.lower, t.tid)):
@@ -159,7 +176,7 @@ def gpulets(demands: Sequence[Demand], options: Sequence[InstanceOption], models
 def _pair(fleet: Fleet, task: Task) -> bool:
     """Best fit onto a GPU holding one gpu-let: the least room left after, both within budget."""
     best: tuple[float, Gpu, list[float], list[Prediction]] | None = None
-    for gtype, size in task.sizes.items():
+    for _gtype, size in task.sizes.items():
         want = gpulet_size(size.lower)
         if want is None or want >= 100:
             continue

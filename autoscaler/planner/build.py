@@ -13,24 +13,28 @@ from typing import Any
 
 from autoscaler.planner.packing import cover
 from autoscaler.planner.state import Fleet, Gpu
-from autoscaler.planner.types import GpuOut, InstanceOut, InstanceOption, PlacementOut, Plan, Unplaced
+from autoscaler.planner.types import GpuOut, InstanceOption, InstanceOut, PlacementOut, Plan, Unplaced
 
 
 def placements(g: Gpu) -> tuple[PlacementOut, ...]:
-    return tuple(PlacementOut(t.workload, s.model, s.batch, r, t.rate, p[0], p[1])
-                 for t, s, r, p in zip(g.tasks, g.sizes, g.shares, g.preds))
+    return tuple(
+        PlacementOut(t.workload, s.model, s.batch, r, t.rate, p[0], p[1])
+        for t, s, r, p in zip(g.tasks, g.sizes, g.shares, g.preds)
+    )
 
 
 def _instance(option: InstanceOption, members: Sequence[Gpu | None]) -> InstanceOut:
-    gpus = tuple(GpuOut(i, option.gpu, placements(g) if g is not None else ())
-                 for i, g in enumerate(list(members) + [None] * (option.gpus - len(members))))
+    gpus = tuple(
+        GpuOut(i, option.gpu, placements(g) if g is not None else ())
+        for i, g in enumerate(list(members) + [None] * (option.gpus - len(members)))
+    )
     return InstanceOut(option.name, option.price_per_hour, gpus)
 
 
 def kept_instances(fleet: Fleet) -> list[InstanceOut]:
     """Current-plan instances that still hold something, GPUs at their original indices."""
     out = []
-    for k, kept in enumerate(fleet.kept):
+    for _k, kept in enumerate(fleet.kept):
         members = [fleet.gpus.get(gid) for gid in kept.gids]
         if any(g is not None and g.tasks for g in members):
             out.append(_instance(kept.option, members))
@@ -42,14 +46,15 @@ def new_instances(fleet: Fleet) -> list[InstanceOut]:
     left = fleet.remaining()
     out = []
     for gtype in sorted(fleet.floating_counts()):
-        gpus = sorted((g for g in fleet.open_gpus() if g.kept is None and g.gpu == gtype and g.tasks),
-                      key=lambda g: g.gid)
+        gpus = sorted(
+            (g for g in fleet.open_gpus() if g.kept is None and g.gpu == gtype and g.tasks), key=lambda g: g.gid
+        )
         opts = [o for o in fleet.options if o.gpu == gtype]
         mix = cover(len(gpus), opts, [left[o.name] for o in opts])
         for option, count in sorted(mix, key=lambda x: -x[0].gpus):
             for _ in range(count):
-                out.append(_instance(option, gpus[:option.gpus]))
-                gpus = gpus[option.gpus:]
+                out.append(_instance(option, gpus[: option.gpus]))
+                gpus = gpus[option.gpus :]
     return [i for i in out if any(g.placements for g in i.gpus)]
 
 
@@ -61,8 +66,13 @@ def moved(fleet: Fleet) -> int:
 def build(name: str, fleet: Fleet, unplaced: Iterable[Unplaced], stats: dict[str, Any]) -> Plan:
     """The Plan for the state: instances, unplaced workloads sorted by name, and `moved`."""
     uniq = {u.workload: u for u in unplaced}
-    return Plan(name, tuple(kept_instances(fleet) + new_instances(fleet)),
-                tuple(uniq[w] for w in sorted(uniq)), moved(fleet), stats)
+    return Plan(
+        name,
+        tuple(kept_instances(fleet) + new_instances(fleet)),
+        tuple(uniq[w] for w in sorted(uniq)),
+        moved(fleet),
+        stats,
+    )
 
 
 def _identity(itype: str, g: GpuOut, p: PlacementOut) -> tuple:

@@ -13,14 +13,18 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from autoscaler.perfmodel import PerfModel
+from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.types import Demand, GpuOut, InstanceOption, Plan
 
 REL = 1e-6  # tolerance: the JSON rounds latencies to 1e-4 ms and rates to 1e-6 rps
 
 
-def check_plan(plan: Plan, demands: Sequence[Demand], models: Mapping[str, PerfModel],
-               options: Sequence[InstanceOption] | None = None) -> list[str]:
+def check_plan(
+    plan: Plan,
+    demands: Sequence[Demand],
+    models: Mapping[str, PerfModel],
+    options: Sequence[InstanceOption] | None = None,
+) -> list[str]:
     """Every way `plan` breaks the model's feasibility or the contract; empty if feasible."""
     by_name = {d.workload: d for d in demands}
     problems: list[str] = []
@@ -62,9 +66,13 @@ def _check_latencies(where: str, g: GpuOut, demands: Mapping[str, Demand], model
     for p, (lat, thr) in zip(g.placements, preds):
         d = demands[p.workload]
         if lat * d.correction > d.slo_ms / 2.0 * (1 + REL):
-            out.append(f"{where}: {p.workload}: predicted latency {lat * d.correction:.2f} ms > budget {d.slo_ms / 2:g} ms")
+            out.append(
+                f"{where}: {p.workload}: predicted latency {lat * d.correction:.2f} ms > budget {d.slo_ms / 2:g} ms"
+            )
         if thr / d.correction < p.rate_rps * (1 - REL) - 1e-6:
-            out.append(f"{where}: {p.workload}: predicted throughput {thr / d.correction:.1f} rps < rate {p.rate_rps:.1f} rps")
+            out.append(
+                f"{where}: {p.workload}: predicted throughput {thr / d.correction:.1f} rps < rate {p.rate_rps:.1f} rps"
+            )
     return out
 
 

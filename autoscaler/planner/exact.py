@@ -26,7 +26,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_array
 
-from autoscaler.perfmodel import PerfModel
+from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.build import build
 from autoscaler.planner.igniter import Config, capacity_reason, plan_tasks
 from autoscaler.planner.shares import Prediction, settle
@@ -74,8 +74,18 @@ def configurations(fleet: Fleet, tasks: Sequence[Task], groups: list[list[int]],
     return cols
 
 
-def _extend(model: PerfModel, gtype: str, reps: Sequence[Task], counts: list[int], ok: list[int],
-            members: tuple[int, ...], shares: tuple[float, ...], start: int, cols: list[Column], limit: int) -> None:
+def _extend(
+    model: PerfModel,
+    gtype: str,
+    reps: Sequence[Task],
+    counts: list[int],
+    ok: list[int],
+    members: tuple[int, ...],
+    shares: tuple[float, ...],
+    start: int,
+    cols: list[Column],
+    limit: int,
+) -> None:
     if len(members) >= limit:
         return
     for pos in range(start, len(ok)):
@@ -96,8 +106,9 @@ def _extend(model: PerfModel, gtype: str, reps: Sequence[Task], counts: list[int
 UNPLACED_COST = 1e6  # a task left out (no capacity under max_instances) costs more than any plan
 
 
-def _matrices(cols: Sequence[Column], counts: Sequence[int],
-              options: Sequence[InstanceOption]) -> tuple[coo_array, coo_array]:
+def _matrices(
+    cols: Sequence[Column], counts: Sequence[int], options: Sequence[InstanceOption]
+) -> tuple[coo_array, coo_array]:
     """Over the variables [x (columns) | y (instances) | u (tasks left out, per class)]: class
     coverage (one row per class) and GPU capacity (one row per GPU type)."""
     nc, no, nk = len(cols), len(options), len(counts)
@@ -114,28 +125,47 @@ def _coo(entries: list[tuple[int, int, float]], shape: tuple[int, int]) -> coo_a
     return coo_array((v, (r, c)), shape=shape)
 
 
-def solve(cols: Sequence[Column], counts: Sequence[int],
-          options: Sequence[InstanceOption]) -> tuple[list[tuple[Column, int]], list[int], bool]:
+def solve(
+    cols: Sequence[Column], counts: Sequence[int], options: Sequence[InstanceOption]
+) -> tuple[list[tuple[Column, int]], list[int], bool]:
     """How many GPUs of each configuration, how many tasks of each class are left out (only
     when max_instances cannot hold them all), and whether HiGHS proved it optimal. A tiny cost
     per percent of share breaks ties towards less total share."""
     nc, no, nk = len(cols), len(options), len(counts)
-    cost = np.concatenate([1e-7 * np.array([sum(c.shares) for c in cols]), [o.price_per_hour for o in options],
-                           np.full(nk, UNPLACED_COST)])
-    upper = np.concatenate([[min(counts[k] // c.members.count(k) for k in set(c.members)) for c in cols],
-                            [np.inf if o.max_instances is None else o.max_instances for o in options], counts])
+    cost = np.concatenate(
+        [
+            1e-7 * np.array([sum(c.shares) for c in cols]),
+            [o.price_per_hour for o in options],
+            np.full(nk, UNPLACED_COST),
+        ]
+    )
+    upper = np.concatenate(
+        [
+            [min(counts[k] // c.members.count(k) for k in set(c.members)) for c in cols],
+            [np.inf if o.max_instances is None else o.max_instances for o in options],
+            counts,
+        ]
+    )
     cover, capacity = _matrices(cols, counts, options)
-    res = milp(cost, integrality=np.ones(len(cost)), bounds=Bounds(0, upper),
-               constraints=[LinearConstraint(cover.tocsr(), counts, counts), LinearConstraint(capacity.tocsr(), -np.inf, 0)],
-               options={"time_limit": TIME_LIMIT_S})
+    res = milp(
+        cost,
+        integrality=np.ones(len(cost)),
+        bounds=Bounds(0, upper),
+        constraints=[LinearConstraint(cover.tocsr(), counts, counts), LinearConstraint(capacity.tocsr(), -np.inf, 0)],
+        options={"time_limit": TIME_LIMIT_S},
+    )
     if res.x is None:
         raise ValueError(f"exact: HiGHS found no plan ({res.message})")
     x = np.round(res.x).astype(int)
-    return [(c, n) for c, n in zip(cols, x[:nc]) if n > 0], [int(n) for n in x[nc + no:]], res.status == 0
+    return [(c, n) for c, n in zip(cols, x[:nc]) if n > 0], [int(n) for n in x[nc + no :]], res.status == 0
 
 
-def exact(demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel],
-          current: Plan | None = None) -> Plan:
+def exact(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    current: Plan | None = None,
+) -> Plan:
     """The model's cheapest plan (over iGniter's tasks), for up to 16 workloads; raises TooLarge."""
     active = [d for d in demands if d.rate_rps > 0]
     if len(active) > MAX_WORKLOADS:
@@ -154,7 +184,13 @@ def exact(demands: Sequence[Demand], options: Sequence[InstanceOption], models: 
     for col, n in chosen:
         for _ in range(n):
             members = [tasks[queues[k].pop()] for k in col.members]
-            fleet.set(fleet.new_gpu(col.gpu), members, [t.sizes[col.gpu] for t in members],
-                      list(col.shares), list(col.preds), [False] * len(members))
+            fleet.set(
+                fleet.new_gpu(col.gpu),
+                members,
+                [t.sizes[col.gpu] for t in members],
+                list(col.shares),
+                list(col.preds),
+                [False] * len(members),
+            )
     unplaced += [capacity_reason(tasks[i]) for q, n in zip(queues, left) for i in q[:n]]
     return build("exact", fleet, unplaced, {"columns": len(cols), "optimal": optimal})

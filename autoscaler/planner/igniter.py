@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
-from autoscaler.perfmodel import PerfModel
+from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.shares import Prediction, predict, settle, spend_idle, violated
 from autoscaler.planner.state import Fleet, Gpu, price_per_gpu
 from autoscaler.planner.tasks import Task, decompose, option_on
@@ -40,8 +40,16 @@ class Config:
     spend_idle: bool = True  # hand half of each GPU's unneeded share to its new placements (free capacity)
 
 
-PLAIN = Config(candidates=None, tries=None, per_level=None, repair=False, hetero=False, unit_steps=True,
-               batch_search=False, spend_idle=False)
+PLAIN = Config(
+    candidates=None,
+    tries=None,
+    per_level=None,
+    repair=False,
+    hetero=False,
+    unit_steps=True,
+    batch_search=False,
+    spend_idle=False,
+)
 
 
 @dataclass(slots=True)
@@ -70,8 +78,9 @@ def try_gpu(fleet: Fleet, g: Gpu, task: Task, cfg: Config) -> Trial | None:
     total = sum(shares)
     changed = sum(p and a != b for p, a, b in zip(g.pinned, g.shares, shares))
     price = fleet.prices[g.gpu]
-    return Trial(g, task, shares, preds, ((total - g.total) * price / 100.0 + changed * cfg.move_penalty * price,
-                                          100.0 - total))
+    return Trial(
+        g, task, shares, preds, ((total - g.total) * price / 100.0 + changed * cfg.move_penalty * price, 100.0 - total)
+    )
 
 
 def best_trial(fleet: Fleet, task: Task, cfg: Config, exclude: frozenset[int] = frozenset()) -> Trial | None:
@@ -174,13 +183,15 @@ def spend_idle_share(fleet: Fleet) -> float:
     return spent
 
 
-def single_type(demands: Sequence[Demand], options: Sequence[InstanceOption],
-                models: Mapping[str, PerfModel]) -> list[str]:
+def single_type(
+    demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel]
+) -> list[str]:
     """The prototype's one GPU type: the cheapest per GPU among those that can serve the most
     demands (every one, when a type can)."""
     prices = price_per_gpu(options)
-    served = {g: sum(d.rate_rps <= 0 or option_on(models[g], g, d, 1.0, False) is not None for d in demands)
-              for g in prices}
+    served = {
+        g: sum(d.rate_rps <= 0 or option_on(models[g], g, d, 1.0, False) is not None for d in demands) for g in prices
+    }
     return [min(prices, key=lambda g: (-served[g], prices[g], g))] if prices else []
 
 

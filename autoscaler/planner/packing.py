@@ -55,8 +55,9 @@ def _cover_milp(n: int, pairs: list[tuple[InstanceOption, int | None]]) -> list[
     if np.isfinite(upper).all() and float((gpus @ upper)[0]) < n:
         raise ValueError(f"max_instances allow only {int((gpus @ upper)[0])} GPUs, {n} needed")
     # a tiny per-instance term breaks price ties towards fewer instances
-    res = milp(price + 1e-6, constraints=LinearConstraint(gpus, lb=n), integrality=np.ones(len(pairs)),
-               bounds=Bounds(0, upper))
+    res = milp(
+        price + 1e-6, constraints=LinearConstraint(gpus, lb=n), integrality=np.ones(len(pairs)), bounds=Bounds(0, upper)
+    )
     if res.x is None:
         raise ValueError(f"no instance mix holds {n} GPUs: {res.message}")
-    return [(o, int(round(x))) for (o, _), x in zip(pairs, res.x) if round(x) > 0]
+    return [(o, round(x)) for (o, _), x in zip(pairs, res.x) if round(x) > 0]

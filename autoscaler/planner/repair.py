@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from autoscaler.planner.igniter import Config, best_trial, commit, open_for
-from autoscaler.planner.state import Fleet, Gpu
 from autoscaler.planner.shares import Prediction
+from autoscaler.planner.state import Fleet, Gpu
 from autoscaler.planner.tasks import Size, Task, decompose
 
 
@@ -115,8 +115,11 @@ def try_replace(fleet: Fleet, members: list[Gpu], price: float, cfg: Config) -> 
     move = Move(fleet, members)
     for task in _work(members):
         pieces, unplaced = decompose([replace(task.demand, rate_rps=task.rate)], fleet.models, fleet.prices, others)
-        if unplaced or not all(move.to_open_gpu(p, cfg) or move.to_new_gpu(p) for p in pieces) \
-                or move.new_cost() >= price - 1e-9:
+        if (
+            unplaced
+            or not all(move.to_open_gpu(p, cfg) or move.to_new_gpu(p) for p in pieces)
+            or move.new_cost() >= price - 1e-9
+        ):
             move.undo()
             return False
     move.close()
@@ -143,6 +146,7 @@ def repair(fleet: Fleet, cfg: Config, patience: int = 24) -> int:
         if any(g.gid not in fleet.gpus for g in members):
             continue
         ok = try_empty(fleet, members, cfg) or (
-            len(fleet.prices) > 1 and try_replace(fleet, members, group_price(fleet, members), cfg))
+            len(fleet.prices) > 1 and try_replace(fleet, members, group_price(fleet, members), cfg)
+        )
         closed, misses = (closed + 1, 0) if ok else (closed, misses + 1)
     return closed

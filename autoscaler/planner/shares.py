@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from autoscaler.perfmodel import PerfModel
+from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.tasks import Size
 
 EPS = 1e-9
@@ -34,8 +34,13 @@ def predict(model: PerfModel, sizes: Sequence[Size], shares: Sequence[float]) ->
     return model.predict_raw([(s.model, s.batch, r) for s, r in zip(sizes, shares)])
 
 
-def settle(model: PerfModel, sizes: Sequence[Size], shares: Sequence[float], step: float | None = None,
-           pinned: Sequence[bool] | None = None) -> tuple[list[float], list[Prediction]] | None:
+def settle(
+    model: PerfModel,
+    sizes: Sequence[Size],
+    shares: Sequence[float],
+    step: float | None = None,
+    pinned: Sequence[bool] | None = None,
+) -> tuple[list[float], list[Prediction]] | None:
     """Raise shares from `shares` until every placement is feasible; None if that needs > 100 %.
 
     `step` = None jumps to the estimated need (same result as Algorithm 2, faster); a number
@@ -91,8 +96,9 @@ def solo_shares(sizes: Sequence[Size]) -> list[float]:
 SPEND_FRACTIONS = (0.5, 0.25)  # of the idle share; the rest stays free (see spend_idle)
 
 
-def spend_idle(model: PerfModel, sizes: Sequence[Size], shares: Sequence[float], grow: Sequence[bool]
-               ) -> tuple[list[float], list[Prediction]] | None:
+def spend_idle(
+    model: PerfModel, sizes: Sequence[Size], shares: Sequence[float], grow: Sequence[bool]
+) -> tuple[list[float], list[Prediction]] | None:
     """Hand half the GPU's unassigned share to the placements in `grow`, in proportion to their
     shares and in whole units (a quarter if half breaks a budget); None when neither fits.
 
@@ -111,8 +117,10 @@ def spend_idle(model: PerfModel, sizes: Sequence[Size], shares: Sequence[float],
     if free < model.unit - EPS or base <= 0:
         return None
     for frac in SPEND_FRACTIONS:
-        new = [max(s, math.floor((s + free * frac * s / base) / model.unit + EPS) * model.unit) if g else s
-               for s, g in zip(shares, grow)]
+        new = [
+            max(s, math.floor((s + free * frac * s / base) / model.unit + EPS) * model.unit) if g else s
+            for s, g in zip(shares, grow)
+        ]
         if new == list(shares) or sum(new) > 100.0 + EPS:
             continue
         preds = predict(model, sizes, new)

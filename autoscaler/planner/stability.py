@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from autoscaler.perfmodel import PerfModel
+from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.shares import predict, violated
 from autoscaler.planner.state import Fleet, Gpu, Kept
 from autoscaler.planner.tasks import Size, Task, make_size, size_on
@@ -112,7 +112,9 @@ def seat(fleet: Fleet, held: list[Held]) -> list[Held]:
             bad = [i for i, (s, p) in enumerate(zip(sizes, preds)) if violated(s, p)]
             if not bad and sum(shares) <= 100.0 + 1e-9:
                 # negative ids mark tasks kept from the current plan (unique per GPU and position)
-                tasks = [Task(-1 - i - 1000 * g.gid, h.demand, h.rate, {g.gpu: h.size}, g.gpu) for i, h in enumerate(items)]
+                tasks = [
+                    Task(-1 - i - 1000 * g.gid, h.demand, h.rate, {g.gpu: h.size}, g.gpu) for i, h in enumerate(items)
+                ]
                 fleet.set(g, tasks, sizes, shares, preds, [True] * len(items))
                 break
             worst = max(bad or range(len(items)), key=lambda i: shares[i])
@@ -141,5 +143,8 @@ def seed(fleet: Fleet, current: Plan, demands: Sequence[Demand]) -> dict[str, fl
 
 def remaining_demands(demands: Sequence[Demand], todo: Mapping[str, float]) -> list[Demand]:
     """Demands cut down to the rate the kept placements do not carry."""
-    return [replace(d, rate_rps=todo[d.workload]) for d in demands
-            if todo.get(d.workload, 0.0) > 1e-9 * max(d.rate_rps, 1e-12)]
+    return [
+        replace(d, rate_rps=todo[d.workload])
+        for d in demands
+        if todo.get(d.workload, 0.0) > 1e-9 * max(d.rate_rps, 1e-12)
+    ]

@@ -16,7 +16,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from autoscaler.perfmodel import PerfModel
+from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.shares import EPS, Prediction
 from autoscaler.planner.tasks import Size, Task
 from autoscaler.planner.types import InstanceOption
@@ -61,8 +61,9 @@ def price_per_gpu(options: Sequence[InstanceOption]) -> dict[str, float]:
 class Fleet:
     """Open GPUs, indexed by type and free share; instance slots for opening floating GPUs."""
 
-    def __init__(self, models: Mapping[str, PerfModel], options: Sequence[InstanceOption],
-                 max_colocated: int = 8) -> None:
+    def __init__(
+        self, models: Mapping[str, PerfModel], options: Sequence[InstanceOption], max_colocated: int = 8
+    ) -> None:
         self.models = models
         self.options = list(options)
         self.prices = price_per_gpu(options)
@@ -83,8 +84,15 @@ class Fleet:
         insort(self._index.setdefault(gpu, []), (g.free, g.gid))
         return g
 
-    def set(self, g: Gpu, tasks: list[Task], sizes: list[Size], shares: list[float],
-            preds: list[Prediction], pinned: list[bool]) -> None:
+    def set(
+        self,
+        g: Gpu,
+        tasks: list[Task],
+        sizes: list[Size],
+        shares: list[float],
+        preds: list[Prediction],
+        pinned: list[bool],
+    ) -> None:
         """Replace what runs on a GPU, keeping the index in step."""
         self._unindex(g)
         g.tasks, g.sizes, g.shares, g.preds, g.pinned = tasks, sizes, shares, preds, pinned
@@ -105,8 +113,9 @@ class Fleet:
         if i < len(lst) and lst[i][1] == g.gid:
             del lst[i]
 
-    def candidates(self, size: Size, exclude: frozenset[int] = frozenset(),
-                   per_level: int | None = None) -> Iterator[Gpu]:
+    def candidates(
+        self, size: Size, exclude: frozenset[int] = frozenset(), per_level: int | None = None
+    ) -> Iterator[Gpu]:
         """Open GPUs of `size`'s type with room for its lower bound, tightest first.
 
         `per_level` yields at most that many GPUs of each free share: GPUs with equal room tend
@@ -152,8 +161,9 @@ class Fleet:
         return self.new_gpu(gpu)
 
     def _best_option(self, gpu: str) -> InstanceOption | None:
-        ok = [o for o in self.options if o.gpu == gpu
-              and (o.max_instances is None or self.used[o.name] < o.max_instances)]
+        ok = [
+            o for o in self.options if o.gpu == gpu and (o.max_instances is None or self.used[o.name] < o.max_instances)
+        ]
         return min(ok, key=lambda o: (o.price_per_hour / o.gpus, o.gpus), default=None)
 
     def floating_counts(self) -> dict[str, int]:

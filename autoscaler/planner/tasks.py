@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from autoscaler.perfmodel import PerfModel
+from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.types import Demand, Unplaced
 
 MAX_BATCH = 1024  # the fitted t_act is a quadratic in b; beyond this it is extrapolation
@@ -66,9 +66,20 @@ def make_size(model: PerfModel, gpu: str, d: Demand, batch: int, lower: float, r
     """Bundle a (batch, lower bound) with the constants the share solver needs."""
     c = model.coef[d.model]
     k1, k2, k3, k4, k5 = c.k
-    return Size(gpu, d.model, batch, lower, d.slo_ms / 2.0 / d.correction, rate * d.correction,
-                model.memory(d.model, batch), k1 * batch * batch + k2 * batch + k3, k4, k5,
-                (c.in_ms_per_item + c.out_ms_per_item) * batch, c.out_ms_per_item * batch)
+    return Size(
+        gpu,
+        d.model,
+        batch,
+        lower,
+        d.slo_ms / 2.0 / d.correction,
+        rate * d.correction,
+        model.memory(d.model, batch),
+        k1 * batch * batch + k2 * batch + k3,
+        k4,
+        k5,
+        (c.in_ms_per_item + c.out_ms_per_item) * batch,
+        c.out_ms_per_item * batch,
+    )
 
 
 def size_on(model: PerfModel, gpu: str, d: Demand, rate: float, search: bool = True) -> Size | None:
@@ -136,8 +147,9 @@ def option_on(model: PerfModel, gpu: str, d: Demand, price: float, search: bool 
     return _replicas(model, gpu, d, top, carry, price, search)
 
 
-def _replicas(model: PerfModel, gpu: str, d: Demand, top: int, carry: float, price: float,
-              search: bool) -> Option | None:
+def _replicas(
+    model: PerfModel, gpu: str, d: Demand, top: int, carry: float, price: float, search: bool
+) -> Option | None:
     """floor(rate / carry) full replicas at the largest batch; the rest as one normal piece."""
     n = math.floor(d.rate_rps / carry * (1 + 1e-12))
     full = make_size(model, gpu, d, top, 100.0, carry)
@@ -163,13 +175,19 @@ def unplaced_reason(models: Mapping[str, PerfModel], d: Demand) -> str:
     if best is None:
         return f"model {d.model!r} is in no profile of the available instance types"
     if d.slo_ms < best:
-        return (f"SLO {d.slo_ms:g} ms is below the fastest possible latency {best:.2f} ms on any GPU type"
-                + (f" (with the SLO-guard factor {d.correction:g})" if d.correction > 1 else ""))
+        return f"SLO {d.slo_ms:g} ms is below the fastest possible latency {best:.2f} ms on any GPU type" + (
+            f" (with the SLO-guard factor {d.correction:g})" if d.correction > 1 else ""
+        )
     return "does not fit in GPU memory at any batch size that meets its SLO and rate"
 
 
-def decompose(demands: Sequence[Demand], models: Mapping[str, PerfModel], prices: Mapping[str, float],
-              gpus: Sequence[str] | None = None, search: bool = True) -> tuple[list[Task], list[Unplaced]]:
+def decompose(
+    demands: Sequence[Demand],
+    models: Mapping[str, PerfModel],
+    prices: Mapping[str, float],
+    gpus: Sequence[str] | None = None,
+    search: bool = True,
+) -> tuple[list[Task], list[Unplaced]]:
     """Tasks for every positive-rate demand (replicas where needed), and the demands no type serves.
 
     `prices` is the price per GPU of each type; `gpus` limits the types considered (the plain
@@ -190,8 +208,14 @@ def decompose(demands: Sequence[Demand], models: Mapping[str, PerfModel], prices
     return tasks, unplaced
 
 
-def _tasks_for(d: Demand, opts: list[Option], models: Mapping[str, PerfModel],
-               prices: Mapping[str, float], start: int, search: bool) -> list[Task]:
+def _tasks_for(
+    d: Demand,
+    opts: list[Option],
+    models: Mapping[str, PerfModel],
+    prices: Mapping[str, float],
+    start: int,
+    search: bool,
+) -> list[Task]:
     """The cheapest option's pieces; a partial piece also gets sizes on every other type it fits."""
     best = min(opts, key=lambda o: (o.cost, len(o.pieces)))
     others = [o.gpu for o in opts if o.gpu != best.gpu]

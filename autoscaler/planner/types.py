@@ -40,8 +40,11 @@ class PlacementOut:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "workload": self.workload, "model": self.model, "batch": self.batch,
-            "mps_percent": round(self.mps_percent, 4), "rate_rps": round(self.rate_rps, 6),
+            "workload": self.workload,
+            "model": self.model,
+            "batch": self.batch,
+            "mps_percent": round(self.mps_percent, 4),
+            "rate_rps": round(self.rate_rps, 6),
             "predicted_latency_ms": round(self.predicted_latency_ms, 4),
             "predicted_throughput_rps": round(self.predicted_throughput_rps, 4),
         }
@@ -64,8 +67,11 @@ class InstanceOut:
     gpus: tuple[GpuOut, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"instance_type": self.instance_type, "price_per_hour": self.price_per_hour,
-                "gpus": [g.to_json() for g in self.gpus]}
+        return {
+            "instance_type": self.instance_type,
+            "price_per_hour": self.price_per_hour,
+            "gpus": [g.to_json() for g in self.gpus],
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +102,10 @@ class Plan:
         return sum(len(i.gpus) for i in self.instances)
 
     def to_json(self) -> dict[str, Any]:
-        return {"planner": self.planner, "cost_per_hour": self.cost_per_hour,
-                "instances": [i.to_json() for i in self.instances],
-                "unplaced": [u.to_json() for u in self.unplaced], "moved": self.moved}
+        return {
+            "planner": self.planner,
+            "cost_per_hour": self.cost_per_hour,
+            "instances": [i.to_json() for i in self.instances],
+            "unplaced": [u.to_json() for u in self.unplaced],
+            "moved": self.moved,
+        }

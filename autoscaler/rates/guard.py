@@ -18,10 +18,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    rates: dict[str, float]       # usable values (fresh or still within the stale bound)
-    fresh: dict[str, float]       # values the source gave this tick
-    missing: frozenset[str]       # no usable value at all
-    error: str | None = None      # the source's failure this tick, if any
+    rates: dict[str, float]  # usable values (fresh or still within the stale bound)
+    fresh: dict[str, float]  # values the source gave this tick
+    missing: frozenset[str]  # no usable value at all
+    error: str | None = None  # the source's failure this tick, if any
 
 
 class GuardedRates:

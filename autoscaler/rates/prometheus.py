@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import httpx
 
-from autoscaler.policy import PrometheusRates as PrometheusConfig
+from autoscaler.config.policy import PrometheusRates as PrometheusConfig
 
 
 class PrometheusRates:

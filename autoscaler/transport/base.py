@@ -26,8 +26,7 @@ class Transport(Protocol):
         """Return the parsed output of `igniter-agent status --json` on the instance."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 class HostKeyGate(Protocol):
@@ -38,8 +37,7 @@ class HostKeyGate(Protocol):
         """Learn the keys of new instances and forget those of instances no longer listed."""
         ...
 
-    def reachable(self, instance: Instance) -> bool:
-        ...
+    def reachable(self, instance: Instance) -> bool: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +46,7 @@ class ServerStatus:
 
     name: str
     workload: str
-    state: str                      # starting | ready | failed | stopped
+    state: str  # starting | ready | failed | stopped
     requests_total: int = 0
     latency_ms_p99: float | None = None
     pid: int | None = None
@@ -59,9 +57,9 @@ class ServerStatus:
 @dataclass(frozen=True, slots=True)
 class AgentStatus:
     generation: int | None
-    running: bool                   # the agent process holds its state directory
+    running: bool  # the agent process holds its state directory
     servers: tuple[ServerStatus, ...] = ()
-    error: str | None = None        # e.g. the agent rejected its assignment
+    error: str | None = None  # e.g. the agent rejected its assignment
 
     def ready_names(self) -> set[str]:
         return {s.name for s in self.servers if s.state == "ready"}
@@ -73,12 +71,23 @@ def parse_status(data: Any) -> AgentStatus:
         raise TransportError(f"agent status is not the expected object: {str(data)[:200]}")
     servers = tuple(_server(s) for s in data.get("servers", []) if isinstance(s, dict) and s.get("name"))
     gen = data.get("generation")
-    return AgentStatus(int(gen) if isinstance(gen, int | float) else None, data.get("agent_running", True) is not False,
-                       servers, data.get("assignment_error"))
+    return AgentStatus(
+        int(gen) if isinstance(gen, int | float) else None,
+        data.get("agent_running", True) is not False,
+        servers,
+        data.get("assignment_error"),
+    )
 
 
 def _server(raw: dict[str, Any]) -> ServerStatus:
     p99 = raw.get("latency_ms_p99")
-    return ServerStatus(str(raw["name"]), str(raw.get("workload", "")), str(raw.get("state", "")),
-                        int(raw.get("requests_total") or 0), float(p99) if isinstance(p99, int | float) else None,
-                        raw.get("pid"), int(raw.get("restarts") or 0), raw.get("last_error"))
+    return ServerStatus(
+        str(raw["name"]),
+        str(raw.get("workload", "")),
+        str(raw.get("state", "")),
+        int(raw.get("requests_total") or 0),
+        float(p99) if isinstance(p99, int | float) else None,
+        raw.get("pid"),
+        int(raw.get("restarts") or 0),
+        raw.get("last_error"),
+    )

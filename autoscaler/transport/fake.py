@@ -50,10 +50,17 @@ class FakeTransport:
     def status(self, instance: Instance) -> dict[str, Any]:
         self._check(instance)
         current = self._current.get(instance.id, {"generation": None, "servers": []})
-        servers = [{"name": s["name"], "workload": s["workload"], "port": s["port"],
-                    "state": "starting" if s["name"] in self.not_ready else "ready",
-                    "requests_total": self.requests.get(s["name"], 0),
-                    "latency_ms_p99": self.p99.get(s["workload"])} for s in current["servers"]]
+        servers = [
+            {
+                "name": s["name"],
+                "workload": s["workload"],
+                "port": s["port"],
+                "state": "starting" if s["name"] in self.not_ready else "ready",
+                "requests_total": self.requests.get(s["name"], 0),
+                "latency_ms_p99": self.p99.get(s["workload"]),
+            }
+            for s in current["servers"]
+        ]
         return {"generation": current["generation"], "agent_running": True, "servers": servers}
 
     def forget(self, instance_id: str) -> None:

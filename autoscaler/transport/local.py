@@ -10,8 +10,8 @@ import json
 import subprocess
 from typing import Any
 
+from agents.launch import resolve_agent_command
 from autoscaler.fleet.base import Instance
-from autoscaler.fleet.local import resolve_agent_command
 from autoscaler.transport.base import TransportError
 
 
@@ -36,8 +36,9 @@ def parse_reply(action: str, rc: int, out: str, err: str, where: str) -> Any:
 
 
 class LocalTransport:
-    def __init__(self, agent_command: str = "igniter-agent", state_dir: str = "/var/lib/igniter",
-                 timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, agent_command: str = "igniter-agent", state_dir: str = "/var/lib/igniter", timeout_s: float = 30.0
+    ) -> None:
         self.argv = resolve_agent_command(agent_command)
         self.state_dir = state_dir
         self.timeout_s = timeout_s
@@ -54,8 +55,14 @@ class LocalTransport:
     def _run(self, instance: Instance, action: str, stdin: str | None) -> Any:
         state_dir = instance.tags.get("igniter:state_dir", self.state_dir)
         try:
-            proc = subprocess.run([*self.argv, *agent_args(action, state_dir)], input=stdin or "", text=True,
-                                  capture_output=True, timeout=self.timeout_s, check=False)
+            proc = subprocess.run(
+                [*self.argv, *agent_args(action, state_dir)],
+                input=stdin or "",
+                text=True,
+                capture_output=True,
+                timeout=self.timeout_s,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             raise TransportError(f"{instance.id}: igniter-agent {action} timed out after {self.timeout_s} s") from None
         except OSError as exc:

@@ -29,9 +29,11 @@ from paramiko.hostkeys import HostKeyEntry
 log = logging.getLogger(__name__)
 
 MARKER = "igniter:instance="
-HEADER = ("# Managed by the igniter autoscaler: SSH host keys pinned from each instance's console (cloud API).\n"
-          "# A line ending in igniter:instance=<id> is trusted for that instance only; it is removed when\n"
-          "# the instance is gone. Lines without that marker are kept but not trusted for fleet instances.\n")
+HEADER = (
+    "# Managed by the igniter autoscaler: SSH host keys pinned from each instance's console (cloud API).\n"
+    "# A line ending in igniter:instance=<id> is trusted for that instance only; it is removed when\n"
+    "# the instance is gone. Lines without that marker are kept but not trusted for fleet instances.\n"
+)
 _HEADER_LINES = frozenset(HEADER.splitlines())
 # Key types in the order the client should ask for them: paramiko prefers the first pinned type.
 PREFERENCE = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521", "ssh-rsa")
@@ -71,9 +73,16 @@ class PinnedHostKeys:
             added = [f"{pattern} {k.get_name()} {k.get_base64()} {MARKER}{instance_id}" for k in keys]
             self._write(kept + added)
         for old in sorted(replaced):
-            log.info("%s: address reused; the host keys pinned for it (%s) are replaced", pattern, old or "unmarked line")
-        log.info("pinned %d host key(s) of %s at %s from its console: %s", len(keys), instance_id, pattern,
-                 ", ".join(f"{k.get_name()} {k.fingerprint}" for k in keys))
+            log.info(
+                "%s: address reused; the host keys pinned for it (%s) are replaced", pattern, old or "unmarked line"
+            )
+        log.info(
+            "pinned %d host key(s) of %s at %s from its console: %s",
+            len(keys),
+            instance_id,
+            pattern,
+            ", ".join(f"{k.get_name()} {k.fingerprint}" for k in keys),
+        )
         return len(keys)
 
     def retain(self, instance_ids: Collection[str]) -> list[str]:
@@ -128,7 +137,7 @@ def _owner(line: str) -> str:
     """The instance a line was pinned for ("" for a comment or a line written by hand)."""
     fields = line.split()
     tail = fields[-1] if len(fields) > 3 else ""
-    return tail[len(MARKER):] if tail.startswith(MARKER) and not line.lstrip().startswith("#") else ""
+    return tail[len(MARKER) :] if tail.startswith(MARKER) and not line.lstrip().startswith("#") else ""
 
 
 def _entry(line: str) -> HostKeyEntry | None:
@@ -136,7 +145,7 @@ def _entry(line: str) -> HostKeyEntry | None:
         return None
     try:
         return HostKeyEntry.from_line(line)
-    except Exception:  # noqa: BLE001 - a malformed key may fail anywhere in paramiko's parsers; it is skipped
+    except Exception:
         return None
 
 
@@ -145,7 +154,7 @@ def _load(instance_id: str, key_line: str) -> paramiko.PKey | None:
     fields = key_line.split()
     entry = _entry(f"pin {fields[0]} {fields[1]}") if len(fields) >= 2 else None
     if entry is not None and entry.key.get_base64() != fields[1]:
-        entry = None        # paramiko zero-pads a short blob: only an exact round trip is the published key
+        entry = None  # paramiko zero-pads a short blob: only an exact round trip is the published key
     if entry is None:
         log.warning("%s: ignoring a host key from its console that cannot be loaded: %.100r", instance_id, key_line)
     return entry.key if entry is not None else None

@@ -17,21 +17,20 @@ import json
 import logging
 import os
 import shlex
-import socket
 import threading
 from typing import Any
 
 import paramiko
 
+from autoscaler.config.policy import AgentsConfig
 from autoscaler.fleet.base import Instance
-from autoscaler.policy import AgentsConfig
 from autoscaler.transport.base import TransportError
 from autoscaler.transport.local import agent_args, parse_reply
 from autoscaler.transport.pins import PinnedHostKeys, host_pattern
 
 log = logging.getLogger(__name__)
 
-PoolKey = tuple[str, str, int]     # (instance id, host, port): a reused address never reuses a connection
+PoolKey = tuple[str, str, int]  # (instance id, host, port): a reused address never reuses a connection
 
 
 class SshTransport:
@@ -101,10 +100,17 @@ class SshTransport:
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         timeout = self.cfg.connect_timeout_s
         try:
-            client.connect(host, port=port, username=self.cfg.user,
-                           key_filename=os.path.expanduser(self.cfg.key_file) if self.cfg.key_file else None,
-                           timeout=timeout, banner_timeout=timeout, auth_timeout=timeout,
-                           allow_agent=False, look_for_keys=self.cfg.key_file is None)
+            client.connect(
+                host,
+                port=port,
+                username=self.cfg.user,
+                key_filename=os.path.expanduser(self.cfg.key_file) if self.cfg.key_file else None,
+                timeout=timeout,
+                banner_timeout=timeout,
+                auth_timeout=timeout,
+                allow_agent=False,
+                look_for_keys=self.cfg.key_file is None,
+            )
         except paramiko.BadHostKeyException as exc:
             client.close()
             _log_mismatch(instance_id, host, port, exc)
@@ -134,7 +140,7 @@ class SshTransport:
             chan.shutdown_write()
             out, err = _drain(chan)
             if not chan.status_event.wait(self.cfg.command_timeout_s):
-                raise socket.timeout("no exit status")
+                raise TimeoutError("no exit status")
             while chan.recv_stderr_ready():
                 err += chan.recv_stderr(65536).decode(errors="replace")
             return chan.recv_exit_status(), out, err
@@ -154,9 +160,17 @@ def _active(client: paramiko.SSHClient) -> bool:
 
 def _log_mismatch(instance_id: str, host: str, port: int, exc: paramiko.BadHostKeyException) -> None:
     """Loud on purpose: a pinned key that no longer matches is what a man-in-the-middle looks like."""
-    log.error("HOST KEY MISMATCH: %s at %s:%d presented %s %s, but %s %s is the key it must have; refusing to connect. "
-              "Either the node's host key changed or someone is intercepting the connection.", instance_id, host,
-              port, exc.key.get_name(), exc.key.fingerprint, exc.expected_key.get_name(), exc.expected_key.fingerprint)
+    log.error(
+        "HOST KEY MISMATCH: %s at %s:%d presented %s %s, but %s %s is the key it must have; refusing to connect. "
+        "Either the node's host key changed or someone is intercepting the connection.",
+        instance_id,
+        host,
+        port,
+        exc.key.get_name(),
+        exc.key.fingerprint,
+        exc.expected_key.get_name(),
+        exc.expected_key.fingerprint,
+    )
 
 
 def _drain(chan: paramiko.Channel) -> tuple[str, str]:

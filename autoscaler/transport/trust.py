@@ -22,14 +22,11 @@ log = logging.getLogger(__name__)
 class PinStore(Protocol):
     """Where pins live (transport/pins.py's PinnedHostKeys)."""
 
-    def pinned_ids(self) -> set[str]:
-        ...
+    def pinned_ids(self) -> set[str]: ...
 
-    def pin(self, instance_id: str, address: str, port: int, key_lines: Sequence[str]) -> int:
-        ...
+    def pin(self, instance_id: str, address: str, port: int, key_lines: Sequence[str]) -> int: ...
 
-    def retain(self, instance_ids: Collection[str]) -> list[str]:
-        ...
+    def retain(self, instance_ids: Collection[str]) -> list[str]: ...
 
 
 class HostKeyTrust:
@@ -40,8 +37,8 @@ class HostKeyTrust:
         self.pins = pins
         self.port = port
         self._pinned: set[str] = set()
-        self._unusable: set[str] = set()      # published keys, none usable: not asked again
-        self._noted: dict[str, str] = {}      # instance id -> the last problem logged for it
+        self._unusable: set[str] = set()  # published keys, none usable: not asked again
+        self._noted: dict[str, str] = {}  # instance id -> the last problem logged for it
 
     def refresh(self, instances: Sequence[Instance]) -> None:
         listed = {i.id for i in instances}
@@ -62,8 +59,12 @@ class HostKeyTrust:
         return instance.id in self._pinned
 
     def _wanted(self, inst: Instance) -> bool:
-        return (inst.state == "running" and bool(inst.address) and inst.id not in self._pinned
-                and inst.id not in self._unusable)
+        return (
+            inst.state == "running"
+            and bool(inst.address)
+            and inst.id not in self._pinned
+            and inst.id not in self._unusable
+        )
 
     def _learn(self, inst: Instance) -> None:
         try:
@@ -82,8 +83,11 @@ class HostKeyTrust:
             self._pinned.add(inst.id)
             return
         self._unusable.add(inst.id)
-        log.error("%s published no usable SSH host key on its console: its agent is never contacted, and the "
-                  "instance is replaced when provider.ready_timeout_s runs out", inst.id)
+        log.error(
+            "%s published no usable SSH host key on its console: its agent is never contacted, and the "
+            "instance is replaced when provider.ready_timeout_s runs out",
+            inst.id,
+        )
 
     def _note(self, instance_id: str, message: str, level: int) -> None:
         if self._noted.get(instance_id) != message:

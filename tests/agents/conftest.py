@@ -1,5 +1,5 @@
 """Fixtures for the agent tests: tiny TorchScript models made here, and real agent processes that
-are always cleaned up (helpers live in agent_testkit.py)."""
+are always cleaned up (helpers live in tests/kit/agent.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from agent_testkit import Agent
+from tests.kit.agent import Agent
 
 
 class TinyCNN(torch.nn.Module):
@@ -55,7 +55,9 @@ def _write_model(directory: Path, module: torch.jit.ScriptModule, yaml_text: str
 @pytest.fixture(scope="session")
 def cnn_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
-    yaml_text = "inputs:\n- {name: x, shape: [3, 8, 8], datatype: FP32}\noutputs:\n- {name: y, shape: [5], datatype: FP32}\n"
+    yaml_text = (
+        "inputs:\n- {name: x, shape: [3, 8, 8], datatype: FP32}\noutputs:\n- {name: y, shape: [5], datatype: FP32}\n"
+    )
     return _write_model(tmp_path_factory.mktemp("cnn"), _script(TinyCNN().eval()), yaml_text)
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import strategies as st
 
-from autoscaler.perfmodel import PerfModel, load_model
+from autoscaler.config.policy import load_policy
+from autoscaler.model.perfmodel import PerfModel, load_model
 from autoscaler.planner import Demand, InstanceOption, Plan, check_plan, planning_inputs
-from autoscaler.policy import load_policy
 from tests.conftest import DATA, PROFILES
 
 SCENARIOS = DATA / "scenarios"
@@ -46,8 +45,9 @@ def rate_sums(plan: Plan) -> Counter:
     return out
 
 
-def assert_sound(plan: Plan, demands: list[Demand], models: dict[str, PerfModel],
-                 options: list[InstanceOption]) -> None:
+def assert_sound(
+    plan: Plan, demands: list[Demand], models: dict[str, PerfModel], options: list[InstanceOption]
+) -> None:
     """The properties every plan of a feasible planner must have, checked independently."""
     assert check_plan(plan, demands, models, options) == []
     unplaced = {u.workload for u in plan.unplaced}
@@ -65,8 +65,12 @@ def assert_sound(plan: Plan, demands: list[Demand], models: dict[str, PerfModel]
             assert all(0 < p.mps_percent <= 100 for p in g.placements)
 
 
-RANGES = {"alexnet": ((10, 25), (300, 1500)), "resnet50": ((20, 50), (100, 800)),
-          "vgg19": ((30, 70), (50, 400)), "ssd": ((30, 70), (30, 300))}
+RANGES = {
+    "alexnet": ((10, 25), (300, 1500)),
+    "resnet50": ((20, 50), (100, 800)),
+    "vgg19": ((30, 70), (50, 400)),
+    "ssd": ((30, 70), (30, 300)),
+}
 
 
 @st.composite

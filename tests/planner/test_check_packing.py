@@ -52,18 +52,33 @@ def test_over_100_percent_rates_and_instances_are_caught(v100, models):
     five = Plan("t", (InstanceOut("p3.2xlarge", 3.06, tuple(GpuOut(i, "v100", ()) for i in range(2))),))
     assert any("GPUs listed" in p for p in check_plan(five, [], models, [P3]))
     capped = replace(P3, max_instances=1)
-    assert any("max_instances" in p for p in check_plan(_plan((a,), (_place(v100, "r", "resnet50", 8, 30, 400),)), D[:2], models, [capped]))
+    assert any(
+        "max_instances" in p
+        for p in check_plan(_plan((a,), (_place(v100, "r", "resnet50", 8, 30, 400),)), D[:2], models, [capped])
+    )
 
 
 def _brute(n: int, opts: list[InstanceOption], limits: list[int | None]) -> float:
     ranges = [range(0, (lim if lim is not None else math.ceil(n / o.gpus)) + 1) for o, lim in zip(opts, limits)]
-    return min((sum(o.price_per_hour * c for o, c in zip(opts, cs)) for cs in itertools.product(*ranges)
-                if sum(o.gpus * c for o, c in zip(opts, cs)) >= n), default=math.inf)
+    return min(
+        (
+            sum(o.price_per_hour * c for o, c in zip(opts, cs))
+            for cs in itertools.product(*ranges)
+            if sum(o.gpus * c for o, c in zip(opts, cs)) >= n
+        ),
+        default=math.inf,
+    )
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 14), st.lists(st.tuples(st.integers(1, 8), st.floats(0.5, 20), st.one_of(st.none(), st.integers(0, 4))),
-                                    min_size=1, max_size=3))
+@given(
+    st.integers(1, 14),
+    st.lists(
+        st.tuples(st.integers(1, 8), st.floats(0.5, 20), st.one_of(st.none(), st.integers(0, 4))),
+        min_size=1,
+        max_size=3,
+    ),
+)
 def test_cover_is_the_cheapest_instance_mix(n, spec):
     opts = [InstanceOption(f"t{i}", "g", gpus, round(price, 3)) for i, (gpus, price, _) in enumerate(spec)]
     limits = [lim for _, _, lim in spec]

@@ -76,7 +76,7 @@ def test_every_planner_places_every_rate_share(name):
     demands, options, models = scenario("twelve-workloads.yaml")
     plan = make_plan(demands, options, models, planner=name)
     problems = check_plan(plan, demands, models, options)
-    assert not [p for p in problems if "carry" in p or "instances[" in p and "GPUs listed" in p]
+    assert not [p for p in problems if "carry" in p or ("instances[" in p and "GPUs listed" in p)]
     assert plan.to_json()["planner"] == name
 
 

@@ -13,8 +13,11 @@ from autoscaler.planner.igniter import Config
 from tests.planner.conftest import G4, P3, P3X4, assert_sound, demand_sets, placements, scenario
 
 LEAN = Config(spend_idle=False)  # Algorithm 2's least shares, nothing handed out afterwards
-MOTIVATION = [Demand("alexnet-a", "alexnet", 15, 500), Demand("resnet50-a", "resnet50", 40, 400),
-              Demand("vgg19-a", "vgg19", 60, 200)]
+MOTIVATION = [
+    Demand("alexnet-a", "alexnet", 15, 500),
+    Demand("resnet50-a", "resnet50", 40, 400),
+    Demand("vgg19-a", "vgg19", 60, 200),
+]
 
 
 def test_plain_algorithm_reproduces_the_papers_motivation_example(models):
@@ -26,13 +29,17 @@ def test_plain_algorithm_reproduces_the_papers_motivation_example(models):
 
 
 def test_plain_raises_shares_above_the_lower_bounds_because_of_interference(v100):
-    bounds = [v100.lower_bound(d.model, v100.batch_size(d.model, d.slo_ms, d.rate_rps), d.slo_ms, d.rate_rps)
-              for d in MOTIVATION]
+    bounds = [
+        v100.lower_bound(d.model, v100.batch_size(d.model, d.slo_ms, d.rate_rps), d.slo_ms, d.rate_rps)
+        for d in MOTIVATION
+    ]
     assert bounds == [10.0, 27.5, 35.0]
-    alone = [v100.solo(d.model, v100.batch_size(d.model, d.slo_ms, d.rate_rps), b)[0]
-             for d, b in zip(MOTIVATION, bounds)]
-    together = v100.predict_raw([(d.model, v100.batch_size(d.model, d.slo_ms, d.rate_rps), b)
-                                 for d, b in zip(MOTIVATION, bounds)])
+    alone = [
+        v100.solo(d.model, v100.batch_size(d.model, d.slo_ms, d.rate_rps), b)[0] for d, b in zip(MOTIVATION, bounds)
+    ]
+    together = v100.predict_raw(
+        [(d.model, v100.batch_size(d.model, d.slo_ms, d.rate_rps), b) for d, b in zip(MOTIVATION, bounds)]
+    )
     assert all(t[0] > a for t, a in zip(together, alone))
     assert any(t[0] > d.slo_ms / 2 for t, d in zip(together, MOTIVATION))
 

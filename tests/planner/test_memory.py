@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from autoscaler.perfmodel import PerfModel, fit
+from agents.profiler.schema import MemorySpec
+from autoscaler.config.profile import load_profile
+from autoscaler.model.perfmodel import PerfModel, fit
 from autoscaler.planner import Demand, InstanceOption, check_plan, make_plan
-from autoscaler.profile import MemorySpec, load_profile
 from tests.conftest import PROFILES
 from tests.planner.conftest import assert_sound, demand_sets, placements
 
@@ -16,8 +17,10 @@ OPT = [InstanceOption("p3.2xlarge", "v100-mem", 1, 3.06)]
 
 def _with_memory(gpu_mb: float, base: float, per_item: float) -> PerfModel:
     profile = load_profile(PROFILES / "v100.yaml")
-    models = {k: m.model_copy(update={"memory_mb": MemorySpec(base=base, per_batch_item=per_item)})
-              for k, m in profile.models.items()}
+    models = {
+        k: m.model_copy(update={"memory_mb": MemorySpec(base=base, per_batch_item=per_item)})
+        for k, m in profile.models.items()
+    }
     hw = profile.hardware.model_copy(update={"memory_mb": gpu_mb})
     return fit(profile.model_copy(update={"models": models, "hardware": hw}), "v100-mem")
 

@@ -8,8 +8,8 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autoscaler.config.policy import load_policy
 from autoscaler.planner import Demand, InstanceOption, make_plan, planning_inputs
-from autoscaler.policy import load_policy
 from tests.planner.conftest import G4, P3, SCENARIOS, assert_sound, placements, scenario
 
 
@@ -79,13 +79,20 @@ def test_baselines_report_moves_against_the_current_plan_too():
 
 
 def test_planning_inputs_apply_rates_corrections_and_unavailable_types(tmp_path):
-    text = (SCENARIOS / "motivation-3.yaml").read_text().replace(
-        "instance_types:", "instance_types:\n- {name: g4dn.xlarge, gpu: t4-synthetic, gpus: 1, price_per_hour: 0.526}")
+    text = (
+        (SCENARIOS / "motivation-3.yaml")
+        .read_text()
+        .replace(
+            "instance_types:",
+            "instance_types:\n- {name: g4dn.xlarge, gpu: t4-synthetic, gpus: 1, price_per_hour: 0.526}",
+        )
+    )
     path = tmp_path / "p.yaml"
     path.write_text(text)
     policy = load_policy(path)
-    demands, options, models = planning_inputs(policy, rates={"alexnet-a": 42.0}, corrections={"vgg19-a": 1.5},
-                                               unavailable=frozenset({"g4dn.xlarge"}))
+    demands, options, models = planning_inputs(
+        policy, rates={"alexnet-a": 42.0}, corrections={"vgg19-a": 1.5}, unavailable=frozenset({"g4dn.xlarge"})
+    )
     by = {d.workload: d for d in demands}
     assert by["alexnet-a"].rate_rps == 42.0 and by["resnet50-a"].rate_rps == 400.0
     assert by["vgg19-a"].correction == 1.5 and by["alexnet-a"].correction == 1.0
@@ -113,7 +120,7 @@ def test_min_rate_floor_raises_a_lower_or_zero_rate_and_keeps_a_server(tmp_path)
     rates = {"alexnet-a": 0.0, "resnet50-a": 0.0, "vgg19-a": 35.0}
     demands, options, models = planning_inputs(policy, rates=rates)
     by = {d.workload: d.rate_rps for d in demands}
-    assert by == {"alexnet-a": 150.0, "resnet50-a": 0.0, "vgg19-a": 35.0}   # floor, no floor, rate above floor
+    assert by == {"alexnet-a": 150.0, "resnet50-a": 0.0, "vgg19-a": 35.0}  # floor, no floor, rate above floor
     plan = make_plan(demands, options, models)
     served = {p.workload for p in placements(plan)}
     assert "alexnet-a" in served and "resnet50-a" not in served and not plan.unplaced

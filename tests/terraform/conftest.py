@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tfhelpers import AUTOSCALER_DIR, EXAMPLE_DIR, FLEET_DIR, load_config, terraform_bin
+
+from tests.terraform.tfhelpers import AUTOSCALER_DIR, EXAMPLE_DIR, FLEET_DIR, load_config, terraform_bin
 
 
 @pytest.fixture(scope="session")
@@ -27,5 +28,7 @@ def example() -> dict[str, Any]:
 def needs_terraform() -> str:
     binary = terraform_bin()
     if binary is None:
-        pytest.skip("the terraform binary is not installed; this check is optional (python-hcl2 and checkov cover the rest)")
+        pytest.skip(
+            "the terraform binary is not installed; this check is optional (python-hcl2 and checkov cover the rest)"
+        )
     return binary

@@ -14,17 +14,23 @@ import subprocess
 from typing import Any
 
 import pytest
-from tfhelpers import ROOT, TF_DIR, checkov_path
+
+from tests.terraform.tfhelpers import ROOT, TF_DIR, checkov_path
 
 
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
     checkov = checkov_path()
     if not checkov.exists():
-        pytest.fail(f"checkov not found at {checkov}: run `make tools` (or set CHECKOV=/path/to/checkov)", pytrace=False)
+        pytest.fail(
+            f"checkov not found at {checkov}: run `make tools` (or set CHECKOV=/path/to/checkov)", pytrace=False
+        )
     result = subprocess.run(
         [str(checkov), "-d", str(TF_DIR), "--framework", "terraform", "--compact", "-o", "json", "--skip-download"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     assert result.stdout.strip(), f"checkov printed no report (exit {result.returncode}):\n{result.stderr[-4000:]}"
     data = json.loads(result.stdout)
@@ -34,7 +40,10 @@ def report() -> dict[str, Any]:
 
 
 def test_no_failed_checks(report: dict[str, Any]) -> None:
-    failed = [f"{c['check_id']} {c['resource']} ({c['file_path']}:{c['file_line_range']})" for c in report["results"]["failed_checks"]]
+    failed = [
+        f"{c['check_id']} {c['resource']} ({c['file_path']}:{c['file_line_range']})"
+        for c in report["results"]["failed_checks"]
+    ]
     assert report["summary"]["failed"] == 0 and not failed, "\n".join(failed)
 
 
@@ -54,12 +63,17 @@ def test_every_skip_has_a_written_reason(report: dict[str, Any]) -> None:
 def test_only_the_reviewed_skips(report: dict[str, Any]) -> None:
     """New skips need review: extend this list only with a reason in the code next to the resource."""
     reviewed = {
-        ("CKV_AWS_109", "aws_iam_policy_document.logs_key"), ("CKV_AWS_111", "aws_iam_policy_document.logs_key"),
-        ("CKV_AWS_356", "aws_iam_policy_document.logs_key"), ("CKV_AWS_109", "aws_iam_policy_document.ssh_key_kms"),
-        ("CKV_AWS_111", "aws_iam_policy_document.ssh_key_kms"), ("CKV_AWS_356", "aws_iam_policy_document.ssh_key_kms"),
+        ("CKV_AWS_109", "aws_iam_policy_document.logs_key"),
+        ("CKV_AWS_111", "aws_iam_policy_document.logs_key"),
+        ("CKV_AWS_356", "aws_iam_policy_document.logs_key"),
+        ("CKV_AWS_109", "aws_iam_policy_document.ssh_key_kms"),
+        ("CKV_AWS_111", "aws_iam_policy_document.ssh_key_kms"),
+        ("CKV_AWS_356", "aws_iam_policy_document.ssh_key_kms"),
         ("CKV2_AWS_57", "aws_secretsmanager_secret.ssh_key"),
     }
-    found = {(c["check_id"], c["resource"].split(".", 2)[-1].split("[")[0]) for c in report["results"]["skipped_checks"]}
+    found = {
+        (c["check_id"], c["resource"].split(".", 2)[-1].split("[")[0]) for c in report["results"]["skipped_checks"]
+    }
     assert found <= reviewed, found - reviewed
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfhelpers import DEFAULT_INSTANCE_TYPES, FLEET_TAG, TF_DIR, blocks, load_config, unwrap
+from tests.terraform.tfhelpers import DEFAULT_INSTANCE_TYPES, FLEET_TAG, TF_DIR, blocks, load_config, unwrap
 
 
 def _all_resources(kind: str) -> list[tuple[str, str, dict[str, Any]]]:

@@ -5,14 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from tfhelpers import FLEET_TAG, blocks, unwrap
+
+from tests.terraform.tfhelpers import FLEET_TAG, blocks, unwrap
 
 MUTATING = {"ec2:RunInstances", "ec2:TerminateInstances", "ec2:CreateTags"}
 # Exactly what autoscaler/ calls (fleet/ec2.py, rates/cloudwatch.py) plus what launching needs.
 ALLOWED_ACTIONS = MUTATING | {
-    "ec2:DescribeInstances", "ec2:GetConsoleOutput", "cloudwatch:GetMetricData", "iam:PassRole",
-    "secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret",
-    "kms:Decrypt", "kms:CreateGrant", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncrypt*",
+    "ec2:DescribeInstances",
+    "ec2:GetConsoleOutput",
+    "cloudwatch:GetMetricData",
+    "iam:PassRole",
+    "secretsmanager:GetSecretValue",
+    "secretsmanager:DescribeSecret",
+    "kms:Decrypt",
+    "kms:CreateGrant",
+    "kms:DescribeKey",
+    "kms:GenerateDataKeyWithoutPlaintext",
+    "kms:ReEncrypt*",
 }
 UNRESTRICTABLE = {"cloudwatch:GetMetricData"} | {a for a in ALLOWED_ACTIONS if a.startswith("ec2:Describe")}
 
@@ -90,7 +99,9 @@ def test_run_instances_only_tagged_for_the_fleet_and_from_its_templates(statemen
     assert _conditions(instances)[f"aws:RequestTag/{FLEET_TAG}"] == ("StringEquals", ["${var.name}"])
 
 
-def test_create_tags_only_while_launching_and_instances_only_with_the_fleet_tag(statements: list[dict[str, Any]]) -> None:
+def test_create_tags_only_while_launching_and_instances_only_with_the_fleet_tag(
+    statements: list[dict[str, Any]],
+) -> None:
     tags = _with_action(statements, "ec2:CreateTags")
     assert len(tags) == 2
     for statement in tags:

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 import yaml
-from tfhelpers import DEFAULT_INSTANCE_TYPES, EXAMPLE_DIR, FIXTURES, terraform_string, unwrap
 
-from autoscaler.errors import InputError
-from autoscaler.policy import load_policy
+from autoscaler.config.errors import InputError
+from autoscaler.config.policy import load_policy
+from tests.terraform.tfhelpers import DEFAULT_INSTANCE_TYPES, FIXTURES, terraform_string, unwrap
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +69,18 @@ def test_snippet_outputs_come_from_the_one_local(example: dict[str, Any]) -> Non
     assert unwrap(example["output"]["launch_template_names"]["value"]) == "module.fleet.launch_template_names"
 
 
-def test_fixture_snippet_has_the_keys_of_the_local(outputs: dict[str, Any], snippet: dict[str, Any], example: dict[str, Any]) -> None:
+def test_fixture_snippet_has_the_keys_of_the_local(
+    outputs: dict[str, Any], snippet: dict[str, Any], example: dict[str, Any]
+) -> None:
     expected = _key_tree(example["locals"]["policy_snippet"])
     expected["provider"]["launch_templates"] = {t: None for t in DEFAULT_INSTANCE_TYPES}
     assert _key_tree(outputs["policy_snippet"]["value"]) == expected
     assert snippet == outputs["policy_snippet"]["value"]
 
 
-def test_fixture_launch_templates_are_named_as_the_fleet_module_names_them(outputs: dict[str, Any], fleet: dict[str, Any]) -> None:
+def test_fixture_launch_templates_are_named_as_the_fleet_module_names_them(
+    outputs: dict[str, Any], fleet: dict[str, Any]
+) -> None:
     names = outputs["launch_template_names"]["value"]
     assert sorted(names) == sorted(DEFAULT_INSTANCE_TYPES)
     assert fleet["resource"]["aws_launch_template"]["node"]["name"] == "${var.name}-${each.key}"
@@ -85,7 +89,9 @@ def test_fixture_launch_templates_are_named_as_the_fleet_module_names_them(outpu
     assert outputs["policy_snippet"]["value"]["provider"]["launch_templates"] == names
 
 
-def test_fixture_agent_settings_match_the_modules(snippet: dict[str, Any], fleet: dict[str, Any], autoscaler: dict[str, Any]) -> None:
+def test_fixture_agent_settings_match_the_modules(
+    snippet: dict[str, Any], fleet: dict[str, Any], autoscaler: dict[str, Any]
+) -> None:
     agents = snippet["agents"]
     variables = fleet["variable"]
     assert agents["user"] == variables["agent_user"]["default"]
@@ -96,9 +102,14 @@ def test_fixture_agent_settings_match_the_modules(snippet: dict[str, Any], fleet
     assert agents["known_hosts"] == autoscaler["locals"]["known_hosts_file"]
 
 
-def test_fixture_yaml_is_what_terraform_yamlencode_prints(needs_terraform: str, outputs: dict[str, Any], tmp_path: Path) -> None:
+def test_fixture_yaml_is_what_terraform_yamlencode_prints(
+    needs_terraform: str, outputs: dict[str, Any], tmp_path: Path
+) -> None:
     value = json.dumps(outputs["policy_snippet"]["value"])
-    assert terraform_string(tmp_path, f"yamlencode(jsondecode({json.dumps(value)}))") == outputs["policy_snippet_yaml"]["value"]
+    assert (
+        terraform_string(tmp_path, f"yamlencode(jsondecode({json.dumps(value)}))")
+        == outputs["policy_snippet_yaml"]["value"]
+    )
 
 
 # --- merged into a policy, it validates -----------------------------------------------------------
@@ -137,8 +148,14 @@ def test_merged_policy_passes_igniter_validate(tmp_path: Path, snippet: dict[str
     script = _igniter_validate_available()
     if script is None:
         pytest.skip("`igniter validate` is not available in this environment yet; load_policy covers the merge")
-    good = subprocess.run([str(script), "validate", str(write_policy(tmp_path, snippet))], capture_output=True, text=True, timeout=120)
+    good = subprocess.run(
+        [str(script), "validate", str(write_policy(tmp_path, snippet))], capture_output=True, text=True, timeout=120
+    )
     assert good.returncode == 0, good.stderr
-    bad = subprocess.run([str(script), "validate", str(write_policy(tmp_path, deep_merge(snippet, {"fleet": "bad name"})))],
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [str(script), "validate", str(write_policy(tmp_path, deep_merge(snippet, {"fleet": "bad name"})))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "fleet" in bad.stderr

@@ -10,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tfhelpers import AUTOSCALER_DIR, FLEET_DIR, TF_DIR, load_hcl, terraform_console, terraform_env, tf_files
+
+from tests.terraform.tfhelpers import (
+    AUTOSCALER_DIR,
+    FLEET_DIR,
+    TF_DIR,
+    load_hcl,
+    terraform_console,
+    terraform_env,
+    tf_files,
+)
 
 SKIP_COMMENT = re.compile(r"#\s*checkov:skip=([A-Z0-9_]+)(?::(.*))?$")
 
@@ -47,10 +56,29 @@ def test_outputs_are_described(module_dir: Path, request: pytest.FixtureRequest)
 
 def test_security_relevant_variables_are_validated(fleet: dict[str, Any], autoscaler: dict[str, Any]) -> None:
     must_validate = {
-        "fleet": ["name", "allowed_cidr_blocks", "instance_types", "autoscaler_ssh_public_key", "igniter_package",
-                  "model_bucket", "model_prefix", "server_port_range", "ssh_port", "ami_id", "tags"],
-        "autoscaler": ["name", "launch_template_arns", "node_role_arn", "subnet_ids", "node_security_group_ids",
-                       "status_cidr_blocks", "igniter_package", "tags"],
+        "fleet": [
+            "name",
+            "allowed_cidr_blocks",
+            "instance_types",
+            "autoscaler_ssh_public_key",
+            "igniter_package",
+            "model_bucket",
+            "model_prefix",
+            "server_port_range",
+            "ssh_port",
+            "ami_id",
+            "tags",
+        ],
+        "autoscaler": [
+            "name",
+            "launch_template_arns",
+            "node_role_arn",
+            "subnet_ids",
+            "node_security_group_ids",
+            "status_cidr_blocks",
+            "igniter_package",
+            "tags",
+        ],
     }
     for module, config in (("fleet", fleet), ("autoscaler", autoscaler)):
         missing = [v for v in must_validate[module] if not config["variable"][v].get("validation")]
@@ -71,8 +99,13 @@ def test_every_checkov_skip_states_a_reason() -> None:
 
 
 def test_terraform_fmt_clean(needs_terraform: str) -> None:
-    result = subprocess.run([needs_terraform, "fmt", "-check", "-recursive", "-diff", str(TF_DIR)],
-                            capture_output=True, text=True, timeout=120, env=terraform_env())
+    result = subprocess.run(
+        [needs_terraform, "fmt", "-check", "-recursive", "-diff", str(TF_DIR)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=terraform_env(),
+    )
     assert result.returncode == 0, f"terraform fmt would change:\n{result.stdout}{result.stderr}"
 
 
@@ -90,11 +123,23 @@ def test_terraform_validate_with_a_local_provider_mirror(needs_terraform: str, t
         pytest.skip("no local provider mirror with hashicorp/aws (set TF_PLUGIN_DIR); downloads are not possible here")
     shutil.copytree(TF_DIR, tmp_path / "terraform", ignore=shutil.ignore_patterns(".terraform", "*.tfstate*"))
     workdir = tmp_path / "terraform" / config
-    init = subprocess.run([needs_terraform, "init", "-backend=false", "-input=false", "-no-color", f"-plugin-dir={mirror}"],
-                          cwd=workdir, capture_output=True, text=True, timeout=300, env=terraform_env())
+    init = subprocess.run(
+        [needs_terraform, "init", "-backend=false", "-input=false", "-no-color", f"-plugin-dir={mirror}"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=terraform_env(),
+    )
     assert init.returncode == 0, init.stdout + init.stderr
-    validate = subprocess.run([needs_terraform, "validate", "-no-color"], cwd=workdir, capture_output=True, text=True,
-                              timeout=300, env=terraform_env())
+    validate = subprocess.run(
+        [needs_terraform, "validate", "-no-color"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=terraform_env(),
+    )
     assert validate.returncode == 0, validate.stdout + validate.stderr
 
 
@@ -140,12 +185,19 @@ def _invalid(workdir: Path, variable: str, **overrides: str) -> bool:
         ("server_port_range", "{ from = 80, to = 8199 }"),
     ],
 )
-def test_fleet_variable_validation_refuses(needs_terraform: str, fleet_variables_dir: Path, variable: str, value: str) -> None:
+def test_fleet_variable_validation_refuses(
+    needs_terraform: str, fleet_variables_dir: Path, variable: str, value: str
+) -> None:
     assert _invalid(fleet_variables_dir, variable, **{variable: value}), f"{variable}={value!r} was accepted"
 
 
-def test_fleet_variable_validation_accepts_defaults_and_private_cidrs(needs_terraform: str, fleet_variables_dir: Path) -> None:
-    result = terraform_console(fleet_variables_dir, "jsonencode([var.allowed_cidr_blocks, var.instance_types])",
-                               {**FLEET_REQUIRED, "allowed_cidr_blocks": '["10.0.0.0/16", "fd00::/8"]'})
+def test_fleet_variable_validation_accepts_defaults_and_private_cidrs(
+    needs_terraform: str, fleet_variables_dir: Path
+) -> None:
+    result = terraform_console(
+        fleet_variables_dir,
+        "jsonencode([var.allowed_cidr_blocks, var.instance_types])",
+        {**FLEET_REQUIRED, "allowed_cidr_blocks": '["10.0.0.0/16", "fd00::/8"]'},
+    )
     assert "Error" not in result.stderr, result.stderr
     assert "g4dn.xlarge" in result.stdout

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
-from tfhelpers import (
+
+from tests.terraform.tfhelpers import (
     AUTOSCALER_DIR,
     FLEET_DIR,
     render_template,
@@ -105,7 +106,9 @@ def test_templatefile_call_passes_exactly_the_placeholders(template: Path, tf_fi
     assert template_placeholders(template.read_text()) == templatefile_call_keys(tf_file.read_text(), template.name)
 
 
-@pytest.mark.parametrize(("template", "kind"), [(NODE_TEMPLATE, "fleet"), (HOST_TEMPLATE, "autoscaler")], ids=["node", "host"])
+@pytest.mark.parametrize(
+    ("template", "kind"), [(NODE_TEMPLATE, "fleet"), (HOST_TEMPLATE, "autoscaler")], ids=["node", "host"]
+)
 def test_python_render_matches_terraform_templatefile(
     needs_terraform: str, tmp_path: Path, template: Path, kind: str, request: pytest.FixtureRequest
 ) -> None:
@@ -155,21 +158,30 @@ def test_node_installs_the_project(node: dict[str, Any], tmp_path: Path) -> None
     setup = files(node)["/usr/local/sbin/igniter-node-setup"]
     assert 'pip install --quiet "$IGNITER_PACKAGE"' in setup
     assert "ln -sf /opt/igniter/venv/bin/igniter-agent /usr/local/bin/igniter-agent" in setup
-    assert setup.index("pip install --quiet \"$IGNITER_PACKAGE\"") < setup.index("systemctl enable --now igniter-agent.service")
+    assert setup.index('pip install --quiet "$IGNITER_PACKAGE"') < setup.index(
+        "systemctl enable --now igniter-agent.service"
+    )
     bash_syntax_ok(setup, tmp_path)
 
 
 def test_node_env_file_survives_shell_and_systemd_quoting(node: dict[str, Any], tmp_path: Path) -> None:
     env = tmp_path / "node.env"
     env.write_text(files(node)["/etc/igniter/node.env"])
-    result = subprocess.run(["bash", "-c", f'set -a; . {env}; printf "%s|%s" "$IGNITER_PACKAGE" "$IGNITER_MODEL_SOURCE"'],
-                            capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        ["bash", "-c", f'set -a; . {env}; printf "%s|%s" "$IGNITER_PACKAGE" "$IGNITER_MODEL_SOURCE"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert result.stdout == f"{PACKAGE}|s3://team-models/models/"
 
 
 def test_node_enables_mps(node: dict[str, Any]) -> None:
     gpu = unit(files(node)["/etc/systemd/system/igniter-gpu-setup.service"])
-    assert gpu["ExecStart"] == ["/usr/bin/nvidia-smi --persistence-mode=1", "/usr/bin/nvidia-smi --compute-mode=EXCLUSIVE_PROCESS"]
+    assert gpu["ExecStart"] == [
+        "/usr/bin/nvidia-smi --persistence-mode=1",
+        "/usr/bin/nvidia-smi --compute-mode=EXCLUSIVE_PROCESS",
+    ]
     assert gpu["Type"] == ["oneshot"] and gpu["RemainAfterExit"] == ["yes"]
     assert "User" not in gpu, "compute mode needs root"
     setup = files(node)["/usr/local/sbin/igniter-node-setup"]

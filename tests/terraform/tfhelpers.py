@@ -143,14 +143,18 @@ def terraform_env() -> dict[str, str]:
     return {**os.environ, "TF_CLI_CONFIG_FILE": os.devnull, "TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1"}
 
 
-def terraform_console(workdir: Path, expression: str, variables: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def terraform_console(
+    workdir: Path, expression: str, variables: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Evaluate one expression with `terraform console` in workdir (which must declare no provider)."""
     binary = terraform_bin()
     assert binary is not None
     args = [binary, "console", "-no-color"]
     for name, value in (variables or {}).items():
         args += ["-var", f"{name}={value}"]
-    return subprocess.run(args, cwd=workdir, input=expression + "\n", capture_output=True, text=True, timeout=120, env=terraform_env())
+    return subprocess.run(
+        args, cwd=workdir, input=expression + "\n", capture_output=True, text=True, timeout=120, env=terraform_env()
+    )
 
 
 def terraform_string(workdir: Path, expression: str) -> str:

@@ -1,0 +1,199 @@
+"""The agent loop: desired assignment -> running servers; supervise them; write status.
+
+Each step is observe -> diff -> act -> report: read the assignment file if it changed, diff it
+against the servers we run (by name; any spec change is a restart), stop what must go, start what
+must come, tick every server's state machine, and write status.json atomically.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from agents.errors import InputError
+from agents.fsutil import atomic_write_json
+from agents.node.gpu import GpuMonitor
+from agents.node.mps import Mps
+from agents.node.supervisor import ManagedServer, RestartPolicy, ServerFiles, launch_server, stop_all
+from agents.spec import Assignment, ServerSpec, parse_assignment
+
+log = logging.getLogger("igniter-agent")
+ASSIGNMENT_FILE = "assignment.json"
+STATUS_FILE = "status.json"
+LOCK_FILE = "agent.lock"
+
+
+@dataclass(frozen=True)
+class Changes:
+    """What converging from the running set to the desired set takes, by server name."""
+
+    start: tuple[ServerSpec, ...]
+    stop: tuple[str, ...]
+    restart: tuple[ServerSpec, ...]
+    keep: tuple[str, ...]
+
+
+def diff(running: Mapping[str, ServerSpec], desired: Mapping[str, ServerSpec]) -> Changes:
+    """Pure: new names start, missing names stop, changed specs restart, equal specs stay put."""
+    return Changes(
+        start=tuple(spec for name, spec in desired.items() if name not in running),
+        stop=tuple(name for name in running if name not in desired),
+        restart=tuple(spec for name, spec in desired.items() if name in running and running[name] != spec),
+        keep=tuple(name for name, spec in desired.items() if running.get(name) == spec),
+    )
+
+
+class AgentLocked(RuntimeError):
+    """Another agent already runs on this state directory."""
+
+
+def lock_state_dir(state_dir: Path) -> TextIO:
+    """Hold an exclusive lock for the agent's lifetime: two agents on one directory would fight."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(state_dir / LOCK_FILE, "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "?"
+        handle.close()
+        raise AgentLocked(
+            f"{state_dir}: another igniter-agent (pid {holder}) is running on this state directory"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
+
+
+class Daemon:
+    """Converges and supervises; `step` is one loop iteration, `run` loops until told to stop."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        mps: Mps,
+        gpus: GpuMonitor,
+        device: str = "cpu",
+        policy: RestartPolicy = RestartPolicy(),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.state_dir = state_dir
+        self.mps = mps
+        self.gpus = gpus
+        self.device = device
+        self.policy = policy
+        self.clock = clock
+        self.servers: dict[str, ManagedServer] = {}
+        self.applied: Assignment | None = None
+        self.assignment_error: str | None = None
+        self._seen: tuple[int, int, int] | None = None
+
+    def launch(self, spec: ServerSpec, files: ServerFiles) -> Any:
+        """Start one server with the GPU share MPS gives it (MPS is started first when needed)."""
+        self.mps.ensure_running()
+        return launch_server(spec, self.mps.server_env(spec), self.device, files)
+
+    def step(self) -> None:
+        """One loop: pick up a new assignment, advance every server, report."""
+        desired = self._read_assignment()
+        if desired is not None and desired != self.applied:
+            self.converge(desired)
+        now = self.clock()
+        for server in self.servers.values():
+            server.tick(now)
+        self.write_status()
+
+    def _read_assignment(self) -> Assignment | None:
+        """The assignment file, parsed only when it changed (apply renames, so the inode changes)."""
+        path = self.state_dir / ASSIGNMENT_FILE
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return None
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if key == self._seen:
+            return None
+        self._seen = key
+        try:
+            assignment = parse_assignment(path.read_text(encoding="utf-8"), str(path))
+        except (InputError, OSError) as exc:
+            self.assignment_error = str(exc)  # keep running what we have; say why in status
+            log.error(
+                "assignment rejected, still running generation %s: %s", self.applied and self.applied.generation, exc
+            )
+            return None
+        self.assignment_error = None
+        return assignment
+
+    def converge(self, desired: Assignment) -> None:
+        """Stop removed and changed servers (so ports are free), then start new and changed ones.
+
+        A server in `failed` gets a fresh start with every new assignment, even if unchanged.
+        """
+        running = {name: server.spec for name, server in self.servers.items()}
+        changes = diff(running, desired.by_name())
+        retry = [name for name in changes.keep if self.servers[name].state == "failed"]
+        log.info(
+            "generation %d: start %s, stop %s, restart %s, retry %s, keep %s",
+            desired.generation,
+            [s.name for s in changes.start],
+            list(changes.stop),
+            [s.name for s in changes.restart],
+            retry,
+            [n for n in changes.keep if n not in retry],
+        )
+        leaving = [*changes.stop, *(spec.name for spec in changes.restart), *retry]
+        stop_all([self.servers.pop(name) for name in leaving])
+        now = self.clock()
+        for spec in (*changes.start, *changes.restart, *(desired.by_name()[name] for name in retry)):
+            self.servers[spec.name] = ManagedServer(
+                spec, ServerFiles.under(self.state_dir, spec.name), self.launch, self.policy, now
+            )
+        self.servers = {spec.name: self.servers[spec.name] for spec in desired.servers}
+        self.applied = desired
+
+    def status(self) -> dict[str, Any]:
+        """The document `igniter-agent status --json` prints (its top-level keys are a contract)."""
+        return {
+            "generation": self.applied.generation if self.applied else None,
+            "gpu_available": self.device != "cpu",
+            "gpus": self.gpus.read(),
+            "servers": [server.describe() for server in self.servers.values()],
+            "agent_pid": os.getpid(),
+            "updated_at": time.time(),
+            "device": self.device,
+            "mps": self.mps.describe(),
+            "assignment_error": self.assignment_error,
+        }
+
+    def write_status(self) -> None:
+        atomic_write_json(self.state_dir / STATUS_FILE, self.status())
+
+    def run(self, stop: threading.Event, interval_s: float = 0.5) -> None:
+        """Loop until stop is set, then stop every server and MPS (if we started it)."""
+        try:
+            while not stop.is_set():
+                try:
+                    self.step()
+                except OSError as exc:  # e.g. a full disk: keep supervising, try again next loop
+                    log.error("loop error: %s", exc)
+                stop.wait(interval_s)
+        finally:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        """No server outlives the agent: SIGTERM all, SIGKILL stragglers, record them stopped."""
+        log.info("stopping %d server(s)", len(self.servers))
+        stop_all(list(self.servers.values()))
+        self.mps.stop()
+        self.write_status()
+        self.gpus.close()

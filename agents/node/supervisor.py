@@ -1,0 +1,263 @@
+"""One supervised inference server: start it, notice it crash, restart it with backoff, or give up.
+
+States: starting -> ready (the server's stats file says so) -> crashed -> starting again after the
+backoff (1 s, doubling, at most 30 s) ... -> failed after 5 crashes in 5 minutes, until the next
+assignment. stopped is where the daemon leaves it on purpose.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agents.fsutil import read_json
+from agents.spec import ServerSpec
+
+log = logging.getLogger("igniter-agent")
+PR_SET_PDEATHSIG = 1
+STATES = ("starting", "ready", "failed", "stopped")
+LOG_ROTATE_BYTES = 5 * 2**20
+
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True) if sys.platform == "linux" else None
+
+
+def die_with_parent() -> None:
+    """preexec_fn: the kernel SIGKILLs the server when the agent dies, even by kill -9.
+
+    libc is loaded before the fork, so the child only makes one system call here.
+    """
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """Crash handling: exponential backoff, and a crash budget per time window."""
+
+    initial_backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    crash_limit: int = 5
+    window_s: float = 300.0
+
+    def delay_after(self, crash_times: list[float], now: float) -> float | None:
+        """Seconds to wait before the next start, or None when the server is to be marked failed."""
+        recent = [t for t in crash_times if now - t <= self.window_s]
+        if len(recent) >= self.crash_limit:
+            return None
+        return min(self.max_backoff_s, self.initial_backoff_s * 2 ** max(0, len(recent) - 1))
+
+
+@dataclass(frozen=True)
+class ServerFiles:
+    """Where one server's stats and log live inside the agent's state directory."""
+
+    stats: Path
+    log: Path
+
+    @classmethod
+    def under(cls, state_dir: Path, name: str) -> ServerFiles:
+        return cls(state_dir / "run" / f"{name}.stats.json", state_dir / "logs" / f"{name}.log")
+
+
+def launch_server(spec: ServerSpec, env: dict[str, str], device: str, files: ServerFiles) -> subprocess.Popen:
+    """Start `python -m agents.server` for one spec; output goes to its log file."""
+    files.stats.parent.mkdir(parents=True, exist_ok=True)
+    files.log.parent.mkdir(parents=True, exist_ok=True)
+    files.stats.unlink(missing_ok=True)
+    _rotate(files.log)
+    cmd = [
+        sys.executable,
+        "-m",
+        "agents.server",
+        "--spec",
+        spec.model_dump_json(),
+        "--device",
+        device,
+        "--stats-file",
+        str(files.stats),
+        "--parent-pid",
+        str(os.getpid()),
+    ]
+    with open(files.log, "ab") as log:
+        return subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            preexec_fn=die_with_parent,
+            start_new_session=True,
+        )
+
+
+def _rotate(log: Path) -> None:
+    """Keep one previous log; a crash-looping server must not fill the disk."""
+    if log.exists() and log.stat().st_size > LOG_ROTATE_BYTES:
+        log.replace(log.with_suffix(".log.1"))
+
+
+def last_line(path: Path, tail_bytes: int = 4096) -> str | None:
+    """The last non-empty line of a log (what a crashing server said last)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(max(0, path.stat().st_size - tail_bytes))
+            lines = handle.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    lines = [line.strip() for line in lines if line.strip()]
+    return lines[-1] if lines else None
+
+
+def describe_exit(returncode: int, detail: str | None) -> str:
+    """`killed by SIGKILL` or `exited with code 1: <what it said>`."""
+    if returncode < 0:
+        try:
+            how = f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            how = f"killed by signal {-returncode}"
+    else:
+        how = f"exited with code {returncode}"
+    return f"{how}: {detail}" if detail and returncode > 0 else how
+
+
+Launch = Callable[[ServerSpec, ServerFiles], subprocess.Popen]
+
+
+class ManagedServer:
+    """The agent's view of one server process across its restarts."""
+
+    def __init__(self, spec: ServerSpec, files: ServerFiles, launch: Launch, policy: RestartPolicy, now: float) -> None:
+        self.spec = spec
+        self.files = files
+        self._launch = launch
+        self._policy = policy
+        self.state = "starting"
+        self.proc: subprocess.Popen | None = None
+        self.restarts = 0
+        self.crash_times: list[float] = []
+        self.last_error: str | None = None
+        self.stats: dict[str, Any] = {}
+        self.next_start_at: float | None = now
+        self._started_once = False
+
+    def tick(self, now: float) -> None:
+        """Advance the state machine: start when due, notice exits, pick up readiness and stats."""
+        if self.state in ("failed", "stopped"):
+            return
+        if self.proc is None:
+            if self.next_start_at is not None and now >= self.next_start_at:
+                self._start(now)
+            return
+        returncode = self.proc.poll()
+        if returncode is None:
+            self._refresh_stats()
+        else:
+            self._crashed(now, describe_exit(returncode, self._crash_detail()))
+
+    def _start(self, now: float) -> None:
+        if self._started_once:
+            self.restarts += 1
+        self._started_once = True
+        self.stats, self.state, self.next_start_at = {}, "starting", None
+        try:
+            self.proc = self._launch(self.spec, self.files)
+        except Exception as exc:  # MPS down, binary missing, fork failure: a failed start, retried
+            self._crashed(now, f"could not start: {exc}")
+            return
+        log.info("server %s: started, pid %d (log %s)", self.spec.name, self.proc.pid, self.files.log)
+
+    def _refresh_stats(self) -> None:
+        """The server's own stats file is the source of readiness and counters."""
+        stats = read_json(self.files.stats)
+        if isinstance(stats, dict) and self.proc is not None and stats.get("pid") == self.proc.pid:
+            self.stats = stats
+            if stats.get("ready") and self.state == "starting":
+                self.state = "ready"
+                log.info("server %s: ready on %s:%d", self.spec.name, self.spec.host, self.spec.port)
+
+    def _crash_detail(self) -> str | None:
+        stats = read_json(self.files.stats)
+        if isinstance(stats, dict) and stats.get("error"):
+            return str(stats["error"])
+        return last_line(self.files.log)
+
+    def _crashed(self, now: float, message: str) -> None:
+        """Record the crash; schedule the restart, or mark failed when the crash budget is spent."""
+        self.proc = None
+        self.last_error = message
+        self.crash_times.append(now)
+        delay = self._policy.delay_after(self.crash_times, now)
+        if delay is None:
+            self.state, self.next_start_at = "failed", None
+            log.error(
+                "server %s: %s; failed after %d crashes, waiting for a new assignment",
+                self.spec.name,
+                message,
+                len(self.crash_times),
+            )
+        else:
+            self.state, self.next_start_at = "starting", now + delay
+            log.warning("server %s: %s; restarting in %.1f s", self.spec.name, message, delay)
+
+    def terminate(self) -> None:
+        """Ask the server to finish (SIGTERM); `wait_stopped` completes the stop."""
+        self.state = "stopped"
+        self.next_start_at = None
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+
+    def wait_stopped(self, deadline: float) -> None:
+        """Wait until the deadline (monotonic), then SIGKILL; always reaps the process."""
+        if self.proc is None:
+            return
+        try:
+            self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def describe(self) -> dict[str, Any]:
+        """The per-server entry of `status --json`."""
+        spec, stats = self.spec, self.stats
+        return {
+            "name": spec.name,
+            "workload": spec.workload,
+            "state": self.state,
+            "pid": self.proc.pid if self.proc is not None else None,
+            "host": spec.host,
+            "port": spec.port,
+            "batch": spec.batch,
+            "mps_percent": spec.mps_percent,
+            "gpu_index": spec.gpu_index,
+            "device": stats.get("device"),
+            "restarts": self.restarts,
+            "requests_total": stats.get("requests_total", 0),
+            "items_total": stats.get("items_total", 0),
+            "batches_total": stats.get("batches_total", 0),
+            "errors_total": stats.get("errors_total", 0),
+            "latency_ms_p50": stats.get("latency_ms_p50"),
+            "latency_ms_p99": stats.get("latency_ms_p99"),
+            "compute_ms_p50": stats.get("compute_ms_p50"),
+            "started_at": stats.get("started_at"),
+            "last_error": self.last_error,
+        }
+
+
+def stop_all(servers: list[ManagedServer], grace_s: float = 5.0) -> None:
+    """SIGTERM every server at once, then wait for all with one shared deadline."""
+    for server in servers:
+        server.terminate()
+    deadline = time.monotonic() + grace_s
+    for server in servers:
+        server.wait_stopped(deadline)

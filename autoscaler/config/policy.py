@@ -1,0 +1,227 @@
+"""The ops policy: YAML parsed once into frozen, typed objects. Pure: no I/O beyond reading files.
+
+Unknown keys are rejected everywhere so a typo (`slo:` for `slo_ms:`) fails loudly instead of
+silently falling back to a default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from autoscaler.config.errors import InputError, from_validation
+from autoscaler.config.profile import Profile, load_profile
+from autoscaler.config.yamlio import load_mapping
+
+BUNDLED_PROFILES = Path(__file__).resolve().parents[2] / "policies" / "profiles"
+
+Name = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+Pos = Annotated[float, Field(gt=0)]
+NonNeg = Annotated[float, Field(ge=0)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InstanceType(_Frozen):
+    """A GPU instance type the fleet may use; `gpu` names a profile file in profiles_dir."""
+
+    name: Name
+    gpu: Name
+    gpus: Annotated[int, Field(ge=1, le=16)] = 1
+    price_per_hour: Pos
+    max_instances: Annotated[int, Field(ge=0)] | None = None
+
+
+class Workload(_Frozen):
+    """One inference workload: a model, its end-to-end latency SLO and its request rate."""
+
+    name: Name
+    model: Name
+    slo_ms: Pos
+    rate_rps: NonNeg = 0.0
+    min_rate_rps: NonNeg = Field(
+        default=0.0,
+        description="capacity kept even when the observed rate is lower, e.g. to "
+        "absorb traffic returning after a quiet period",
+    )
+    model_dir: str | None = Field(default=None, description="model directory on the agents (model.pt + model.yaml)")
+
+
+class ProviderConfig(_Frozen):
+    kind: Literal["local", "ec2"] = "local"
+    region: str = "us-east-1"
+    endpoint_url: str | None = None
+    launch_templates: dict[str, str] = Field(default_factory=dict)
+    subnets: list[str] = Field(default_factory=list)
+    ready_timeout_s: Pos = 900.0
+    unavailable_s: Pos = Field(default=180.0, description="how long a type stays out after a capacity error")
+    base_port: Annotated[int, Field(ge=1024, le=65000)] = 18100
+    state_root: str | None = Field(default=None, description="local provider: where agent state dirs live")
+
+
+class AgentsConfig(_Frozen):
+    transport: Literal["ssh", "local", "none"] = "local"
+    user: str = Field(default="igniter", description="ssh: the nodes' agent user (Terraform's agent_user)")
+    key_file: str | None = None
+    known_hosts: str | None = Field(
+        default=None,
+        description="ssh: with a provider that publishes host keys (ec2), the fleet-managed pin file "
+        "(default: next to the state file); otherwise the known_hosts to check (default ~/.ssh/known_hosts)",
+    )
+    port: Annotated[int, Field(ge=1, le=65535)] = 22
+    connect_timeout_s: Pos = 10.0
+    command_timeout_s: Pos = 30.0
+    host_override: str | None = None
+    agent_command: str = "igniter-agent"
+    state_dir: str = "/var/lib/igniter"
+    server_base_port: Annotated[int, Field(ge=1024, le=65000)] = 8100
+    model_root: str = Field(
+        default="/var/lib/igniter/models", description="a workload without model_dir uses <model_root>/<model>"
+    )
+
+
+class CloudWatchRates(_Frozen):
+    namespace: str = "Igniter/Inference"
+    metric_name: str = "RequestCount"
+    dimension_name: str = "Workload"
+    period_s: Annotated[int, Field(ge=1)] = 60
+    statistic: Literal["Sum", "Average"] = "Sum"
+    region: str | None = Field(default=None, description="default: provider.region")
+    endpoint_url: str | None = Field(default=None, description="default: provider.endpoint_url")
+
+
+class PrometheusRates(_Frozen):
+    url: str = "http://127.0.0.1:9090"
+    query: str = 'sum(rate(igniter_requests_total{{workload="{workload}"}}[1m]))'
+    timeout_s: Pos = 5.0
+
+
+class RatesConfig(_Frozen):
+    source: Literal["static", "agents", "cloudwatch", "prometheus"] = "static"
+    stale_after_s: Pos = Field(default=300.0, description="how long the last good value is kept when a source fails")
+    cloudwatch: CloudWatchRates = Field(default_factory=CloudWatchRates)
+    prometheus: PrometheusRates = Field(default_factory=PrometheusRates)
+
+
+class ScalingConfig(_Frozen):
+    interval_s: Pos = 30.0
+    settle_s: NonNeg = Field(
+        default=15.0,
+        description="after a tick whose make-before-break changes wait on servers "
+        "it just started, the next tick comes after settle_s instead of interval_s (0: off)",
+    )
+    headroom: Annotated[float, Field(ge=0, le=10)] = 0.1
+    scale_down_delay_s: NonNeg = 600.0
+    boot_s: NonNeg = 180.0
+    max_cost_per_hour: Pos | None = None
+    forecast: Literal["last", "ewma", "holt", "seasonal"] = "ewma"
+    season_s: Pos = Field(default=86400.0, description="seasonal forecast: the period (a day)")
+    seasons: Annotated[int, Field(ge=1, le=28)] = Field(
+        default=1, description="seasonal forecast: periods to look back over"
+    )
+    planner: Literal["igniter", "ffd", "gslice", "gpulets", "exact"] = "igniter"
+    status_port: Annotated[int, Field(ge=0, le=65535)] = 9464
+
+
+class Policy(_Frozen):
+    """A whole policy. `source` is the file it came from (for error messages and relative paths)."""
+
+    profiles_dir: Path = BUNDLED_PROFILES
+    fleet: Name = "igniter"
+    instance_types: Annotated[list[InstanceType], Field(min_length=1)]
+    workloads: Annotated[list[Workload], Field(min_length=1)]
+    provider: ProviderConfig = Field(default_factory=ProviderConfig)
+    agents: AgentsConfig = Field(default_factory=AgentsConfig)
+    rates: RatesConfig = Field(default_factory=RatesConfig)
+    scaling: ScalingConfig = Field(default_factory=ScalingConfig)
+    source: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Policy:
+        for section, items in (("instance_types", self.instance_types), ("workloads", self.workloads)):
+            seen: set[str] = set()
+            for i, item in enumerate(items):
+                if item.name in seen:
+                    raise _FieldError(f"{section}[{i}].name", f"duplicate name {item.name!r}")
+                seen.add(item.name)
+        return self
+
+    def workload(self, name: str) -> Workload:
+        return next(w for w in self.workloads if w.name == name)
+
+    def instance_type(self, name: str) -> InstanceType:
+        return next(t for t in self.instance_types if t.name == name)
+
+
+class _FieldError(ValueError):
+    """Raised inside validators to report an exact field path."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def parse_policy(data: dict[str, Any], source: Path) -> Policy:
+    """Validate a policy mapping read from `source`; resolve profiles and check models exist."""
+    data = dict(data)
+    data.pop("source", None)
+    if "profiles_dir" in data and isinstance(data["profiles_dir"], str):
+        data["profiles_dir"] = (source.parent / data["profiles_dir"]).resolve()
+    try:
+        policy = Policy.model_validate({**data, "source": source})
+    except ValidationError as exc:
+        inner = _field_error(exc)
+        if inner is not None:
+            raise InputError(source, inner.field, inner.message) from None
+        raise from_validation(source, exc) from None
+    load_profiles(policy)
+    return policy
+
+
+def _field_error(exc: ValidationError) -> _FieldError | None:
+    for err in exc.errors(include_url=False):
+        ctx = err.get("ctx") or {}
+        if isinstance(ctx.get("error"), _FieldError):
+            return ctx["error"]
+    return None
+
+
+def load_policy(path: str | Path) -> Policy:
+    """Read, validate and resolve a policy file. Raises InputError naming file and field."""
+    source = Path(path)
+    return parse_policy(load_mapping(source), source)
+
+
+def load_profiles(policy: Policy) -> dict[str, Profile]:
+    """Profiles by GPU name for every instance type; checks each workload's model is known."""
+    src = policy.source or Path("<policy>")
+    profiles: dict[str, Profile] = {}
+    for i, itype in enumerate(policy.instance_types):
+        path = policy.profiles_dir / f"{itype.gpu}.yaml"
+        if not path.is_file():
+            raise InputError(src, f"instance_types[{i}].gpu", f"no profile {itype.gpu!r}: {path} does not exist")
+        profiles[itype.gpu] = load_profile(path)
+    known = {m for p in profiles.values() for m in p.models}
+    for i, wl in enumerate(policy.workloads):
+        if wl.model not in known:
+            raise InputError(
+                src,
+                f"workloads[{i}].model",
+                f"model {wl.model!r} is in no profile of the instance types (known: {', '.join(sorted(known))})",
+            )
+    return profiles
+
+
+def policy_json_schema() -> dict[str, Any]:
+    """The JSON schema editors use to validate policies (policies/policy.schema.json)."""
+    schema = Policy.model_json_schema(mode="validation")
+    schema["properties"]["profiles_dir"] = {"type": "string", "description": "relative to the policy file"}
+    schema["properties"].pop("source", None)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "igniter policy"
+    return schema

@@ -1,0 +1,37 @@
+"""GPU profiles: load and validate the measurements the performance model is fitted from.
+
+The format itself (agents/profiler/schema.py) belongs to the profiler that writes it; this module
+reads profile files for the autoscaler, with errors that name the file and the field.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from agents.profiler.schema import ModelProfile, Profile
+from autoscaler.config.errors import from_validation
+from autoscaler.config.yamlio import load_mapping
+
+__all__ = ["ModelProfile", "Profile", "load_profile"]
+
+
+def load_profile(path: str | Path) -> Profile:
+    """Load and validate one profile; errors name the file and the field."""
+    resolved = Path(path).resolve()
+    try:
+        stamp = resolved.stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    return _load_cached(resolved, stamp)
+
+
+@lru_cache(maxsize=64)
+def _load_cached(path: Path, _stamp: int) -> Profile:
+    data = load_mapping(path)
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation(path, exc) from None

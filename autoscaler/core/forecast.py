@@ -1,0 +1,101 @@
+"""Rate history -> the rate to plan for over the next boot_s + interval_s. Pure.
+
+An instance launched now serves traffic only after boot_s, and the next decision comes interval_s
+later, so the plan must carry the rate expected over that horizon. Three methods:
+
+- `last`: the latest observation;
+- `ewma`: an exponentially weighted mean with time constant `tau_s` (robust to noise);
+- `holt`: Holt's linear trend (level + trend, both time-aware), extrapolated across the horizon,
+  so a ramp is provisioned for before it arrives;
+- `seasonal`: `ewma`, but never below the busiest rate seen over the same stretch of the day (the
+  coming horizon, a season earlier: `season_s`, default a day) in the last `seasons` seasons. Like
+  AWS predictive scaling in forecast-and-scale mode: capacity for the daily peak is there before
+  it arrives, and a lull that the last days did not have (a quiet hour, a collection gap) does not
+  scale in what the same hour needed before. The caller passes those past observations (`past`).
+
+Whatever the method, the forecast never sits below the latest observation: a step up is acted on
+the tick that sees it, and the smoothing only slows scale-in. The result is multiplied by
+(1 + headroom).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+Method = Literal["last", "ewma", "holt", "seasonal"]
+Point = tuple[float, float]  # (time_s, rate_rps)
+
+
+@dataclass(frozen=True, slots=True)
+class ForecastConfig:
+    method: Method = "ewma"
+    horizon_s: float = 210.0
+    headroom: float = 0.1
+    tau_s: float = 120.0  # ewma / holt level time constant
+    trend_tau_s: float = 300.0  # holt trend time constant
+    season_s: float = 86400.0  # seasonal: the period
+    seasons: int = 1  # seasonal: how many past periods to look back over
+
+
+def season_windows(now: float, cfg: ForecastConfig) -> list[tuple[float, float]]:
+    """The stretches of history the seasonal method reads: the coming horizon, 1..seasons periods ago."""
+    if cfg.method != "seasonal":
+        return []
+    return [(now - k * cfg.season_s, now - k * cfg.season_s + cfg.horizon_s) for k in range(1, cfg.seasons + 1)]
+
+
+def forecast(history: Sequence[Point], cfg: ForecastConfig, past: Sequence[Point] = ()) -> float | None:
+    """Planned rate for one workload, or None with no history at all. `past`: for `seasonal`, the
+    observations inside season_windows (ignored by the other methods)."""
+    points = sorted(p for p in history if math.isfinite(p[1]) and p[1] >= 0)
+    if not points:
+        return None
+    last = points[-1][1]
+    if cfg.method == "last":
+        base = last
+    elif cfg.method == "holt":
+        base = holt(points, cfg.tau_s, cfg.trend_tau_s, cfg.horizon_s)
+    else:
+        base = ewma(points, cfg.tau_s)
+    if cfg.method == "seasonal":
+        base = max([base, *(v for _, v in past if math.isfinite(v) and v >= 0)])
+    return max(base, last) * (1.0 + cfg.headroom)
+
+
+def forecast_all(
+    histories: Mapping[str, Sequence[Point]], cfg: ForecastConfig, past: Mapping[str, Sequence[Point]] | None = None
+) -> dict[str, float | None]:
+    return {w: forecast(h, cfg, (past or {}).get(w, ())) for w, h in histories.items()}
+
+
+def _alpha(dt: float, tau: float) -> float:
+    """Smoothing weight for a gap of dt seconds: irregular ticks weigh consistently."""
+    if tau <= 0:
+        return 1.0
+    return 1.0 - math.exp(-max(dt, 0.0) / tau)
+
+
+def ewma(points: Sequence[Point], tau_s: float) -> float:
+    level = points[0][1]
+    for (t0, _), (t1, x) in itertools.pairwise(points):
+        a = _alpha(t1 - t0, tau_s)
+        level = a * x + (1 - a) * level
+    return level
+
+
+def holt(points: Sequence[Point], tau_s: float, trend_tau_s: float, horizon_s: float) -> float:
+    """Level + trend (per second) smoothed over irregular samples; the horizon's highest value."""
+    level, trend = points[0][1], 0.0
+    for (t0, _), (t1, x) in itertools.pairwise(points):
+        dt = t1 - t0
+        if dt <= 0:
+            continue
+        a, b = _alpha(dt, tau_s), _alpha(dt, trend_tau_s)
+        prev = level
+        level = a * x + (1 - a) * (level + trend * dt)
+        trend = b * (level - prev) / dt + (1 - b) * trend
+    return max(0.0, level + max(trend, 0.0) * horizon_s)

@@ -1,0 +1,386 @@
+"""Plan -> fleet layout: stable slots and named servers. Pure.
+
+A plan lists instances in no particular order; the fleet needs identities that survive re-planning.
+Each planned instance becomes a *slot* (`<fleet>-<instance_type>-<n>`) matched to the previous
+layout's slot of the same type that shares most placements, so a small plan change moves few
+servers. Each placement becomes a server `<workload>-<k>`; a placement that stays on the same slot,
+GPU and workload keeps its name and port index, new ones get names no live server uses. A running
+server whose batch or share changes gets a new name (replaced make-before-break) when its GPU has
+room for both, since an agent restarts a same-named server in place and refuses requests meanwhile.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSpec:
+    """One inference server on a slot: what the agent is told to run."""
+
+    name: str
+    workload: str
+    model: str
+    gpu_index: int
+    index: int  # port = the instance's port base + index
+    batch: int
+    mps_percent: float
+    rate_rps: float = 0.0
+    predicted_latency_ms: float = 0.0
+    predicted_throughput_rps: float = 0.0
+    model_dir: str = ""
+    max_queue_delay_ms: float = 0.0
+
+    def agent_key(self) -> tuple[Any, ...]:
+        """What the agent sees; a change here needs a reconfigure (rates and predictions do not)."""
+        return (
+            self.name,
+            self.workload,
+            self.model_dir,
+            self.gpu_index,
+            self.index,
+            self.batch,
+            round(self.mps_percent, 4),
+            round(self.max_queue_delay_ms, 3),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SlotSpec:
+    slot: str
+    instance_type: str
+    price_per_hour: float
+    gpus: tuple[str, ...]  # GPU type name per index
+    servers: tuple[ServerSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The fleet the controller converges to: slots with servers, and what the plan left out."""
+
+    planner: str
+    slots: tuple[SlotSpec, ...]
+    unplaced: tuple[Unplaced, ...] = ()
+    rates: Mapping[str, float] = field(default_factory=dict)  # the demand each workload was planned for
+
+    @property
+    def cost_per_hour(self) -> float:
+        return round(sum(s.price_per_hour for s in self.slots), 6)
+
+    def slot(self, name: str) -> SlotSpec | None:
+        return next((s for s in self.slots if s.slot == name), None)
+
+    def servers(self) -> list[tuple[str, ServerSpec]]:
+        return [(s.slot, srv) for s in self.slots for srv in s.servers]
+
+    def capacity(self) -> dict[str, float]:
+        """Predicted throughput per workload: what the layout can carry."""
+        out: Counter[str] = Counter()
+        for _, srv in self.servers():
+            out[srv.workload] += srv.predicted_throughput_rps
+        return dict(out)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "planner": self.planner,
+            "cost_per_hour": self.cost_per_hour,
+            "rates": dict(self.rates),
+            "slots": [
+                {
+                    "slot": s.slot,
+                    "instance_type": s.instance_type,
+                    "price_per_hour": s.price_per_hour,
+                    "gpus": list(s.gpus),
+                    "servers": [asdict(v) for v in s.servers],
+                }
+                for s in self.slots
+            ],
+            "unplaced": [u.to_json() for u in self.unplaced],
+        }
+
+
+def layout_from_json(data: Mapping[str, Any]) -> Layout:
+    """Inverse of Layout.to_json (the store keeps layouts as JSON)."""
+    slots = tuple(
+        SlotSpec(
+            s["slot"],
+            s["instance_type"],
+            float(s["price_per_hour"]),
+            tuple(s["gpus"]),
+            tuple(ServerSpec(**v) for v in s["servers"]),
+        )
+        for s in data["slots"]
+    )
+    unplaced = tuple(Unplaced(u["workload"], u["reason"]) for u in data.get("unplaced", []))
+    return Layout(data["planner"], slots, unplaced, dict(data.get("rates", {})))
+
+
+def layout_to_plan(layout: Layout) -> Plan:
+    """The plan a layout realises, in slot order: the `current` the planner re-plans against."""
+    instances = tuple(
+        InstanceOut(
+            s.instance_type,
+            s.price_per_hour,
+            tuple(
+                GpuOut(i, gpu, tuple(_placement(v) for v in s.servers if v.gpu_index == i))
+                for i, gpu in enumerate(s.gpus)
+            ),
+        )
+        for s in layout.slots
+    )
+    return Plan(layout.planner, instances, layout.unplaced)
+
+
+def _placement(srv: ServerSpec) -> PlacementOut:
+    return PlacementOut(
+        srv.workload,
+        srv.model,
+        srv.batch,
+        srv.mps_percent,
+        srv.rate_rps,
+        srv.predicted_latency_ms,
+        srv.predicted_throughput_rps,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    model_dir: str
+    max_queue_delay_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutInput:
+    """Everything besides the plan that naming needs."""
+
+    fleet: str
+    previous: Layout | None
+    extra_slots: Mapping[str, str]  # slot -> instance type: live slots the previous layout lacks
+    taken_slots: frozenset[str]  # every slot name ever used (never reused: launch tokens)
+    reserved_servers: Mapping[str, frozenset[tuple[str, int]]]  # slot -> (name, index) still running
+    workloads: Mapping[str, WorkloadInfo]
+    rates: Mapping[str, float]
+    running: Mapping[str, tuple[ServerSpec, ...]] = field(default_factory=dict)  # slot -> servers its agent runs
+
+
+def layout_from_plan(plan: Plan, inp: LayoutInput) -> Layout:
+    """Give each planned instance a stable slot and each placement a stable server name."""
+    matches = _match_slots(plan, inp)
+    taken = set(inp.taken_slots) | set(matches.values())
+    names = {n for srvs in inp.reserved_servers.values() for n, _ in srvs}
+    prev = {s.slot: s for s in (inp.previous.slots if inp.previous else ())}
+    slots: list[SlotSpec] = []
+    pending: list[tuple[int, str, int, PlacementOut]] = []
+    for i, inst in enumerate(plan.instances):
+        slot = matches.get(i) or _new_slot(inp.fleet, inst.instance_type, taken)
+        kept, rest = _keep_servers(inst, prev.get(slot), inp.workloads, inp.running.get(slot, ()))
+        names |= {k.name for k in kept}
+        slots.append(SlotSpec(slot, inst.instance_type, inst.price_per_hour, tuple(g.gpu for g in inst.gpus), kept))
+        pending.extend((i, slot, gi, p) for gi, p in rest)
+    slots = _name_new(slots, pending, names, inp)
+    return Layout(plan.planner, tuple(slots), plan.unplaced, dict(inp.rates))
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """An existing slot a planned instance may take over, with its counts computed once per plan
+    (not once per planned instance: that made matching quadratic in Counter construction)."""
+
+    slot: str
+    shares: dict[tuple[int, str], float]  # (GPU index, workload) -> MPS % its servers hold
+    placements: Counter[tuple[int, str]]  # (GPU index, workload) -> servers
+    workloads: Counter[str]
+    ordinal: int
+
+
+def _candidates(inp: LayoutInput) -> dict[str, list[_Candidate]]:
+    """Existing slots (previous layout, then live slots it lacks) by instance type."""
+    pairs = [(s.slot, s.instance_type, s.servers) for s in (inp.previous.slots if inp.previous else ())]
+    seen = {p[0] for p in pairs}
+    pairs.extend((slot, itype, ()) for slot, itype in sorted(inp.extra_slots.items()) if slot not in seen)
+    out: dict[str, list[_Candidate]] = {}
+    for slot, itype, servers in pairs:
+        have = Counter((v.gpu_index, v.workload) for v in servers)
+        out.setdefault(itype, []).append(
+            _Candidate(
+                slot,
+                _share_map((v.gpu_index, v.workload, v.mps_percent) for v in servers),
+                have,
+                Counter(w for _, w in have.elements()),
+                _ordinal(slot),
+            )
+        )
+    return out
+
+
+def _share_map(items: Iterable[tuple[int, str, float]]) -> dict[tuple[int, str], float]:
+    out: dict[tuple[int, str], float] = {}
+    for gpu, workload, share in items:
+        out[(gpu, workload)] = out.get((gpu, workload), 0.0) + share
+    return out
+
+
+def _match_slots(plan: Plan, inp: LayoutInput) -> dict[int, str]:
+    """Greedy: pairs (planned instance, existing slot) of the same type, the most GPU share kept in
+    place first (summed per GPU and workload: min(planned share, running share)), then the most
+    shared placements. Weighing by share keeps a big server where it runs: matching by counts alone
+    can swap a big and a small server of one workload between two instances, and then one grows
+    while the other shrinks, a move that needlessly drops capacity while it happens."""
+    by_type = _candidates(inp)
+    scored = []
+    for i, inst in enumerate(plan.instances):
+        want = Counter((g.index, p.workload) for g in inst.gpus for p in g.placements)
+        shares = _share_map((g.index, p.workload, p.mps_percent) for g in inst.gpus for p in g.placements)
+        wl = Counter(w for _, w in want.elements())
+        for c in by_type.get(inst.instance_type, ()):
+            kept = sum(min(v, c.shares.get(k, 0.0)) for k, v in shares.items())
+            scored.append(
+                (-round(kept, 6), -_shared(want, c.placements), -_shared(wl, c.workloads), c.ordinal, i, c.slot)
+            )
+    out: dict[int, str] = {}
+    used: set[str] = set()
+    for *_, i, slot in sorted(scored):
+        if i not in out and slot not in used:
+            out[i] = slot
+            used.add(slot)
+    return out
+
+
+def _shared(a: Mapping[Any, int], b: Mapping[Any, int]) -> int:
+    """Size of the multiset intersection, without building the Counter that `a & b` would."""
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    return sum(min(n, large.get(k, 0)) for k, n in small.items())
+
+
+def _ordinal(slot: str) -> int:
+    tail = slot.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else -1
+
+
+def _new_slot(fleet: str, instance_type: str, taken: set[str]) -> str:
+    prefix = f"{fleet}-{instance_type}-"
+    n = 1 + max((_ordinal(s) for s in taken if s.startswith(prefix)), default=-1)
+    taken.add(prefix + str(n))
+    return prefix + str(n)
+
+
+def _keep_servers(
+    inst: InstanceOut, prev: SlotSpec | None, info: Mapping[str, WorkloadInfo], running: tuple[ServerSpec, ...] = ()
+) -> tuple[tuple[ServerSpec, ...], list[tuple[int, PlacementOut]]]:
+    """Placements that stay on this slot's GPU keep their server; the rest need a new one.
+
+    A kept server whose batch or share changes would be restarted in place by its agent (refusing
+    requests meanwhile), so it is replaced instead (a new name and port, make-before-break in
+    reconcile) when its GPU has room for the old and the new server side by side; see `_resized`."""
+    pool = list(prev.servers) if prev else []
+    matched: list[tuple[ServerSpec, int, PlacementOut]] = []
+    rest: list[tuple[int, PlacementOut]] = []
+    for g in inst.gpus:
+        for p in g.placements:
+            old = next((s for s in pool if s.gpu_index == g.index and s.workload == p.workload), None)
+            if old is None:
+                rest.append((g.index, p))
+                continue
+            pool.remove(old)
+            matched.append((old, g.index, p))
+    replace = _resized(inst, matched, running)
+    kept = tuple(_spec(o.name, o.index, gi, p, info) for o, gi, p in matched if o.name not in replace)
+    rest.extend((gi, p) for o, gi, p in matched if o.name in replace)
+    return kept, rest
+
+
+def _resized(
+    inst: InstanceOut, matched: list[tuple[ServerSpec, int, PlacementOut]], running: tuple[ServerSpec, ...]
+) -> set[str]:
+    """Names of running servers whose batch or share changes and whose GPU can hold the old and
+    the new server at once: the plan's shares on the GPU, plus every running server the plan drops
+    there (retiring), plus the old server itself, at most 100 %. Others restart in place."""
+    live = {s.name: s for s in running}
+    kept = {o.name for o, _, _ in matched}
+    load = {g.index: sum(p.mps_percent for p in g.placements) for g in inst.gpus}
+    for s in running:
+        if s.name not in kept and s.gpu_index in load:
+            load[s.gpu_index] += s.mps_percent
+    out: set[str] = set()
+    for old, gi, p in matched:
+        cur = live.get(old.name)
+        if cur is None or (cur.batch, round(cur.mps_percent, 4)) == (p.batch, round(p.mps_percent, 4)):
+            continue
+        if cur.gpu_index == gi and load[gi] + cur.mps_percent <= 100.0 + 1e-6:
+            load[gi] += cur.mps_percent
+            out.add(old.name)
+    return out
+
+
+def _name_new(
+    slots: list[SlotSpec], pending: Iterable[tuple[int, str, int, PlacementOut]], names: set[str], inp: LayoutInput
+) -> list[SlotSpec]:
+    """Add the new servers: fresh names fleet-wide, fresh port indices per slot."""
+    extra: dict[int, list[ServerSpec]] = {}
+    for i, slot, gi, p in pending:
+        used = {s.index for s in slots[i].servers} | {s.index for s in extra.get(i, [])}
+        used |= {idx for _, idx in inp.reserved_servers.get(slot, frozenset())}
+        name = _fresh_name(p.workload, names)
+        extra.setdefault(i, []).append(_spec(name, _fresh_index(used), gi, p, inp.workloads))
+    return [
+        SlotSpec(s.slot, s.instance_type, s.price_per_hour, s.gpus, s.servers + tuple(extra.get(i, [])))
+        for i, s in enumerate(slots)
+    ]
+
+
+def _fresh_name(workload: str, names: set[str]) -> str:
+    k = 0
+    while f"{workload}-{k}" in names:
+        k += 1
+    names.add(f"{workload}-{k}")
+    return f"{workload}-{k}"
+
+
+def _fresh_index(used: set[int]) -> int:
+    k = 0
+    while k in used:
+        k += 1
+    return k
+
+
+def _spec(name: str, index: int, gpu_index: int, p: PlacementOut, info: Mapping[str, WorkloadInfo]) -> ServerSpec:
+    wi = info.get(p.workload, WorkloadInfo("", 0.0))
+    return ServerSpec(
+        name,
+        p.workload,
+        p.model,
+        gpu_index,
+        index,
+        p.batch,
+        p.mps_percent,
+        p.rate_rps,
+        p.predicted_latency_ms,
+        p.predicted_throughput_rps,
+        wi.model_dir,
+        wi.max_queue_delay_ms,
+    )
+
+
+def assignment_json(servers: Iterable[ServerSpec], generation: int, port_base: int) -> dict[str, Any]:
+    """The agent contract: `igniter-agent apply` input for one instance."""
+    return {
+        "generation": generation,
+        "servers": [
+            {
+                "name": s.name,
+                "workload": s.workload,
+                "model_dir": s.model_dir,
+                "batch": s.batch,
+                "mps_percent": round(s.mps_percent, 4),
+                "gpu_index": s.gpu_index,
+                "port": port_base + s.index,
+                "max_queue_delay_ms": s.max_queue_delay_ms,
+            }
+            for s in sorted(servers, key=lambda v: v.index)
+        ],
+    }

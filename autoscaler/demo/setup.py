@@ -1,0 +1,133 @@
+"""What `make demo` needs on disk: a tiny TorchScript model, the demo policy, the trace slice.
+
+Everything lives under one temporary directory, so the final sweep can recognise the demo's own
+processes by that path in their command line and nothing outside it is touched.
+"""
+
+from __future__ import annotations
+
+import socket
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from autoscaler.sim.traces import Trace, read_wide, window
+
+REPO = Path(__file__).resolve().parents[2]
+TRACE = REPO / "traces" / "servegen-3models-wide.csv"
+
+# The replayed workloads: trace column -> (profiled model, SLO ms).
+WORKLOADS = {"m-mid": ("resnet50", 40.0), "m-small": ("alexnet", 30.0)}
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """The knobs of the demo; the defaults fit a 2-core machine and end well within 3 minutes."""
+
+    duration_s: float = 110.0  # wall seconds of replay
+    day: int = 1  # which day of the 14-day ServeGen trace to replay
+    send_per_planned: float = 0.01  # real requests sent per planned request (1 in 100)
+    plan_scale: float = 1.0  # planned rate = trace rate x plan_scale
+    interval_s: float = 4.0
+    boot_s: float = 2.0
+    scale_down_delay_s: float = 12.0
+    max_instances: int = 5
+    seed: int = 1
+
+
+def tiny_model(directory: Path) -> Path:
+    """A TorchScript model (x [8] FP32 -> y [4] FP32) in the agent's model directory layout."""
+    import torch
+
+    class Tiny(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc(x).relu()
+
+    directory.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.script(Tiny().eval()).save(str(directory / "model.pt"))
+    (directory / "model.yaml").write_text(
+        "inputs:\n- {name: x, shape: [8], datatype: FP32}\noutputs:\n- {name: y, shape: [4], datatype: FP32}\n",
+        encoding="utf-8",
+    )
+    return directory
+
+
+def free_port_base(span: int = 1000, start: int = 21000, stop: int = 60000) -> int:
+    """A port range start whose first ports are free on 127.0.0.1 (instances use base + 100 k + i)."""
+    rng = np.random.default_rng()
+    for _ in range(50):
+        base = int(rng.integers(start, stop - span)) // 100 * 100
+        if all(port_is_free(base + k * 100 + i) for k in range(5) for i in range(3)):
+            return base
+    raise RuntimeError("no free port range on 127.0.0.1 for the demo's servers")
+
+
+def port_is_free(port: int) -> bool:
+    """Whether 127.0.0.1:port can be bound right now."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def slice_trace(cfg: DemoConfig) -> Trace:
+    """One day of the ServeGen trace, only the demo's workloads."""
+    day = window(read_wide(TRACE), cfg.day * 86400.0, (cfg.day + 1) * 86400.0)
+    return Trace(day.source, day.times, {w: day.rates[w] for w in WORKLOADS}, day.step_s)
+
+
+def write_policy(root: Path, model_dir: Path, cfg: DemoConfig, peak: dict[str, float]) -> Path:
+    """The demo policy: local provider and transport, one instance type, the tiny model for both."""
+    data = {
+        "fleet": f"demo-{root.name[-8:].lower().replace('_', '-')}",
+        "instance_types": [
+            {
+                "name": "g4dn.xlarge",
+                "gpu": "t4-synthetic",
+                "gpus": 1,
+                "price_per_hour": 0.526,
+                "max_instances": cfg.max_instances,
+            }
+        ],
+        "workloads": [
+            {
+                "name": w,
+                "model": m,
+                "slo_ms": slo,
+                "rate_rps": round(peak[w] * cfg.plan_scale, 1),
+                "model_dir": str(model_dir),
+            }
+            for w, (m, slo) in WORKLOADS.items()
+        ],
+        "provider": {
+            "kind": "local",
+            "state_root": str(root / "instances"),
+            "base_port": free_port_base(),
+            "ready_timeout_s": 90,
+        },
+        "agents": {"transport": "local", "state_dir": str(root / "agent"), "command_timeout_s": 20},
+        "rates": {"source": "static", "stale_after_s": 30},
+        "scaling": {
+            "interval_s": cfg.interval_s,
+            "boot_s": cfg.boot_s,
+            "headroom": 0.1,
+            "scale_down_delay_s": cfg.scale_down_delay_s,
+            "forecast": "ewma",
+            "planner": "igniter",
+        },
+    }
+    path = root / "demo-policy.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path

@@ -1,0 +1,438 @@
+"""One control-loop tick, in named steps: observe -> sync -> forecast -> guard -> plan -> diff -> act -> record.
+
+Side effects live behind the Provider, Transport and RateSource interfaces and the Store; time
+comes from an injected clock, so the same code runs under APScheduler (`igniter run`) and under a
+simulated clock (`igniter simulate`). The pure parts are lifecycle.sync, forecast, sloguard,
+scaling.choose, layout_from_plan and reconcile.diff.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from autoscaler.config.policy import Policy
+from autoscaler.core.colocation import gpu_fits
+from autoscaler.core.forecast import ForecastConfig, forecast_all, season_windows
+from autoscaler.core.layout import Layout, LayoutInput, ServerSpec, WorkloadInfo, layout_from_plan, layout_to_plan
+from autoscaler.core.lifecycle import LIVE, State, SyncInput, sync
+from autoscaler.core.reconcile import FleetView, Limits, diff
+from autoscaler.core.scaling import choose, hold_rates, next_wake
+from autoscaler.core.slo_guard import GuardState
+from autoscaler.core.slo_guard import update as guard_update
+from autoscaler.fleet.base import Instance, Provider, ProviderError
+from autoscaler.loop.actuator import Actuator, Outcome
+from autoscaler.loop.store import Store
+from autoscaler.planner.types import Plan
+from autoscaler.rates.guard import GuardedRates, Reading
+from autoscaler.transport.base import AgentStatus, HostKeyGate, Transport, TransportError, parse_status
+
+log = logging.getLogger(__name__)
+
+# (policy, rates, corrections, caps by instance type, current plan) -> plan
+PlanFn = Callable[[Policy, Mapping[str, float], Mapping[str, float], Mapping[str, int], Plan | None], Plan]
+
+
+@dataclass
+class Deps:
+    provider: Provider
+    transport: Transport
+    rates: GuardedRates
+    store: Store
+    planner: PlanFn
+    clock: Callable[[], float]
+    contact: bool = True  # False: agents are never contacted (transport none)
+    gate: HostKeyGate | None = None  # SSH to cloud nodes: contact an agent only once its host key is pinned
+
+
+@dataclass(frozen=True)
+class Observation:
+    now: float
+    instances: Mapping[str, Instance]
+    statuses: Mapping[str, AgentStatus]  # slot -> status of agents that answered
+    reading: Reading
+
+
+@dataclass
+class TickReport:
+    tick: int
+    now: float
+    ok: bool = True
+    error: str | None = None
+    decision: str = ""
+    layout: Layout | None = None
+    observed: dict[str, float] = field(default_factory=dict)
+    forecast: dict[str, float] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    settling: bool = False  # make-before-break work waits on servers just started: tick again soon
+    wake_at: float | None = None  # tick again then, before the next interval (scaling.next_wake)
+    outcome: Outcome = field(default_factory=Outcome)
+    rounds: int = 0
+    duration_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "error": self.error,
+            "decision": self.decision,
+            "observed": self.observed,
+            "forecast": self.forecast,
+            "missing": self.missing,
+            "notes": self.notes,
+            "settling": self.settling,
+            "wake_at": self.wake_at,
+            "rounds": self.rounds,
+            "done": self.outcome.done,
+            "failed": self.outcome.failed,
+            "cost_per_hour": self.layout.cost_per_hour if self.layout else None,
+        }
+
+
+BOOTING = (State.REQUESTED, State.PENDING, State.RUNNING)
+
+
+class Controller:
+    def __init__(self, policy: Policy, deps: Deps) -> None:
+        self.policy = policy
+        self.deps = deps
+        self.store = deps.store
+
+    # -- the tick ---------------------------------------------------------------------------------
+    def tick(self) -> TickReport:
+        """One full tick; a failure is recorded in the report (and the store), never raised."""
+        start = self.deps.clock()
+        report = TickReport(self.store.begin_tick(start), start)
+        try:
+            obs = self.observe(start)
+            orphans = self.sync(obs)
+            planned = self.forecast(obs, report)
+            corrections = self.guard(obs)
+            self.converge(obs, orphans, planned, corrections, report)
+        except (ProviderError, TransportError) as exc:
+            report.ok, report.error = False, f"{type(exc).__name__}: {exc}"
+            report.outcome.error("provider", f"tick aborted: {report.error}")
+        except Exception as exc:  # a bug or bad planner input: record it, keep the loop alive
+            log.exception("tick %d failed", report.tick)
+            report.ok, report.error = False, f"{type(exc).__name__}: {exc}"
+            report.outcome.error("tick", f"tick failed: {report.error}")
+        report.wake_at = self._wake(start, report.settling)
+        self.record(report)
+        return report
+
+    def _wake(self, now: float, settling: bool) -> float | None:
+        """An early tick for instances due to finish booting, or for make-before-break work."""
+        sc = self.policy.scaling
+        booting = [r.created_at for r in self.store.open_records() if r.state in BOOTING]
+        return next_wake(now, booting, sc.boot_s, sc.settle_s, settling)
+
+    def observe(self, now: float) -> Observation:
+        """The provider's instances, the agents' status, the rates (each behind its interface)."""
+        instances = {i.id: i for i in self.deps.provider.list_instances()}
+        if self.deps.gate is not None and self.deps.contact:
+            self.deps.gate.refresh(list(instances.values()))
+        statuses = self._statuses(instances)
+        feed = getattr(self.deps.rates.source, "feed", None)
+        if feed is not None:
+            feed(statuses)
+        return Observation(now, instances, statuses, self.deps.rates.read(now, [w.name for w in self.policy.workloads]))
+
+    def _statuses(self, instances: Mapping[str, Instance]) -> dict[str, AgentStatus]:
+        if not self.deps.contact:
+            return {}
+        out: dict[str, AgentStatus] = {}
+        for rec in self.store.open_records():
+            inst = instances.get(rec.instance_id or "")
+            if rec.state in LIVE and inst is not None and inst.state == "running" and self._reachable(inst):
+                try:
+                    out[rec.slot] = parse_status(self.deps.transport.status(inst))
+                except TransportError as exc:
+                    log.info("agent of %s did not answer: %s", rec.slot, exc)
+        return out
+
+    def _reachable(self, inst: Instance) -> bool:
+        """Not yet reachable (no pinned host key) is a normal stage of booting, not an error."""
+        return self.deps.gate is None or self.deps.gate.reachable(inst)
+
+    def sync(self, obs: Observation) -> list[Instance]:
+        """Lifecycle transitions implied by the observation; returns orphan instances."""
+        agents_ok = frozenset(s for s, st in obs.statuses.items() if st.running)
+        inp = SyncInput(
+            self.store.open_records(),
+            list(obs.instances.values()),
+            self.store.closed_keys(),
+            agents_ok,
+            self.deps.contact,
+        )
+        changes, orphans = sync(inp, obs.now)
+        self.store.apply(changes)
+        for ch in changes:
+            log.info(
+                "%s#%d %s -> %s (%s) %s",
+                ch.record.slot,
+                ch.record.attempt,
+                ch.before,
+                ch.record.state,
+                ch.reason,
+                ch.detail,
+            )
+        self._remember_agents(agents_ok, obs.now)
+        return orphans
+
+    def _remember_agents(self, answered: frozenset[str], now: float) -> None:
+        """When each live instance's agent last answered (a silent one is replaced, see reconcile)."""
+        seen: dict[str, float] = self.store.get("agent_seen", {})
+        live = {f"{r.slot}#{r.attempt}": r.slot for r in self.store.open_records() if r.state in LIVE}
+        seen = {k: t for k, t in seen.items() if k in live}
+        seen.update({k: now for k, slot in live.items() if slot in answered})
+        self.store.put("agent_seen", seen)
+
+    def _agent_seen(self) -> dict[tuple[str, int], float]:
+        out = {}
+        for key, t in self.store.get("agent_seen", {}).items():
+            slot, _, attempt = key.rpartition("#")
+            out[(slot, int(attempt))] = float(t)
+        return out
+
+    def forecast(self, obs: Observation, report: TickReport) -> dict[str, float]:
+        """Rate to plan for per workload; missing data falls back to the current layout's rate, and
+        no rate sits below the workload's min_rate_rps (the planner's floor, shown where it applies)."""
+        sc = self.policy.scaling
+        cfg = ForecastConfig(
+            sc.forecast,
+            sc.boot_s + sc.interval_s,
+            sc.headroom,
+            tau_s=4 * sc.interval_s,
+            trend_tau_s=10 * sc.interval_s,
+            season_s=sc.season_s,
+            seasons=sc.seasons,
+        )
+        history = self.store.rate_history(obs.now - max(3600.0, 20 * sc.interval_s))
+        for w, v in obs.reading.rates.items():
+            fresh = w in obs.reading.fresh
+            history.setdefault(w, []).extend([(obs.now, v)] if fresh or not history.get(w) else [])
+        past: dict[str, list[tuple[float, float]]] = {}
+        for lo, hi in season_windows(obs.now, cfg):
+            for w, pts in self.store.rate_history(lo, hi).items():
+                past.setdefault(w, []).extend(pts)
+        fc = forecast_all(history, cfg, past)
+        current = self.store.current_layout()
+        fallback = dict(current.rates) if current else {}
+        planned = {w.name: _first(fc.get(w.name), fallback.get(w.name), w.rate_rps) for w in self.policy.workloads}
+        for w in obs.reading.missing:
+            planned[w] = max(planned[w], fallback.get(w, 0.0))
+        for wl in self.policy.workloads:
+            planned[wl.name] = max(planned[wl.name], float(wl.min_rate_rps))
+        if obs.reading.error:
+            report.outcome.error("rates", obs.reading.error)
+        report.observed, report.forecast = dict(obs.reading.rates), planned
+        report.missing = sorted(obs.reading.missing)
+        self.store.add_rates(
+            obs.now, obs.reading.fresh, planned, keep_s=max(86400.0, sc.seasons * sc.season_s + 3600.0)
+        )
+        return planned
+
+    def guard(self, obs: Observation) -> dict[str, float]:
+        """SLO guard: p99 above the SLO for 3 ticks raises that workload's correction factor."""
+        p99: dict[str, float] = {}
+        for st in obs.statuses.values():
+            for srv in st.servers:
+                if srv.state == "ready" and srv.latency_ms_p99 is not None:
+                    p99[srv.workload] = max(p99.get(srv.workload, 0.0), srv.latency_ms_p99)
+        state = GuardState.from_json(self.store.get("slo_guard"))
+        state, events = guard_update(state, p99, {w.name: w.slo_ms for w in self.policy.workloads})
+        for ev in events:
+            log.warning("SLO guard: %s correction %.3f -> %.3f (%s)", ev.workload, ev.old, ev.new, ev.why)
+        self.store.put("slo_guard", state.to_json())
+        return dict(state.corrections)
+
+    # -- plan, diff, act --------------------------------------------------------------------------
+    def converge(
+        self,
+        obs: Observation,
+        orphans: list[Instance],
+        planned: dict[str, float],
+        corrections: dict[str, float],
+        report: TickReport,
+    ) -> None:
+        """Plan -> diff -> act; a capacity error marks the type unavailable and re-plans this tick."""
+        previous = self.store.current_layout()
+        for round_ in range(1, len(self.policy.instance_types) + 2):
+            report.rounds = round_
+            layout, report.decision = self.plan(obs.now, planned, corrections, previous, bool(obs.reading.missing))
+            report.layout = layout
+            actions = diff(layout, self.view(obs, orphans), obs.now, self._limits())
+            report.notes = list(actions.notes) + [f"unplaced {u.workload}: {u.reason}" for u in layout.unplaced]
+            report.settling = actions.settling
+            outcome = self.act(obs, actions.actions, report)
+            if not outcome.capacity:
+                return
+            self._mark_unavailable(outcome.capacity, obs.now)
+            report.outcome.capacity.clear()
+
+    def plan(
+        self,
+        now: float,
+        planned: dict[str, float],
+        corrections: dict[str, float],
+        previous: Layout | None,
+        missing: bool,
+    ) -> tuple[Layout, str]:
+        """Hold plan, or the target plan once a cheaper one has held; the layout is saved first."""
+        current = layout_to_plan(previous) if previous else None
+        caps = self._caps(now)
+        held_rates = hold_rates(planned, previous.rates) if previous else dict(planned)
+        target = self.deps.planner(self.policy, planned, corrections, caps, current)
+        if held_rates == planned:
+            chosen, rates = target, planned
+            why = "target: no rate fell below the current layout's" if previous else "target: first plan"
+            self.store.put("cheaper_since", None)
+        else:
+            held = self.deps.planner(self.policy, held_rates, corrections, caps, current)
+            choice = choose(
+                now,
+                target.cost_per_hour,
+                held.cost_per_hour,
+                self.store.get("cheaper_since"),
+                self.policy.scaling.scale_down_delay_s,
+                missing,
+            )
+            self.store.put("cheaper_since", choice.cheaper_since)
+            chosen, rates = (target, planned) if choice.use == "target" else (held, held_rates)
+            why = f"{choice.use}: {choice.why}"
+        layout = layout_from_plan(chosen, self._layout_input(previous, rates))
+        self._save_layout(layout, previous, why, now)
+        return layout, why
+
+    def _layout_input(self, previous: Layout | None, rates: Mapping[str, float]) -> LayoutInput:
+        records = self.store.all_records()
+        live = {r.slot: r.instance_type for r in records if r.state in LIVE}
+        reserved: dict[str, set[tuple[str, int]]] = {}
+        running: dict[str, tuple[ServerSpec, ...]] = {}
+        current = {r.key for r in records if r.state in LIVE}
+        for (slot, attempt), (_, servers) in self.store.applied().items():
+            reserved.setdefault(slot, set()).update((s.name, s.index) for s in servers)
+            if (slot, attempt) in current:
+                running[slot] = running.get(slot, ()) + servers
+        return LayoutInput(
+            self.policy.fleet,
+            previous,
+            live,
+            frozenset(r.slot for r in records),
+            {k: frozenset(v) for k, v in reserved.items()},
+            self._workload_info(),
+            dict(rates),
+            running,
+        )
+
+    def _workload_info(self) -> dict[str, WorkloadInfo]:
+        root = self.policy.agents.model_root.rstrip("/")
+        return {
+            w.name: WorkloadInfo(w.model_dir or f"{root}/{w.model}", round(w.slo_ms / 2, 3))
+            for w in self.policy.workloads
+        }
+
+    def _save_layout(self, layout: Layout, previous: Layout | None, kind: str, now: float) -> None:
+        if previous is None or _signature(layout) != _signature(previous):
+            self.store.put("plan_generation", int(self.store.get("plan_generation", 0)) + 1)
+            log.info("new layout: %d slot(s), %.2f/h (%s)", len(layout.slots), layout.cost_per_hour, kind)
+        self.store.save_layout(layout, kind, now)
+
+    def view(self, obs: Observation, orphans: list[Instance]) -> FleetView:
+        """The fleet for reconcile: open records, what each agent runs, which servers are ready."""
+        records = self.store.open_records()
+        current = {r.slot: r for r in sorted(records, key=lambda r: r.attempt) if r.state in LIVE}
+        applied_all = self.store.applied()
+        applied = {s: applied_all[r.key][1] for s, r in current.items() if r.key in applied_all}
+        stale = frozenset(
+            s
+            for s, r in current.items()
+            if r.key in applied_all and s in obs.statuses and (obs.statuses[s].generation or 0) < applied_all[r.key][0]
+        )
+        ready = self._ready_servers(current, applied, obs)
+        prices = {t.name: t.price_per_hour for t in self.policy.instance_types}
+        return FleetView(
+            records,
+            applied,
+            stale,
+            ready,
+            self.store.max_attempts(),
+            [(i.slot, i.id) for i in orphans],
+            prices,
+            self._agent_seen(),
+        )
+
+    def _ready_servers(
+        self, current: Mapping[str, Any], applied: Mapping[str, tuple[Any, ...]], obs: Observation
+    ) -> frozenset[str]:
+        if self.deps.contact:
+            return frozenset(n for st in obs.statuses.values() for n in st.ready_names())
+        return frozenset(
+            s.name for slot, servers in applied.items() if current[slot].state is State.READY for s in servers
+        )
+
+    def act(self, obs: Observation, actions: tuple[Any, ...], report: TickReport) -> Outcome:
+        agent_gen = {s: st.generation or 0 for s, st in obs.statuses.items()}
+        actuator = Actuator(
+            self.store,
+            self.deps.provider,
+            self.deps.transport,
+            obs.instances,
+            agent_gen,
+            self.policy.agents.server_base_port,
+            int(self.store.get("plan_generation", 0)),
+            report.tick,
+            self.deps.clock,
+            report.outcome,
+        )
+        return actuator.run(actions)
+
+    def _limits(self) -> Limits:
+        return Limits(
+            self.policy.provider.ready_timeout_s, self.policy.scaling.max_cost_per_hour, gpu_fits(self.policy)
+        )
+
+    def _caps(self, now: float) -> dict[str, int]:
+        """Unavailable types (recent capacity error) are capped at the instances already running."""
+        until: dict[str, float] = self.store.get("unavailable", {})
+        live = [r.instance_type for r in self.store.open_records() if r.state in LIVE and r.instance_id]
+        return {t: live.count(t) for t, end in until.items() if end > now}
+
+    def _mark_unavailable(self, types: list[str], now: float) -> None:
+        until: dict[str, float] = {t: e for t, e in self.store.get("unavailable", {}).items() if e > now}
+        for t in types:
+            until[t] = now + self.policy.provider.unavailable_s
+            log.warning(
+                "%s has no capacity: unavailable until +%.0f s; re-planning", t, self.policy.provider.unavailable_s
+            )
+        self.store.put("unavailable", until)
+
+    # -- record -----------------------------------------------------------------------------------
+    def record(self, report: TickReport) -> None:
+        end = self.deps.clock()
+        report.duration_s = max(0.0, end - report.now)
+        self.store.prune_applied({r.key for r in self.store.open_records()})
+        self.store.end_tick(report.tick, end, report.ok, report.summary())
+        level = logging.INFO if report.ok else logging.ERROR
+        log.log(
+            level,
+            "tick %d: %s; %d action(s) done, %d failed%s",
+            report.tick,
+            report.decision or report.error,
+            len(report.outcome.done),
+            len(report.outcome.failed),
+            "; " + "; ".join(report.notes) if report.notes else "",
+        )
+
+    def set_policy(self, policy: Policy) -> None:
+        self.policy = policy
+
+
+def _signature(layout: Layout) -> tuple[Any, ...]:
+    return tuple((s.slot, s.instance_type, tuple(sorted(v.agent_key() for v in s.servers))) for s in layout.slots)
+
+
+def _first(*values: float | None) -> float:
+    return next(v for v in values if v is not None)

@@ -1,0 +1,160 @@
+"""The long-running service behind `igniter run`: APScheduler drives the tick, signals steer it.
+
+- The tick runs every scaling.interval_s (coalesce, max_instances=1, misfire grace of one interval),
+  the first one at start, and once more early when a tick asks for it (TickReport.wake_at:
+  instances due to finish booting, make-before-break work settling; scaling.settle_s 0 turns it off).
+- SIGTERM / SIGINT: the tick in progress finishes, then the process exits 0.
+- SIGHUP, or a change of the policy file's mtime, reloads the policy before the next tick; an
+  invalid policy is rejected with the error logged and the running one stays. Changes to `fleet`,
+  `provider` or `agents` need a restart (logged); rates, workloads, instance types and scaling
+  take effect at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from autoscaler.config.errors import InputError
+from autoscaler.config.policy import Policy, load_policy
+from autoscaler.loop.controller import Controller
+from autoscaler.loop.status import StatusServer, StatusState
+from autoscaler.loop.wiring import build_controller, make_rates
+
+log = logging.getLogger(__name__)
+RESTART_SECTIONS = ("fleet", "provider", "agents")
+
+
+class Service:
+    def __init__(self, policy_path: Path, state_path: Path, status_port: int | None) -> None:
+        self.policy_path = policy_path
+        self.mtime = _mtime(policy_path)
+        self.controller: Controller = build_controller(load_policy(policy_path), state_path)
+        self.state = StatusState()
+        self.server = self._status_server(status_port)
+        self.stop = threading.Event()
+        self.reload_requested = threading.Event()
+        self.scheduler: BackgroundScheduler | None = None
+        self.ticking = threading.Lock()
+        self.booking = threading.Lock()
+        self.closing = False
+
+    def _status_server(self, port: int | None) -> StatusServer | None:
+        if port is None:
+            return None
+        try:
+            return StatusServer(self.state, port)
+        except OSError as exc:
+            self.controller.store.close()
+            raise InputError(
+                self.policy_path, "scaling.status_port", f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}"
+            ) from None
+
+    @property
+    def policy(self) -> Policy:
+        return self.controller.policy
+
+    def tick_job(self) -> None:
+        """One scheduled tick: reload the policy if asked, tick, publish the status snapshot, and
+        book the early tick the report asks for (instances due to finish booting, make-before-break
+        work settling). The interval job and the early one never overlap: a tick that finds
+        another in progress is skipped, since the one running does the same work."""
+        if not self.ticking.acquire(blocking=False):
+            return
+        try:
+            self.maybe_reload()
+            report = self.controller.tick()
+            self.state.publish(self.controller, report)
+            self._book_wake(report.wake_at)
+        except Exception:  # never let one tick kill the scheduler thread
+            log.exception("tick job failed")
+            self.state.metrics.errors.labels("tick").inc()
+        finally:
+            self.ticking.release()
+
+    def _book_wake(self, wake_at: float | None) -> None:
+        """Book the early tick, unless the scheduler is shutting down: its shutdown holds the job
+        store's lock while it waits for this very tick, so adding a job then would deadlock."""
+        with self.booking:
+            if wake_at is None or self.scheduler is None or self.closing:
+                return
+            self.scheduler.add_job(
+                self.tick_job, "date", run_date=datetime.fromtimestamp(wake_at), id="wake", replace_existing=True
+            )
+
+    def maybe_reload(self) -> bool:
+        mtime = _mtime(self.policy_path)
+        if not self.reload_requested.is_set() and mtime == self.mtime:
+            return False
+        self.reload_requested.clear()
+        self.mtime = mtime
+        try:
+            new = load_policy(self.policy_path)
+        except InputError as exc:
+            log.error("policy reload rejected, the running policy stays: %s", exc)
+            self.state.metrics.errors.labels("policy").inc()
+            return False
+        self._adopt(new)
+        return True
+
+    def _adopt(self, new: Policy) -> None:
+        old = self.controller.policy
+        for section in RESTART_SECTIONS:
+            if getattr(old, section) != getattr(new, section):
+                log.warning("policy reload: `%s` changed; it takes effect after a restart", section)
+        new = new.model_copy(update={s: getattr(old, s) for s in RESTART_SECTIONS})
+        if new.rates != old.rates or new.workloads != old.workloads:
+            self.controller.deps.rates = make_rates(new)
+        self.controller.set_policy(new)
+        if new.scaling.interval_s != old.scaling.interval_s and self.scheduler is not None:
+            self.scheduler.reschedule_job("tick", trigger="interval", seconds=new.scaling.interval_s)
+        log.info("policy reloaded from %s", self.policy_path)
+
+    def run(self) -> int:
+        """Serve until SIGTERM/SIGINT; returns the exit code."""
+        self._signals()
+        if self.server is not None:
+            self.server.start()
+            log.info("status on http://127.0.0.1:%d (/healthz /metrics /v1/plan /v1/fleet)", self.server.port)
+        interval = self.policy.scaling.interval_s
+        self.scheduler = BackgroundScheduler(
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": max(1, int(interval))}
+        )
+        self.scheduler.add_job(self.tick_job, "interval", seconds=interval, id="tick", next_run_time=datetime.now())
+        self.scheduler.start()
+        while not self.stop.wait(0.2):
+            pass
+        log.info("stopping: finishing the tick in progress")
+        with self.booking:
+            self.closing = True
+        self.scheduler.shutdown(wait=True)
+        self.close()
+        return 0
+
+    def _signals(self) -> None:
+        signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stop.set())
+        signal.signal(signal.SIGHUP, lambda *_: self.reload_requested.set())
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        self.controller.deps.transport.close()
+        closer: Any = getattr(self.controller.deps.provider, "close", None)
+        if closer is not None:
+            closer()
+        self.controller.store.close()
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return time.time()

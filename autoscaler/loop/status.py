@@ -1,0 +1,198 @@
+"""The status endpoint on 127.0.0.1: /healthz, /metrics (Prometheus), /v1/plan, /v1/fleet.
+
+The tick thread publishes an immutable snapshot after every tick; HTTP threads only read the
+latest snapshot, so a slow scrape never blocks a tick and never touches the store.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter as Count
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from autoscaler.core.lifecycle import LIVE, describe_table
+from autoscaler.loop.controller import Controller, TickReport
+
+
+class Metrics:
+    """Prometheus metrics of one controller, in their own registry."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.cost = Gauge("igniter_fleet_cost_per_hour", "Hourly price of the instances the fleet holds", registry=r)
+        self.instances = Gauge(
+            "igniter_instances", "Instance records by type and lifecycle state", ["instance_type", "state"], registry=r
+        )
+        self.planned = Gauge(
+            "igniter_planned_capacity_rps", "Predicted throughput the layout provides", ["workload"], registry=r
+        )
+        self.forecast = Gauge(
+            "igniter_forecast_rps", "Rate planned for (forecast with headroom)", ["workload"], registry=r
+        )
+        self.observed = Gauge("igniter_observed_rps", "Latest usable observed rate", ["workload"], registry=r)
+        self.correction = Gauge("igniter_slo_correction", "SLO-guard correction factor", ["workload"], registry=r)
+        self.tick_seconds = Histogram(
+            "igniter_tick_duration_seconds",
+            "Duration of one tick",
+            registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+        )
+        self.ticks = Counter("igniter_ticks", "Ticks run", ["result"], registry=r)
+        self.errors = Counter(
+            "igniter_errors", "Errors by kind (provider, transport, capacity, rates, tick)", ["kind"], registry=r
+        )
+        self.last_tick = Gauge("igniter_last_tick_timestamp_seconds", "When the last tick started", registry=r)
+
+    def update(self, report: TickReport, fleet: dict[str, Any], corrections: dict[str, float]) -> None:
+        self.ticks.labels("ok" if report.ok else "error").inc()
+        self.tick_seconds.observe(report.duration_s)
+        self.last_tick.set(report.now)
+        for kind, n in report.outcome.errors.items():
+            self.errors.labels(kind).inc(n)
+        self.cost.set(fleet["cost_per_hour"])
+        _reset(self.instances, {(i["instance_type"], i["state"]): n for i, n in _count(fleet["instances"])})
+        capacity = report.layout.capacity() if report.layout else {}
+        _reset(self.planned, {(w,): capacity.get(w, 0.0) for w in report.forecast})
+        _reset(self.forecast, {(w,): v for w, v in report.forecast.items()})
+        _reset(self.observed, {(w,): v for w, v in report.observed.items()})
+        _reset(self.correction, {(w,): v for w, v in corrections.items()})
+
+
+def _count(instances: list[dict[str, Any]]) -> list[tuple[dict[str, str], int]]:
+    counts = Count((i["instance_type"], i["state"]) for i in instances)
+    return [({"instance_type": t, "state": s}, n) for (t, s), n in counts.items()]
+
+
+def _reset(gauge: Gauge, values: dict[tuple[str, ...], float]) -> None:
+    gauge.clear()
+    for labels, value in values.items():
+        gauge.labels(*labels).set(value)
+
+
+def fleet_snapshot(controller: Controller) -> dict[str, Any]:
+    """Instance records (open ones, with what their agents were told) and the fleet's hourly cost."""
+    store = controller.store
+    prices = {t.name: t.price_per_hour for t in controller.policy.instance_types}
+    applied = store.applied()
+    instances = [
+        {
+            "slot": r.slot,
+            "attempt": r.attempt,
+            "instance_type": r.instance_type,
+            "state": r.state.value,
+            "instance_id": r.instance_id,
+            "created_at": r.created_at,
+            "updated_at": r.updated_at,
+            "servers": [s.name for s in applied.get(r.key, (0, ()))[1]],
+        }
+        for r in store.open_records()
+    ]
+    cost = sum(prices.get(r.instance_type, 0.0) for r in store.open_records() if r.state in LIVE and r.instance_id)
+    return {
+        "fleet": controller.policy.fleet,
+        "cost_per_hour": round(cost, 6),
+        "instances": instances,
+        "unavailable": store.get("unavailable", {}),
+        "transitions": describe_table(),
+    }
+
+
+@dataclass
+class StatusState:
+    """What the endpoint serves; replaced wholesale after each tick."""
+
+    metrics: Metrics = field(default_factory=Metrics)
+    plan: dict[str, Any] = field(default_factory=lambda: {"layout": None})
+    fleet: dict[str, Any] = field(default_factory=lambda: {"instances": []})
+    healthy: bool = True
+    last_error: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def publish(self, controller: Controller, report: TickReport) -> None:
+        fleet = fleet_snapshot(controller)
+        corrections = dict(controller.store.get("slo_guard", {}).get("corrections", {}))
+        plan = {
+            "tick": report.tick,
+            "decision": report.decision,
+            "layout": report.layout.to_json() if report.layout else None,
+            "forecast": report.forecast,
+            "observed": report.observed,
+            "missing": report.missing,
+            "corrections": corrections,
+            "notes": report.notes,
+            "ok": report.ok,
+            "error": report.error,
+        }
+        with self.lock:
+            self.metrics.update(report, fleet, corrections)
+            self.plan, self.fleet, self.healthy, self.last_error = plan, fleet, report.ok, report.error
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def do_GET(self) -> None:
+        state = self.server.state
+        with state.lock:
+            routes = {
+                "/healthz": lambda: self._health(state),
+                "/metrics": lambda: self._metrics(state),
+                "/v1/plan": lambda: self._json(200, state.plan),
+                "/v1/fleet": lambda: self._json(200, state.fleet),
+            }
+            route = routes.get(self.path.split("?", 1)[0])
+            if route is None:
+                self._json(404, {"error": f"no route {self.path}", "routes": sorted(routes)})
+                return
+            route()
+
+    def _health(self, state: StatusState) -> None:
+        self._json(
+            200 if state.healthy else 503,
+            {"status": "ok" if state.healthy else "failing", "last_error": state.last_error},
+        )
+
+    def _metrics(self, state: StatusState) -> None:
+        self._send(200, generate_latest(state.metrics.registry), CONTENT_TYPE_LATEST)
+
+    def _json(self, code: int, body: Any) -> None:
+        self._send(code, json.dumps(body, indent=1, default=str).encode(), "application/json")
+
+    def _send(self, code: int, body: bytes, ctype: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    state: StatusState
+
+
+class StatusServer:
+    """Serves a StatusState on 127.0.0.1:port (0: any free port; see `.port`)."""
+
+    def __init__(self, state: StatusState, port: int, host: str = "127.0.0.1") -> None:
+        self.httpd = _Server((host, port), _Handler)
+        self.httpd.state = state
+        self.port = int(self.httpd.server_address[1])
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="igniter-status", daemon=True)
+
+    def start(self) -> StatusServer:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join(timeout=5)

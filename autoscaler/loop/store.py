@@ -1,0 +1,327 @@
+"""SQLite state: instance records with their lifecycle history, layouts (plans), actions, rates.
+
+Crash safety comes from ordering, not from luck: the controller writes an intent (a record in
+`requested`, an action row in `started`) and commits it *before* calling the provider or an agent,
+then records the outcome. A crash at any point leaves either an intent the next tick resumes
+idempotently (same slot, attempt and launch token) or a finished action. Actions still `started`
+when the store is opened are marked `interrupted`.
+
+Time is passed in by the caller; the store never reads a clock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from autoscaler.core.layout import Layout, ServerSpec, layout_from_json
+from autoscaler.core.lifecycle import OPEN, Change, Record, State
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS instances (
+  slot TEXT NOT NULL, attempt INTEGER NOT NULL, instance_type TEXT NOT NULL, state TEXT NOT NULL,
+  instance_id TEXT, generation INTEGER NOT NULL DEFAULT 0,
+  created_at REAL NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (slot, attempt));
+CREATE TABLE IF NOT EXISTS instance_history (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, slot TEXT NOT NULL, attempt INTEGER NOT NULL,
+  from_state TEXT NOT NULL, to_state TEXT NOT NULL, reason TEXT NOT NULL, detail TEXT NOT NULL,
+  instance_id TEXT, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS layouts (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, kind TEXT NOT NULL,
+  cost_per_hour REAL NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS applied (
+  slot TEXT NOT NULL, attempt INTEGER NOT NULL, generation INTEGER NOT NULL, servers TEXT NOT NULL,
+  at REAL NOT NULL, PRIMARY KEY (slot, attempt));
+CREATE TABLE IF NOT EXISTS actions (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, tick INTEGER, kind TEXT NOT NULL, slot TEXT NOT NULL,
+  detail TEXT NOT NULL, status TEXT NOT NULL, error TEXT, started_at REAL NOT NULL, finished_at REAL);
+CREATE TABLE IF NOT EXISTS rates (
+  at REAL NOT NULL, workload TEXT NOT NULL, observed REAL, planned REAL);
+CREATE INDEX IF NOT EXISTS rates_by_workload ON rates (workload, at);
+CREATE INDEX IF NOT EXISTS rates_by_time ON rates (at);
+CREATE TABLE IF NOT EXISTS ticks (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, started_at REAL NOT NULL, finished_at REAL,
+  ok INTEGER, summary TEXT);
+"""
+
+
+class Store:
+    """One SQLite file (or ':memory:'). Thread-safe: every call holds a lock."""
+
+    def __init__(self, path: str | Path) -> None:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._lock = threading.RLock()
+        self._parsed: dict[str, tuple[ServerSpec, ...]] = {}  # applied.servers text -> specs (see applied)
+        self._layout_row: tuple[int, str, Layout] | None = None  # newest layouts row: id, body, parsed
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(SCHEMA)
+        with self._tx() as db:
+            if self._get(db, "epoch") is None:
+                self._put(db, "epoch", secrets.token_hex(6))
+            db.execute("UPDATE actions SET status='interrupted' WHERE status='started'")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    # -- meta ---------------------------------------------------------------------------------
+    @staticmethod
+    def _get(db: sqlite3.Connection, key: str) -> Any:
+        row = db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    @staticmethod
+    def _put(db: sqlite3.Connection, key: str, value: Any) -> None:
+        db.execute(
+            "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            (key, json.dumps(value)),
+        )
+
+    def get(self, key: str, default: Any = None) -> Any:
+        with self._lock:
+            value = self._get(self._db, key)
+        return default if value is None else value
+
+    def put(self, key: str, value: Any) -> None:
+        with self._tx() as db:
+            self._put(db, key, value)
+
+    @property
+    def epoch(self) -> str:
+        """Random id of this state file, salted into launch tokens (see fleet.ec2.client_token)."""
+        return str(self.get("epoch"))
+
+    def next_generation(self, at_least: int = 0) -> int:
+        """A fleet-wide, strictly increasing assignment generation (at least `at_least`: an agent
+        that already holds a higher one, e.g. after the state file was lost, would refuse less)."""
+        with self._tx() as db:
+            gen = max(int(self._get(db, "generation") or 0) + 1, at_least)
+            self._put(db, "generation", gen)
+        return gen
+
+    # -- instance records ---------------------------------------------------------------------
+    def open_records(self) -> list[Record]:
+        marks = ",".join("?" * len(OPEN))
+        return self._records(f"state IN ({marks})", tuple(s.value for s in OPEN))
+
+    def all_records(self) -> list[Record]:
+        return self._records("1=1", ())
+
+    def _records(self, where: str, args: tuple[Any, ...]) -> list[Record]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT slot, attempt, instance_type, state, created_at, updated_at, instance_id, generation "
+                f"FROM instances WHERE {where} ORDER BY slot, attempt",
+                args,
+            ).fetchall()
+        return [Record(r[0], r[1], r[2], State(r[3]), r[4], r[5], r[6], r[7]) for r in rows]
+
+    def closed_keys(self) -> frozenset[tuple[str, int]]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT slot, attempt FROM instances WHERE state=?", (State.TERMINATED.value,)
+            ).fetchall()
+        return frozenset((r[0], r[1]) for r in rows)
+
+    def max_attempts(self) -> dict[str, int]:
+        with self._lock:
+            rows = self._db.execute("SELECT slot, MAX(attempt) FROM instances GROUP BY slot").fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def apply(self, changes: list[Change]) -> None:
+        """Persist transitions (record + history row each) in one transaction."""
+        if not changes:
+            return
+        with self._tx() as db:
+            for ch in changes:
+                r = ch.record
+                db.execute(
+                    "INSERT INTO instances(slot, attempt, instance_type, state, instance_id, generation, created_at, "
+                    "updated_at) VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(slot, attempt) DO UPDATE SET "
+                    "state=excluded.state, instance_id=excluded.instance_id, updated_at=excluded.updated_at",
+                    (
+                        r.slot,
+                        r.attempt,
+                        r.instance_type,
+                        r.state.value,
+                        r.instance_id,
+                        r.generation,
+                        r.created_at,
+                        r.updated_at,
+                    ),
+                )
+                db.execute(
+                    "INSERT INTO instance_history(slot, attempt, from_state, to_state, reason, detail, "
+                    "instance_id, at) VALUES(?,?,?,?,?,?,?,?)",
+                    (
+                        r.slot,
+                        r.attempt,
+                        ch.before.value,
+                        r.state.value,
+                        ch.reason.value,
+                        ch.detail,
+                        r.instance_id,
+                        r.updated_at,
+                    ),
+                )
+
+    def history(self, slot: str | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT slot, attempt, from_state, to_state, reason, detail, instance_id, at FROM instance_history"
+        args: tuple[Any, ...] = ()
+        if slot is not None:
+            sql, args = sql + " WHERE slot=?", (slot,)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY id", args).fetchall()
+        keys = ("slot", "attempt", "from", "to", "reason", "detail", "instance_id", "at")
+        return [dict(zip(keys, r)) for r in rows]
+
+    # -- layouts and applied assignments ----------------------------------------------------------
+    def save_layout(self, layout: Layout, kind: str, now: float) -> bool:
+        """Append `layout` unless it is identical to the newest one (most ticks re-plan the same
+        fleet; a row per tick only grew the file). Returns whether a row was written."""
+        body = json.dumps(layout.to_json())
+        with self._tx() as db:
+            newest = self._newest_layout(db)
+            if newest is not None and newest[1] == body:
+                return False
+            cur = db.execute(
+                "INSERT INTO layouts(at, kind, cost_per_hour, body) VALUES(?,?,?,?)",
+                (now, kind, layout.cost_per_hour, body),
+            )
+            db.execute("DELETE FROM layouts WHERE id <= (SELECT MAX(id) FROM layouts) - 500")
+            self._layout_row = (int(cur.lastrowid or 0), body, layout_from_json(json.loads(body)))
+        return True
+
+    def current_layout(self) -> Layout | None:
+        with self._lock:
+            newest = self._newest_layout(self._db)
+        return None if newest is None else newest[2]
+
+    def _newest_layout(self, db: sqlite3.Connection) -> tuple[int, str, Layout] | None:
+        """The newest row, parsed once per row id (read every tick, changed rarely)."""
+        row = db.execute("SELECT id FROM layouts ORDER BY id DESC LIMIT 1").fetchone()
+        if row is None:
+            return None
+        if self._layout_row is None or self._layout_row[0] != row[0]:
+            body = db.execute("SELECT body FROM layouts WHERE id=?", (row[0],)).fetchone()[0]
+            self._layout_row = (row[0], body, layout_from_json(json.loads(body)))
+        return self._layout_row
+
+    def set_applied(self, key: tuple[str, int], servers: tuple[ServerSpec, ...], generation: int, now: float) -> None:
+        """What the agent of (slot, attempt) was last told to run, and under which generation."""
+        body = json.dumps([asdict(s) for s in servers])
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO applied(slot, attempt, generation, servers, at) VALUES(?,?,?,?,?) "
+                "ON CONFLICT(slot, attempt) DO UPDATE SET generation=excluded.generation, "
+                "servers=excluded.servers, at=excluded.at",
+                (*key, generation, body, now),
+            )
+
+    def applied(self) -> dict[tuple[str, int], tuple[int, tuple[ServerSpec, ...]]]:
+        """Per (slot, attempt): generation and servers. Called several times a tick; each stored
+        servers text is parsed once (ServerSpec is frozen, so sharing the tuples is safe)."""
+        with self._lock:
+            rows = self._db.execute("SELECT slot, attempt, generation, servers FROM applied").fetchall()
+            parsed = {r[3]: self._parsed.get(r[3]) or _parse_servers(r[3]) for r in rows}
+            self._parsed = parsed
+        return {(r[0], r[1]): (r[2], parsed[r[3]]) for r in rows}
+
+    def prune_applied(self, keep: set[tuple[str, int]]) -> None:
+        """Forget assignments of closed records."""
+        with self._tx() as db:
+            for slot, attempt in db.execute("SELECT slot, attempt FROM applied").fetchall():
+                if (slot, attempt) not in keep:
+                    db.execute("DELETE FROM applied WHERE slot=? AND attempt=?", (slot, attempt))
+
+    # -- actions, ticks, rates --------------------------------------------------------------------
+    def begin_action(self, tick: int | None, kind: str, slot: str, detail: Mapping[str, Any], now: float) -> int:
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT INTO actions(tick, kind, slot, detail, status, started_at) VALUES(?,?,?,?,?,?)",
+                (tick, kind, slot, json.dumps(detail, default=str), "started", now),
+            )
+        return int(cur.lastrowid or 0)
+
+    def finish_action(self, action_id: int, status: str, now: float, error: str | None = None) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE actions SET status=?, error=?, finished_at=? WHERE id=?", (status, error, now, action_id)
+            )
+
+    def actions(self, tick: int | None = None) -> list[dict[str, Any]]:
+        sql = "SELECT id, tick, kind, slot, detail, status, error, started_at FROM actions"
+        args: tuple[Any, ...] = () if tick is None else (tick,)
+        with self._lock:
+            rows = self._db.execute(
+                sql + (" WHERE tick=?" if tick is not None else "") + " ORDER BY id", args
+            ).fetchall()
+        keys = ("id", "tick", "kind", "slot", "detail", "status", "error", "at")
+        return [dict(zip(keys, (*r[:4], json.loads(r[4]), *r[5:]))) for r in rows]
+
+    def begin_tick(self, now: float) -> int:
+        with self._tx() as db:
+            cur = db.execute("INSERT INTO ticks(started_at) VALUES(?)", (now,))
+        return int(cur.lastrowid or 0)
+
+    def end_tick(self, tick: int, now: float, ok: bool, summary: Mapping[str, Any]) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE ticks SET finished_at=?, ok=?, summary=? WHERE id=?",
+                (now, int(ok), json.dumps(summary, default=str), tick),
+            )
+
+    def add_rates(
+        self,
+        now: float,
+        observed: Mapping[str, float | None],
+        planned: Mapping[str, float | None],
+        keep_s: float = 86400.0,
+    ) -> None:
+        with self._tx() as db:
+            for w in sorted(set(observed) | set(planned)):
+                db.execute(
+                    "INSERT INTO rates(at, workload, observed, planned) VALUES(?,?,?,?)",
+                    (now, w, observed.get(w), planned.get(w)),
+                )
+            db.execute("DELETE FROM rates WHERE at < ?", (now - keep_s,))
+
+    def rate_history(self, since: float, until: float = math.inf) -> dict[str, list[tuple[float, float]]]:
+        """Observed (time, rate) per workload in [since, until], oldest first (missing samples skipped)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT workload, at, observed FROM rates WHERE at >= ? AND at <= ? "
+                "AND observed IS NOT NULL ORDER BY at",
+                (since, until),
+            ).fetchall()
+        out: dict[str, list[tuple[float, float]]] = {}
+        for w, at, value in rows:
+            out.setdefault(w, []).append((at, value))
+        return out
+
+
+def _parse_servers(body: str) -> tuple[ServerSpec, ...]:
+    return tuple(ServerSpec(**v) for v in json.loads(body))

@@ -1,0 +1,172 @@
+"""Build a Controller's real dependencies from a policy: provider, transport, rate source, planner."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from autoscaler.config.errors import InputError
+from autoscaler.config.policy import Policy
+from autoscaler.fleet.base import HostKeySource, Provider
+from autoscaler.loop.controller import Controller, Deps
+from autoscaler.loop.store import Store
+from autoscaler.planner.types import Plan
+from autoscaler.rates.base import RateSource
+from autoscaler.rates.guard import GuardedRates
+from autoscaler.transport.base import HostKeyGate, Transport
+
+if TYPE_CHECKING:
+    from autoscaler.transport.pins import PinnedHostKeys
+
+
+def default_state_path(policy: Policy) -> Path:
+    return Path.home() / ".local" / "state" / "igniter" / f"{policy.fleet}.sqlite"
+
+
+def _relative(policy: Policy, value: str) -> Path:
+    path = Path(value).expanduser()
+    base = policy.source.parent if policy.source else Path.cwd()
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+def make_provider(policy: Policy, state_path: Path, clock: Callable[[], float] = time.time) -> Provider:
+    cfg = policy.provider
+    if cfg.kind == "ec2":
+        from autoscaler.fleet.ec2 import Ec2Provider
+
+        _check_templates(policy)
+        return Ec2Provider(policy.fleet, cfg)
+    from autoscaler.fleet.local import LocalProvider
+
+    root = _relative(policy, cfg.state_root) if cfg.state_root else state_path.parent / f"{policy.fleet}-instances"
+    return LocalProvider(policy.fleet, root, cfg.base_port, policy.agents.agent_command, clock)
+
+
+def _check_templates(policy: Policy) -> None:
+    templates = policy.provider.launch_templates
+    for i, itype in enumerate(policy.instance_types):
+        if itype.name not in templates and "*" not in templates:
+            raise InputError(
+                policy.source or "<policy>",
+                "provider.launch_templates",
+                f"no launch template for instance_types[{i}] {itype.name!r} (add it, or a '*' default)",
+            )
+
+
+def known_hosts_path(policy: Policy, state_path: Path) -> Path:
+    """The fleet-managed pin file: agents.known_hosts if set (Terraform points it at the host's
+    /etc/igniter/ssh/known_hosts), else next to the state file, which it belongs with: both
+    describe this fleet's instances (<state>.known_hosts)."""
+    if policy.agents.known_hosts:
+        return Path(policy.agents.known_hosts).expanduser()
+    return state_path.with_suffix(".known_hosts")
+
+
+def make_pins(policy: Policy, state_path: Path, provider: Provider) -> PinnedHostKeys | None:
+    """Host key pins, when agents are reached over SSH and the provider publishes host keys."""
+    if policy.agents.transport != "ssh" or not isinstance(provider, HostKeySource):
+        return None
+    from autoscaler.transport.pins import PinnedHostKeys
+
+    return PinnedHostKeys(known_hosts_path(policy, state_path))
+
+
+def make_gate(policy: Policy, provider: Provider, pins: PinnedHostKeys | None) -> HostKeyGate | None:
+    if pins is None or not isinstance(provider, HostKeySource):
+        return None
+    from autoscaler.transport.trust import HostKeyTrust
+
+    return HostKeyTrust(provider, pins, policy.agents.port)
+
+
+def make_transport(policy: Policy, pins: PinnedHostKeys | None = None) -> tuple[Transport, bool]:
+    """The transport, and whether agents are contacted at all."""
+    cfg = policy.agents
+    if cfg.transport == "none":
+        from autoscaler.transport.fake import NoneTransport
+
+        return NoneTransport(), False
+    if cfg.transport == "ssh":
+        from autoscaler.transport.ssh import SshTransport
+
+        return SshTransport(cfg, pins), True
+    if policy.provider.kind == "ec2":
+        raise InputError(
+            policy.source or "<policy>",
+            "agents.transport",
+            "'local' reaches agents on this machine only; use ssh (or none) with provider ec2",
+        )
+    from autoscaler.transport.local import LocalTransport
+
+    return LocalTransport(cfg.agent_command, cfg.state_dir, cfg.command_timeout_s), True
+
+
+def make_rates(policy: Policy) -> GuardedRates:
+    return GuardedRates(_source(policy), policy.rates.stale_after_s)
+
+
+def _source(policy: Policy) -> RateSource:
+    kind = policy.rates.source
+    if kind == "agents":
+        from autoscaler.rates.agents import AgentsRates
+
+        return AgentsRates()
+    if kind == "cloudwatch":
+        from autoscaler.rates.cloudwatch import CloudWatchRates
+
+        cw = policy.rates.cloudwatch
+        return CloudWatchRates(cw, cw.region or policy.provider.region, cw.endpoint_url or policy.provider.endpoint_url)
+    if kind == "prometheus":
+        from autoscaler.rates.prometheus import PrometheusRates
+
+        return PrometheusRates(policy.rates.prometheus)
+    from autoscaler.rates.static import StaticRates
+
+    return StaticRates({w.name: w.rate_rps for w in policy.workloads})
+
+
+def default_planner(
+    policy: Policy,
+    rates: Mapping[str, float],
+    corrections: Mapping[str, float],
+    caps: Mapping[str, int],
+    current: Plan | None,
+) -> Plan:
+    """The policy's planner on the policy's instance types; types in `caps` may have at most that
+    many instances (a type that just reported no capacity keeps what runs, and gets no more)."""
+    from autoscaler.planner import make_plan, planning_inputs
+
+    gone = frozenset(t for t, n in caps.items() if n <= 0)
+    demands, options, models = planning_inputs(policy, rates=rates, corrections=corrections, unavailable=gone)
+    options = [_capped(o, caps.get(o.name)) for o in options]
+    return make_plan(demands, options, models, planner=policy.scaling.planner, current=current)
+
+
+def _capped(option, cap: int | None):  # type: ignore[no-untyped-def]
+    if cap is None:
+        return option
+    limit = cap if option.max_instances is None else min(cap, option.max_instances)
+    return replace(option, max_instances=limit)
+
+
+def build_controller(
+    policy: Policy, state_path: Path, clock: Callable[[], float] = time.time, store: Store | None = None
+) -> Controller:
+    """A controller with real dependencies; raises InputError for a policy that cannot run."""
+    provider = make_provider(policy, state_path, clock)
+    pins = make_pins(policy, state_path, provider)
+    transport, contact = make_transport(policy, pins)
+    deps = Deps(
+        provider,
+        transport,
+        make_rates(policy),
+        store or Store(state_path),
+        default_planner,
+        clock,
+        contact,
+        make_gate(policy, provider, pins),
+    )
+    return Controller(policy, deps)

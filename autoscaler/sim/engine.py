@@ -1,0 +1,404 @@
+"""Replay a request-rate trace through the real controller on a simulated clock.
+
+`igniter simulate` answers "what would this policy cost on this traffic, and how often would
+capacity fall short?" without a cloud account. Nothing here re-implements the control loop: the
+engine builds the same `Controller` that `igniter run` builds (the same forecast, planner, hold
+and scale-down logic, reconcile and actuator, an in-memory SQLite store) and swaps only what
+touches the world: the clock (simulated), the provider (fleet/sim.py: instances are ready boot_s
+after launch), the rate source (the trace) and the transport (`none`: agents are not contacted, so a
+server counts as ready once it is assigned to a ready instance).
+
+Time model. The controller ticks every `scaling.interval_s` of simulated time, and early where a
+tick asks to (`TickReport.wake_at`: instances due to finish booting, make-before-break work
+waiting on servers just started), as `igniter run` does. Trace row k's rate
+holds from its time to the next row's. The rate source reports what a counter-based source would:
+the mean of the trace rows of the last interval (or the latest row when rows are coarser than the
+interval). At each trace row a workload's capacity is the summed predicted throughput of its
+servers on ready instances, as the fleet stands after the ticks up to that time; it is compared with
+the row's rate. Cost is every instance's price from launch to termination (pending time is billed,
+as EC2 bills it). The simulation starts warm: the fleet the first tick plans is already running.
+
+The `oracle` strategy is the same controller with a perfect forecast: its rate source reports the
+highest rate of the coming boot_s + interval_s (the horizon a forecast must cover), with no
+headroom. No forecast can do better under the policy's boot time, interval and scale-down delay,
+so its cost is the floor for what forecasting and headroom can reach on that trace.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+import numpy as np
+
+from autoscaler.config.policy import Policy
+from autoscaler.core.lifecycle import State
+from autoscaler.fleet.sim import SimProvider
+from autoscaler.loop.controller import Controller, Deps, PlanFn, TickReport
+from autoscaler.loop.store import Store
+from autoscaler.planner.types import Plan
+from autoscaler.rates.guard import GuardedRates
+from autoscaler.sim.result import SimResult, feasible_capacity
+from autoscaler.sim.strategies import plan_types, reactive_planner
+from autoscaler.sim.traces import Trace
+from autoscaler.transport.fake import NoneTransport
+
+Strategy = Literal["autoscaler", "reactive", "static-peak", "oracle"]
+MAX_WAKES = 8  # early ticks per interval at most: boots and make-before-break chains are few
+QUIET = (
+    "autoscaler.loop.controller",
+    "autoscaler.loop.actuator",
+    "autoscaler.rates.guard",
+    "autoscaler.core.slo_guard",
+)
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """What to vary between runs on the same policy and trace (None: keep the policy's value)."""
+
+    planner: str | None = None
+    forecast: str | None = None
+    headroom: float | None = None
+    strategy: Strategy = "autoscaler"
+    label: str | None = None
+    rate_stat: Literal["mean", "max"] = "mean"
+
+    def describe(self, policy: Policy) -> str:
+        if self.label:
+            return self.label
+        sc = policy.scaling
+        if self.strategy != "autoscaler":
+            return self.strategy
+        return f"{self.planner or sc.planner}/{self.forecast or sc.forecast}"
+
+
+class SimClock:
+    """The simulated time every component reads; only the engine moves it."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class TraceRates:
+    """RateSource: what a request counter read every interval reports, i.e. the mean (or with
+    stat "max", the busiest row, like CloudWatch's Maximum) of the trace rows of the last
+    `window_s`; the latest row when rows are coarser than the window. At the trace's first
+    instant it reports the first window, so the warm fleet is sized for the traffic about to come."""
+
+    def __init__(self, trace: Trace, window_s: float, stat: str = "mean") -> None:
+        self.times = trace.times
+        self.window_s = window_s
+        self.stat = stat
+        self.rates = trace.rates
+        self.prefix = {w: np.concatenate([[0.0], np.cumsum(v)]) for w, v in trace.rates.items()}
+
+    def _rows(self, now: float) -> tuple[int, int]:
+        t0 = float(self.times[0])
+        if now <= t0:
+            return 0, max(1, int(np.searchsorted(self.times, t0 + self.window_s, "left")))
+        hi = int(np.searchsorted(self.times, now, "right"))
+        return min(int(np.searchsorted(self.times, now - self.window_s, "right")), hi - 1), hi
+
+    def read(self, now: float, workloads: list[str] | tuple[str, ...]) -> dict[str, float | None]:
+        if now < self.times[0]:
+            return {w: None for w in workloads}
+        lo, hi = self._rows(now)
+        out: dict[str, float | None] = {}
+        for w in workloads:
+            if w not in self.rates:
+                out[w] = None
+            elif self.stat == "max":
+                out[w] = float(self.rates[w][lo:hi].max())
+            else:
+                out[w] = float((self.prefix[w][hi] - self.prefix[w][lo]) / (hi - lo))
+        return out
+
+
+class FutureRates(TraceRates):
+    """RateSource for the oracle: the busiest trace row of [now, now + horizon_s], i.e. exactly
+    the rate the fleet planned now must carry until the next plan's instances are ready."""
+
+    def __init__(self, trace: Trace, horizon_s: float) -> None:
+        super().__init__(trace, horizon_s, "max")
+
+    def _rows(self, now: float) -> tuple[int, int]:
+        lo = max(int(np.searchsorted(self.times, now, "right")) - 1, 0)
+        return lo, max(int(np.searchsorted(self.times, now + self.window_s, "right")), lo + 1)
+
+
+def with_overrides(policy: Policy, opts: SimOptions) -> Policy:
+    """The policy with the run's planner, forecast and headroom; the reactive strategy reads the
+    observed rate itself (forecast `last`, no headroom: its 40-70 % band is its headroom), and so
+    does the oracle (its rate source already reports the future)."""
+    update: dict[str, Any] = {}
+    if opts.planner:
+        update["planner"] = opts.planner
+    if opts.forecast:
+        update["forecast"] = opts.forecast
+    if opts.headroom is not None:
+        update["headroom"] = opts.headroom
+    if opts.strategy in ("reactive", "oracle"):
+        update.update(forecast="last", headroom=0.0)
+    return policy.model_copy(update={"scaling": policy.scaling.model_copy(update=update)}) if update else policy
+
+
+def default_plan_fn(policy: Policy) -> PlanFn:
+    """The planner `igniter run` uses (wiring.default_planner), imported late: it needs the planner."""
+    from autoscaler.loop.wiring import default_planner
+
+    return default_planner
+
+
+def peak_plan(policy: Policy, trace: Trace, plan_fn: PlanFn) -> Plan:
+    """The plan for every workload's peak rate: what static provisioning buys for the whole trace."""
+    return plan_fn(policy, trace.peak(), {}, {}, None)
+
+
+def static_result(policy: Policy, trace: Trace, label: str, plan: Plan) -> SimResult:
+    """The static-peak strategy: the peak plan's (re-predicted) capacity and price at every row."""
+    n, hours = len(trace.times), trace.duration_s / 3600.0
+    cap, broken = feasible_capacity(policy, plan_gpus(plan))
+    cost = plan.cost_per_hour * hours
+    return SimResult(
+        label,
+        "static-peak",
+        plan.planner,
+        "-",
+        0.0,
+        trace,
+        {w: np.full(n, cap.get(w, 0.0)) for w in trace.names},
+        np.full(n, plan.cost_per_hour),
+        cost,
+        cost,
+        {t: k * hours for t, k in plan_types(plan).items()},
+        unplaced={u.workload: u.reason for u in plan.unplaced},
+        broken_servers=broken,
+    )
+
+
+def plan_gpus(plan: Plan) -> list[tuple[str, list[tuple[str, str, int, float]]]]:
+    """A plan's GPUs as (GPU type, co-located servers), the shape feasible_capacity judges."""
+    return [
+        (g.gpu, [(p.workload, p.model, p.batch, p.mps_percent) for p in g.placements])
+        for inst in plan.instances
+        for g in inst.gpus
+    ]
+
+
+class MemoPlanner:
+    """The plan function with its answers remembered. Planners are pure (DESIGN.md), so a tick that
+    asks the same question as an earlier one (same rates, corrections, caps and current plan; the
+    common case while a trace row's rate holds) gets the same plan without planning again."""
+
+    def __init__(self, fn: PlanFn, size: int = 256) -> None:
+        self.fn, self.size = fn, size
+        self.memo: dict[tuple[Any, ...], Plan] = {}
+        self.hits = self.misses = 0
+
+    def __call__(
+        self,
+        policy: Policy,
+        rates: Mapping[str, float],
+        corrections: Mapping[str, float],
+        caps: Mapping[str, int],
+        current: Plan | None,
+    ) -> Plan:
+        key = (tuple(sorted(rates.items())), tuple(sorted(corrections.items())), tuple(sorted(caps.items())), current)
+        plan = self.memo.get(key)
+        if plan is None:
+            self.misses += 1
+            plan = self.memo[key] = self.fn(policy, rates, corrections, caps, current)
+            if len(self.memo) > self.size:
+                self.memo.pop(next(iter(self.memo)))
+        else:
+            self.hits += 1
+        return plan
+
+
+class Replay:
+    """One run of the controller over a trace; `run()` returns the SimResult."""
+
+    def __init__(self, policy: Policy, trace: Trace, opts: SimOptions, plan_fn: PlanFn) -> None:
+        self.policy, self.trace, self.opts = policy, trace, opts
+        t0 = float(trace.times[0])
+        self.clock = SimClock(t0)
+        prices = {t.name: t.price_per_hour for t in policy.instance_types}
+        self.provider = SimProvider(policy.fleet, self.clock, prices, boot_s=policy.scaling.boot_s)
+        self.store = Store(":memory:")
+        sc = policy.scaling
+        source = (
+            FutureRates(trace, sc.boot_s + sc.interval_s)
+            if opts.strategy == "oracle"
+            else TraceRates(trace, sc.interval_s, opts.rate_stat)
+        )
+        rates = GuardedRates(source, policy.rates.stale_after_s)
+        self.planner = MemoPlanner(plan_fn)
+        deps = Deps(self.provider, NoneTransport(), rates, self.store, self.planner, self.clock, contact=False)
+        self.controller = Controller(policy, deps)
+        n = len(trace.times)
+        self.capacity = {w: np.zeros(n) for w in trace.names}
+        self.cost = np.zeros(n)
+        self.tick_times: list[float] = []
+        self.tick_capacity: dict[str, list[float]] = {w: [] for w in trace.names}
+        self.errors: list[str] = []
+        self.broken = 0
+        self.unplaced: dict[str, str] = {}
+        self.ticks = 0
+
+    def tick(self, now: float) -> TickReport:
+        self.clock.t = now
+        report = self.controller.tick()
+        self.ticks += 1
+        if not report.ok and report.error:
+            self.errors.append(f"t={now:g}: {report.error}")
+        if report.layout is not None:
+            self.unplaced.update({u.workload: u.reason for u in report.layout.unplaced})
+        return report
+
+    def warm_start(self) -> int:
+        """Two ticks at the trace's start with instant boots: the run begins with a converged fleet."""
+        t0 = float(self.trace.times[0])
+        self.tick(t0)
+        self.provider.boot_all()
+        self.tick(t0)
+        return self.provider.launches
+
+    def snapshot(self) -> dict[str, float]:
+        """Capacity per workload: the servers assigned to ready instances, re-predicted as they are
+        co-located on each GPU (simresult.feasible_capacity)."""
+        gpu_of = {t.name: t.gpu for t in self.policy.instance_types}
+        ready = {r.key: r.instance_type for r in self.store.open_records() if r.state is State.READY}
+        gpus: dict[tuple[tuple[str, int], int], list[tuple[str, str, int, float]]] = {}
+        for key, (_, servers) in self.store.applied().items():
+            if key in ready:
+                for s in servers:
+                    gpus.setdefault((key, s.gpu_index), []).append((s.workload, s.model, s.batch, s.mps_percent))
+        cap, broken = feasible_capacity(self.policy, ((gpu_of[ready[k]], v) for (k, _), v in gpus.items()))
+        self.broken += broken
+        return {w: cap.get(w, 0.0) for w in self.trace.names}
+
+    def record(self, start: float, end: float) -> None:
+        """The fleet as it stands now serves every trace row in [start, end)."""
+        lo = int(np.searchsorted(self.trace.times, start, "left"))
+        hi = int(np.searchsorted(self.trace.times, end, "left"))
+        cap = self.snapshot()
+        self.tick_times.append(start)
+        for w in self.trace.names:
+            self.tick_capacity[w].append(cap.get(w, 0.0))
+            self.capacity[w][lo:hi] = cap.get(w, 0.0)
+        self.cost[lo:hi] = self.provider.cost_per_hour()
+
+    def run(self) -> tuple[int, int]:
+        """Tick on the interval grid to the trace's end, plus the early ticks `igniter run` adds
+        (TickReport.wake_at: when instances are due to finish booting, or settle_s after a tick
+        whose changes wait on servers it started; at most MAX_WAKES per interval); returns warm-up
+        launches and the end time."""
+        t0, end = float(self.trace.times[0]), float(self.trace.times[0]) + self.trace.duration_s
+        sc = self.policy.scaling
+        warm = self.warm_start()
+        grid = [t0 + k * sc.interval_s for k in range(1, math.ceil(self.trace.duration_s / sc.interval_s))] + [end]
+        self.record(t0, grid[0])
+        for t, nxt in itertools.pairwise(grid):
+            wake, extra = self.tick(t).wake_at, 0
+            while wake is not None and t < wake < nxt and extra < MAX_WAKES:
+                self.record(t, wake)
+                t, extra = wake, extra + 1
+                wake = self.tick(t).wake_at
+            self.record(t, nxt)
+        return warm, int(end)
+
+
+def _configures(store: Store, after_tick: int) -> int:
+    return sum(1 for a in store.actions() if a["kind"] == "configure" and (a["tick"] or 0) > after_tick)
+
+
+def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan_fn: PlanFn | None = None) -> SimResult:
+    """Replay `trace` under `policy` with the options' strategy; see the module docstring."""
+    policy = with_overrides(policy, opts)
+    base_fn = plan_fn or default_plan_fn(policy)
+    peak = peak_plan(policy, trace, base_fn)
+    if opts.strategy == "static-peak":
+        return static_result(policy, trace, opts.describe(policy), peak)
+    peak_cost = peak.cost_per_hour * trace.duration_s / 3600.0
+    fn = reactive_planner if opts.strategy == "reactive" else base_fn
+    with _quiet():
+        replay = Replay(policy, trace, opts, fn)
+        warm, end = replay.run()
+    p = replay.provider
+    sc = policy.scaling
+    return SimResult(
+        opts.describe(policy),
+        opts.strategy,
+        "reactive" if opts.strategy == "reactive" else sc.planner,
+        sc.forecast,
+        sc.headroom,
+        trace,
+        replay.capacity,
+        replay.cost,
+        p.cost_usd(end),
+        peak_cost,
+        p.instance_hours(end),
+        p.launches - warm,
+        p.terminations,
+        _configures(replay.store, 2),
+        replay.ticks,
+        replay.errors,
+        replay.unplaced,
+        replay.broken,
+        np.array(replay.tick_times),
+        {w: np.array(v) for w, v in replay.tick_capacity.items()},
+    )
+
+
+class _quiet:
+    """The controller logs every tick at INFO; thousands of simulated ticks would drown the output."""
+
+    def __enter__(self) -> None:
+        self.levels = {n: logging.getLogger(n).level for n in QUIET}
+        root = logging.getLogger()
+        if root.level > logging.DEBUG:
+            for n in QUIET:
+                logging.getLogger(n).setLevel(logging.ERROR)
+
+    def __exit__(self, *exc: object) -> None:
+        for n, level in self.levels.items():
+            logging.getLogger(n).setLevel(level)
+
+
+def compare_options(policy: Policy, base: SimOptions = SimOptions()) -> list[SimOptions]:
+    """`--compare`: igniter under each forecast, the baseline planners, static peak, reactive, and
+    the oracle (a perfect forecast: the floor for forecasting); every run keeps `base`'s headroom
+    and rate statistic."""
+    forecast = base.forecast or policy.scaling.forecast
+    runs = [SimOptions(planner="igniter", forecast=f) for f in ("last", "ewma", "holt", "seasonal")]
+    runs += [SimOptions(planner=p, forecast=forecast) for p in ("ffd", "gslice", "gpulets")]
+    runs += [
+        SimOptions(strategy="static-peak", planner="igniter"),
+        SimOptions(strategy="reactive"),
+        SimOptions(strategy="oracle", planner="igniter"),
+    ]
+    return [replace(r, headroom=base.headroom, rate_stat=base.rate_stat) for r in runs]
+
+
+def compare(
+    policy: Policy,
+    trace: Trace,
+    base: SimOptions = SimOptions(),
+    progress: Callable[[str], None] | None = None,
+    plan_fn: PlanFn | None = None,
+) -> list[SimResult]:
+    """Every run of `compare_options`, in order, on the same policy and trace."""
+    out = []
+    for opts in compare_options(policy, base):
+        if progress:
+            progress(opts.describe(with_overrides(policy, opts)))
+        out.append(simulate(policy, trace, opts, plan_fn))
+    return out

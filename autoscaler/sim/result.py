@@ -1,0 +1,134 @@
+"""The result of one simulated run, and how capacity is judged.
+
+Capacity is never taken from a planner's word: `feasible_capacity` re-predicts, with the
+performance model, every GPU's servers as they are co-located, and a server whose predicted latency
+breaks its budget (SLO / 2, the other half is the batch-filling wait) serves nothing within the SLO,
+so it adds no capacity. That is how a plan from an interference-blind baseline (ffd, gslice) that
+over-packs a GPU shows up as shortfall instead of as a cheap success.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autoscaler.config.policy import Policy
+from autoscaler.core.colocation import Server, judge
+from autoscaler.sim.traces import Trace
+
+
+def feasible_capacity(policy: Policy, gpus: Iterable[tuple[str, Sequence[Server]]]) -> tuple[dict[str, float], int]:
+    """Throughput per workload of the servers that meet their latency budget where they run, and
+    how many servers do not. `gpus`: (GPU type, the servers co-located on one GPU of it)."""
+    out: dict[str, float] = {}
+    broken = 0
+    for gpu, servers in gpus:
+        for (workload, _, _, _), (ok, thr) in zip(servers, judge(policy, gpu, servers)):
+            if ok:
+                out[workload] = out.get(workload, 0.0) + thr
+            else:
+                broken += 1
+    return out, broken
+
+
+@dataclass
+class SimResult:
+    """One replay: per-row rate and capacity, cost over time, and the fleet's bill."""
+
+    label: str
+    strategy: str
+    planner: str
+    forecast: str
+    headroom: float
+    trace: Trace
+    capacity: dict[str, np.ndarray]
+    cost_per_hour: np.ndarray
+    cost_total_usd: float
+    static_peak_cost_usd: float
+    instance_hours: dict[str, float]
+    launches: int = 0
+    terminations: int = 0
+    reconfigurations: int = 0
+    ticks: int = 0
+    tick_errors: list[str] = field(default_factory=list)
+    unplaced: dict[str, str] = field(default_factory=dict)
+    broken_servers: int = 0  # server-ticks predicted to miss their latency budget
+    tick_times: np.ndarray | None = None  # when the fleet was sampled (after each tick)
+    tick_capacity: dict[str, np.ndarray] | None = None  # capacity per workload at those times
+
+    def attainment(self) -> float:
+        """Fraction of (row, workload) pairs whose capacity covers the rate."""
+        ok = sum(int((self.capacity[w] >= self.trace.rates[w] - 1e-9).sum()) for w in self.trace.names)
+        return ok / (len(self.trace.times) * len(self.trace.names))
+
+    def attainment_time(self) -> float:
+        """Fraction of workload-time whose capacity covers the rate, the fleet sampled after every
+        tick (finer than `attainment` when rows are longer than the interval)."""
+        if self.tick_times is None or self.tick_capacity is None:
+            return self.attainment()
+        times = self.trace.times
+        end = float(times[0]) + self.trace.duration_s
+        edges = np.unique(np.concatenate([times, self.tick_times, [end]]))
+        edges = edges[edges <= end]
+        starts, widths = edges[:-1], np.diff(edges)
+        ri = np.searchsorted(times, starts, "right") - 1
+        ci = np.maximum(np.searchsorted(self.tick_times, starts, "right") - 1, 0)
+        covered = sum(
+            float(widths[self.tick_capacity[w][ci] >= self.trace.rates[w][ri] - 1e-9].sum()) for w in self.trace.names
+        )
+        return covered / (float(widths.sum()) * len(self.trace.names))
+
+    def worst(self) -> dict[str, Any] | None:
+        """The (row, workload) with the largest unserved fraction of its rate, or None."""
+        best: dict[str, Any] | None = None
+        for w in self.trace.names:
+            rate, cap = self.trace.rates[w], self.capacity[w]
+            gap = np.where(rate > 0, (rate - cap) / np.where(rate > 0, rate, 1.0), 0.0)
+            k = int(np.argmax(gap))
+            if gap[k] > 1e-12 and (best is None or gap[k] > best["fraction"]):
+                best = {
+                    "workload": w,
+                    "time_s": float(self.trace.times[k]),
+                    "rate_rps": round(float(rate[k]), 3),
+                    "capacity_rps": round(float(cap[k]), 3),
+                    "fraction": round(float(gap[k]), 6),
+                }
+        return best
+
+    def summary(self) -> dict[str, Any]:
+        """The `--json` document (see docs/simulate.md for every field)."""
+        worst = self.worst()
+        short = sum(int((self.capacity[w] < self.trace.rates[w] - 1e-9).sum()) for w in self.trace.names)
+        return {
+            "label": self.label,
+            "strategy": self.strategy,
+            "planner": self.planner,
+            "forecast": self.forecast,
+            "headroom": self.headroom,
+            "steps": len(self.trace.times),
+            "step_s": self.trace.step_s,
+            "duration_s": self.trace.duration_s,
+            "ticks": self.ticks,
+            "cost_total_usd": round(self.cost_total_usd, 2),
+            "static_peak_cost_usd": round(self.static_peak_cost_usd, 2),
+            "cost_vs_static_peak": round(self.cost_total_usd / self.static_peak_cost_usd, 4)
+            if self.static_peak_cost_usd > 0
+            else None,
+            "slo_attainment": round(self.attainment(), 6),
+            "slo_attainment_time": round(self.attainment_time(), 6),
+            "shortfall_steps": short,
+            "worst_shortfall": worst["fraction"] if worst else 0.0,
+            "worst_shortfall_at": worst,
+            "scaling_actions": self.launches + self.terminations,
+            "launches": self.launches,
+            "terminations": self.terminations,
+            "reconfigurations": self.reconfigurations,
+            "instance_hours": {k: round(v, 3) for k, v in sorted(self.instance_hours.items())},
+            "unplaced": dict(self.unplaced),
+            "servers_over_budget": self.broken_servers,
+            "tick_errors": len(self.tick_errors),
+            "first_tick_error": self.tick_errors[0] if self.tick_errors else None,
+        }

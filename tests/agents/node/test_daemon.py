@@ -1,0 +1,160 @@
+"""The daemon in-process: the pure diff, and convergence with a recording MPS stand-in, checking the
+environment each real server process was started with (read back from /proc)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.node.apply import hand_over
+from agents.node.daemon import ASSIGNMENT_FILE, Daemon, diff
+from agents.node.gpu import NoGpu
+from agents.node.mps import share_text
+from agents.spec import ServerSpec
+from tests.kit.agent import free_port, wait_until
+
+
+def _spec(name: str, **extra: Any) -> ServerSpec:
+    return ServerSpec.model_validate(
+        {"name": name, "workload": "w", "model_dir": "/m", "batch": 1, "mps_percent": 10, "port": 1, **extra}
+    )
+
+
+def test_diff_starts_stops_restarts_and_keeps() -> None:
+    running = {"a": _spec("a"), "b": _spec("b"), "c": _spec("c")}
+    desired = {"a": _spec("a"), "b": _spec("b", mps_percent=20), "d": _spec("d")}
+    changes = diff(running, desired)
+    assert [s.name for s in changes.start] == ["d"]
+    assert changes.stop == ("c",)
+    assert [s.name for s in changes.restart] == ["b"]
+    assert changes.keep == ("a",)
+
+
+class FakeMps:
+    """Records what the daemon asks of MPS; hands out the env a GPU server would get."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def ensure_running(self) -> None:
+        self.calls.append("ensure_running")
+
+    def server_env(self, spec: ServerSpec) -> dict[str, str]:
+        return {
+            "CUDA_VISIBLE_DEVICES": str(spec.gpu_index),
+            "CUDA_MPS_PIPE_DIRECTORY": "/tmp/fake-mps-pipe",
+            "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": share_text(spec.mps_percent),
+        }
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+
+    def describe(self) -> dict[str, Any]:
+        return {"enabled": True, "fake": True}
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[tuple[Daemon, FakeMps]]:
+    mps = FakeMps()
+    running = Daemon(tmp_path / "state", mps, NoGpu(), device="cpu")
+    yield running, mps
+    running.shutdown()
+
+
+def _apply(daemon: Daemon, generation: int, servers: list[dict[str, Any]]) -> None:
+    hand_over(daemon.state_dir, json.dumps({"generation": generation, "servers": servers}), "test")
+
+
+def _step_until_ready(daemon: Daemon, generation: int) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        daemon.step()
+        status = daemon.status()
+        states = [s["state"] for s in status["servers"]]
+        return status if status["generation"] == generation and set(states) == {"ready"} else None
+
+    return wait_until(ready, 30, f"generation {generation} ready", poll=0.1)
+
+
+def test_servers_get_their_gpu_share_env_and_a_share_change_restarts_only_that_server(
+    daemon: tuple[Daemon, FakeMps], cnn_dir: Path
+) -> None:
+    agent, mps = daemon
+    a = {
+        "name": "a",
+        "workload": "wa",
+        "model_dir": str(cnn_dir),
+        "batch": 2,
+        "mps_percent": 30.0,
+        "gpu_index": 1,
+        "port": free_port(),
+    }
+    b = dict(a, name="b", workload="wb", mps_percent=70.0, port=free_port())
+    _apply(agent, 1, [a, b])
+    first = {s["name"]: s for s in _step_until_ready(agent, 1)["servers"]}
+    env = _environ(first["a"]["pid"])
+    assert (env["CUDA_VISIBLE_DEVICES"], env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], env["CUDA_MPS_PIPE_DIRECTORY"]) == (
+        "1",
+        "30",
+        "/tmp/fake-mps-pipe",
+    )
+    assert _environ(first["b"]["pid"])["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "70"
+    assert mps.calls == ["ensure_running", "ensure_running"]
+    _apply(agent, 2, [dict(a, mps_percent=40.0), b])
+    second = {s["name"]: s for s in _step_until_ready(agent, 2)["servers"]}
+    assert second["b"]["pid"] == first["b"]["pid"]
+    assert second["a"]["pid"] != first["a"]["pid"]
+    assert _environ(second["a"]["pid"])["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "40"
+
+
+def test_a_corrupt_assignment_file_is_reported_and_changes_nothing(
+    daemon: tuple[Daemon, FakeMps], cnn_dir: Path
+) -> None:
+    agent, _ = daemon
+    server = {
+        "name": "a",
+        "workload": "wa",
+        "model_dir": str(cnn_dir),
+        "batch": 1,
+        "mps_percent": 30.0,
+        "port": free_port(),
+    }
+    _apply(agent, 1, [server])
+    pid = _step_until_ready(agent, 1)["servers"][0]["pid"]
+    (agent.state_dir / ASSIGNMENT_FILE).write_text('{"generation": 2, "servers": [{"name": "a"}]}')
+    agent.step()
+    status = agent.status()
+    assert status["generation"] == 1 and status["servers"][0]["pid"] == pid and status["servers"][0]["state"] == "ready"
+    assert "servers[0].workload: required field is missing" in status["assignment_error"]
+
+
+def test_shutdown_stops_servers_and_mps(daemon: tuple[Daemon, FakeMps], cnn_dir: Path) -> None:
+    agent, mps = daemon
+    _apply(
+        agent,
+        1,
+        [
+            {
+                "name": "a",
+                "workload": "wa",
+                "model_dir": str(cnn_dir),
+                "batch": 1,
+                "mps_percent": 30.0,
+                "port": free_port(),
+            }
+        ],
+    )
+    _step_until_ready(agent, 1)
+    proc = agent.servers["a"].proc
+    agent.shutdown()
+    assert proc is not None and proc.returncode is not None
+    assert mps.calls[-1] == "stop"
+    assert [s["state"] for s in json.loads((agent.state_dir / "status.json").read_text())["servers"]] == ["stopped"]

@@ -1,0 +1,187 @@
+"""`igniter simulate` and `igniter trace` as a user runs them: output, files, exit codes."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from tests.conftest import ROOT, run_cli
+
+SERVEGEN_POLICY = ROOT / "policies" / "servegen-sim.yaml"
+SERVEGEN = ROOT / "traces" / "servegen-3models-wide.csv"
+
+
+@pytest.fixture
+def small(make_policy, write_csv, tmp_path):
+    make_policy()
+    trace = write_csv("trace.csv", [["time_s", "a"], *[[60 * i, 500 if i < 8 else 1000] for i in range(16)]])
+    return tmp_path / "policy.yaml", trace
+
+
+def test_json_summary_has_every_field(igniter, small):
+    policy, trace = small
+    r = igniter("simulate", policy, "--trace", trace, "--json")
+    assert r.code == 0, r.err
+    s = json.loads(r.out)
+    for key in (
+        "duration_s",
+        "cost_total_usd",
+        "static_peak_cost_usd",
+        "slo_attainment",
+        "worst_shortfall",
+        "scaling_actions",
+        "instance_hours",
+    ):
+        assert key in s
+    assert s["duration_s"] == 960 and 0 < s["slo_attainment"] < 1 and s["scaling_actions"] >= 1
+
+
+def test_timeline_and_plot(igniter, small, tmp_path):
+    policy, trace = small
+    out, png = tmp_path / "timeline.csv", tmp_path / "plot.png"
+    r = igniter("simulate", policy, "--trace", trace, "--timeline", out, "--plot", png)
+    assert r.code == 0, r.err
+    rows = list(csv.DictReader(out.open()))
+    assert list(rows[0]) == ["time_s", "workload", "rate_rps", "capacity_rps", "cost_per_hour"]
+    assert len(rows) == 16 and rows[0]["workload"] == "a"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "SLO attainment" in r.out and "static peak" in r.out
+
+
+def test_compare_prints_every_strategy(igniter, small):
+    policy, trace = small
+    r = igniter("simulate", policy, "--trace", trace, "--compare", "--json")
+    assert r.code == 0, r.err
+    labels = [d["label"] for d in json.loads(r.out)]
+    assert labels == [
+        "igniter/last",
+        "igniter/ewma",
+        "igniter/holt",
+        "igniter/seasonal",
+        "ffd/last",
+        "gslice/last",
+        "gpulets/last",
+        "static-peak",
+        "reactive",
+        "oracle",
+    ]
+    png = trace.parent / "compare.png"
+    table = igniter("simulate", policy, "--trace", trace, "--compare", "--plot", png)
+    assert table.code == 0 and "gpulets/last" in table.out and "reactive" in table.out
+    assert png.stat().st_size > 1000
+
+
+def test_the_documented_example(igniter):
+    """The README's example, all 14 days (about 30 s): what docs/simulate.md claims for it holds."""
+    r = igniter("simulate", SERVEGEN_POLICY, "--trace", SERVEGEN, "--json")
+    assert r.code == 0, r.err
+    s = json.loads(r.out)
+    assert s["steps"] == 2016 and s["slo_attainment"] >= 0.999 and s["servers_over_budget"] == 0
+    assert s["cost_total_usd"] < 0.85 * s["static_peak_cost_usd"]
+
+
+def test_resampling_and_renaming_the_azure_trace(igniter, make_policy, tmp_path):
+    make_policy(
+        workloads=[
+            {"name": "code", "model": "resnet50", "slo_ms": 40},
+            {"name": "conv", "model": "vgg19", "slo_ms": 60},
+        ]
+    )
+    r = igniter(
+        "simulate",
+        tmp_path / "policy.yaml",
+        "--trace",
+        ROOT / "traces" / "azure-llm-2023-rps.csv",
+        "--time-col",
+        "second_since_2023-11-16T18:15:46",
+        "--rename",
+        "code_rps=code",
+        "--rename",
+        "conv_rps=conv",
+        "--step-s",
+        "60",
+        "--agg",
+        "max",
+        "--scale",
+        "50",
+        "--json",
+    )
+    assert r.code == 0, r.err
+    s = json.loads(r.out)
+    assert s["step_s"] == 60 and s["steps"] == 59
+
+
+@pytest.mark.parametrize(
+    "rows, expected",
+    [
+        ([["t", "a"], [0, 1]], "trace.csv: time_s: missing 'time_s' column"),
+        ([["time_s", "a", "zzz"], [0, 1, 1]], "trace.csv: column 'zzz': not a workload of"),
+        ([["time_s", "b"], [0, 1]], "trace.csv: column 'b': not a workload of"),
+        ([["time_s", "a"], [0, "lots"]], "trace.csv: line 2, column 'a': 'lots' is not a number"),
+    ],
+)
+def test_bad_traces_exit_2_naming_file_and_field(igniter, make_policy, write_csv, tmp_path, rows, expected):
+    make_policy()
+    r = igniter("simulate", tmp_path / "policy.yaml", "--trace", write_csv("trace.csv", rows))
+    assert r.code == 2 and expected in r.err and "Traceback" not in r.err
+
+
+def test_policy_errors_and_bad_options_exit_2(igniter, small, tmp_path):
+    policy, trace = small
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(policy.read_text().replace("slo_ms", "slo"))
+    r = igniter("simulate", bad, "--trace", trace)
+    assert r.code == 2 and "bad.yaml: workloads[0].slo: unknown key" in r.err
+    r = igniter("simulate", policy, "--trace", trace, "--planner", "magic")
+    assert r.code == 2 and "unknown planner" in r.err
+    r = igniter("simulate", policy, "--trace", trace, "--rename", "nonsense")
+    assert r.code == 2 and "expected OLD=NEW" in r.err
+
+
+def test_a_real_process_exits_2_without_a_traceback(make_policy, write_csv, tmp_path):
+    make_policy()
+    r = run_cli("simulate", tmp_path / "policy.yaml", "--trace", write_csv("t.csv", [["time", "a"], [0, 1]]))
+    assert r.code == 2 and "t.csv: time_s: missing 'time_s' column" in r.err and "Traceback" not in r.err
+
+
+def test_trace_convert_long_to_wide_and_show(igniter, tmp_path):
+    out = tmp_path / "wide.csv"
+    r = igniter(
+        "trace",
+        "convert",
+        ROOT / "traces" / "servegen-llm-rates-10min.csv",
+        "--out",
+        out,
+        "--time-col",
+        "window_start_s",
+        "--name-col",
+        "model",
+        "--rate-col",
+        "agg_rate_rps",
+        "--names",
+        "m-large,m-mid,m-small",
+    )
+    assert r.code == 0, r.err
+    assert out.read_text().splitlines()[0] == "time_s,m-large,m-mid,m-small"
+    show = igniter("trace", "show", out)
+    assert show.code == 0 and "m-small" in show.out and "peak/mean" in show.out
+    wide = igniter(
+        "trace",
+        "convert",
+        ROOT / "traces" / "azure-llm-2023-rps.csv",
+        "--wide",
+        "--out",
+        out,
+        "--time-col",
+        "second_since_2023-11-16T18:15:46",
+        "--step-s",
+        "60",
+    )
+    assert wide.code == 0 and out.read_text().startswith("time_s,code_rps,conv_rps")
+
+
+def test_trace_convert_bad_columns_exit_2(igniter, tmp_path):
+    r = igniter("trace", "convert", ROOT / "traces" / "servegen-llm-rates-10min.csv", "--out", tmp_path / "o.csv")
+    assert r.code == 2 and "servegen-llm-rates-10min.csv: time_s: missing column 'time_s'" in r.err

@@ -1,0 +1,151 @@
+"""Policy validation: every malformed case exits 2 naming the file and field, with no traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pydantic
+import pytest
+import yaml
+
+from autoscaler.config.policy import load_policy, policy_json_schema
+from tests.conftest import PROFILES, ROOT, run_cli
+
+GOOD = {
+    "instance_types": [{"name": "p3.2xlarge", "gpu": "v100", "gpus": 1, "price_per_hour": 3.06}],
+    "workloads": [
+        {"name": "a", "model": "alexnet", "slo_ms": 15, "rate_rps": 500},
+        {"name": "b", "model": "resnet50", "slo_ms": 40, "rate_rps": 400},
+        {"name": "c", "model": "vgg19", "slo_ms": 60, "rate_rps": 200},
+    ],
+}
+
+
+def write(tmp_path, data, name="policy.yaml"):
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+def mutate(path: str, value):
+    """GOOD with one field replaced; path like 'workloads.2.slo_ms'."""
+    data = json.loads(json.dumps(GOOD))
+    *parents, last = path.split(".")
+    node = data
+    for key in parents:
+        node = node[int(key)] if key.isdigit() else node[key]
+    if value is DELETE:
+        del node[int(last) if last.isdigit() else last]
+    else:
+        node[int(last) if last.isdigit() else last] = value
+    return data
+
+
+DELETE = object()
+
+CASES = [
+    ("wrong type", mutate("workloads.2.slo_ms", "fast"), "workloads[2].slo_ms"),
+    ("zero", mutate("workloads.1.slo_ms", 0), "workloads[1].slo_ms"),
+    ("negative rate", mutate("workloads.0.rate_rps", -5), "workloads[0].rate_rps"),
+    ("negative min rate", mutate("workloads.1.min_rate_rps", -1), "workloads[1].min_rate_rps"),
+    ("min rate not a number", mutate("workloads.2.min_rate_rps", "lots"), "workloads[2].min_rate_rps"),
+    ("negative price", mutate("instance_types.0.price_per_hour", -1), "instance_types[0].price_per_hour"),
+    ("zero gpus", mutate("instance_types.0.gpus", 0), "instance_types[0].gpus"),
+    ("typo key", {**GOOD, "workloads": [{"name": "a", "model": "alexnet", "slo": 15}]}, "workloads[0].slo"),
+    ("unknown top key", {**GOOD, "instance_type": []}, "instance_type"),
+    ("missing section", {"workloads": GOOD["workloads"]}, "instance_types"),
+    ("empty workloads", {**GOOD, "workloads": []}, "workloads"),
+    ("duplicate workload", {**GOOD, "workloads": GOOD["workloads"] + [GOOD["workloads"][0]]}, "workloads[3].name"),
+    ("duplicate type", {**GOOD, "instance_types": GOOD["instance_types"] * 2}, "instance_types[1].name"),
+    ("unknown model", mutate("workloads.1.model", "bert"), "workloads[1].model"),
+    ("missing profile", mutate("instance_types.0.gpu", "a100"), "instance_types[0].gpu"),
+    ("missing field", mutate("workloads.0.slo_ms", DELETE), "workloads[0].slo_ms"),
+    ("bad scaling", {**GOOD, "scaling": {"forecast": "magic"}}, "scaling.forecast"),
+]
+
+
+@pytest.mark.parametrize(("label", "data", "field"), CASES, ids=[c[0] for c in CASES])
+def test_malformed_policy_exits_2_naming_the_field(igniter, tmp_path, label, data, field):
+    path = write(tmp_path, data)
+    res = igniter("validate", path)
+    assert res.code == 2, res
+    assert f"{path}: {field}:" in res.err
+    assert "Traceback" not in res.err
+
+
+@pytest.mark.parametrize(
+    ("label", "text", "field"),
+    [
+        ("yaml syntax", "instance_types:\n  - {name: p3\n workloads: [\n", "line "),
+        ("empty file", "", "file is empty"),
+        ("not a mapping", "- just\n- a list\n", "expected a mapping"),
+    ],
+)
+def test_unreadable_policy_exits_2(igniter, tmp_path, label, text, field):
+    path = write(tmp_path, text)
+    res = igniter("validate", path)
+    assert res.code == 2
+    assert str(path) in res.err and field in res.err
+
+
+def test_yaml_error_names_the_line(igniter, tmp_path):
+    path = write(tmp_path, "fleet: a\ninstance_types: [\n  {name: x,\nworkloads: ]\n")
+    res = igniter("validate", path)
+    assert res.code == 2 and "line 4" in res.err
+
+
+def test_missing_file(igniter, tmp_path):
+    res = igniter("validate", tmp_path / "nope.yaml")
+    assert res.code == 2 and "file not found" in res.err
+
+
+def test_as_a_real_process_no_traceback(tmp_path):
+    path = write(tmp_path, mutate("workloads.2.slo_ms", -1))
+    res = run_cli("validate", path)
+    assert res.code == 2
+    assert "workloads[2].slo_ms" in res.err and "Traceback" not in res.err
+
+
+def test_good_policies_validate(igniter):
+    res = igniter("validate", ROOT / "policies" / "example.yaml", ROOT / "tests" / "data" / "motivation-3.yaml")
+    assert res.code == 0, res.err
+    assert res.out.count(": ok") == 2
+
+
+def test_one_bad_file_among_good_ones(igniter, tmp_path):
+    bad = write(tmp_path, mutate("workloads.0.slo_ms", 0))
+    res = igniter("validate", ROOT / "policies" / "example.yaml", bad)
+    assert res.code == 2 and ": ok" in res.out
+
+
+def test_profiles_dir_is_relative_to_the_policy(tmp_path):
+    (tmp_path / "profs").mkdir()
+    (tmp_path / "profs" / "v100.yaml").write_text((PROFILES / "v100.yaml").read_text())
+    policy = load_policy(write(tmp_path, {**GOOD, "profiles_dir": "profs"}))
+    assert policy.profiles_dir == (tmp_path / "profs").resolve()
+
+
+def test_profile_errors_name_the_profile_file(igniter, tmp_path):
+    (tmp_path / "profs").mkdir()
+    broken = yaml.safe_load((PROFILES / "v100.yaml").read_text())
+    broken["hardware"]["power_limit_w"] = -3
+    (tmp_path / "profs" / "v100.yaml").write_text(yaml.safe_dump(broken))
+    res = igniter("validate", write(tmp_path, {**GOOD, "profiles_dir": "profs"}))
+    assert res.code == 2
+    assert "v100.yaml: hardware.power_limit_w:" in res.err
+
+
+def test_policy_is_frozen():
+    policy = load_policy(ROOT / "policies" / "example.yaml")
+    with pytest.raises(pydantic.ValidationError):
+        policy.workloads[0].slo_ms = 1  # type: ignore[misc]
+
+
+def test_json_schema_is_current():
+    """policies/policy.schema.json is generated: regenerate with `python -m autoscaler.config.schema`."""
+    from autoscaler.config.schema import render
+
+    assert (ROOT / "policies" / "policy.schema.json").read_text() == render()
+    schema = policy_json_schema()
+    assert schema["additionalProperties"] is False
+    assert set(schema["required"]) == {"instance_types", "workloads"}

@@ -1,0 +1,188 @@
+"""Plan -> layout: stable slots, stable server names and ports, JSON round trips."""
+
+from __future__ import annotations
+
+from autoscaler.core.layout import (
+    LayoutInput,
+    WorkloadInfo,
+    assignment_json,
+    layout_from_json,
+    layout_from_plan,
+    layout_to_plan,
+)
+from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
+
+INFO = {"a": WorkloadInfo("/models/a", 7.5), "b": WorkloadInfo("/models/b", 20.0)}
+
+
+def place(w: str, mps: float = 30.0, batch: int = 4) -> PlacementOut:
+    return PlacementOut(w, "alexnet" if w == "a" else "resnet50", batch, mps, 100.0, 5.0, 120.0)
+
+
+def instance(*ws: str, itype: str = "p3") -> InstanceOut:
+    return InstanceOut(itype, 3.0, (GpuOut(0, "v100", tuple(place(w) for w in ws)),))
+
+
+def inp(previous=None, taken=frozenset(), reserved=None, extra=None) -> LayoutInput:  # type: ignore[no-untyped-def]
+    return LayoutInput("f", previous, extra or {}, taken, reserved or {}, INFO, {"a": 200.0, "b": 100.0})
+
+
+def test_first_layout_names_slots_and_servers() -> None:
+    layout = layout_from_plan(Plan("x", (instance("a", "b"), instance("a"))), inp())
+    assert [s.slot for s in layout.slots] == ["f-p3-0", "f-p3-1"]
+    names = [(slot, s.name, s.index) for slot, s in layout.servers()]
+    assert names == [("f-p3-0", "a-0", 0), ("f-p3-0", "b-0", 1), ("f-p3-1", "a-1", 0)]
+    srv = layout.slots[0].servers[0]
+    assert (srv.model_dir, srv.max_queue_delay_ms) == ("/models/a", 7.5)
+    assert layout.capacity() == {"a": 240.0, "b": 120.0}
+
+
+def test_reordered_plan_keeps_slots_and_names() -> None:
+    first = layout_from_plan(Plan("x", (instance("a", "b"), instance("a"))), inp())
+    again = layout_from_plan(
+        Plan("x", (instance("a"), instance("a", "b"))), inp(first, frozenset({"f-p3-0", "f-p3-1"}))
+    )
+    assert {s.slot: [v.name for v in s.servers] for s in again.slots} == {"f-p3-0": ["a-0", "b-0"], "f-p3-1": ["a-1"]}
+
+
+def test_new_placement_gets_fresh_name_and_index() -> None:
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    reserved = {"f-p3-0": frozenset({("a-0", 0), ("b-0", 1)})}  # b-0 still runs there, retiring
+    nxt = layout_from_plan(Plan("x", (instance("a", "b"),)), inp(first, frozenset({"f-p3-0"}), reserved))
+    servers = {v.name: v.index for v in nxt.slots[0].servers}
+    assert servers == {"a-0": 0, "b-1": 2}
+
+
+def test_slot_names_are_never_reused() -> None:
+    layout = layout_from_plan(Plan("x", (instance("a"),)), inp(taken=frozenset({"f-p3-0", "f-p3-3"})))
+    assert layout.slots[0].slot == "f-p3-4"
+
+
+def test_extra_live_slots_are_matched_by_type() -> None:
+    """After the state was lost, discovered slots are reused before new ones are named."""
+    layout = layout_from_plan(
+        Plan("x", (instance("a"), instance("b", itype="g5"))),
+        inp(extra={"f-g5-7": "g5", "f-p3-2": "p3"}, taken=frozenset({"f-g5-7", "f-p3-2"})),
+    )
+    assert sorted(s.slot for s in layout.slots) == ["f-g5-7", "f-p3-2"]
+
+
+def test_changed_share_keeps_the_server_name() -> None:
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    bigger = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a", mps=60.0, batch=8),)),)),))
+    nxt = layout_from_plan(bigger, inp(first, frozenset({"f-p3-0"})))
+    srv = nxt.slots[0].servers[0]
+    assert (srv.name, srv.batch, srv.mps_percent) == ("a-0", 8, 60.0)
+    assert srv.agent_key() != first.slots[0].servers[0].agent_key()
+
+
+def test_json_round_trip_and_plan() -> None:
+    layout = layout_from_plan(Plan("x", (instance("a", "b"), instance("a"))), inp())
+    again = layout_from_json(layout.to_json())
+    assert again == layout
+    plan = layout_to_plan(layout)
+    assert plan.cost_per_hour == 6.0 and [p.workload for p in plan.instances[0].gpus[0].placements] == ["a", "b"]
+
+
+def test_assignment_contract() -> None:
+    layout = layout_from_plan(Plan("x", (instance("a", "b"),)), inp())
+    body = assignment_json(layout.slots[0].servers, 7, 8100)
+    assert body["generation"] == 7
+    assert body["servers"][1] == {
+        "name": "b-0",
+        "workload": "b",
+        "model_dir": "/models/b",
+        "batch": 4,
+        "mps_percent": 30.0,
+        "gpu_index": 0,
+        "port": 8101,
+        "max_queue_delay_ms": 20.0,
+    }
+
+
+def test_slot_candidates_are_built_once_per_plan(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Matching scored every planned instance against candidates rebuilt per instance (quadratic)."""
+    import autoscaler.core.layout as layout_mod
+
+    calls = []
+    real = layout_mod._candidates
+    monkeypatch.setattr(layout_mod, "_candidates", lambda i: calls.append(1) or real(i))
+    first = layout_from_plan(Plan("x", (instance("a"), instance("b"), instance("a", "b"))), inp())
+    calls.clear()
+    again = layout_from_plan(
+        Plan("x", (instance("a", "b"), instance("a"), instance("b"))),
+        inp(first, frozenset(s.slot for s in first.slots)),
+    )
+    assert len(calls) == 1
+    assert {s.slot: [v.name for v in s.servers] for s in again.slots} == {
+        s.slot: [v.name for v in s.servers] for s in first.slots
+    }
+
+
+def _resize(first, mps: float, running):  # type: ignore[no-untyped-def]
+    plan = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a", mps=mps, batch=8),)),)),))
+    return layout_from_plan(
+        plan,
+        LayoutInput(
+            "f",
+            first,
+            {},
+            frozenset({"f-p3-0"}),
+            {"f-p3-0": frozenset((s.name, s.index) for s in running)},
+            INFO,
+            {"a": 200.0},
+            {"f-p3-0": running},
+        ),
+    )
+
+
+def test_resized_running_server_is_replaced_when_its_gpu_has_room() -> None:
+    """30 % running + 60 % planned fit on the GPU: a new server (name, port) replaces it."""
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    nxt = _resize(first, 60.0, first.slots[0].servers)
+    [srv] = nxt.slots[0].servers
+    assert (srv.name, srv.index, srv.batch, srv.mps_percent) == ("a-1", 1, 8, 60.0)
+
+
+def test_resized_server_restarts_in_place_without_room() -> None:
+    """80 % planned next to the running 30 % would over-subscribe the GPU: same name, restarted."""
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    [srv] = _resize(first, 80.0, first.slots[0].servers).slots[0].servers
+    assert (srv.name, srv.index, srv.mps_percent) == ("a-0", 0, 80.0)
+
+
+def test_retiring_servers_count_against_room_for_a_replacement() -> None:
+    """b-0 (30 %) still runs on the GPU, retiring: 50 % + 30 % + 30 % > 100 %, so in place."""
+    first = layout_from_plan(Plan("x", (instance("a", "b"),)), inp())
+    [srv] = _resize(first, 50.0, first.slots[0].servers).slots[0].servers
+    assert (srv.name, srv.mps_percent) == ("a-0", 50.0)
+    [srv] = _resize(first, 40.0, first.slots[0].servers).slots[0].servers
+    assert (srv.name, srv.mps_percent) == ("a-1", 40.0)
+
+
+def test_matching_weighs_shares_so_a_big_server_stays_where_it_runs() -> None:
+    """Slot 0 runs a small `a` and a `b`, slot 1 a big `a`. The new plan puts the big `a` beside a
+    `b`-less small one: by counts of (GPU, workload) alone, the instance with the big `a` and a `b`
+    would take slot 0 and the two `a` servers would swap sizes (one grows, one shrinks: capacity
+    drops while that happens). Weighed by share, the big `a` stays on slot 1."""
+    big, small = place("a", 70.0, 16), place("a", 10.0, 2)
+    first = Plan(
+        "x",
+        (
+            InstanceOut("p3", 3.0, (GpuOut(0, "v100", (small, place("b", 30.0))),)),
+            InstanceOut("p3", 3.0, (GpuOut(0, "v100", (big,)),)),
+        ),
+    )
+    prev = layout_from_plan(first, inp())
+    nxt = Plan(
+        "x",
+        (
+            InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("b", 20.0), big)),)),
+            InstanceOut("p3", 3.0, (GpuOut(0, "v100", (small,)),)),
+        ),
+    )
+    again = layout_from_plan(nxt, inp(prev, frozenset({"f-p3-0", "f-p3-1"})))
+    by_slot = {s.slot: {(v.workload, v.mps_percent) for v in s.servers} for s in again.slots}
+    assert by_slot == {"f-p3-1": {("a", 70.0), ("b", 20.0)}, "f-p3-0": {("a", 10.0)}}
+    names = {s.slot: {v.name for v in s.servers if v.workload == "a"} for s in again.slots}
+    assert names == {"f-p3-0": {"a-0"}, "f-p3-1": {"a-1"}}  # both keep their names and sizes

@@ -1,0 +1,59 @@
+"""Local provider: real `igniter-agent run --no-gpu` processes as instances."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from autoscaler.fleet.base import PermanentError
+from autoscaler.fleet.local import LocalProvider
+
+
+def wait(pred, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+@pytest.fixture()
+def provider(tmp_path: Path) -> Iterator[LocalProvider]:
+    prov = LocalProvider("lp", tmp_path / "instances", 30100)
+    yield prov
+    for inst in prov.list_instances():
+        prov.terminate(inst.id)
+
+
+def test_launch_list_terminate(provider: LocalProvider, tmp_path: Path) -> None:
+    a = provider.launch("lp-p3-0", "p3.2xlarge", 1)
+    assert provider.launch("lp-p3-0", "p3.2xlarge", 1).id == a.id  # idempotent per (slot, attempt)
+    b = provider.launch("lp-p3-1", "p3.2xlarge", 1)
+    assert {a.tags["igniter:port_base"], b.tags["igniter:port_base"]} == {"30100", "30200"}
+    wait(lambda: {i.state for i in provider.list_instances()} == {"running"})
+    other = LocalProvider("someone-else", tmp_path / "instances", 30100)
+    assert other.list_instances() == []
+    with pytest.raises(PermanentError):
+        other.terminate(a.id)
+    meta_pid = int(json.loads((Path(a.tags["igniter:state_dir"]) / "instance.json").read_text())["pid"])
+    provider.terminate(a.id)
+    provider.terminate(a.id)  # idempotent
+    assert [i.id for i in provider.list_instances()] == [b.id]
+    with pytest.raises(ProcessLookupError):
+        os.kill(meta_pid, 0)
+    c = provider.launch("lp-p3-2", "p3.2xlarge", 1)
+    assert c.tags["igniter:port_base"] == "30100"  # freed range reused
+
+
+def test_rediscovered_by_a_new_provider_and_dead_agents_vanish(provider: LocalProvider, tmp_path: Path) -> None:
+    a = provider.launch("lp-p3-0", "p3.2xlarge", 1)
+    wait(lambda: [i.state for i in provider.list_instances()] == ["running"])
+    later = LocalProvider("lp", tmp_path / "instances", 30100)  # e.g. after an autoscaler restart
+    assert [i.id for i in later.list_instances()] == [a.id]
+    os.killpg(int(later._read(Path(a.tags["igniter:state_dir"]))["pid"]), signal.SIGKILL)  # type: ignore[index]
+    wait(lambda: provider.list_instances() == [] and later.list_instances() == [])

@@ -1,0 +1,168 @@
+"""End to end on this machine: the local provider runs real `igniter-agent run --no-gpu` processes,
+the local transport configures them, the servers answer real KServe v2 requests. Two workloads, a
+rate step up then down; the fleet follows."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import torch
+
+from autoscaler.config.policy import load_policy
+from autoscaler.core.lifecycle import State
+from autoscaler.demo.setup import port_is_free
+from autoscaler.fleet.local import LocalProvider
+from autoscaler.loop.controller import Controller
+from autoscaler.loop.wiring import build_controller, default_planner
+from autoscaler.rates.guard import GuardedRates
+from autoscaler.rates.static import ManualRates
+from autoscaler.transport.base import parse_status
+from tests.kit.control import write_policy
+
+LOW = {"alex": 100.0, "res": 50.0}
+
+
+def free_range(span: int = 400) -> int:
+    """A base port whose next `span` ports are all free right now."""
+    for base in range(21000, 60000, 997):
+        if all(port_is_free(base + k) for k in range(0, span, 1)):
+            return base
+    raise RuntimeError("no free port range")
+
+
+def high_rates(policy: Any) -> dict[str, float]:
+    """Rates that need more instances than LOW, but few (each instance is a real process tree)."""
+    low = len(default_planner(policy, LOW, {}, {}, None).instances)
+    for scale in (2, 4, 8, 16, 32, 64):
+        rates = {w: r * scale for w, r in LOW.items()}
+        n = len(default_planner(policy, rates, {}, {}, None).instances)
+        if n > low:
+            assert n <= low + 3, f"the step to {rates} needs {n} instances: too many for this test"
+            return rates
+    raise AssertionError("no rate step needs more instances")
+
+
+@pytest.fixture()
+def fleet(tmp_path: Path, tiny_model_dir: Path) -> Iterator[tuple[Controller, ManualRates]]:
+    path = write_policy(
+        tmp_path / "policy.yaml",
+        fleet="e2e",
+        instance_types=[{"name": "p3.2xlarge", "gpu": "v100", "gpus": 1, "price_per_hour": 3.06}],
+        workloads=[
+            {
+                "name": "alex",
+                "model": "alexnet",
+                "slo_ms": 15,
+                "rate_rps": LOW["alex"],
+                "model_dir": str(tiny_model_dir),
+            },
+            {
+                "name": "res",
+                "model": "resnet50",
+                "slo_ms": 40,
+                "rate_rps": LOW["res"],
+                "model_dir": str(tiny_model_dir),
+            },
+        ],
+        provider={"kind": "local", "base_port": free_range(), "state_root": str(tmp_path / "instances")},
+        agents={"transport": "local", "command_timeout_s": 30},
+        scaling={"interval_s": 1, "headroom": 0.0, "forecast": "last", "scale_down_delay_s": 0},
+    )
+    ctl = build_controller(load_policy(path), tmp_path / "state.sqlite")
+    rates = ManualRates(LOW)
+    ctl.deps.rates = GuardedRates(rates, 300)
+    try:
+        yield ctl, rates
+    finally:
+        provider = ctl.deps.provider
+        for inst in provider.list_instances():
+            provider.terminate(inst.id)
+        assert provider.list_instances() == []
+        ctl.store.close()
+
+
+def servers(ctl: Controller) -> dict[str, tuple[str, int]]:
+    """Server name -> (workload, port) for what the agents were last told to run."""
+    instances = {i.id: i for i in ctl.deps.provider.list_instances()}
+    applied = ctl.store.applied()
+    out = {}
+    for rec in ctl.store.open_records():
+        inst = instances.get(rec.instance_id or "")
+        if inst is None or rec.key not in applied:
+            continue
+        base = int(inst.tags["igniter:port_base"])
+        out.update({s.name: (s.workload, base + s.index) for s in applied[rec.key][1]})
+    return out
+
+
+def converged(ctl: Controller) -> bool:
+    """Every slot of the layout is ready and its agent reports exactly the layout's servers ready."""
+    layout = ctl.store.current_layout()
+    recs = {r.slot: r for r in ctl.store.open_records()}
+    if layout is None or set(recs) != {s.slot for s in layout.slots}:
+        return False
+    instances = {i.id: i for i in ctl.deps.provider.list_instances()}
+    for spec in layout.slots:
+        rec = recs[spec.slot]
+        if rec.state is not State.READY or rec.instance_id not in instances:
+            return False
+        status = parse_status(ctl.deps.transport.status(instances[rec.instance_id]))
+        if status.ready_names() != {s.name for s in spec.servers} or len(status.servers) != len(spec.servers):
+            return False
+    return True
+
+
+def run_until_converged(ctl: Controller, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        report = ctl.tick()
+        assert report.ok, report.error
+        if converged(ctl):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"fleet did not converge; last actions: {ctl.store.actions()[-5:]}")
+
+
+def answers(ctl: Controller) -> None:
+    """Each server answers a real inference request with the tiny model's output."""
+    for name, (workload, port) in servers(ctl).items():
+        x = [float(i) / 8 for i in range(8)]
+        reply = httpx.post(
+            f"http://127.0.0.1:{port}/v2/models/{workload}/infer",
+            timeout=20,
+            json={"inputs": [{"name": "x", "shape": [1, 8], "datatype": "FP32", "data": x}]},
+        )
+        assert reply.status_code == 200, (name, reply.text)
+        out = reply.json()["outputs"][0]
+        assert out["shape"] == [1, 4] and min(out["data"]) >= 0.0  # relu output
+
+
+def test_fleet_follows_a_rate_step_up_then_down(fleet: tuple[Controller, ManualRates], tiny_model_dir: Path) -> None:
+    ctl, rates = fleet
+    torch.manual_seed(0)
+    run_until_converged(ctl)
+    low_slots = {s.slot for s in ctl.store.current_layout().slots}  # type: ignore[union-attr]
+    answers(ctl)
+    assert {w for w, _ in servers(ctl).values()} == {"alex", "res"}
+
+    rates.set(**high_rates(ctl.policy))
+    run_until_converged(ctl)
+    high_slots = {s.slot for s in ctl.store.current_layout().slots}  # type: ignore[union-attr]
+    assert len(high_slots) > len(low_slots) and low_slots <= high_slots  # scale-out keeps what runs
+    assert len(ctl.deps.provider.list_instances()) == len(high_slots)
+    answers(ctl)
+
+    rates.set(**LOW)
+    run_until_converged(ctl)
+    final = {s.slot for s in ctl.store.current_layout().slots}  # type: ignore[union-attr]
+    assert len(final) == len(low_slots)
+    assert {i.slot for i in ctl.deps.provider.list_instances()} == final
+    answers(ctl)
+    reasons = [h["reason"] for h in ctl.store.history()]
+    assert "drain" in reasons and "scale_in" in reasons and "gone" in reasons
+    assert isinstance(ctl.deps.provider, LocalProvider)

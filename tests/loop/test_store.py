@@ -1,0 +1,94 @@
+"""SQLite store: records with history, intents surviving reopen, layouts, generations, rates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from autoscaler.core.layout import Layout, ServerSpec, SlotSpec
+from autoscaler.core.lifecycle import Reason, State, new_record, transition
+from autoscaler.loop.store import Store
+
+
+def test_records_history_and_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    store = Store(path)
+    epoch = store.epoch
+    ch = transition(new_record("s0", 0, "p3", 1.0), Reason.REQUEST, 1.0, "planned")
+    store.apply([ch])
+    store.apply([transition(ch.record, Reason.LAUNCHED, 2.0, instance_id="i-1")])
+    aid = store.begin_action(1, "launch", "s0", {"x": 1}, 1.0)
+    store.close()
+
+    again = Store(path)
+    assert again.epoch == epoch
+    [rec] = again.open_records()
+    assert (rec.state, rec.instance_id, rec.created_at, rec.updated_at) == (State.PENDING, "i-1", 1.0, 2.0)
+    hist = again.history("s0")
+    assert [(h["from"], h["to"], h["reason"]) for h in hist] == [
+        ("new", "requested", "request"),
+        ("requested", "pending", "launched"),
+    ]
+    assert again.actions()[0]["id"] == aid and again.actions()[0]["status"] == "interrupted"
+    assert again.max_attempts() == {"s0": 0}
+
+
+def test_closed_records_leave_open_set(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    rec = transition(new_record("s0", 0, "p3", 1.0), Reason.REQUEST, 1.0).record
+    store.apply([transition(rec, Reason.SCALE_IN, 2.0)])
+    assert store.open_records() == [] and store.closed_keys() == {("s0", 0)}
+    assert [r.state for r in store.all_records()] == [State.TERMINATED]
+
+
+def test_generation_is_monotonic(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    assert [store.next_generation() for _ in range(3)] == [1, 2, 3]
+    assert store.next_generation(at_least=10) == 10
+    assert store.next_generation(at_least=5) == 11
+
+
+def test_layouts_applied_and_rates(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    assert store.current_layout() is None
+    spec = ServerSpec("a-0", "a", "alexnet", 0, 0, 4, 30.0)
+    layout = Layout("x", (SlotSpec("s0", "p3", 3.0, ("v100",), (spec,)),), (), {"a": 10.0})
+    store.save_layout(layout, "target", 1.0)
+    assert store.current_layout() == layout
+    store.set_applied(("s0", 0), (spec,), 4, 1.0)
+    assert store.applied() == {("s0", 0): (4, (spec,))}
+    store.prune_applied(set())
+    assert store.applied() == {}
+    store.add_rates(10.0, {"a": 5.0, "b": None}, {"a": 6.0})
+    store.add_rates(20.0, {"a": 7.0}, {})
+    assert store.rate_history(0.0) == {"a": [(10.0, 5.0), (20.0, 7.0)]}
+    assert store.rate_history(15.0) == {"a": [(20.0, 7.0)]}
+    store.put("k", {"x": [1, 2]})
+    assert store.get("k") == {"x": [1, 2]} and store.get("missing", 3) == 3
+
+
+def test_applied_rows_are_parsed_once(tmp_path: Path) -> None:
+    """applied() runs several times a tick: an unchanged row must not be parsed again."""
+    store = Store(tmp_path / "s.sqlite")
+    spec = ServerSpec("a-0", "a", "alexnet", 0, 0, 4, 30.0)
+    store.set_applied(("s0", 0), (spec,), 4, 1.0)
+    first = store.applied()[("s0", 0)][1]
+    assert store.applied()[("s0", 0)][1] is first
+    bigger = ServerSpec("a-0", "a", "alexnet", 0, 0, 8, 60.0)
+    store.set_applied(("s0", 0), (bigger,), 5, 2.0)
+    assert store.applied() == {("s0", 0): (5, (bigger,))}
+
+
+def test_identical_layout_is_not_saved_again(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.sqlite")
+    spec = ServerSpec("a-0", "a", "alexnet", 0, 0, 4, 30.0)
+    layout = Layout("x", (SlotSpec("s0", "p3", 3.0, ("v100",), (spec,)),), (), {"a": 10.0})
+    assert store.save_layout(layout, "target", 1.0) is True
+    assert store.save_layout(layout, "hold", 2.0) is False
+    moved = Layout("x", layout.slots, (), {"a": 11.0})
+    assert store.save_layout(moved, "target", 3.0) is True
+    assert store.current_layout() == moved
+    store.close()
+    again = Store(tmp_path / "s.sqlite")
+    assert again.save_layout(moved, "target", 4.0) is False and again.current_layout() == moved
+    count = again._db.execute("SELECT COUNT(*) FROM layouts").fetchone()[0]
+    assert count == 2

@@ -1,0 +1,131 @@
+"""The architecture, as rules on the import graph (one test for the whole tree).
+
+- Pure packages (config, model, planner, core) and the contract modules of the edges
+  (fleet/base.py, transport/base.py) import no cloud SDK, SSH, process, socket or clock module:
+  inputs in, values out, time passed in.
+- The simulator reads no clock either: it runs on simulated time.
+- Each package imports only the packages below it (LAYERS): data flows down the list in
+  DESIGN.md, never up, so the pure core cannot reach the loop and the loop cannot reach the CLI.
+- The agents (agents/) import nothing from the autoscaler: a GPU VM installs only the agent.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+FORBIDDEN = {"boto3", "botocore", "paramiko", "subprocess", "time", "datetime", "socket", "httpx", "requests"}
+PURE_DIRS = ["autoscaler/config", "autoscaler/model", "autoscaler/planner", "autoscaler/core"]
+CONTRACTS = ["autoscaler/fleet/base.py", "autoscaler/transport/base.py"]
+NO_CLOCK_DIRS = ["autoscaler/sim"]
+
+PURE = {"config", "model", "planner", "core", "fleet.base", "transport.base"}
+EDGES = {"fleet", "transport", "rates", "gateway"}
+# package -> the autoscaler packages it may import ("fleet.base": that module only; "fleet": all of fleet/)
+LAYERS: dict[str, set[str]] = {
+    "config": set(),
+    "model": {"config"},
+    "planner": {"config", "model"},
+    "core": {"config", "model", "planner", "fleet.base", "transport.base"},
+    "fleet": {"config", "core", "fleet", "transport.base"},
+    "transport": {"config", "core", "fleet.base", "transport"},
+    "rates": {"config", "core", "fleet.base", "transport.base", "rates"},
+    "gateway": {"config", "core", "fleet.base", "transport.base", "gateway"},
+    "loop": PURE | EDGES | {"loop"},
+    "sim": PURE | EDGES | {"loop", "sim"},
+    "demo": PURE | EDGES | {"loop", "sim", "demo"},
+    "cli": PURE | EDGES | {"loop", "sim", "demo", "cli"},
+}
+# What the autoscaler may import from the agent side: its wire contract everywhere; the node
+# agent itself only where the autoscaler runs agents on this machine (local provider, demo).
+AGENT_IMPORTS: dict[str, set[str]] = {
+    "fleet": {"agents.node", "agents.launch"},
+    "transport": {"agents.launch"},
+    "demo": {"agents.node", "agents.launch"},
+}
+AGENT_CONTRACT = {"agents.spec", "agents.profiler.schema"}  # the wire contracts, owned by the agent side
+
+
+def py_files(*dirs: str) -> list[Path]:
+    return sorted(p for d in dirs for p in (ROOT / d).rglob("*.py"))
+
+
+def imports(path: Path) -> Iterator[str]:
+    """Absolute module names imported anywhere in the file (late imports included)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def package_of(path: Path) -> str:
+    """`autoscaler/core/layout.py` -> "core"; the top-level entry modules -> "cli"."""
+    parts = path.relative_to(ROOT / "autoscaler").parts
+    return parts[0] if len(parts) > 1 else "cli"
+
+
+def target(module: str) -> str | None:
+    """`autoscaler.fleet.base.Instance` -> "fleet.base"; `autoscaler.core.layout` -> "core"."""
+    parts = module.split(".")
+    if parts[0] != "autoscaler" or len(parts) < 2:
+        return None
+    if parts[1] in ("fleet", "transport") and len(parts) > 2 and parts[2] == "base":
+        return f"{parts[1]}.base"
+    return parts[1]
+
+
+@pytest.mark.parametrize("path", py_files(*PURE_DIRS) + [ROOT / c for c in CONTRACTS], ids=rel)
+def test_pure_modules_import_no_side_effects(path: Path) -> None:
+    roots = {m.split(".")[0] for m in imports(path)}
+    assert not roots & FORBIDDEN, f"{rel(path)} imports {sorted(roots & FORBIDDEN)}"
+
+
+@pytest.mark.parametrize("path", py_files(*NO_CLOCK_DIRS), ids=rel)
+def test_simulator_reads_no_clock(path: Path) -> None:
+    roots = {m.split(".")[0] for m in imports(path)}
+    assert not roots & FORBIDDEN, f"{rel(path)} imports {sorted(roots & FORBIDDEN)}"
+
+
+def _allowed(pkg: str, tgt: str) -> bool:
+    allowed = LAYERS[pkg]
+    return tgt in allowed or (tgt.endswith(".base") and tgt.split(".")[0] in allowed)
+
+
+@pytest.mark.parametrize("path", py_files("autoscaler"), ids=rel)
+def test_imports_follow_the_layers(path: Path) -> None:
+    pkg = package_of(path)
+    assert pkg in LAYERS, f"{rel(path)}: package {pkg!r} has no place in LAYERS"
+    bad = sorted({t for m in imports(path) if (t := target(m)) and t != pkg and not _allowed(pkg, t)})
+    assert not bad, f"{rel(path)} ({pkg}) imports {bad}, above its layer"
+    agent = sorted(
+        {
+            m
+            for m in imports(path)
+            if m.split(".")[0] == "agents"
+            and not any(m == a or m.startswith(a + ".") for a in AGENT_CONTRACT | AGENT_IMPORTS.get(pkg, set()))
+        }
+    )
+    assert not agent, f"{rel(path)} imports the agent's internals {agent}"
+
+
+@pytest.mark.parametrize("path", py_files("agents"), ids=rel)
+def test_agents_import_nothing_from_the_autoscaler(path: Path) -> None:
+    bad = sorted({m for m in imports(path) if m.split(".")[0] == "autoscaler"})
+    assert not bad, f"{rel(path)} imports {bad}"
+
+
+def test_every_package_is_covered() -> None:
+    """A new folder must be placed in LAYERS (and, if pure, in PURE_DIRS) before it can land."""
+    found = {p.name for p in (ROOT / "autoscaler").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert found <= set(LAYERS), sorted(found - set(LAYERS))
