@@ -20,7 +20,7 @@ from rich.console import Console
 
 from agents.errors import InputError
 from agents.node import status as status_mod
-from agents.node.apply import hand_over
+from agents.node.apply import apply_assignment
 from agents.node.daemon import AgentLocked, Daemon, lock_state_dir
 from agents.node.gpu import GpuMonitor, NoGpu, NvmlMonitor
 from agents.node.mps import Mps, NoMps, NvidiaMps
@@ -94,7 +94,7 @@ def cmd_apply(args: argparse.Namespace) -> int:
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(source, "", f"cannot read: {exc.strerror or exc}") from None
-    assignment, changed = hand_over(args.state_dir, text, source, args.force, not args.skip_model_check)
+    assignment, changed = apply_assignment(args.state_dir, text, source, args.force, not args.skip_model_check)
     verb = "handed over" if changed else "unchanged (already handed over)"
     print(f"generation {assignment.generation} with {len(assignment.servers)} server(s) {verb} to {args.state_dir}")
     if args.wait is None:

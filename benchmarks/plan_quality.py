@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _machine import describe
 
 from autoscaler.config.policy import load_policy
-from autoscaler.model.perfmodel import PerfModel, load_model
+from autoscaler.model.perfmodel import PerfModel, load_perf_model
 from autoscaler.planner import Demand, InstanceOption, Plan, TooLarge, check_plan, make_plan, planning_inputs
 from autoscaler.planner.api import EXTRA, igniter
 from autoscaler.planner.api import PLANNERS as REGISTRY
@@ -208,7 +208,7 @@ def print_gap(sizes: tuple[int, ...] = (8, 12, 16), sets: int = 10) -> None:
     """igniter against `exact` on random workload sets drawn like plan_scale's (V100 type)."""
     from plan_scale import PROFILES, V100, workloads
 
-    models = {"v100": load_model(PROFILES / "v100.yaml")}
+    models = {"v100": load_perf_model(PROFILES / "v100.yaml")}
     print(f"\n## Optimality gap: igniter / exact on {sets} random sets per size (V100 type)\n")
     print("| workloads | mean | max | sets where igniter = exact |\n|---|---|---|---|")
     for n in sizes:

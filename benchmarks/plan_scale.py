@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _machine import describe
 
-from autoscaler.model.perfmodel import PerfModel, load_model
+from autoscaler.model.perfmodel import PerfModel, load_perf_model
 from autoscaler.planner import Demand, InstanceOption, check_plan, make_plan
 
 PROFILES = Path(__file__).resolve().parent.parent / "policies" / "profiles"
@@ -87,7 +87,10 @@ def main() -> int:
     ap.add_argument("--plain-max", type=int, default=2000, help="largest size for igniter-plain (it is quadratic)")
     ap.add_argument("--hetero", action="store_true", help="V100 and T4 instance types, 1 and 4 GPUs each")
     args = ap.parse_args()
-    models = {"v100": load_model(PROFILES / "v100.yaml"), "t4-synthetic": load_model(PROFILES / "t4-synthetic.yaml")}
+    models = {
+        "v100": load_perf_model(PROFILES / "v100.yaml"),
+        "t4-synthetic": load_perf_model(PROFILES / "t4-synthetic.yaml"),
+    }
     options = HETERO if args.hetero else V100
     print(f"machine: {describe()}")
     print(f"instance types: {', '.join(o.name for o in options)}; median of {args.runs} runs\n")

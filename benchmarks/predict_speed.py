@@ -15,7 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _machine import describe
 
-from autoscaler.model.perfmodel import Placement, load_model
+from autoscaler.model.perfmodel import Placement, load_perf_model
 
 SETS = {
     1: [("resnet50", 8, 30.0)],
@@ -32,7 +32,7 @@ def rate(fn, n: int) -> float:
 
 
 def main() -> None:
-    model = load_model(Path(__file__).resolve().parent.parent / "policies" / "profiles" / "v100.yaml")
+    model = load_perf_model(Path(__file__).resolve().parent.parent / "policies" / "profiles" / "v100.yaml")
     print(f"machine: {describe()}")
     print(f"{'co-located':>10} {'predict_raw/s':>14} {'predict/s':>12}")
     for size, items in SETS.items():

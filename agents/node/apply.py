@@ -48,7 +48,7 @@ def _check_order(new: Assignment, old: Assignment | None, source: str) -> bool:
     )
 
 
-def hand_over(
+def apply_assignment(
     state_dir: Path, text: str, source: str, force: bool = False, check_models: bool = True
 ) -> tuple[Assignment, bool]:
     """Validate and write; returns the assignment and whether anything changed. Raises InputError."""

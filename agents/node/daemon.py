@@ -40,7 +40,7 @@ class Changes:
     keep: tuple[str, ...]
 
 
-def diff(running: Mapping[str, ServerSpec], desired: Mapping[str, ServerSpec]) -> Changes:
+def server_changes(running: Mapping[str, ServerSpec], desired: Mapping[str, ServerSpec]) -> Changes:
     """Pure: new names start, missing names stop, changed specs restart, equal specs stay put."""
     return Changes(
         start=tuple(spec for name, spec in desired.items() if name not in running),
@@ -140,7 +140,7 @@ class Daemon:
         A server in `failed` gets a fresh start with every new assignment, even if unchanged.
         """
         running = {name: server.spec for name, server in self.servers.items()}
-        changes = diff(running, desired.by_name())
+        changes = server_changes(running, desired.by_name())
         retry = [name for name in changes.keep if self.servers[name].state == "failed"]
         log.info(
             "generation %d: start %s, stop %s, restart %s, retry %s, keep %s",

@@ -130,13 +130,15 @@ def describe_exit(returncode: int, detail: str | None) -> str:
     return f"{how}: {detail}" if detail and returncode > 0 else how
 
 
-Launch = Callable[[ServerSpec, ServerFiles], subprocess.Popen]
+Starter = Callable[[ServerSpec, ServerFiles], subprocess.Popen]
 
 
 class ManagedServer:
     """The agent's view of one server process across its restarts."""
 
-    def __init__(self, spec: ServerSpec, files: ServerFiles, launch: Launch, policy: RestartPolicy, now: float) -> None:
+    def __init__(
+        self, spec: ServerSpec, files: ServerFiles, launch: Starter, policy: RestartPolicy, now: float
+    ) -> None:
         self.spec = spec
         self.files = files
         self._launch = launch

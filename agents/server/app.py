@@ -68,7 +68,7 @@ class App:
         }
 
 
-def load_model(app: App, warmup_runs: int = 3) -> None:
+def load_torchscript(app: App, warmup_runs: int = 3) -> None:
     """Load model.pt once, run full batches to warm it up, and check it matches model.yaml."""
     with warnings.catch_warnings():  # TorchScript is the served format; torch 2.x calls it deprecated
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -237,7 +237,7 @@ def serve(spec: ServerSpec, device: str, stats_file: Path | None, stop: threadin
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
     write_stats()
     _every(STATS_INTERVAL_S, stop, write_stats)
-    load_model(app)
+    load_torchscript(app)
     app.batcher.start()
     app.ready.set()
     write_stats()

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autoscaler.config.errors import InputError, from_validation
-from autoscaler.model.perfmodel import PerfModel, Placement, load_model
+from autoscaler.model.perfmodel import PerfModel, Placement, load_perf_model
 
 
 class _PlacementIn(BaseModel):
@@ -103,7 +103,7 @@ def _open(path: str) -> TextIO:
 def run(args: argparse.Namespace) -> int:
     if bool(args.place) == bool(args.batch_file):
         raise InputError("command line", "--place/--batch-file", "give --place (one or more) or --batch-file, not both")
-    model = load_model(args.profile)
+    model = load_perf_model(args.profile)
     if args.batch_file:
         return _run_batch(model, args.batch_file)
     placements = [parse_place(s, i) for i, s in enumerate(args.place)]

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.layout import ServerSpec
+from autoscaler.core.layout import PlannedServer
 from autoscaler.core.reconcile import GpuFits, shares_fit
-from autoscaler.model.perfmodel import load_model
+from autoscaler.model.perfmodel import load_perf_model
 
 Server = tuple[str, str, int, float]  # (workload, model, batch, mps_percent)
 REL = 1e-6
@@ -25,7 +25,7 @@ def judge(policy: Policy, gpu: str, servers: Sequence[Server]) -> list[tuple[boo
     if not servers:
         return []
     slo = {w.name: w.slo_ms for w in policy.workloads}
-    perf = load_model(policy.profiles_dir / f"{gpu}.yaml")
+    perf = load_perf_model(policy.profiles_dir / f"{gpu}.yaml")
     preds = perf.predict_raw([(m, b, r) for _, m, b, r in servers])
     return [
         (lat <= slo.get(w, float("inf")) / 2.0 * (1 + REL), thr) for (w, _, _, _), (lat, thr) in zip(servers, preds)
@@ -36,7 +36,7 @@ def gpu_fits(policy: Policy) -> GpuFits:
     """The predicate reconcile uses: shares within 100 % and every server within its budget."""
     gpu_of = {t.name: t.gpu for t in policy.instance_types}
 
-    def fits(instance_type: str, servers: Sequence[ServerSpec]) -> bool:
+    def fits(instance_type: str, servers: Sequence[PlannedServer]) -> bool:
         if not shares_fit(instance_type, servers):
             return False
         gpu = gpu_of.get(instance_type)

@@ -20,7 +20,7 @@ from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Un
 
 
 @dataclass(frozen=True, slots=True)
-class ServerSpec:
+class PlannedServer:
     """One inference server on a slot: what the agent is told to run."""
 
     name: str
@@ -56,7 +56,7 @@ class SlotSpec:
     instance_type: str
     price_per_hour: float
     gpus: tuple[str, ...]  # GPU type name per index
-    servers: tuple[ServerSpec, ...]
+    servers: tuple[PlannedServer, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,7 @@ class Layout:
     def slot(self, name: str) -> SlotSpec | None:
         return next((s for s in self.slots if s.slot == name), None)
 
-    def servers(self) -> list[tuple[str, ServerSpec]]:
+    def servers(self) -> list[tuple[str, PlannedServer]]:
         return [(s.slot, srv) for s in self.slots for srv in s.servers]
 
     def capacity(self) -> dict[str, float]:
@@ -112,7 +112,7 @@ def layout_from_json(data: Mapping[str, Any]) -> Layout:
             s["instance_type"],
             float(s["price_per_hour"]),
             tuple(s["gpus"]),
-            tuple(ServerSpec(**v) for v in s["servers"]),
+            tuple(PlannedServer(**v) for v in s["servers"]),
         )
         for s in data["slots"]
     )
@@ -136,7 +136,7 @@ def layout_to_plan(layout: Layout) -> Plan:
     return Plan(layout.planner, instances, layout.unplaced)
 
 
-def _placement(srv: ServerSpec) -> PlacementOut:
+def _placement(srv: PlannedServer) -> PlacementOut:
     return PlacementOut(
         srv.workload,
         srv.model,
@@ -165,7 +165,7 @@ class LayoutInput:
     reserved_servers: Mapping[str, frozenset[tuple[str, int]]]  # slot -> (name, index) still running
     workloads: Mapping[str, WorkloadInfo]
     rates: Mapping[str, float]
-    running: Mapping[str, tuple[ServerSpec, ...]] = field(default_factory=dict)  # slot -> servers its agent runs
+    running: Mapping[str, tuple[PlannedServer, ...]] = field(default_factory=dict)  # slot -> servers its agent runs
 
 
 def layout_from_plan(plan: Plan, inp: LayoutInput) -> Layout:
@@ -270,15 +270,15 @@ def _new_slot(fleet: str, instance_type: str, taken: set[str]) -> str:
 
 
 def _keep_servers(
-    inst: InstanceOut, prev: SlotSpec | None, info: Mapping[str, WorkloadInfo], running: tuple[ServerSpec, ...] = ()
-) -> tuple[tuple[ServerSpec, ...], list[tuple[int, PlacementOut]]]:
+    inst: InstanceOut, prev: SlotSpec | None, info: Mapping[str, WorkloadInfo], running: tuple[PlannedServer, ...] = ()
+) -> tuple[tuple[PlannedServer, ...], list[tuple[int, PlacementOut]]]:
     """Placements that stay on this slot's GPU keep their server; the rest need a new one.
 
     A kept server whose batch or share changes would be restarted in place by its agent (refusing
     requests meanwhile), so it is replaced instead (a new name and port, make-before-break in
     reconcile) when its GPU has room for the old and the new server side by side; see `_resized`."""
     pool = list(prev.servers) if prev else []
-    matched: list[tuple[ServerSpec, int, PlacementOut]] = []
+    matched: list[tuple[PlannedServer, int, PlacementOut]] = []
     rest: list[tuple[int, PlacementOut]] = []
     for g in inst.gpus:
         for p in g.placements:
@@ -295,7 +295,7 @@ def _keep_servers(
 
 
 def _resized(
-    inst: InstanceOut, matched: list[tuple[ServerSpec, int, PlacementOut]], running: tuple[ServerSpec, ...]
+    inst: InstanceOut, matched: list[tuple[PlannedServer, int, PlacementOut]], running: tuple[PlannedServer, ...]
 ) -> set[str]:
     """Names of running servers whose batch or share changes and whose GPU can hold the old and
     the new server at once: the plan's shares on the GPU, plus every running server the plan drops
@@ -321,7 +321,7 @@ def _name_new(
     slots: list[SlotSpec], pending: Iterable[tuple[int, str, int, PlacementOut]], names: set[str], inp: LayoutInput
 ) -> list[SlotSpec]:
     """Add the new servers: fresh names fleet-wide, fresh port indices per slot."""
-    extra: dict[int, list[ServerSpec]] = {}
+    extra: dict[int, list[PlannedServer]] = {}
     for i, slot, gi, p in pending:
         used = {s.index for s in slots[i].servers} | {s.index for s in extra.get(i, [])}
         used |= {idx for _, idx in inp.reserved_servers.get(slot, frozenset())}
@@ -348,9 +348,9 @@ def _fresh_index(used: set[int]) -> int:
     return k
 
 
-def _spec(name: str, index: int, gpu_index: int, p: PlacementOut, info: Mapping[str, WorkloadInfo]) -> ServerSpec:
+def _spec(name: str, index: int, gpu_index: int, p: PlacementOut, info: Mapping[str, WorkloadInfo]) -> PlannedServer:
     wi = info.get(p.workload, WorkloadInfo("", 0.0))
-    return ServerSpec(
+    return PlannedServer(
         name,
         p.workload,
         p.model,
@@ -366,7 +366,7 @@ def _spec(name: str, index: int, gpu_index: int, p: PlacementOut, info: Mapping[
     )
 
 
-def assignment_json(servers: Iterable[ServerSpec], generation: int, port_base: int) -> dict[str, Any]:
+def assignment_json(servers: Iterable[PlannedServer], generation: int, port_base: int) -> dict[str, Any]:
     """The agent contract: `igniter-agent apply` input for one instance."""
     return {
         "generation": generation,

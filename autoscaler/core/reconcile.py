@@ -30,7 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from autoscaler.core.layout import Layout, ServerSpec
+from autoscaler.core.layout import Layout, PlannedServer
 from autoscaler.core.lifecycle import LIVE, USABLE, Reason, Record, State
 
 
@@ -45,7 +45,7 @@ class Launch:
 @dataclass(frozen=True, slots=True)
 class Configure:
     slot: str
-    servers: tuple[ServerSpec, ...]
+    servers: tuple[PlannedServer, ...]
     reason: str
 
 
@@ -73,7 +73,7 @@ class FleetView:
     """The fleet as the controller knows it after observing and syncing."""
 
     records: Sequence[Record]  # open records (see lifecycle.OPEN)
-    applied: Mapping[str, tuple[ServerSpec, ...]]  # slot -> servers last applied to its agent
+    applied: Mapping[str, tuple[PlannedServer, ...]]  # slot -> servers last applied to its agent
     stale_agents: frozenset[str] = frozenset()  # slots whose agent reports an older generation
     ready_servers: frozenset[str] = frozenset()  # server names that report ready
     max_attempt: Mapping[str, int] = field(default_factory=dict)  # slot -> highest attempt ever used
@@ -82,10 +82,10 @@ class FleetView:
     agent_seen: Mapping[tuple[str, int], float] = field(default_factory=dict)  # last answer per (slot, attempt)
 
 
-GpuFits = Callable[[str, Sequence[ServerSpec]], bool]  # (instance type, one GPU's servers) -> fits
+GpuFits = Callable[[str, Sequence[PlannedServer]], bool]  # (instance type, one GPU's servers) -> fits
 
 
-def shares_fit(instance_type: str, servers: Sequence[ServerSpec]) -> bool:
+def shares_fit(instance_type: str, servers: Sequence[PlannedServer]) -> bool:
     """The model-free test: MPS shares within 100 %."""
     return sum(s.mps_percent for s in servers) <= 100.0 + 1e-6
 
@@ -133,21 +133,21 @@ def _current_records(records: Sequence[Record]) -> tuple[dict[str, Record], list
     return current, extra
 
 
-def _still_needed(layout: Layout, view: FleetView) -> dict[str, tuple[ServerSpec, ...]]:
+def _still_needed(layout: Layout, view: FleetView) -> dict[str, tuple[PlannedServer, ...]]:
     """Per slot, applied servers the layout dropped but whose workload is not yet covered."""
     names_by_slot = {s.slot: {v.name for v in s.servers} for s in layout.slots}
     applied = _applied_keys(view)
     covered: dict[str, bool] = {}
     for _, srv in layout.servers():
         covered[srv.workload] = covered.get(srv.workload, True) and _is_ready(srv, view, applied)
-    out: dict[str, tuple[ServerSpec, ...]] = {}
+    out: dict[str, tuple[PlannedServer, ...]] = {}
     for slot, servers in view.applied.items():
         retiring = [s for s in servers if s.name not in names_by_slot.get(slot, set())]
         out[slot] = tuple(s for s in retiring if not covered.get(s.workload, True))
     return out
 
 
-def _is_ready(srv: ServerSpec, view: FleetView, applied: Mapping[str, tuple[object, ...]]) -> bool:
+def _is_ready(srv: PlannedServer, view: FleetView, applied: Mapping[str, tuple[object, ...]]) -> bool:
     """A planned server reports ready at its planned size: one resized in place (same name), or
     whose resize is deferred, does not cover its workload while its agent runs the old size."""
     return srv.name in view.ready_servers and applied.get(srv.name, srv.agent_key()) == srv.agent_key()
@@ -230,7 +230,7 @@ def _gpus_that_may_wait(
     current: Mapping[str, Record],
     view: FleetView,
     launches: Sequence[Action],
-    keep: Mapping[str, tuple[ServerSpec, ...]],
+    keep: Mapping[str, tuple[PlannedServer, ...]],
 ) -> frozenset[tuple[str, int]]:
     """GPUs (slot, index) whose retiring servers may be waited for: the GPU keeps what it runs
     while, for each retiring workload, either
@@ -285,7 +285,7 @@ def _configure_desired(
     layout: Layout,
     current: Mapping[str, Record],
     view: FleetView,
-    keep: Mapping[str, tuple[ServerSpec, ...]],
+    keep: Mapping[str, tuple[PlannedServer, ...]],
     notes: list[str],
     waiting: frozenset[tuple[str, int]],
     fits: GpuFits,
@@ -321,11 +321,11 @@ class _GpuJudge:
     instance_type: str
     fits: GpuFits
 
-    def ok(self, gpu: int, servers: Sequence[ServerSpec]) -> bool:
+    def ok(self, gpu: int, servers: Sequence[PlannedServer]) -> bool:
         return self.fits(self.instance_type, [s for s in servers if s.gpu_index == gpu])
 
 
-def _shrinks(old: ServerSpec | None, new: ServerSpec) -> bool:
+def _shrinks(old: PlannedServer | None, new: PlannedServer) -> bool:
     """`new` resizes the running `old` in place (same name and GPU) to less predicted throughput."""
     return (
         old is not None
@@ -337,12 +337,12 @@ def _shrinks(old: ServerSpec | None, new: ServerSpec) -> bool:
 
 def _defer_shrinks(
     judge: _GpuJudge,
-    planned: Sequence[ServerSpec],
-    applied: Sequence[ServerSpec],
-    retiring: Sequence[ServerSpec],
+    planned: Sequence[PlannedServer],
+    applied: Sequence[PlannedServer],
+    retiring: Sequence[PlannedServer],
     pending: Mapping[str, set[str]],
     notes: list[str],
-) -> list[ServerSpec]:
+) -> list[PlannedServer]:
     """A server the layout shrinks in place keeps its running size while a planned server of its
     workload that adds capacity (new or growing, `pending`) is not ready yet: the plan counts on
     that capacity arriving, so shrinking first would leave the workload short while it boots.
@@ -367,12 +367,12 @@ def _defer_shrinks(
 
 def _fit_gpus(
     judge: _GpuJudge,
-    planned: Sequence[ServerSpec],
-    retiring: Sequence[ServerSpec],
+    planned: Sequence[PlannedServer],
+    retiring: Sequence[PlannedServer],
     notes: list[str],
-    applied: Sequence[ServerSpec] = (),
+    applied: Sequence[PlannedServer] = (),
     waiting: frozenset[tuple[str, int]] = frozenset(),
-) -> tuple[ServerSpec, ...]:
+) -> tuple[PlannedServer, ...]:
     """The servers to assign: the planned ones plus the retiring servers that can stay next to
     them with the GPU still fitting (shares within 100 %, every server within its latency budget).
     Where they cannot, and the GPU's retiring servers wait only for replacements that come up
@@ -414,7 +414,9 @@ def _fit_gpus(
     )
 
 
-def _to_drop(judge: _GpuJudge, gpu: int, planned: Sequence[ServerSpec], stay: Sequence[ServerSpec]) -> ServerSpec:
+def _to_drop(
+    judge: _GpuJudge, gpu: int, planned: Sequence[PlannedServer], stay: Sequence[PlannedServer]
+) -> PlannedServer:
     """The retiring server to remove next: the smallest whose removal alone makes the GPU fit,
     else the largest (under the latency test, the largest share is not always the culprit)."""
     on_gpu = sorted((s for s in stay if s.gpu_index == gpu), key=lambda s: (s.mps_percent, s.name))
@@ -424,13 +426,13 @@ def _to_drop(judge: _GpuJudge, gpu: int, planned: Sequence[ServerSpec], stay: Se
     return on_gpu[-1]
 
 
-def _differs(wanted: Sequence[ServerSpec], applied: Sequence[ServerSpec] | None) -> bool:
+def _differs(wanted: Sequence[PlannedServer], applied: Sequence[PlannedServer] | None) -> bool:
     if applied is None:
         return True
     return sorted(s.agent_key() for s in wanted) != sorted(s.agent_key() for s in applied)
 
 
-def _why(wanted: Sequence[ServerSpec], applied: Sequence[ServerSpec] | None) -> str:
+def _why(wanted: Sequence[PlannedServer], applied: Sequence[PlannedServer] | None) -> str:
     if applied is None:
         return "first assignment"
     added = {s.name for s in wanted} - {s.name for s in applied}
@@ -441,7 +443,7 @@ def _why(wanted: Sequence[ServerSpec], applied: Sequence[ServerSpec] | None) -> 
 
 
 def _retire_surplus(
-    current: Mapping[str, Record], desired: set[str], view: FleetView, keep: Mapping[str, tuple[ServerSpec, ...]]
+    current: Mapping[str, Record], desired: set[str], view: FleetView, keep: Mapping[str, tuple[PlannedServer, ...]]
 ) -> tuple[list[Action], list[Action], list[Action]]:
     """Surplus slots: shrink to what is still needed, else drain (if it has servers) and terminate."""
     shrink: list[Action] = []

@@ -37,7 +37,7 @@ from autoscaler.demo.setup import DemoConfig, slice_trace, tiny_model, write_pol
 from autoscaler.demo.stats import Recorder, Router, build_frame, print_summary
 from autoscaler.demo.view import Frame, one_line, render
 from autoscaler.loop.controller import Controller, TickReport
-from autoscaler.rates.guard import GuardedRates
+from autoscaler.rates.reader import RateReader
 from autoscaler.sim.traces import Trace
 
 HARD_LIMIT_S = 175.0  # the watchdog: sweep everything and exit
@@ -80,7 +80,7 @@ class Demo:
         self.controller.deps.provider.stop_timeout_s = 5.0  # type: ignore[attr-defined]
         self.gen = LoadGen(self.schedule, self.router.endpoints, seed=self.cfg.seed)
         source = OfferedRates(self.gen, self.cfg.interval_s, 1.0 / self.cfg.send_per_planned, self.schedule(0.0))
-        self.controller.deps.rates = GuardedRates(source, policy.rates.stale_after_s)
+        self.controller.deps.rates = RateReader(source, policy.rates.stale_after_s)
         self.router.start()
 
     def tick(self) -> TickReport:

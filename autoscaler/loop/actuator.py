@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from autoscaler.core.layout import ServerSpec, assignment_json
+from autoscaler.core.layout import PlannedServer, assignment_json
 from autoscaler.core.lifecycle import Reason, Record, State, new_record, transition
 from autoscaler.core.reconcile import Action, Configure, Drain, Launch, Terminate
 from autoscaler.fleet.base import CapacityError, Instance, Provider, ProviderError
@@ -132,7 +132,7 @@ class Actuator:
         self.store.finish_action(aid, "done", self.clock())
         return True
 
-    def _generation_for(self, rec: Record, servers: tuple[ServerSpec, ...]) -> int:
+    def _generation_for(self, rec: Record, servers: tuple[PlannedServer, ...]) -> int:
         """Re-send an unchanged assignment under its generation (the agent treats it as a no-op);
         anything new gets a fresh generation above what the agent holds."""
         prev = self.store.applied().get(rec.key)

@@ -16,7 +16,7 @@ from typing import Any
 from autoscaler.config.policy import Policy
 from autoscaler.core.colocation import gpu_fits
 from autoscaler.core.forecast import ForecastConfig, forecast_all, season_windows
-from autoscaler.core.layout import Layout, LayoutInput, ServerSpec, WorkloadInfo, layout_from_plan, layout_to_plan
+from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo, layout_from_plan, layout_to_plan
 from autoscaler.core.lifecycle import LIVE, State, SyncInput, sync
 from autoscaler.core.reconcile import FleetView, Limits, diff
 from autoscaler.core.scaling import choose, hold_rates, next_wake
@@ -26,7 +26,7 @@ from autoscaler.fleet.base import Instance, Provider, ProviderError
 from autoscaler.loop.actuator import Actuator, Outcome
 from autoscaler.loop.store import Store
 from autoscaler.planner.types import Plan
-from autoscaler.rates.guard import GuardedRates, Reading
+from autoscaler.rates.reader import RateReader, Reading
 from autoscaler.transport.base import AgentStatus, HostKeyGate, Transport, TransportError, parse_status
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ PlanFn = Callable[[Policy, Mapping[str, float], Mapping[str, float], Mapping[str
 class Deps:
     provider: Provider
     transport: Transport
-    rates: GuardedRates
+    rates: RateReader
     store: Store
     planner: PlanFn
     clock: Callable[[], float]
@@ -310,7 +310,7 @@ class Controller:
         records = self.store.all_records()
         live = {r.slot: r.instance_type for r in records if r.state in LIVE}
         reserved: dict[str, set[tuple[str, int]]] = {}
-        running: dict[str, tuple[ServerSpec, ...]] = {}
+        running: dict[str, tuple[PlannedServer, ...]] = {}
         current = {r.key for r in records if r.state in LIVE}
         for (slot, attempt), (_, servers) in self.store.applied().items():
             reserved.setdefault(slot, set()).update((s.name, s.index) for s in servers)

@@ -22,7 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from autoscaler.core.layout import Layout, ServerSpec, layout_from_json
+from autoscaler.core.layout import Layout, PlannedServer, layout_from_json
 from autoscaler.core.lifecycle import OPEN, Change, Record, State
 
 SCHEMA = """
@@ -62,7 +62,7 @@ class Store:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._lock = threading.RLock()
-        self._parsed: dict[str, tuple[ServerSpec, ...]] = {}  # applied.servers text -> specs (see applied)
+        self._parsed: dict[str, tuple[PlannedServer, ...]] = {}  # applied.servers text -> specs (see applied)
         self._layout_row: tuple[int, str, Layout] | None = None  # newest layouts row: id, body, parsed
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
@@ -230,7 +230,9 @@ class Store:
             self._layout_row = (row[0], body, layout_from_json(json.loads(body)))
         return self._layout_row
 
-    def set_applied(self, key: tuple[str, int], servers: tuple[ServerSpec, ...], generation: int, now: float) -> None:
+    def set_applied(
+        self, key: tuple[str, int], servers: tuple[PlannedServer, ...], generation: int, now: float
+    ) -> None:
         """What the agent of (slot, attempt) was last told to run, and under which generation."""
         body = json.dumps([asdict(s) for s in servers])
         with self._tx() as db:
@@ -241,9 +243,9 @@ class Store:
                 (*key, generation, body, now),
             )
 
-    def applied(self) -> dict[tuple[str, int], tuple[int, tuple[ServerSpec, ...]]]:
+    def applied(self) -> dict[tuple[str, int], tuple[int, tuple[PlannedServer, ...]]]:
         """Per (slot, attempt): generation and servers. Called several times a tick; each stored
-        servers text is parsed once (ServerSpec is frozen, so sharing the tuples is safe)."""
+        servers text is parsed once (PlannedServer is frozen, so sharing the tuples is safe)."""
         with self._lock:
             rows = self._db.execute("SELECT slot, attempt, generation, servers FROM applied").fetchall()
             parsed = {r[3]: self._parsed.get(r[3]) or _parse_servers(r[3]) for r in rows}
@@ -323,5 +325,5 @@ class Store:
         return out
 
 
-def _parse_servers(body: str) -> tuple[ServerSpec, ...]:
-    return tuple(ServerSpec(**v) for v in json.loads(body))
+def _parse_servers(body: str) -> tuple[PlannedServer, ...]:
+    return tuple(PlannedServer(**v) for v in json.loads(body))

@@ -15,7 +15,7 @@ from autoscaler.loop.controller import Controller, Deps
 from autoscaler.loop.store import Store
 from autoscaler.planner.types import Plan
 from autoscaler.rates.base import RateSource
-from autoscaler.rates.guard import GuardedRates
+from autoscaler.rates.reader import RateReader
 from autoscaler.transport.base import HostKeyGate, Transport
 
 if TYPE_CHECKING:
@@ -104,8 +104,8 @@ def make_transport(policy: Policy, pins: PinnedHostKeys | None = None) -> tuple[
     return LocalTransport(cfg.agent_command, cfg.state_dir, cfg.command_timeout_s), True
 
 
-def make_rates(policy: Policy) -> GuardedRates:
-    return GuardedRates(_source(policy), policy.rates.stale_after_s)
+def make_rates(policy: Policy) -> RateReader:
+    return RateReader(_source(policy), policy.rates.stale_after_s)
 
 
 def _source(policy: Policy) -> RateSource:

@@ -1,6 +1,6 @@
 """The iGniter performance model (the paper's Sec. 3.1): profile -> fitted coefficients -> predict.
 
-Pure: no I/O beyond loading a profile through `load_model`. Fitting happens once per profile (and
+Pure: no I/O beyond loading a profile through `load_perf_model`. Fitting happens once per profile (and
 is cached); `predict` is plain float arithmetic because the planner calls it millions of times.
 
 For workloads S co-located on one GPU, each with batch b and MPS share r (percent):
@@ -152,7 +152,7 @@ def _fit_delta(profile: Profile) -> tuple[float, float, float]:
 
 
 class PerfModel:
-    """A fitted model of one GPU type. Build with `fit(profile)` or `load_model(path)`."""
+    """A fitted model of one GPU type. Build with `fit(profile)` or `load_perf_model(path)`."""
 
     def __init__(self, name: str, profile: Profile) -> None:
         hw = profile.hardware
@@ -259,7 +259,7 @@ class PerfModel:
 
 
 def fit(profile: Profile, name: str = "gpu") -> PerfModel:
-    """Fit a model from a validated profile (no caching; prefer `load_model`)."""
+    """Fit a model from a validated profile (no caching; prefer `load_perf_model`)."""
     return PerfModel(name, profile)
 
 
@@ -268,7 +268,7 @@ def _cached(path: Path, _stamp: int) -> PerfModel:
     return PerfModel(path.stem, load_profile(path))
 
 
-def load_model(path: str | Path) -> PerfModel:
+def load_perf_model(path: str | Path) -> PerfModel:
     """Load a profile file and fit it, once per (path, modification time)."""
     resolved = Path(path).resolve()
     try:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from autoscaler.config.policy import Policy
-from autoscaler.model.perfmodel import PerfModel, load_model
+from autoscaler.model.perfmodel import PerfModel, load_perf_model
 from autoscaler.planner import baselines, exact
 from autoscaler.planner.build import build, count_moved
 from autoscaler.planner.igniter import (
@@ -20,7 +20,7 @@ from autoscaler.planner.igniter import (
 )
 from autoscaler.planner.repair import repair
 from autoscaler.planner.stability import remaining_demands, seed
-from autoscaler.planner.state import Fleet
+from autoscaler.planner.state import GpuPool
 from autoscaler.planner.types import Demand, InstanceOption, Plan, Unplaced
 
 PlannerFn = Callable[[Sequence[Demand], Sequence[InstanceOption], Mapping[str, PerfModel], Plan | None], Plan]
@@ -60,7 +60,7 @@ def _igniter(
     cfg: Config,
     name: str,
 ) -> Plan:
-    fleet = Fleet(_usable(models, options), options, cfg.max_colocated)
+    fleet = GpuPool(_usable(models, options), options, cfg.max_colocated)
     todo = demands
     if current is not None:
         todo = remaining_demands(demands, seed(fleet, current, demands))
@@ -194,5 +194,5 @@ def planning_inputs(
         for t in policy.instance_types
         if t.name not in unavailable
     ]
-    models = {t.gpu: load_model(policy.profiles_dir / f"{t.gpu}.yaml") for t in policy.instance_types}
+    models = {t.gpu: load_perf_model(policy.profiles_dir / f"{t.gpu}.yaml") for t in policy.instance_types}
     return demands, options, models

@@ -24,7 +24,7 @@ from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.build import build
 from autoscaler.planner.igniter import Config, capacity_reason, open_for, plan_tasks
 from autoscaler.planner.shares import EPS, Prediction, predict, violated
-from autoscaler.planner.state import Fleet, Gpu
+from autoscaler.planner.state import Gpu, GpuPool
 from autoscaler.planner.tasks import Size, Task
 from autoscaler.planner.types import Demand, InstanceOption, Plan, Unplaced
 
@@ -35,7 +35,7 @@ UNBOUNDED = 10**6  # no co-location limit: these baselines do not model the sche
 class FirstFit:
     """First fit over GPUs in the order opened: a vectorised scan of free share per type."""
 
-    def __init__(self, fleet: Fleet) -> None:
+    def __init__(self, fleet: GpuPool) -> None:
         self.fleet = fleet
         self.free: dict[str, np.ndarray] = {}
         self.gids: dict[str, list[int]] = {}
@@ -79,7 +79,7 @@ class FirstFit:
         self.free[g.gpu][self.pos[g.gid]] = g.free
 
 
-def _first_fit(fleet: Fleet, order: Sequence[Task]) -> list[Unplaced]:
+def _first_fit(fleet: GpuPool, order: Sequence[Task]) -> list[Unplaced]:
     ff = FirstFit(fleet)
     lost = []
     for task in order:
@@ -95,7 +95,7 @@ def _first_fit(fleet: Fleet, order: Sequence[Task]) -> list[Unplaced]:
     return lost
 
 
-def _repredict(fleet: Fleet) -> None:
+def _repredict(fleet: GpuPool) -> None:
     """What the model says about each GPU with its final neighbours (violations stay visible)."""
     for g in fleet.open_gpus():
         fleet.set(g, g.tasks, g.sizes, g.shares, predict(fleet.models[g.gpu], g.sizes, g.shares), g.pinned)
@@ -106,8 +106,8 @@ def _setup(
     options: Sequence[InstanceOption],
     models: Mapping[str, PerfModel],
     max_colocated: int = UNBOUNDED,
-) -> tuple[Fleet, list[Task], list[Unplaced]]:
-    fleet = Fleet({o.gpu: models[o.gpu] for o in options}, options, max_colocated)
+) -> tuple[GpuPool, list[Task], list[Unplaced]]:
+    fleet = GpuPool({o.gpu: models[o.gpu] for o in options}, options, max_colocated)
     tasks, unplaced = plan_tasks(fleet, demands, Config())
     return fleet, tasks, unplaced
 
@@ -139,7 +139,7 @@ def gslice(
     return build("gslice", fleet, unplaced, {"tasks": len(tasks)})
 
 
-def _tune(fleet: Fleet, g: Gpu) -> None:
+def _tune(fleet: GpuPool, g: Gpu) -> None:
     """Add a unit to each violating placement while the GPU has room; no moves, no give-up."""
     model = fleet.models[g.gpu]
     shares = list(g.shares)
@@ -173,7 +173,7 @@ def gpulets(
     return build("gpulets", fleet, unplaced, {"tasks": len(tasks)})
 
 
-def _pair(fleet: Fleet, task: Task) -> bool:
+def _pair(fleet: GpuPool, task: Task) -> bool:
     """Best fit onto a GPU holding one gpu-let: the least room left after, both within budget."""
     best: tuple[float, Gpu, list[float], list[Prediction]] | None = None
     for _gtype, size in task.sizes.items():
@@ -193,7 +193,7 @@ def _pair(fleet: Fleet, task: Task) -> bool:
     return True
 
 
-def _fit_pair(fleet: Fleet, g: Gpu, size: Size, want: float) -> tuple[float, list[float], list[Prediction]] | None:
+def _fit_pair(fleet: GpuPool, g: Gpu, size: Size, want: float) -> tuple[float, list[float], list[Prediction]] | None:
     """The smallest gpu-let from the menu, at least `want`, that keeps the pair within budget."""
     model = fleet.models[g.gpu]
     for s in GPULETS:
@@ -206,7 +206,7 @@ def _fit_pair(fleet: Fleet, g: Gpu, size: Size, want: float) -> tuple[float, lis
     return None
 
 
-def _alone(fleet: Fleet, task: Task) -> bool:
+def _alone(fleet: GpuPool, task: Task) -> bool:
     """A new GPU with the task's gpu-let; the type choice is iGniter's (cheapest demand)."""
     g = open_for(fleet, task)
     if g is None:

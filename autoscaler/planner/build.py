@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from autoscaler.planner.packing import cover
-from autoscaler.planner.state import Fleet, Gpu
+from autoscaler.planner.state import Gpu, GpuPool
 from autoscaler.planner.types import GpuOut, InstanceOption, InstanceOut, PlacementOut, Plan, Unplaced
 
 
@@ -31,7 +31,7 @@ def _instance(option: InstanceOption, members: Sequence[Gpu | None]) -> Instance
     return InstanceOut(option.name, option.price_per_hour, gpus)
 
 
-def kept_instances(fleet: Fleet) -> list[InstanceOut]:
+def kept_instances(fleet: GpuPool) -> list[InstanceOut]:
     """Current-plan instances that still hold something, GPUs at their original indices."""
     out = []
     for _k, kept in enumerate(fleet.kept):
@@ -41,7 +41,7 @@ def kept_instances(fleet: Fleet) -> list[InstanceOut]:
     return out
 
 
-def new_instances(fleet: Fleet) -> list[InstanceOut]:
+def new_instances(fleet: GpuPool) -> list[InstanceOut]:
     """Floating GPUs packed into the cheapest instances that max_instances still allow."""
     left = fleet.remaining()
     out = []
@@ -58,12 +58,12 @@ def new_instances(fleet: Fleet) -> list[InstanceOut]:
     return [i for i in out if any(g.placements for g in i.gpus)]
 
 
-def moved(fleet: Fleet) -> int:
+def moved(fleet: GpuPool) -> int:
     """Placements that start or change (any not kept exactly as they were)."""
     return sum(not p for g in fleet.open_gpus() for p in g.pinned)
 
 
-def build(name: str, fleet: Fleet, unplaced: Iterable[Unplaced], stats: dict[str, Any]) -> Plan:
+def build(name: str, fleet: GpuPool, unplaced: Iterable[Unplaced], stats: dict[str, Any]) -> Plan:
     """The Plan for the state: instances, unplaced workloads sorted by name, and `moved`."""
     uniq = {u.workload: u for u in unplaced}
     return Plan(

@@ -30,7 +30,7 @@ from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.build import build
 from autoscaler.planner.igniter import Config, capacity_reason, plan_tasks
 from autoscaler.planner.shares import Prediction, settle
-from autoscaler.planner.state import Fleet
+from autoscaler.planner.state import GpuPool
 from autoscaler.planner.tasks import Task
 from autoscaler.planner.types import Demand, InstanceOption, Plan
 
@@ -63,7 +63,7 @@ def classes(tasks: Sequence[Task]) -> list[list[int]]:
     return list(groups.values())
 
 
-def configurations(fleet: Fleet, tasks: Sequence[Task], groups: list[list[int]], cfg: Config) -> list[Column]:
+def configurations(fleet: GpuPool, tasks: Sequence[Task], groups: list[list[int]], cfg: Config) -> list[Column]:
     """Every feasible multiset of task classes on one GPU of each type, with Algorithm 2's shares."""
     cols: list[Column] = []
     reps = [tasks[g[0]] for g in groups]
@@ -171,7 +171,7 @@ def exact(
     if len(active) > MAX_WORKLOADS:
         raise TooLarge(f"exact plans up to {MAX_WORKLOADS} workloads, not {len(active)}")
     cfg = Config()
-    fleet = Fleet({o.gpu: models[o.gpu] for o in options}, options, cfg.max_colocated)
+    fleet = GpuPool({o.gpu: models[o.gpu] for o in options}, options, cfg.max_colocated)
     tasks, unplaced = plan_tasks(fleet, demands, cfg)
     if len(tasks) > MAX_TASKS:
         raise TooLarge(f"exact plans up to {MAX_TASKS} servers (replicas included), not {len(tasks)}")

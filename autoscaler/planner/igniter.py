@@ -19,7 +19,7 @@ from itertools import islice
 
 from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.shares import Prediction, predict, settle, spend_idle, violated
-from autoscaler.planner.state import Fleet, Gpu, price_per_gpu
+from autoscaler.planner.state import Gpu, GpuPool, price_per_gpu
 from autoscaler.planner.tasks import Task, decompose, option_on
 from autoscaler.planner.types import Demand, InstanceOption, Unplaced
 
@@ -63,7 +63,7 @@ class Trial:
     score: tuple[float, float]
 
 
-def try_gpu(fleet: Fleet, g: Gpu, task: Task, cfg: Config) -> Trial | None:
+def try_gpu(fleet: GpuPool, g: Gpu, task: Task, cfg: Config) -> Trial | None:
     """Add `task` at its lower bound and raise shares until every budget holds (or give up).
 
     The score is the growth of the GPU's total share in dollars, plus `move_penalty` of a GPU's
@@ -83,7 +83,7 @@ def try_gpu(fleet: Fleet, g: Gpu, task: Task, cfg: Config) -> Trial | None:
     )
 
 
-def best_trial(fleet: Fleet, task: Task, cfg: Config, exclude: frozenset[int] = frozenset()) -> Trial | None:
+def best_trial(fleet: GpuPool, task: Task, cfg: Config, exclude: frozenset[int] = frozenset()) -> Trial | None:
     """The open GPU whose total share (in dollars) grows least when `task` joins it."""
     best: Trial | None = None
     for size in task.sizes.values():
@@ -101,14 +101,14 @@ def best_trial(fleet: Fleet, task: Task, cfg: Config, exclude: frozenset[int] = 
     return best
 
 
-def commit(fleet: Fleet, t: Trial) -> None:
+def commit(fleet: GpuPool, t: Trial) -> None:
     """Apply a trial; a kept placement whose share changed is no longer kept as it was."""
     g = t.gpu
     pinned = [p and a == b for p, a, b in zip(g.pinned, g.shares, t.shares)]
     fleet.set(g, [*g.tasks, t.task], [*g.sizes, t.task.sizes[g.gpu]], t.shares, t.preds, [*pinned, False])
 
 
-def open_for(fleet: Fleet, task: Task) -> Gpu | None:
+def open_for(fleet: GpuPool, task: Task) -> Gpu | None:
     """A new GPU for `task`: a spare slot of an open instance first, else the type where the
     task's demand is cheapest (lower bound x price per GPU) that max_instances still allows."""
     types = [g for g in task.sizes if fleet.can_open(g)]
@@ -122,7 +122,7 @@ def open_for(fleet: Fleet, task: Task) -> Gpu | None:
     return g
 
 
-def place(fleet: Fleet, task: Task, cfg: Config) -> bool:
+def place(fleet: GpuPool, task: Task, cfg: Config) -> bool:
     """Algorithm 1's inner step for one task; False when no GPU may be opened for it."""
     t = best_trial(fleet, task, cfg)
     if t is not None:
@@ -131,7 +131,7 @@ def place(fleet: Fleet, task: Task, cfg: Config) -> bool:
     return open_for(fleet, task) is not None
 
 
-def place_all(fleet: Fleet, tasks: Sequence[Task], cfg: Config) -> list[Task]:
+def place_all(fleet: GpuPool, tasks: Sequence[Task], cfg: Config) -> list[Task]:
     """Tasks in decreasing order of lower bound (the paper's order); returns those left over."""
     left = []
     for task in sorted(tasks, key=lambda t: (-t.lower, t.tid)):
@@ -140,7 +140,7 @@ def place_all(fleet: Fleet, tasks: Sequence[Task], cfg: Config) -> list[Task]:
     return left
 
 
-def final_check(fleet: Fleet) -> tuple[int, list[Task]]:
+def final_check(fleet: GpuPool) -> tuple[int, list[Task]]:
     """Re-predict every GPU with its final neighbours; re-settle any that fail. Returns how many
     GPUs needed it (0 unless a model edge case slipped past the incremental checks) and any task
     that then found no GPU at all."""
@@ -155,7 +155,7 @@ def final_check(fleet: Fleet) -> tuple[int, list[Task]]:
     return fixed, lost
 
 
-def _resettle(fleet: Fleet, g: Gpu) -> list[Task]:
+def _resettle(fleet: GpuPool, g: Gpu) -> list[Task]:
     """Raise shares in place; while the GPU cannot hold them all, move the newest to a new GPU."""
     lost = []
     while g.tasks:
@@ -170,7 +170,7 @@ def _resettle(fleet: Fleet, g: Gpu) -> list[Task]:
     return lost
 
 
-def spend_idle_share(fleet: Fleet) -> float:
+def spend_idle_share(fleet: GpuPool) -> float:
     """After the final check: half of every GPU's unneeded share goes to its placements that are
     not kept as they were (a kept placement whose share changed would restart for nothing; see
     shares.spend_idle). Returns the share handed out, in percentage points summed over GPUs."""
@@ -199,7 +199,7 @@ def capacity_reason(task: Task) -> Unplaced:
     return Unplaced(task.workload, "no capacity: every instance type that can serve it is at max_instances")
 
 
-def plan_tasks(fleet: Fleet, demands: Sequence[Demand], cfg: Config) -> tuple[list[Task], list[Unplaced]]:
+def plan_tasks(fleet: GpuPool, demands: Sequence[Demand], cfg: Config) -> tuple[list[Task], list[Unplaced]]:
     """Decompose demands on the allowed GPU types (all, or the prototype's single type)."""
     types = None if cfg.hetero else single_type(demands, fleet.options, fleet.models)
     return decompose(demands, fleet.models, fleet.prices, types, cfg.batch_search)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from autoscaler.planner.igniter import Config, best_trial, commit, open_for
 from autoscaler.planner.shares import Prediction
-from autoscaler.planner.state import Fleet, Gpu
+from autoscaler.planner.state import Gpu, GpuPool
 from autoscaler.planner.tasks import Size, Task, decompose
 
 
@@ -34,7 +34,7 @@ def _snap(g: Gpu) -> Snapshot:
     return Snapshot(list(g.tasks), list(g.sizes), list(g.shares), list(g.preds), list(g.pinned))
 
 
-def groups(fleet: Fleet) -> list[tuple[float, list[Gpu]]]:
+def groups(fleet: GpuPool) -> list[tuple[float, list[Gpu]]]:
     """Units that can be closed, with their load: floating GPUs alone, kept instances whole."""
     out: list[tuple[float, list[Gpu]]] = []
     kept: dict[int, list[Gpu]] = {}
@@ -52,7 +52,7 @@ def groups(fleet: Fleet) -> list[tuple[float, list[Gpu]]]:
 class Move:
     """One attempt to empty a group: what it changed, so that it can be undone."""
 
-    def __init__(self, fleet: Fleet, members: list[Gpu]) -> None:
+    def __init__(self, fleet: GpuPool, members: list[Gpu]) -> None:
         self.fleet = fleet
         self.members = members
         self.exclude = frozenset(g.gid for g in members)
@@ -95,7 +95,7 @@ def _work(members: list[Gpu]) -> list[Task]:
     return sorted((t for g in members for t in g.tasks), key=lambda t: (-t.lower, t.tid))
 
 
-def try_empty(fleet: Fleet, members: list[Gpu], cfg: Config) -> bool:
+def try_empty(fleet: GpuPool, members: list[Gpu], cfg: Config) -> bool:
     """Move every task of `members` onto the other open GPUs; commit and close them only if all
     moved, so the plan loses GPUs and gains none."""
     move = Move(fleet, members)
@@ -106,7 +106,7 @@ def try_empty(fleet: Fleet, members: list[Gpu], cfg: Config) -> bool:
     return False
 
 
-def try_replace(fleet: Fleet, members: list[Gpu], price: float, cfg: Config) -> bool:
+def try_replace(fleet: GpuPool, members: list[Gpu], price: float, cfg: Config) -> bool:
     """Re-plan the workloads of `members` on the other GPU types (open GPUs first, new ones if
     needed); keep it only if the new GPUs cost less than the group. This undoes the greedy's
     one weakness across types: opening an expensive GPU for a task that then leaves it half empty."""
@@ -126,7 +126,7 @@ def try_replace(fleet: Fleet, members: list[Gpu], price: float, cfg: Config) -> 
     return True
 
 
-def group_price(fleet: Fleet, members: list[Gpu]) -> float:
+def group_price(fleet: GpuPool, members: list[Gpu]) -> float:
     """What closing the group saves: a kept instance's price, or a floating GPU's share of one."""
     g = members[0]
     if g.kept is not None:
@@ -134,7 +134,7 @@ def group_price(fleet: Fleet, members: list[Gpu]) -> float:
     return fleet.prices[g.gpu]
 
 
-def repair(fleet: Fleet, cfg: Config, patience: int = 24) -> int:
+def repair(fleet: GpuPool, cfg: Config, patience: int = 24) -> int:
     """Close what can be closed, least loaded first; stop after `patience` failures in a row
     (loads only grow along the list, so later groups are ever less likely to empty). With
     several GPU types, a group that cannot be emptied into open GPUs may still be re-planned on

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.shares import predict, violated
-from autoscaler.planner.state import Fleet, Gpu, Kept
+from autoscaler.planner.state import Gpu, GpuPool, Kept
 from autoscaler.planner.tasks import Size, Task, make_size, size_on
 from autoscaler.planner.types import Demand, PlacementOut, Plan
 
@@ -35,7 +35,7 @@ class Held:
     rate: float
 
 
-def open_kept(fleet: Fleet, current: Plan) -> list[tuple[Gpu, PlacementOut]]:
+def open_kept(fleet: GpuPool, current: Plan) -> list[tuple[Gpu, PlacementOut]]:
     """Register the kept instances' GPUs; returns every current placement on them."""
     by_name = {o.name: o for o in fleet.options}
     out = []
@@ -53,7 +53,7 @@ def open_kept(fleet: Fleet, current: Plan) -> list[tuple[Gpu, PlacementOut]]:
     return out
 
 
-def _hold(fleet: Fleet, gpu: Gpu, p: PlacementOut, d: Demand, rest: float) -> Held | None:
+def _hold(fleet: GpuPool, gpu: Gpu, p: PlacementOut, d: Demand, rest: float) -> Held | None:
     """Keep `p` for up to `rest` of its workload's rate if it still makes sense solo."""
     model = fleet.models[gpu.gpu]
     if p.model != d.model or d.model not in model.coef or not 0 < p.mps_percent <= 100:
@@ -79,7 +79,7 @@ def _shrinks(model: PerfModel, gpu: str, d: Demand, before: float, now: float) -
     return new.lower < old.lower * (1 - SLACK) - 2 * model.unit
 
 
-def hold_workload(fleet: Fleet, d: Demand, current: Sequence[tuple[Gpu, PlacementOut]]) -> tuple[list[Held], float]:
+def hold_workload(fleet: GpuPool, d: Demand, current: Sequence[tuple[Gpu, PlacementOut]]) -> tuple[list[Held], float]:
     """Kept placements of one workload and the rate left for fresh tasks."""
     held: list[Held] = []
     rest = d.rate_rps
@@ -97,7 +97,7 @@ def hold_workload(fleet: Fleet, d: Demand, current: Sequence[tuple[Gpu, Placemen
     return held, max(rest, 0.0)
 
 
-def seat(fleet: Fleet, held: list[Held]) -> list[Held]:
+def seat(fleet: GpuPool, held: list[Held]) -> list[Held]:
     """Put held placements on their GPUs; release those that fail with their kept neighbours."""
     by_gpu: dict[int, list[Held]] = {}
     for h in held:
@@ -122,7 +122,7 @@ def seat(fleet: Fleet, held: list[Held]) -> list[Held]:
     return released
 
 
-def seed(fleet: Fleet, current: Plan, demands: Sequence[Demand]) -> dict[str, float]:
+def seed(fleet: GpuPool, current: Plan, demands: Sequence[Demand]) -> dict[str, float]:
     """Keep what can be kept; returns the rate of each workload still to plan afresh."""
     on_kept = open_kept(fleet, current)
     by_wl: dict[str, list[tuple[Gpu, PlacementOut]]] = {}

@@ -58,7 +58,7 @@ def price_per_gpu(options: Sequence[InstanceOption]) -> dict[str, float]:
     return out
 
 
-class Fleet:
+class GpuPool:
     """Open GPUs, indexed by type and free share; instance slots for opening floating GPUs."""
 
     def __init__(

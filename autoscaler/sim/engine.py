@@ -41,7 +41,7 @@ from autoscaler.fleet.sim import SimProvider
 from autoscaler.loop.controller import Controller, Deps, PlanFn, TickReport
 from autoscaler.loop.store import Store
 from autoscaler.planner.types import Plan
-from autoscaler.rates.guard import GuardedRates
+from autoscaler.rates.reader import RateReader
 from autoscaler.sim.result import SimResult, feasible_capacity
 from autoscaler.sim.strategies import plan_types, reactive_planner
 from autoscaler.sim.traces import Trace
@@ -52,7 +52,7 @@ MAX_WAKES = 8  # early ticks per interval at most: boots and make-before-break c
 QUIET = (
     "autoscaler.loop.controller",
     "autoscaler.loop.actuator",
-    "autoscaler.rates.guard",
+    "autoscaler.rates.reader",
     "autoscaler.core.slo_guard",
 )
 
@@ -239,7 +239,7 @@ class Replay:
             if opts.strategy == "oracle"
             else TraceRates(trace, sc.interval_s, opts.rate_stat)
         )
-        rates = GuardedRates(source, policy.rates.stale_after_s)
+        rates = RateReader(source, policy.rates.stale_after_s)
         self.planner = MemoPlanner(plan_fn)
         deps = Deps(self.provider, NoneTransport(), rates, self.store, self.planner, self.clock, contact=False)
         self.controller = Controller(policy, deps)

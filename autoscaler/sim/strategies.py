@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from autoscaler.config.policy import InstanceType, Policy
-from autoscaler.model.perfmodel import load_model
+from autoscaler.model.perfmodel import load_perf_model
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
 
 LOW, HIGH, TARGET = 0.40, 0.70, 0.55
@@ -46,7 +46,7 @@ class Replica:
 @lru_cache(maxsize=4096)
 def _best_batch(profile: Path, model: str, budget_ms: float, correction: float) -> tuple[int, float, float] | None:
     """(batch, latency, throughput) with the highest throughput whose latency fits the budget."""
-    perf = load_model(profile)
+    perf = load_perf_model(profile)
     best = None
     for b in range(1, MAX_BATCH + 1):
         lat, thr = perf.solo(model, b, 100.0)
@@ -67,7 +67,7 @@ def replica(
         if t.name in excluded:
             continue
         profile = policy.profiles_dir / f"{t.gpu}.yaml"
-        if w.model not in load_model(profile).models:
+        if w.model not in load_perf_model(profile).models:
             continue
         found = _best_batch(profile, w.model, w.slo_ms / 2.0, correction)
         if found is None:

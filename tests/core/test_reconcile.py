@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from autoscaler.core.layout import Layout, ServerSpec, SlotSpec
+from autoscaler.core.layout import Layout, PlannedServer, SlotSpec
 from autoscaler.core.lifecycle import Reason, Record, State
 from autoscaler.core.reconcile import Configure, Drain, FleetView, Launch, Limits, Terminate, diff
 
 NOW = 10_000.0
 
 
-def srv(name: str, workload: str = "a", index: int = 0) -> ServerSpec:
-    return ServerSpec(name, workload, "alexnet", 0, index, 4, 30.0, 100.0, 5.0, 120.0, "/m", 7.5)
+def srv(name: str, workload: str = "a", index: int = 0) -> PlannedServer:
+    return PlannedServer(name, workload, "alexnet", 0, index, 4, 30.0, 100.0, 5.0, 120.0, "/m", 7.5)
 
 
-def slot(name: str, *servers: ServerSpec, itype: str = "p3") -> SlotSpec:
+def slot(name: str, *servers: PlannedServer, itype: str = "p3") -> SlotSpec:
     return SlotSpec(name, itype, 3.0, ("v100",), servers)
 
 
@@ -151,8 +151,8 @@ def test_ready_instance_whose_agent_is_silent_is_replaced() -> None:
     assert run(layout, [rec("s0")], applied, ready={"a-0"}, agent_seen={("s0", 0): NOW - 60}).actions == ()
 
 
-def share(name: str, workload: str, index: int, mps: float) -> ServerSpec:
-    return ServerSpec(name, workload, "alexnet", 0, index, 4, mps, 100.0, 5.0, 120.0, "/m", 7.5)
+def share(name: str, workload: str, index: int, mps: float) -> PlannedServer:
+    return PlannedServer(name, workload, "alexnet", 0, index, 4, mps, 100.0, 5.0, 120.0, "/m", 7.5)
 
 
 def gpu_load(servers) -> float:  # type: ignore[no-untyped-def]

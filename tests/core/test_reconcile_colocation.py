@@ -10,7 +10,7 @@ import pytest
 
 from autoscaler.config.policy import load_policy
 from autoscaler.core.colocation import gpu_fits
-from autoscaler.core.layout import ServerSpec, SlotSpec
+from autoscaler.core.layout import PlannedServer, SlotSpec
 from autoscaler.core.lifecycle import State
 from autoscaler.core.reconcile import Configure, GpuFits, Limits, shares_fit
 from tests.core.test_reconcile import kinds, rec, run, share, slot
@@ -20,7 +20,7 @@ from tests.kit.control import REPO
 def rejects(*servers: tuple[str, float]) -> GpuFits:
     """Shares within 100 %, but never all of `servers` (name, share) on one GPU (a stand-in latency test)."""
 
-    def fits(instance_type: str, on_gpu: Sequence[ServerSpec]) -> bool:
+    def fits(instance_type: str, on_gpu: Sequence[PlannedServer]) -> bool:
         return shares_fit(instance_type, on_gpu) and not set(servers) <= {(s.name, s.mps_percent) for s in on_gpu}
 
     return fits
@@ -30,14 +30,14 @@ def configures(d) -> dict[str, Configure]:  # type: ignore[no-untyped-def]
     return {a.slot: a for a in d.actions if isinstance(a, Configure)}
 
 
-def on_gpu(servers: Sequence[ServerSpec], gpu: int) -> list[tuple[str, float]]:
+def on_gpu(servers: Sequence[PlannedServer], gpu: int) -> list[tuple[str, float]]:
     return sorted((s.name, s.mps_percent) for s in servers if s.gpu_index == gpu)
 
 
 # --- Limits.gpu_fits in _fit_gpus -------------------------------------------------------------
 
 
-def two_gpus(name: str, *servers: ServerSpec) -> SlotSpec:
+def two_gpus(name: str, *servers: PlannedServer) -> SlotSpec:
     return SlotSpec(name, "p3", 3.0, ("v100", "v100"), servers)
 
 
@@ -86,8 +86,10 @@ def test_predicate_breaks_before_make_on_a_swap() -> None:
 # --- _defer_shrinks ---------------------------------------------------------------------------
 
 
-def sized(name: str, batch: int, mps: float, thr: float, workload: str = "m") -> ServerSpec:
-    return ServerSpec(name, workload, "alexnet", 0, int(name.rsplit("-", 1)[1]), batch, mps, 100.0, 5.0, thr, "/m", 7.5)
+def sized(name: str, batch: int, mps: float, thr: float, workload: str = "m") -> PlannedServer:
+    return PlannedServer(
+        name, workload, "alexnet", 0, int(name.rsplit("-", 1)[1]), batch, mps, 100.0, 5.0, thr, "/m", 7.5
+    )
 
 
 BIG, SMALL = sized("m-1", 8, 60.0, 1000.0), sized("m-1", 4, 30.0, 200.0)
@@ -128,8 +130,8 @@ def test_shrink_goes_ahead_when_the_old_size_would_not_fit() -> None:
 # --- colocation.gpu_fits: the performance model's latency test --------------------------------
 
 
-def t4(name: str, workload: str, model: str, batch: int, mps: float, index: int) -> ServerSpec:
-    return ServerSpec(name, workload, model, 0, index, batch, mps, 100.0, 5.0, 100.0, "/m", 5.0)
+def t4(name: str, workload: str, model: str, batch: int, mps: float, index: int) -> PlannedServer:
+    return PlannedServer(name, workload, model, 0, index, batch, mps, 100.0, 5.0, 100.0, "/m", 5.0)
 
 
 @pytest.mark.parametrize("small_batch, fits", [(14, False), (11, True)])
@@ -160,7 +162,7 @@ def test_real_latency_predicate_decides_whether_the_retiring_server_waits(small_
 # --- shrinks never wait for shrinks; a deferred shrink keeps its neighbours ---------------------
 
 
-def by_name(servers: Sequence[ServerSpec]) -> list[ServerSpec]:
+def by_name(servers: Sequence[PlannedServer]) -> list[PlannedServer]:
     return sorted(servers, key=lambda s: s.name)
 
 

@@ -21,7 +21,7 @@ from autoscaler.fleet.base import TAG_FLEET, TAG_GENERATION, TAG_SLOT
 from autoscaler.loop.controller import Controller
 from autoscaler.loop.store import Store
 from autoscaler.loop.wiring import build_controller, default_planner
-from autoscaler.rates.guard import GuardedRates
+from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from tests.kit.backends import Moto
 from tests.kit.control import REPO, Clock, write_policy
@@ -81,7 +81,7 @@ def controller(path: Path, state: Path, clock: Clock) -> tuple[Controller, Calls
     policy = load_policy(path)
     ctl = build_controller(policy, state, clock)
     manual = ManualRates({w.name: w.rate_rps for w in policy.workloads})
-    ctl.deps.rates = GuardedRates(manual, 300)
+    ctl.deps.rates = RateReader(manual, 300)
     return ctl, Calls(ctl.deps.provider.client), manual  # type: ignore[attr-defined]
 
 

@@ -14,7 +14,7 @@ from autoscaler.fleet.fake import FakeProvider
 from autoscaler.loop.controller import Controller, Deps
 from autoscaler.loop.store import Store
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
-from autoscaler.rates.guard import GuardedRates
+from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from autoscaler.transport.fake import FakeTransport
 
@@ -98,7 +98,7 @@ def make_controller(
     deps = Deps(
         provider,
         transport,
-        GuardedRates(manual, policy.rates.stale_after_s),
+        RateReader(manual, policy.rates.stale_after_s),
         store or Store(":memory:"),
         planner,
         clock,

@@ -228,12 +228,12 @@ def test_max_cost_per_hour_caps_launches(tmp_path: Path) -> None:
 
 def test_agents_rate_source_follows_request_counters(tmp_path: Path) -> None:
     from autoscaler.rates.agents import AgentsRates
-    from autoscaler.rates.guard import GuardedRates
+    from autoscaler.rates.reader import RateReader
 
     policy = make_policy(tmp_path, rates={"source": "agents"})
     clock = Clock()
     ctl, _prov, tr, _ = make_controller(policy, clock)
-    ctl.deps.rates = GuardedRates(AgentsRates(), 300)
+    ctl.deps.rates = RateReader(AgentsRates(), 300)
     first = ctl.tick()
     assert first.missing == ["alex", "res"] and first.forecast == {"alex": 150.0, "res": 50.0}  # rate_rps prior
     settle(ctl, clock, 2)

@@ -19,7 +19,7 @@ from autoscaler.demo.setup import port_is_free
 from autoscaler.fleet.local import LocalProvider
 from autoscaler.loop.controller import Controller
 from autoscaler.loop.wiring import build_controller, default_planner
-from autoscaler.rates.guard import GuardedRates
+from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from autoscaler.transport.base import parse_status
 from tests.kit.control import write_policy
@@ -75,7 +75,7 @@ def fleet(tmp_path: Path, tiny_model_dir: Path) -> Iterator[tuple[Controller, Ma
     )
     ctl = build_controller(load_policy(path), tmp_path / "state.sqlite")
     rates = ManualRates(LOW)
-    ctl.deps.rates = GuardedRates(rates, 300)
+    ctl.deps.rates = RateReader(rates, 300)
     try:
         yield ctl, rates
     finally:

@@ -12,7 +12,7 @@ from autoscaler.fleet.base import ThrottledError
 from autoscaler.loop.controller import Deps
 from autoscaler.loop.service import Service
 from autoscaler.loop.status import StatusServer, StatusState
-from autoscaler.rates.guard import GuardedRates
+from autoscaler.rates.reader import RateReader
 from tests.kit.control import Clock, make_controller, make_policy, stub_planner, write_policy
 
 
@@ -63,7 +63,7 @@ def test_service_schedules_ticks_and_stops_on_sigterm(tmp_path: Path) -> None:
     svc.controller.deps = Deps(
         prov,
         svc.controller.deps.transport,
-        GuardedRates(manual, 300),
+        RateReader(manual, 300),
         svc.controller.store,
         stub_planner,
         Clock(),

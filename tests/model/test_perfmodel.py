@@ -7,7 +7,7 @@ import json
 import pytest
 
 from autoscaler.config.policy import load_policy
-from autoscaler.model.perfmodel import Placement, load_model
+from autoscaler.model.perfmodel import Placement, load_perf_model
 from tests.conftest import DATA, PROFILES, ROOT
 
 GOLDEN = [
@@ -19,7 +19,7 @@ GOLDEN = [
 
 @pytest.fixture(scope="module")
 def v100():
-    return load_model(PROFILES / "v100.yaml")
+    return load_perf_model(PROFILES / "v100.yaml")
 
 
 @pytest.mark.parametrize(("placements", "expected"), GOLDEN)
@@ -85,10 +85,10 @@ def test_impossible_slo_has_no_lower_bound(v100):
 
 
 def test_models_are_cached_per_file():
-    assert load_model(PROFILES / "v100.yaml") is load_model(PROFILES / "v100.yaml")
+    assert load_perf_model(PROFILES / "v100.yaml") is load_perf_model(PROFILES / "v100.yaml")
 
 
 def test_t4_profile_fits():
-    t4 = load_model(PROFILES / "t4-synthetic.yaml")
+    t4 = load_perf_model(PROFILES / "t4-synthetic.yaml")
     assert t4.unit == 5.0
-    assert t4.min_latency("alexnet") > load_model(PROFILES / "v100.yaml").min_latency("alexnet")
+    assert t4.min_latency("alexnet") > load_perf_model(PROFILES / "v100.yaml").min_latency("alexnet")

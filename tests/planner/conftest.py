@@ -8,7 +8,7 @@ import pytest
 from hypothesis import strategies as st
 
 from autoscaler.config.policy import load_policy
-from autoscaler.model.perfmodel import PerfModel, load_model
+from autoscaler.model.perfmodel import PerfModel, load_perf_model
 from autoscaler.planner import Demand, InstanceOption, Plan, check_plan, planning_inputs
 from tests.conftest import DATA, PROFILES
 
@@ -21,12 +21,15 @@ MODELS = ("alexnet", "resnet50", "vgg19", "ssd")
 
 @pytest.fixture(scope="session")
 def v100() -> PerfModel:
-    return load_model(PROFILES / "v100.yaml")
+    return load_perf_model(PROFILES / "v100.yaml")
 
 
 @pytest.fixture(scope="session")
 def models() -> dict[str, PerfModel]:
-    return {"v100": load_model(PROFILES / "v100.yaml"), "t4-synthetic": load_model(PROFILES / "t4-synthetic.yaml")}
+    return {
+        "v100": load_perf_model(PROFILES / "v100.yaml"),
+        "t4-synthetic": load_perf_model(PROFILES / "t4-synthetic.yaml"),
+    }
 
 
 def scenario(name: str) -> tuple[list[Demand], list[InstanceOption], dict[str, PerfModel]]:

@@ -11,7 +11,7 @@ from botocore.config import Config
 
 from autoscaler.config.policy import CloudWatchRates as CwCfg
 from autoscaler.rates.cloudwatch import CloudWatchRates
-from autoscaler.rates.guard import GuardedRates
+from autoscaler.rates.reader import RateReader
 from tests.kit.backends import Moto
 
 
@@ -46,7 +46,7 @@ def test_unreachable_cloudwatch_keeps_last_good_value() -> None:
         region_name="us-east-1",
         config=Config(retries={"max_attempts": 1}, connect_timeout=1),
     )
-    guard = GuardedRates(CloudWatchRates(CwCfg(), "us-east-1", None, client=client), stale_after_s=60)
+    guard = RateReader(CloudWatchRates(CwCfg(), "us-east-1", None, client=client), stale_after_s=60)
     guard.last_good["alex"] = (0.0, 42.0)
     reading = guard.read(30.0, ["alex"])
     assert reading.rates == {"alex": 42.0} and reading.error and not reading.missing

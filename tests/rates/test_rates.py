@@ -11,8 +11,8 @@ import pytest
 
 from autoscaler.config.policy import PrometheusRates as PromCfg
 from autoscaler.rates.agents import AgentsRates
-from autoscaler.rates.guard import GuardedRates
 from autoscaler.rates.prometheus import PrometheusRates
+from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates, StaticRates
 from autoscaler.transport.base import AgentStatus, ServerStatus, TransportError, parse_status
 from tests.kit.httpserve import serving
@@ -24,7 +24,7 @@ def test_static() -> None:
 
 def test_guard_keeps_last_good_value_for_a_bounded_time() -> None:
     src = ManualRates({"a": 10.0, "b": 20.0})
-    guard = GuardedRates(src, stale_after_s=100)
+    guard = RateReader(src, stale_after_s=100)
     r = guard.read(0, ["a", "b"])
     assert r.rates == {"a": 10.0, "b": 20.0} and not r.missing and r.error is None
     src.fail = True
@@ -107,11 +107,11 @@ def test_prometheus_source(prom: str) -> None:
     assert _Prom.seen[-3]["query"] == ['sum(rate(igniter_requests_total{workload="a"}[1m]))']
     assert _Prom.seen[-3]["time"] == ["1234.0"]
     broken = PrometheusRates(PromCfg(url=prom, query='broken{{workload="{workload}"}}', timeout_s=2))
-    guard = GuardedRates(broken, 60)
+    guard = RateReader(broken, 60)
     assert guard.read(0, ["a"]).error is not None
 
 
 def test_prometheus_down_is_missing_data() -> None:
     src = PrometheusRates(PromCfg(url="http://127.0.0.1:9", timeout_s=1))
-    reading = GuardedRates(src, 60).read(0, ["a"])
+    reading = RateReader(src, 60).read(0, ["a"])
     assert reading.missing == {"a"} and reading.error

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from agents.node.apply import hand_over
-from agents.node.daemon import ASSIGNMENT_FILE, Daemon, diff
+from agents.node.apply import apply_assignment
+from agents.node.daemon import ASSIGNMENT_FILE, Daemon, server_changes
 from agents.node.gpu import NoGpu
 from agents.node.mps import share_text
 from agents.spec import ServerSpec
@@ -27,7 +27,7 @@ def _spec(name: str, **extra: Any) -> ServerSpec:
 def test_diff_starts_stops_restarts_and_keeps() -> None:
     running = {"a": _spec("a"), "b": _spec("b"), "c": _spec("c")}
     desired = {"a": _spec("a"), "b": _spec("b", mps_percent=20), "d": _spec("d")}
-    changes = diff(running, desired)
+    changes = server_changes(running, desired)
     assert [s.name for s in changes.start] == ["d"]
     assert changes.stop == ("c",)
     assert [s.name for s in changes.restart] == ["b"]
@@ -71,7 +71,7 @@ def daemon(tmp_path: Path) -> Iterator[tuple[Daemon, FakeMps]]:
 
 
 def _apply(daemon: Daemon, generation: int, servers: list[dict[str, Any]]) -> None:
-    hand_over(daemon.state_dir, json.dumps({"generation": generation, "servers": servers}), "test")
+    apply_assignment(daemon.state_dir, json.dumps({"generation": generation, "servers": servers}), "test")
 
 
 def _step_until_ready(daemon: Daemon, generation: int) -> dict[str, Any]:

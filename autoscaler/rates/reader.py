@@ -24,7 +24,7 @@ class Reading:
     error: str | None = None  # the source's failure this tick, if any
 
 
-class GuardedRates:
+class RateReader:
     def __init__(self, source: RateSource, stale_after_s: float) -> None:
         self.source = source
         self.stale_after_s = stale_after_s
