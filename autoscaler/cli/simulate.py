@@ -73,7 +73,12 @@ def add_trace_args(p: argparse.ArgumentParser) -> None:
         "--scale", type=float, default=1.0, help="multiply every rate (replay a trace's shape at another size)"
     )
     p.add_argument("--step-s", type=float, help="aggregate rows into windows of this many seconds first")
-    p.add_argument("--agg", choices=["mean", "max"], default="mean", help="how --step-s aggregates (default mean)")
+    p.add_argument(
+        "--agg",
+        choices=["mean", "max", "linear"],
+        default="mean",
+        help="how --step-s aggregates (default mean); linear interpolates onto a finer grid",
+    )
     p.add_argument("--start-s", type=float, help="first second to replay (relative to the trace's start)")
     p.add_argument("--end-s", type=float, help="second to stop at (relative to the trace's start)")
 

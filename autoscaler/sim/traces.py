@@ -22,7 +22,7 @@ import numpy as np
 from autoscaler.config.errors import InputError
 
 TIME_COL = "time_s"
-Agg = Literal["mean", "max"]
+Agg = Literal["mean", "max", "linear"]
 
 
 @dataclass(frozen=True)
@@ -143,13 +143,22 @@ def window(trace: Trace, start_s: float | None = None, end_s: float | None = Non
 
 
 def resample(trace: Trace, step_s: float, agg: Agg = "mean") -> Trace:
-    """Rows aggregated into windows of `step_s` (mean: the average rate; max: the busiest row).
+    """Rows aggregated into windows of `step_s` (mean: the average rate; max: the busiest row), or
+    with "linear" interpolated onto a finer grid of `step_s` (a 10-minute trace as 1-minute rows:
+    the rate ramps between the measured points instead of jumping at each one).
 
     Rows are weighted equally, which is exact for an evenly spaced trace (the real ones are)."""
     if step_s <= 0:
         raise InputError(trace.source, "--step-s", "must be positive")
+    if agg == "linear":
+        return _interpolate(trace, step_s)
     if step_s < trace.step_s:
-        raise InputError(trace.source, "--step-s", f"{step_s:g} s is finer than the trace's own {trace.step_s:g} s")
+        raise InputError(
+            trace.source,
+            "--step-s",
+            f"{step_s:g} s is finer than the trace's own {trace.step_s:g} s "
+            "(--agg linear interpolates onto a finer grid)",
+        )
     bins = np.floor((trace.times - trace.times[0]) / step_s + 1e-9).astype(int)
     edges = np.flatnonzero(np.diff(bins)) + 1
     starts = np.concatenate([[0], edges])
@@ -160,6 +169,21 @@ def resample(trace: Trace, step_s: float, agg: Agg = "mean") -> Trace:
         red = reduce(v, starts)
         out[k] = red if agg == "max" else red / counts
     return Trace(trace.source, trace.times[0] + bins[starts] * step_s, out, float(step_s))
+
+
+def _interpolate(trace: Trace, step_s: float) -> Trace:
+    """The trace sampled every `step_s` from its first row to its last, linearly between rows."""
+    if step_s > trace.step_s:
+        raise InputError(
+            trace.source,
+            "--step-s",
+            f"--agg linear refines a trace; {step_s:g} s is coarser than its own {trace.step_s:g} s (use mean or max)",
+        )
+    n = int(np.floor((trace.times[-1] - trace.times[0]) / step_s + 1e-9)) + 1
+    times = trace.times[0] + step_s * np.arange(n)
+    return Trace(
+        trace.source, times, {k: np.interp(times, trace.times, v) for k, v in trace.rates.items()}, float(step_s)
+    )
 
 
 def check_workloads(trace: Trace, workloads: Sequence[str], policy_source: str) -> None:

@@ -63,6 +63,16 @@ def test_resample_by_mean_and_max():
         traces.resample(t, 0.5)
 
 
+def test_resample_linear_interpolates_onto_a_finer_grid():
+    t = traces.Trace("x", np.array([0.0, 600.0, 1200.0]), {"a": np.array([10.0, 70.0, 10.0])}, 600.0)
+    fine = traces.resample(t, 60.0, "linear")
+    assert fine.step_s == 60.0 and len(fine.times) == 21 and fine.times[-1] == 1200.0
+    assert fine.rates["a"][0] == 10.0 and fine.rates["a"][10] == 70.0 and fine.rates["a"][5] == pytest.approx(40.0)
+    assert fine.peak()["a"] == 70.0
+    with pytest.raises(InputError, match="coarser"):
+        traces.resample(t, 1200.0, "linear")
+
+
 def test_rename_scale_window():
     t = traces.Trace("x", np.arange(4.0) * 10, {"a": np.ones(4), "b": np.zeros(4)}, 10.0)
     assert traces.rename(t, {"a": "z"}).names == ["z", "b"]
