@@ -19,7 +19,7 @@ from typing import Any
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedServer:
     """One inference server on a slot: what the agent is told to run."""
 
@@ -154,7 +154,7 @@ class WorkloadInfo:
     max_queue_delay_ms: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LayoutInput:
     """Everything besides the plan that naming needs."""
 
@@ -351,18 +351,18 @@ def _fresh_index(used: set[int]) -> int:
 def _spec(name: str, index: int, gpu_index: int, p: PlacementOut, info: Mapping[str, WorkloadInfo]) -> PlannedServer:
     wi = info.get(p.workload, WorkloadInfo("", 0.0))
     return PlannedServer(
-        name,
-        p.workload,
-        p.model,
-        gpu_index,
-        index,
-        p.batch,
-        p.mps_percent,
-        p.rate_rps,
-        p.predicted_latency_ms,
-        p.predicted_throughput_rps,
-        wi.model_dir,
-        wi.max_queue_delay_ms,
+        name=name,
+        workload=p.workload,
+        model=p.model,
+        gpu_index=gpu_index,
+        index=index,
+        batch=p.batch,
+        mps_percent=p.mps_percent,
+        rate_rps=p.rate_rps,
+        predicted_latency_ms=p.predicted_latency_ms,
+        predicted_throughput_rps=p.predicted_throughput_rps,
+        model_dir=wi.model_dir,
+        max_queue_delay_ms=wi.max_queue_delay_ms,
     )
 
 

@@ -83,7 +83,7 @@ class InvalidTransition(ValueError):
     """An edge not in TRANSITIONS: a bug in the caller, never a user error."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Record:
     """One launch attempt of a slot, as the autoscaler accounts for it."""
 
@@ -121,7 +121,16 @@ def transition(record: Record, reason: Reason, now: float, detail: str = "", **f
 
 def new_record(slot: str, attempt: int, instance_type: str, now: float, generation: int = 0) -> Record:
     """A record in the NEW pseudo-state, to be moved by REQUEST or DISCOVERED."""
-    return Record(slot, attempt, instance_type, S.NEW, now, now, None, generation)
+    return Record(
+        slot=slot,
+        attempt=attempt,
+        instance_type=instance_type,
+        state=S.NEW,
+        created_at=now,
+        updated_at=now,
+        instance_id=None,
+        generation=generation,
+    )
 
 
 @dataclass(frozen=True, slots=True)

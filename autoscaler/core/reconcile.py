@@ -68,7 +68,7 @@ class Terminate:
 Action = Launch | Configure | Drain | Terminate
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetView:
     """The fleet as the controller knows it after observing and syncing."""
 

@@ -27,7 +27,7 @@ TAG_ATTEMPT = "igniter:attempt"
 InstanceState = Literal["pending", "running", "stopping", "terminated"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Instance:
     """One fleet instance as the provider sees it. `address` is where its agent is reached."""
 

@@ -231,14 +231,14 @@ class Ec2Provider:
         except ValueError:
             generation = 0
         return Instance(
-            raw["InstanceId"],
-            raw.get("InstanceType", ""),
-            tags.get(TAG_SLOT, ""),
-            STATE_MAP.get(raw.get("State", {}).get("Name", ""), "stopping"),
-            launched.timestamp() if launched is not None else 0.0,
-            raw.get("PrivateIpAddress"),
-            generation,
-            tags,
+            id=raw["InstanceId"],
+            instance_type=raw.get("InstanceType", ""),
+            slot=tags.get(TAG_SLOT, ""),
+            state=STATE_MAP.get(raw.get("State", {}).get("Name", ""), "stopping"),
+            launched_at=launched.timestamp() if launched is not None else 0.0,
+            address=raw.get("PrivateIpAddress"),
+            generation=generation,
+            tags=tags,
         )
 
 

@@ -42,14 +42,14 @@ class FakeProvider:
             raise CapacityError(instance_type, "InsufficientInstanceCapacity (fake)")
         self._count += 1
         inst = Instance(
-            f"i-{self._count:06d}",
-            instance_type,
-            slot,
-            "pending",
-            self.clock(),
-            "127.0.0.1",
-            generation,
-            fleet_tags(self.fleet, slot, generation, attempt),
+            id=f"i-{self._count:06d}",
+            instance_type=instance_type,
+            slot=slot,
+            state="pending",
+            launched_at=self.clock(),
+            address="127.0.0.1",
+            generation=generation,
+            tags=fleet_tags(self.fleet, slot, generation, attempt),
         )
         self._instances[inst.id] = inst
         return inst

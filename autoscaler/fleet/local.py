@@ -139,14 +139,14 @@ class LocalProvider:
         tags = fleet_tags(self.fleet, meta["slot"], int(meta["generation"]), int(meta["attempt"]))
         tags.update({"igniter:state_dir": str(self.root / meta["id"]), "igniter:port_base": str(meta["port_base"])})
         return Instance(
-            meta["id"],
-            meta["instance_type"],
-            meta["slot"],
-            state,
-            float(meta["launched_at"]),
-            "127.0.0.1",
-            int(meta["generation"]),
-            tags,
+            id=meta["id"],
+            instance_type=meta["instance_type"],
+            slot=meta["slot"],
+            state=state,
+            launched_at=float(meta["launched_at"]),
+            address="127.0.0.1",
+            generation=int(meta["generation"]),
+            tags=tags,
         )
 
     def _metas(self) -> list[dict[str, Any]]:

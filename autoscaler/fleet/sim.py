@@ -59,14 +59,14 @@ class SimProvider:
         self.launches += 1
         now = self.clock()
         inst = Instance(
-            f"sim-{self.launches:06d}",
-            instance_type,
-            slot,
-            "pending",
-            now,
-            None,
-            generation,
-            fleet_tags(self.fleet, slot, generation, attempt),
+            id=f"sim-{self.launches:06d}",
+            instance_type=instance_type,
+            slot=slot,
+            state="pending",
+            launched_at=now,
+            address=None,
+            generation=generation,
+            tags=fleet_tags(self.fleet, slot, generation, attempt),
         )
         self._live[inst.id] = inst
         self._by_key[(slot, str(attempt))] = inst.id

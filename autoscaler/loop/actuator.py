@@ -36,7 +36,7 @@ class Outcome:
         log.warning("%s", message)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Actuator:
     store: Store
     provider: Provider

@@ -317,14 +317,14 @@ class Controller:
             if (slot, attempt) in current:
                 running[slot] = running.get(slot, ()) + servers
         return LayoutInput(
-            self.policy.fleet,
-            previous,
-            live,
-            frozenset(r.slot for r in records),
-            {k: frozenset(v) for k, v in reserved.items()},
-            self._workload_info(),
-            dict(rates),
-            running,
+            fleet=self.policy.fleet,
+            previous=previous,
+            extra_slots=live,
+            taken_slots=frozenset(r.slot for r in records),
+            reserved_servers={k: frozenset(v) for k, v in reserved.items()},
+            workloads=self._workload_info(),
+            rates=dict(rates),
+            running=running,
         )
 
     def _workload_info(self) -> dict[str, WorkloadInfo]:
@@ -354,14 +354,14 @@ class Controller:
         ready = self._ready_servers(current, applied, obs)
         prices = {t.name: t.price_per_hour for t in self.policy.instance_types}
         return FleetView(
-            records,
-            applied,
-            stale,
-            ready,
-            self.store.max_attempts(),
-            [(i.slot, i.id) for i in orphans],
-            prices,
-            self._agent_seen(),
+            records=records,
+            applied=applied,
+            stale_agents=stale,
+            ready_servers=ready,
+            max_attempt=self.store.max_attempts(),
+            orphans=[(i.slot, i.id) for i in orphans],
+            prices=prices,
+            agent_seen=self._agent_seen(),
         )
 
     def _ready_servers(
@@ -376,16 +376,16 @@ class Controller:
     def act(self, obs: Observation, actions: tuple[Any, ...], report: TickReport) -> Outcome:
         agent_gen = {s: st.generation or 0 for s, st in obs.statuses.items()}
         actuator = Actuator(
-            self.store,
-            self.deps.provider,
-            self.deps.transport,
-            obs.instances,
-            agent_gen,
-            self.policy.agents.server_base_port,
-            int(self.store.get("plan_generation", 0)),
-            report.tick,
-            self.deps.clock,
-            report.outcome,
+            store=self.store,
+            provider=self.deps.provider,
+            transport=self.deps.transport,
+            instances=obs.instances,
+            agent_generation=agent_gen,
+            default_port_base=self.policy.agents.server_base_port,
+            plan_generation=int(self.store.get("plan_generation", 0)),
+            tick=report.tick,
+            clock=self.deps.clock,
+            outcome=report.outcome,
         )
         return actuator.run(actions)
 

@@ -137,7 +137,19 @@ class Store:
                 f"FROM instances WHERE {where} ORDER BY slot, attempt",
                 args,
             ).fetchall()
-        return [Record(r[0], r[1], r[2], State(r[3]), r[4], r[5], r[6], r[7]) for r in rows]
+        return [
+            Record(
+                slot=r[0],
+                attempt=r[1],
+                instance_type=r[2],
+                state=State(r[3]),
+                created_at=r[4],
+                updated_at=r[5],
+                instance_id=r[6],
+                generation=r[7],
+            )
+            for r in rows
+        ]
 
     def closed_keys(self) -> frozenset[tuple[str, int]]:
         with self._lock:

@@ -34,7 +34,7 @@ def feasible_capacity(policy: Policy, gpus: Iterable[tuple[str, Sequence[Server]
     return out, broken
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SimResult:
     """One replay: per-row rate and capacity, cost over time, and the fleet's bill."""
 

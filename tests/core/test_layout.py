@@ -24,7 +24,15 @@ def instance(*ws: str, itype: str = "p3") -> InstanceOut:
 
 
 def inp(previous=None, taken=frozenset(), reserved=None, extra=None) -> LayoutInput:  # type: ignore[no-untyped-def]
-    return LayoutInput("f", previous, extra or {}, taken, reserved or {}, INFO, {"a": 200.0, "b": 100.0})
+    return LayoutInput(
+        fleet="f",
+        previous=previous,
+        extra_slots=extra or {},
+        taken_slots=taken,
+        reserved_servers=reserved or {},
+        workloads=INFO,
+        rates={"a": 200.0, "b": 100.0},
+    )
 
 
 def test_first_layout_names_slots_and_servers() -> None:
@@ -124,14 +132,14 @@ def _resize(first, mps: float, running):  # type: ignore[no-untyped-def]
     return layout_from_plan(
         plan,
         LayoutInput(
-            "f",
-            first,
-            {},
-            frozenset({"f-p3-0"}),
-            {"f-p3-0": frozenset((s.name, s.index) for s in running)},
-            INFO,
-            {"a": 200.0},
-            {"f-p3-0": running},
+            fleet="f",
+            previous=first,
+            extra_slots={},
+            taken_slots=frozenset({"f-p3-0"}),
+            reserved_servers={"f-p3-0": frozenset((s.name, s.index) for s in running)},
+            workloads=INFO,
+            rates={"a": 200.0},
+            running={"f-p3-0": running},
         ),
     )
 

@@ -22,11 +22,22 @@ NOW = 1000.0
 
 
 def rec(state: State, slot: str = "f-p3-0", attempt: int = 0, iid: str | None = "i-1", t: float = NOW - 10) -> Record:
-    return Record(slot, attempt, "p3", state, t, t, iid)
+    return Record(
+        slot=slot, attempt=attempt, instance_type="p3", state=state, created_at=t, updated_at=t, instance_id=iid
+    )
 
 
 def inst(iid: str = "i-1", slot: str = "f-p3-0", attempt: int = 0, state: str = "running") -> Instance:
-    return Instance(iid, "p3", slot, state, NOW - 10, "127.0.0.1", 1, fleet_tags("f", slot, 1, attempt))  # type: ignore[arg-type]
+    return Instance(
+        id=iid,
+        instance_type="p3",
+        slot=slot,
+        state=state,
+        launched_at=NOW - 10,
+        address="127.0.0.1",
+        generation=1,
+        tags=fleet_tags("f", slot, 1, attempt),
+    )  # type: ignore[arg-type]
 
 
 def run(

@@ -10,7 +10,20 @@ NOW = 10_000.0
 
 
 def srv(name: str, workload: str = "a", index: int = 0) -> PlannedServer:
-    return PlannedServer(name, workload, "alexnet", 0, index, 4, 30.0, 100.0, 5.0, 120.0, "/m", 7.5)
+    return PlannedServer(
+        name=name,
+        workload=workload,
+        model="alexnet",
+        gpu_index=0,
+        index=index,
+        batch=4,
+        mps_percent=30.0,
+        rate_rps=100.0,
+        predicted_latency_ms=5.0,
+        predicted_throughput_rps=120.0,
+        model_dir="/m",
+        max_queue_delay_ms=7.5,
+    )
 
 
 def slot(name: str, *servers: PlannedServer, itype: str = "p3") -> SlotSpec:
@@ -19,14 +32,20 @@ def slot(name: str, *servers: PlannedServer, itype: str = "p3") -> SlotSpec:
 
 def rec(name: str, state: State = State.READY, attempt: int = 0, age: float = 60.0, itype: str = "p3") -> Record:
     return Record(
-        name, attempt, itype, state, NOW - age, NOW - age, None if state is State.REQUESTED else f"i-{name}-{attempt}"
+        slot=name,
+        attempt=attempt,
+        instance_type=itype,
+        state=state,
+        created_at=NOW - age,
+        updated_at=NOW - age,
+        instance_id=None if state is State.REQUESTED else f"i-{name}-{attempt}",
     )
 
 
 def run(layout_slots, records, applied=None, ready=(), limits=Limits(), **kw):  # type: ignore[no-untyped-def]
     view = FleetView(
-        records,
-        applied or {},
+        records=records,
+        applied=applied or {},
         ready_servers=frozenset(ready),
         max_attempt={r.slot: r.attempt for r in records},
         prices={"p3": 3.0, "g5": 1.0},
@@ -152,7 +171,20 @@ def test_ready_instance_whose_agent_is_silent_is_replaced() -> None:
 
 
 def share(name: str, workload: str, index: int, mps: float) -> PlannedServer:
-    return PlannedServer(name, workload, "alexnet", 0, index, 4, mps, 100.0, 5.0, 120.0, "/m", 7.5)
+    return PlannedServer(
+        name=name,
+        workload=workload,
+        model="alexnet",
+        gpu_index=0,
+        index=index,
+        batch=4,
+        mps_percent=mps,
+        rate_rps=100.0,
+        predicted_latency_ms=5.0,
+        predicted_throughput_rps=120.0,
+        model_dir="/m",
+        max_queue_delay_ms=7.5,
+    )
 
 
 def gpu_load(servers) -> float:  # type: ignore[no-untyped-def]

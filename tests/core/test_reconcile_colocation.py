@@ -88,7 +88,18 @@ def test_predicate_breaks_before_make_on_a_swap() -> None:
 
 def sized(name: str, batch: int, mps: float, thr: float, workload: str = "m") -> PlannedServer:
     return PlannedServer(
-        name, workload, "alexnet", 0, int(name.rsplit("-", 1)[1]), batch, mps, 100.0, 5.0, thr, "/m", 7.5
+        name=name,
+        workload=workload,
+        model="alexnet",
+        gpu_index=0,
+        index=int(name.rsplit("-", 1)[1]),
+        batch=batch,
+        mps_percent=mps,
+        rate_rps=100.0,
+        predicted_latency_ms=5.0,
+        predicted_throughput_rps=thr,
+        model_dir="/m",
+        max_queue_delay_ms=7.5,
     )
 
 
@@ -131,7 +142,20 @@ def test_shrink_goes_ahead_when_the_old_size_would_not_fit() -> None:
 
 
 def t4(name: str, workload: str, model: str, batch: int, mps: float, index: int) -> PlannedServer:
-    return PlannedServer(name, workload, model, 0, index, batch, mps, 100.0, 5.0, 100.0, "/m", 5.0)
+    return PlannedServer(
+        name=name,
+        workload=workload,
+        model=model,
+        gpu_index=0,
+        index=index,
+        batch=batch,
+        mps_percent=mps,
+        rate_rps=100.0,
+        predicted_latency_ms=5.0,
+        predicted_throughput_rps=100.0,
+        model_dir="/m",
+        max_queue_delay_ms=5.0,
+    )
 
 
 @pytest.mark.parametrize("small_batch, fits", [(14, False), (11, True)])

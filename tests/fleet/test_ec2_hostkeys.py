@@ -267,8 +267,12 @@ def test_transport_trusts_only_the_instance_pins(sshd: Sshd, tmp_path: Path) -> 
         )
     ).agents
     transport = SshTransport(cfg, pins)
-    first = Instance("i-first", "p3.2xlarge", "s-0", "running", 0.0, "10.0.0.5")
-    second = Instance("i-second", "p3.2xlarge", "s-1", "running", 0.0, "10.0.0.6")
+    first = Instance(
+        id="i-first", instance_type="p3.2xlarge", slot="s-0", state="running", launched_at=0.0, address="10.0.0.5"
+    )
+    second = Instance(
+        id="i-second", instance_type="p3.2xlarge", slot="s-1", state="running", launched_at=0.0, address="10.0.0.6"
+    )
     with pytest.raises(TransportError) as unpinned:
         transport.status(first)  # sshd.known_hosts does list 127.0.0.1: pins alone count
     assert unpinned.value.retryable is True and "no host key pinned" in str(unpinned.value) and not transport._pool
@@ -309,4 +313,9 @@ def test_ec2_provider_reads_host_keys_from_the_console(
     provider.client.meta.events.unregister("after-call.ec2.GetConsoleOutput", decode_console_output)
     assert provider.host_keys(inst) == [ecdsa, ed]  # undecoded base64 is handled too
     provider.terminate(inst.id)
-    assert provider.host_keys(Instance("i-0000000000000dead", "p3.2xlarge", "x", "running", 0.0)) is None
+    assert (
+        provider.host_keys(
+            Instance(id="i-0000000000000dead", instance_type="p3.2xlarge", slot="x", state="running", launched_at=0.0)
+        )
+        is None
+    )

@@ -50,7 +50,7 @@ def test_generation_is_monotonic(tmp_path: Path) -> None:
 def test_layouts_applied_and_rates(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite")
     assert store.current_layout() is None
-    spec = PlannedServer("a-0", "a", "alexnet", 0, 0, 4, 30.0)
+    spec = PlannedServer(name="a-0", workload="a", model="alexnet", gpu_index=0, index=0, batch=4, mps_percent=30.0)
     layout = Layout("x", (SlotSpec("s0", "p3", 3.0, ("v100",), (spec,)),), (), {"a": 10.0})
     store.save_layout(layout, "target", 1.0)
     assert store.current_layout() == layout
@@ -69,18 +69,18 @@ def test_layouts_applied_and_rates(tmp_path: Path) -> None:
 def test_applied_rows_are_parsed_once(tmp_path: Path) -> None:
     """applied() runs several times a tick: an unchanged row must not be parsed again."""
     store = Store(tmp_path / "s.sqlite")
-    spec = PlannedServer("a-0", "a", "alexnet", 0, 0, 4, 30.0)
+    spec = PlannedServer(name="a-0", workload="a", model="alexnet", gpu_index=0, index=0, batch=4, mps_percent=30.0)
     store.set_applied(("s0", 0), (spec,), 4, 1.0)
     first = store.applied()[("s0", 0)][1]
     assert store.applied()[("s0", 0)][1] is first
-    bigger = PlannedServer("a-0", "a", "alexnet", 0, 0, 8, 60.0)
+    bigger = PlannedServer(name="a-0", workload="a", model="alexnet", gpu_index=0, index=0, batch=8, mps_percent=60.0)
     store.set_applied(("s0", 0), (bigger,), 5, 2.0)
     assert store.applied() == {("s0", 0): (5, (bigger,))}
 
 
 def test_identical_layout_is_not_saved_again(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite")
-    spec = PlannedServer("a-0", "a", "alexnet", 0, 0, 4, 30.0)
+    spec = PlannedServer(name="a-0", workload="a", model="alexnet", gpu_index=0, index=0, batch=4, mps_percent=30.0)
     layout = Layout("x", (SlotSpec("s0", "p3", 3.0, ("v100",), (spec,)),), (), {"a": 10.0})
     assert store.save_layout(layout, "target", 1.0) is True
     assert store.save_layout(layout, "hold", 2.0) is False

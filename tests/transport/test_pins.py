@@ -26,7 +26,9 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 
 
 def node(instance_id: str, address: str | None = "10.0.0.5", state: str = "running") -> Instance:
-    return Instance(instance_id, "p3.2xlarge", "f-p3-0", state, 0.0, address)  # type: ignore[arg-type]
+    return Instance(
+        id=instance_id, instance_type="p3.2xlarge", slot="f-p3-0", state=state, launched_at=0.0, address=address
+    )  # type: ignore[arg-type]
 
 
 def lines(path: Path) -> list[str]:

@@ -22,7 +22,9 @@ from autoscaler.transport.ssh import SshTransport
 from tests.kit.backends import Sshd, free_port
 
 AGENT = resolve_agent_command("igniter-agent")
-INSTANCE = Instance("i-0123", "p3.2xlarge", "f-p3-0", "running", 0.0, "10.1.2.3")
+INSTANCE = Instance(
+    id="i-0123", instance_type="p3.2xlarge", slot="f-p3-0", state="running", launched_at=0.0, address="10.1.2.3"
+)
 
 
 @contextmanager
