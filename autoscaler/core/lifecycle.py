@@ -148,7 +148,7 @@ def sync(inp: SyncInput, now: float) -> tuple[list[Change], list[Instance]]:
     or running that no live record claims (closed attempts, or a terminate that never reached the
     provider because of a crash); the caller terminates orphans again, which is idempotent."""
     listed = {i.id: i for i in inp.instances if i.state in ("pending", "running")}
-    by_key = {(i.slot, _attempt(i)): i for i in listed.values()}
+    by_key = {(i.slot, i.attempt): i for i in listed.values()}
     changes: list[Change] = []
     for rec in inp.records:
         changes.extend(_sync_record(rec, listed, by_key, inp, now))
@@ -159,13 +159,6 @@ def sync(inp: SyncInput, now: float) -> tuple[list[Change], list[Instance]]:
     claimed = {r.instance_id for r in final if r.state in LIVE}
     orphans = [i for i in listed.values() if i.id not in claimed]
     return changes, orphans
-
-
-def _attempt(inst: Instance) -> int:
-    try:
-        return int(inst.tags.get("igniter:attempt", "0"))
-    except ValueError:
-        return 0
 
 
 def _sync_record(
@@ -209,7 +202,7 @@ def _discover(
     """Records for fleet instances we have no account of (the state file was lost)."""
     out: list[Change] = []
     for inst in sorted(instances, key=lambda i: (i.slot, i.id)):
-        key = (inst.slot, _attempt(inst))
+        key = (inst.slot, inst.attempt)
         if inst.id in known or key in open_keys or key in closed or not inst.slot:
             continue
         rec = new_record(inst.slot, key[1], inst.instance_type, now, inst.generation)

@@ -29,7 +29,13 @@ InstanceState = Literal["pending", "running", "stopping", "terminated"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Instance:
-    """One fleet instance as the provider sees it. `address` is where its agent is reached."""
+    """One fleet instance as the provider sees it. `address` is where its agent is reached.
+
+    Each provider fills in the typed fields from its own records (EC2 from its tags, the local
+    provider from instance.json), so generic code never parses a provider's tag strings:
+    `attempt` is the launch attempt of the slot; `port_base` and `state_dir` are set by providers
+    that run several agents on one host (where its servers' ports start, where its agent keeps its
+    state), None meaning the policy's `agents.server_base_port` and `agents.state_dir`."""
 
     id: str
     instance_type: str
@@ -38,6 +44,9 @@ class Instance:
     launched_at: float
     address: str | None = None
     generation: int = 0
+    attempt: int = 0
+    port_base: int | None = None
+    state_dir: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -108,6 +117,14 @@ def launch_token(fleet: str, slot: str, attempt: int, salt: str = "") -> str:
     64 ASCII characters at most (EC2's ClientToken limit)."""
     digest = hashlib.sha256(f"{fleet}/{slot}/{attempt}/{salt}".encode()).hexdigest()[:24]
     return f"igniter-{digest}"
+
+
+def tag_int(tags: dict[str, str], key: str) -> int:
+    """An integer tag (generation, attempt); a missing or mangled one reads as 0."""
+    try:
+        return int(tags.get(key, "0"))
+    except ValueError:
+        return 0
 
 
 def fleet_tags(fleet: str, slot: str, generation: int, attempt: int) -> dict[str, str]:

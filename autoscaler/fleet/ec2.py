@@ -37,6 +37,7 @@ from autoscaler.fleet.base import (
     ThrottledError,
     fleet_tags,
     launch_token,
+    tag_int,
 )
 from autoscaler.fleet.console import console_text, parse_console
 
@@ -226,10 +227,6 @@ class Ec2Provider:
     def _to_instance(self, raw: dict[str, Any]) -> Instance:
         tags = _tags(raw)
         launched = raw.get("LaunchTime")
-        try:
-            generation = int(tags.get(TAG_GENERATION, "0"))
-        except ValueError:
-            generation = 0
         return Instance(
             id=raw["InstanceId"],
             instance_type=raw.get("InstanceType", ""),
@@ -237,7 +234,8 @@ class Ec2Provider:
             state=STATE_MAP.get(raw.get("State", {}).get("Name", ""), "stopping"),
             launched_at=launched.timestamp() if launched is not None else 0.0,
             address=raw.get("PrivateIpAddress"),
-            generation=generation,
+            generation=tag_int(tags, TAG_GENERATION),
+            attempt=tag_int(tags, TAG_ATTEMPT),
             tags=tags,
         )
 

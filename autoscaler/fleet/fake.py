@@ -49,6 +49,7 @@ class FakeProvider:
             launched_at=self.clock(),
             address="127.0.0.1",
             generation=generation,
+            attempt=attempt,
             tags=fleet_tags(self.fleet, slot, generation, attempt),
         )
         self._instances[inst.id] = inst

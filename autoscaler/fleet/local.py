@@ -1,7 +1,8 @@
 """Local provider, the embedded default: an "instance" is an `igniter-agent run --no-gpu` process.
 
 Each instance gets its own state directory under `state_root` (holding instance.json, the agent's
-state and its log) and its own range of server ports (`igniter:port_base` tag, 100 ports apart).
+state and its log) and its own range of server ports, 100 ports apart. Both are typed fields of
+the Instance (`state_dir`, `port_base`; also shown as `igniter:*` tags for an operator).
 Instances outlive the autoscaler, as VMs do; a later run rediscovers them from their directories.
 An instance is `running` while its agent holds the state directory's lock, `pending` while the
 process lives but has not taken it yet; a dead agent is not listed (the controller sees it vanish).
@@ -146,6 +147,9 @@ class LocalProvider:
             launched_at=float(meta["launched_at"]),
             address="127.0.0.1",
             generation=int(meta["generation"]),
+            attempt=int(meta["attempt"]),
+            port_base=int(meta["port_base"]),
+            state_dir=str(self.root / meta["id"]),
             tags=tags,
         )
 

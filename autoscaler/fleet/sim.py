@@ -66,6 +66,7 @@ class SimProvider:
             launched_at=now,
             address=None,
             generation=generation,
+            attempt=attempt,
             tags=fleet_tags(self.fleet, slot, generation, attempt),
         )
         self._live[inst.id] = inst

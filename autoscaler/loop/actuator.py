@@ -147,10 +147,7 @@ class Actuator:
         return (rec, inst) if rec is not None and inst is not None else None
 
     def _port_base(self, inst: Instance) -> int:
-        try:
-            return int(inst.tags.get("igniter:port_base", self.default_port_base))
-        except ValueError:
-            return self.default_port_base
+        return self.default_port_base if inst.port_base is None else inst.port_base
 
     # -- terminate --------------------------------------------------------------------------------
     def terminate(self, a: Terminate) -> None:

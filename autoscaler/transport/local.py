@@ -1,7 +1,7 @@
 """Local transport: runs `igniter-agent apply|status` on this machine, for local-provider instances.
 
-The instance's state directory comes from its `igniter:state_dir` tag (set by the local provider),
-else the configured agents.state_dir.
+The instance's state directory is its `state_dir` (filled in by the local provider), else the
+configured agents.state_dir.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class LocalTransport:
         return None
 
     def _run(self, instance: Instance, action: str, stdin: str | None) -> Any:
-        state_dir = instance.tags.get("igniter:state_dir", self.state_dir)
+        state_dir = instance.state_dir or self.state_dir
         try:
             proc = subprocess.run(
                 [*self.argv, *agent_args(action, state_dir)],
