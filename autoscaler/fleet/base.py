@@ -96,6 +96,11 @@ class Provider(Protocol):
         """Stop and release an instance of this fleet (idempotent)."""
         ...
 
+    def close(self) -> None:
+        """Release what the provider itself holds (never the instances: they outlive the
+        autoscaler). Called once when the service stops."""
+        ...
+
 
 @runtime_checkable
 class HostKeySource(Protocol):

@@ -132,6 +132,10 @@ class Ec2Provider:
             if not isinstance(err, NotFoundError):
                 raise err from exc
 
+    def close(self) -> None:
+        """Nothing to release: the boto3 client's connections close with the process."""
+        return None
+
     def host_keys(self, instance: Instance) -> list[str] | None:
         """The host keys cloud-init printed to the instance's console; None until the whole block
         is there. Lines of the block that are not valid keys are ignored, each with a log line."""

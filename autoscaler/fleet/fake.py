@@ -71,6 +71,9 @@ class FakeProvider:
             raise self.fail_next.pop(0)
         self._instances.pop(instance_id, None)
 
+    def close(self) -> None:
+        return None
+
     def mutating_calls(self) -> list[tuple[str, ...]]:
         return [c for c in self.calls if c[0] != "list"]
 

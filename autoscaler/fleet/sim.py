@@ -82,6 +82,9 @@ class SimProvider:
         self._by_key.pop((inst.tags[TAG_SLOT], inst.tags[TAG_ATTEMPT]), None)
         self.lifetimes[instance_id].end = self.clock()
 
+    def close(self) -> None:
+        return None
+
     # -- what the simulator reads -------------------------------------------------------------------
     def boot_all(self) -> None:
         """Make every pending instance ready now: the fleet a simulation starts with is already up."""

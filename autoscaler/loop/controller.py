@@ -26,6 +26,7 @@ from autoscaler.fleet.base import Instance, Provider, ProviderError
 from autoscaler.loop.actuator import Actuator, Outcome
 from autoscaler.loop.store import Store
 from autoscaler.planner.types import Plan
+from autoscaler.rates.base import StatusFed
 from autoscaler.rates.reader import RateReader, Reading
 from autoscaler.transport.base import AgentStatus, HostKeyGate, Transport, TransportError, parse_status
 
@@ -134,9 +135,8 @@ class Controller:
         if self.deps.gate is not None and self.deps.contact:
             self.deps.gate.refresh(list(instances.values()))
         statuses = self._statuses(instances)
-        feed = getattr(self.deps.rates.source, "feed", None)
-        if feed is not None:
-            feed(statuses)
+        if isinstance(self.deps.rates.source, StatusFed):
+            self.deps.rates.source.feed(statuses)
         return Observation(now, instances, statuses, self.deps.rates.read(now, [w.name for w in self.policy.workloads]))
 
     def _statuses(self, instances: Mapping[str, Instance]) -> dict[str, AgentStatus]:

@@ -18,7 +18,6 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -147,9 +146,7 @@ class Service:
         if self.server is not None:
             self.server.close()
         self.controller.deps.transport.close()
-        closer: Any = getattr(self.controller.deps.provider, "close", None)
-        if closer is not None:
-            closer()
+        self.controller.deps.provider.close()
         self.controller.store.close()
 
 

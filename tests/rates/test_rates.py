@@ -11,6 +11,7 @@ import pytest
 
 from autoscaler.config.policy import PrometheusRates as PromCfg
 from autoscaler.rates.agents import AgentsRates
+from autoscaler.rates.base import StatusFed
 from autoscaler.rates.prometheus import PrometheusRates
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates, StaticRates
@@ -115,3 +116,9 @@ def test_prometheus_down_is_missing_data() -> None:
     src = PrometheusRates(PromCfg(url="http://127.0.0.1:9", timeout_s=1))
     reading = RateReader(src, 60).read(0, ["a"])
     assert reading.missing == {"a"} and reading.error
+
+
+def test_only_status_fed_sources_declare_feed() -> None:
+    """The controller hands statuses to sources that declare the StatusFed capability, and to no other."""
+    assert isinstance(AgentsRates(), StatusFed)
+    assert not isinstance(ManualRates({"a": 1.0}), StatusFed)
