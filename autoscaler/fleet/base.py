@@ -9,14 +9,35 @@ Contract (after Ray autoscaler v2's node_provider and Karpenter's CloudProvider)
 - `terminate` is idempotent: an unknown or already-terminated id is not an error.
 - Listing is eventually consistent: a just-launched instance may be missing for a while, so callers
   record launches (store) before relying on a list.
-- Errors say whether to retry: CapacityError (try another type), ThrottledError (retry later),
-  NotFoundError, PermanentError (configuration; do not retry).
+- Errors are data: each ProviderError carries a `kind`, and PROVIDER_ERRORS says what the
+  controller does about it (see the table below); code looks the decision up, never an isinstance chain.
+
+The error table. Columns: what happens to the launch attempt's record, when the call is tried again,
+and what the operator sees (besides a log line and `igniter_errors_total{kind=...}`):
+
+| kind       | record                 | retry                                   | operator sees                          |
+|------------|------------------------|-----------------------------------------|----------------------------------------|
+| capacity   | closed (launch_failed) | at once, re-planned without the type,   | tick report `failed`; /v1/fleet        |
+|            |                        | which is unavailable for unavailable_s  | `unavailable` (type -> until)          |
+| throttled  | kept (intent resumed,  | after a bounded exponential backoff:    | tick report `notes`; /v1/fleet         |
+|            | same attempt and token)| launches and terminations wait          | `backoff`                              |
+| not_found  | closed (launch_failed) | next tick, as a new attempt (a launch   | tick report `failed`                   |
+|            |                        | names a template/AMI/subnet that is     |                                        |
+|            |                        | missing; terminate treats it as done)   |                                        |
+| auth       | kept                   | after the backoff (credentials or IAM   | tick report `failed`, `notes`;         |
+|            |                        | being fixed or propagating)             | /v1/fleet `backoff`; kind=auth         |
+| permanent  | closed (launch_failed) | next tick, as a new attempt (a fixed    | tick report `failed`                   |
+|            |                        | launch template or policy takes effect) |                                        |
+
+A failed terminate leaves its record as it was and is retried next tick (the instance is an orphan
+or still in its closing state), unless the backoff holds it back. See docs/operations.md.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Literal, Protocol, runtime_checkable
 
 TAG_FLEET = "igniter:fleet"
@@ -50,16 +71,67 @@ class Instance:
     tags: dict[str, str] = field(default_factory=dict)
 
 
-class ProviderError(Exception):
-    """Base of provider errors; `retryable` tells the controller whether to try again later."""
+class OnRecord(StrEnum):
+    """What an error does to the record it concerns (the table's first column)."""
 
-    retryable = False
+    CLOSE = "close"  # the launch attempt failed (Reason.LAUNCH_FAILED); a new attempt may follow
+    KEEP = "keep"  # the record stays as it is; the intent is resumed by a later tick
+    QUARANTINE = "quarantine"  # the node is no longer contacted; reconcile replaces it
+
+
+class Retry(StrEnum):
+    """When the failed call is tried again (the table's second column)."""
+
+    REPLAN = "replan"  # at once, by a re-plan without the instance type (unavailable for a while)
+    BACKOFF = "backoff"  # launches and terminations wait, bounded exponential (loop/state.py Backoff)
+    NEXT_TICK = "next_tick"
+    CHANGED = "changed"  # not the same request: only once what would be sent changes
+    NEVER = "never"  # never blindly: only once the operator acts or the instance is replaced
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One row of an error table: what to record, when to retry, what the operator sees."""
+
+    record: OnRecord
+    retry: Retry
+    metric: str  # the `kind` label of igniter_errors_total
+    shows: str  # where the operator sees it besides the log and the metric
+
+
+class ProviderFault(StrEnum):
+    CAPACITY = "capacity"
+    THROTTLED = "throttled"
+    NOT_FOUND = "not_found"
+    AUTH = "auth"
+    PERMANENT = "permanent"
+
+
+PROVIDER_ERRORS: dict[ProviderFault, Decision] = {
+    ProviderFault.CAPACITY: Decision(
+        OnRecord.CLOSE, Retry.REPLAN, "capacity", "tick report failed; /v1/fleet unavailable"
+    ),
+    ProviderFault.THROTTLED: Decision(OnRecord.KEEP, Retry.BACKOFF, "provider", "tick report notes; /v1/fleet backoff"),
+    ProviderFault.NOT_FOUND: Decision(OnRecord.CLOSE, Retry.NEXT_TICK, "provider", "tick report failed"),
+    ProviderFault.AUTH: Decision(OnRecord.KEEP, Retry.BACKOFF, "auth", "tick report failed, notes; /v1/fleet backoff"),
+    ProviderFault.PERMANENT: Decision(OnRecord.CLOSE, Retry.NEXT_TICK, "provider", "tick report failed"),
+}
+
+
+class ProviderError(Exception):
+    """Base of provider errors; `kind` names its row of PROVIDER_ERRORS (see `decision`)."""
+
+    kind = ProviderFault.PERMANENT
+
+    @property
+    def decision(self) -> Decision:
+        return PROVIDER_ERRORS[self.kind]
 
 
 class CapacityError(ProviderError):
     """The type has no capacity (InsufficientInstanceCapacity, InstanceLimitExceeded, Unsupported)."""
 
-    retryable = True
+    kind = ProviderFault.CAPACITY
 
     def __init__(self, instance_type: str, message: str) -> None:
         super().__init__(f"{instance_type}: {message}")
@@ -67,15 +139,21 @@ class CapacityError(ProviderError):
 
 
 class ThrottledError(ProviderError):
-    retryable = True
+    kind = ProviderFault.THROTTLED
 
 
 class NotFoundError(ProviderError):
-    pass
+    kind = ProviderFault.NOT_FOUND
 
 
 class PermanentError(ProviderError):
-    pass
+    kind = ProviderFault.PERMANENT
+
+
+class AuthError(PermanentError):
+    """The cloud refused our credentials (AuthFailure, UnauthorizedOperation, expired tokens)."""
+
+    kind = ProviderFault.AUTH
 
 
 class Provider(Protocol):

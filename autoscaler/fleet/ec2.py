@@ -5,8 +5,9 @@
   launch (TagSpecifications) and a ClientToken derived from fleet, slot and attempt, so neither a
   retried request nor a launch repeated after a crash starts a second instance.
 - Discovery is by the `igniter:fleet` tag only; termination refuses any instance without it.
-- Throttling is retried by botocore's standard retry mode; what is left is classified into
-  CapacityError (try another type), ThrottledError (retry later), PermanentError.
+- Throttling is retried by botocore's standard retry mode; what is left is classified into the
+  rows of fleet/base.py's error table: CapacityError, ThrottledError (also: EC2 unreachable),
+  NotFoundError, AuthError (credentials or IAM refused), PermanentError.
 - Host keys (the HostKeySource capability): read from the instance's console output
   (GetConsoleOutput), where cloud-init prints them; see fleet/console.py for why that is trusted.
 """
@@ -20,7 +21,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
 from autoscaler.config.policy import ProviderConfig
 from autoscaler.fleet.base import (
@@ -28,6 +29,7 @@ from autoscaler.fleet.base import (
     TAG_FLEET,
     TAG_GENERATION,
     TAG_SLOT,
+    AuthError,
     CapacityError,
     Instance,
     InstanceState,
@@ -53,6 +55,18 @@ CAPACITY_CODES = frozenset(
 )
 THROTTLE_CODES = frozenset(
     {"RequestLimitExceeded", "Throttling", "ThrottlingException", "ServiceUnavailable", "InternalError", "Unavailable"}
+)
+AUTH_CODES = frozenset(
+    {
+        "AuthFailure",
+        "UnauthorizedOperation",
+        "InvalidClientTokenId",
+        "SignatureDoesNotMatch",
+        "ExpiredToken",
+        "RequestExpired",
+        "AccessDenied",
+        "AccessDeniedException",
+    }
 )
 LISTED_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 STATE_MAP: dict[str, InstanceState] = {"pending": "pending", "running": "running"}
@@ -85,9 +99,13 @@ def classify(exc: Exception, instance_type: str = "") -> ProviderError:
             return CapacityError(instance_type, f"{code}: {message}")
         if code in THROTTLE_CODES:
             return ThrottledError(f"{code}: {message}")
+        if code in AUTH_CODES:
+            return AuthError(f"{code}: {message}")
         if code.endswith("NotFound") or code.endswith("NotFoundException"):
             return NotFoundError(f"{code}: {message}")
         return PermanentError(f"{code}: {message}")
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return AuthError(f"no AWS credentials: {exc}")
     return ThrottledError(f"EC2 unreachable: {exc}")
 
 

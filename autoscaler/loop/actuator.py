@@ -2,21 +2,29 @@
 
 Every action writes its intent to the store (an action row in `started`, the lifecycle transition
 that it is about to cause) and commits before the provider or an agent is called, then writes the
-outcome. A crash in between leaves an intent that the next tick resumes idempotently. The first
-CapacityError stops the round: the controller marks the type unavailable and re-plans at once.
+outcome. A crash in between leaves an intent that the next tick resumes idempotently.
+
+Failures follow the error tables of the contracts (fleet/base.py, transport/base.py): the
+decision is looked up, then applied to the record and to the controller's state. The first error
+whose decision is a re-plan (no capacity) stops the round: the controller marks the type
+unavailable and re-plans at once. While the provider backs off (throttled, unauthorised),
+launches and terminations wait; a node whose host key or SSH login failed is quarantined and
+never contacted again; an assignment an agent rejected is not re-sent until it changes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autoscaler.core.layout import PlannedServer, assignment_json
 from autoscaler.core.lifecycle import Reason, Record, State, new_record, transition
 from autoscaler.core.reconcile import Action, Configure, Drain, Launch, Terminate
-from autoscaler.fleet.base import CapacityError, Instance, Provider, ProviderError
+from autoscaler.fleet.base import CapacityError, Instance, OnRecord, Provider, ProviderError, Retry
 from autoscaler.loop import faults
+from autoscaler.loop.state import ControllerState, Quarantine
 from autoscaler.loop.store import Store
 from autoscaler.transport.base import Transport, TransportError
 
@@ -29,6 +37,7 @@ class Outcome:
     failed: list[str] = field(default_factory=list)
     capacity: list[str] = field(default_factory=list)  # instance types that reported no capacity
     errors: dict[str, int] = field(default_factory=dict)  # kind -> count, for metrics
+    notes: list[str] = field(default_factory=list)  # decisions the tick report shows (backoff, quarantine)
 
     def error(self, kind: str, message: str) -> None:
         self.failed.append(message)
@@ -44,7 +53,7 @@ class Actuator:
     instances: Mapping[str, Instance]  # listed instances by id
     agent_generation: Mapping[str, int]  # slot -> generation its agent reports
     default_port_base: int
-    plan_generation: int
+    state: ControllerState  # read for the plan generation, backoff, quarantine; updated by failures
     tick: int | None
     clock: Callable[[], float]
     outcome: Outcome = field(default_factory=Outcome)
@@ -58,18 +67,45 @@ class Actuator:
                 break
         return self.outcome
 
+    def _backing_off(self, what: str) -> bool:
+        """Provider mutations wait while the backoff holds (noted once per round)."""
+        now = self.clock()
+        if not self.state.backoff.active(now):
+            return False
+        b = self.state.backoff
+        note = (
+            f"provider backing off for {b.until - now:.0f} s after {b.failures} failure(s) ({b.reason}): {what} waits"
+        )
+        if not any(n.startswith("provider backing off") for n in self.outcome.notes):
+            self.outcome.notes.append(note)
+        return True
+
+    def _provider_failed(self, what: str, exc: ProviderError) -> None:
+        """Count the error under its table row's metric; back off where the row says so."""
+        decision = exc.decision
+        self.outcome.error(decision.metric, f"{what}: {exc}")
+        if decision.retry is Retry.BACKOFF:
+            self.state = replace(self.state, backoff=self.state.backoff.failed(self.clock(), f"{exc.kind}: {exc}"))
+
+    def _provider_ok(self) -> None:
+        if self.state.backoff.failures:
+            self.state = replace(self.state, backoff=replace(self.state.backoff, failures=0, until=0.0))
+
     # -- launch -----------------------------------------------------------------------------------
     def launch(self, a: Launch) -> None:
+        if self._backing_off(f"launch {a.slot}"):
+            return
         rec = self._intend_launch(a)
         aid = self.store.begin_action(self.tick, "launch", a.slot, _detail(a), self.clock())
         try:
             inst = self.provider.launch(
-                a.slot, a.instance_type, self.plan_generation, attempt=a.attempt, salt=self.store.epoch
+                a.slot, a.instance_type, self.state.plan_generation, attempt=a.attempt, salt=self.store.epoch
             )
         except ProviderError as exc:
             self._launch_failed(a, rec, aid, exc)
             return
         faults.point("after_launch")
+        self._provider_ok()
         self.store.apply([transition(rec, Reason.LAUNCHED, self.clock(), a.reason, instance_id=inst.id)])
         self.store.finish_action(aid, "done", self.clock())
         self.outcome.done.append(f"launch {a.slot} {a.instance_type} -> {inst.id}")
@@ -78,21 +114,21 @@ class Actuator:
         """The REQUESTED record, committed before the provider is called."""
         now = self.clock()
         existing = next((r for r in self.store.open_records() if r.key == (a.slot, a.attempt)), None)
-        base = existing or new_record(a.slot, a.attempt, a.instance_type, now, self.plan_generation)
+        base = existing or new_record(a.slot, a.attempt, a.instance_type, now, self.state.plan_generation)
         change = transition(base, Reason.REQUEST, now, a.reason)
         self.store.apply([change])
         return change.record
 
     def _launch_failed(self, a: Launch, rec: Record, aid: int, exc: ProviderError) -> None:
+        """The record, the retry and the metric as the provider's error table says."""
         now = self.clock()
-        if isinstance(exc, CapacityError) or not exc.retryable:
+        decision = exc.decision
+        if decision.record is OnRecord.CLOSE:
             self.store.apply([transition(rec, Reason.LAUNCH_FAILED, now, str(exc))])
         self.store.finish_action(aid, "failed", now, str(exc))
-        if isinstance(exc, CapacityError):
-            self.outcome.capacity.append(a.instance_type)
-            self.outcome.error("capacity", f"launch {a.slot}: {exc}")
-        else:
-            self.outcome.error("provider", f"launch {a.slot}: {exc}")
+        if decision.retry is Retry.REPLAN:
+            self.outcome.capacity.append(exc.instance_type if isinstance(exc, CapacityError) else a.instance_type)
+        self._provider_failed(f"launch {a.slot}", exc)
 
     # -- agents -----------------------------------------------------------------------------------
     def configure(self, a: Configure) -> None:
@@ -100,12 +136,18 @@ class Actuator:
         if found is None:
             return
         rec, inst = found
+        mark = fingerprint(a.servers)
+        if self.state.rejected.get(rec.key) == mark:
+            self.outcome.notes.append(
+                f"configure {a.slot}: its agent rejected this assignment; not re-sent until it changes"
+            )
+            return
         gen = self._generation_for(rec, a.servers)
         body = assignment_json(a.servers, gen, self._port_base(inst))
         aid = self.store.begin_action(
             self.tick, "configure", a.slot, {"reason": a.reason, "assignment": body}, self.clock()
         )
-        if self._apply(inst, body, aid, f"configure {a.slot}"):
+        if self._apply(inst, body, aid, f"configure {a.slot}", rec.key, mark):
             self.store.set_applied(rec.key, a.servers, gen, self.clock())
             self.outcome.done.append(f"configure {a.slot} generation {gen}: {a.reason}")
 
@@ -117,20 +159,36 @@ class Actuator:
         self.store.apply([transition(rec, Reason.DRAIN, self.clock(), a.reason)])
         gen = self.store.next_generation(self.agent_generation.get(a.slot, 0) + 1)
         aid = self.store.begin_action(self.tick, "drain", a.slot, {"reason": a.reason}, self.clock())
-        if self._apply(inst, assignment_json((), gen, self._port_base(inst)), aid, f"drain {a.slot}"):
+        if self._apply(inst, assignment_json((), gen, self._port_base(inst)), aid, f"drain {a.slot}", rec.key, None):
             self.store.set_applied(rec.key, (), gen, self.clock())
             self.outcome.done.append(f"drain {a.slot}")
 
-    def _apply(self, inst: Instance, body: dict[str, object], aid: int, what: str) -> bool:
+    def _apply(
+        self, inst: Instance, body: dict[str, object], aid: int, what: str, key: tuple[str, int], mark: str | None
+    ) -> bool:
         try:
             self.transport.apply(inst, body)
         except TransportError as exc:
             self.store.finish_action(aid, "failed", self.clock(), str(exc))
-            self.outcome.error("transport", f"{what}: {exc}")
+            self._transport_failed(inst, key, mark, what, exc)
             return False
         faults.point("after_apply")
         self.store.finish_action(aid, "done", self.clock())
+        if key in self.state.rejected:
+            self.state = replace(self.state, rejected={k: v for k, v in self.state.rejected.items() if k != key})
         return True
+
+    def _transport_failed(
+        self, inst: Instance, key: tuple[str, int], mark: str | None, what: str, exc: TransportError
+    ) -> None:
+        """The transport's error table: quarantine the node, or remember the rejected assignment."""
+        decision = exc.decision
+        self.outcome.error(decision.metric, f"{what}: {exc}")
+        if decision.record is OnRecord.QUARANTINE:
+            self.state = quarantine(self.state, inst, str(exc), self.clock())
+            self.outcome.notes.append(f"quarantined {key[0]} ({inst.id}): {exc}")
+        elif decision.retry is Retry.CHANGED and mark is not None:
+            self.state = replace(self.state, rejected={**self.state.rejected, key: mark})
 
     def _generation_for(self, rec: Record, servers: tuple[PlannedServer, ...]) -> int:
         """Re-send an unchanged assignment under its generation (the agent treats it as a no-op);
@@ -141,16 +199,21 @@ class Actuator:
         return self.store.next_generation(self.agent_generation.get(rec.slot, 0) + 1)
 
     def _instance_of(self, slot: str) -> tuple[Record, Instance] | None:
+        """The slot's newest ready or draining instance, unless it is quarantined (never contacted)."""
         recs = [r for r in self.store.open_records() if r.slot == slot and r.state in (State.READY, State.DRAINING)]
         rec = max(recs, key=lambda r: r.attempt, default=None)
         inst = self.instances.get(rec.instance_id or "") if rec else None
-        return (rec, inst) if rec is not None and inst is not None else None
+        if inst is None or inst.id in self.state.quarantined:
+            return None
+        return (rec, inst) if rec is not None else None
 
     def _port_base(self, inst: Instance) -> int:
         return self.default_port_base if inst.port_base is None else inst.port_base
 
     # -- terminate --------------------------------------------------------------------------------
     def terminate(self, a: Terminate) -> None:
+        if a.instance_id is not None and self._backing_off(f"terminate {a.slot}"):
+            return
         if a.attempt is not None:
             rec = next((r for r in self.store.open_records() if r.key == (a.slot, a.attempt)), None)
             if rec is None:
@@ -169,11 +232,27 @@ class Actuator:
             self.provider.terminate(a.instance_id)
         except ProviderError as exc:
             self.store.finish_action(aid, "failed", self.clock(), str(exc))
-            self.outcome.error("provider", f"terminate {a.slot} {a.instance_id}: {exc}")
+            self._provider_failed(f"terminate {a.slot} {a.instance_id}", exc)
             return
         faults.point("after_terminate")
+        self._provider_ok()
         self.store.finish_action(aid, "done", self.clock())
         self.outcome.done.append(f"terminate {a.slot} {a.instance_id} ({a.reason.value})")
+
+
+def quarantine(state: ControllerState, inst: Instance, reason: str, now: float) -> ControllerState:
+    """The state with `inst` quarantined (the first reason and time are kept)."""
+    if inst.id in state.quarantined:
+        return state
+    log.error("quarantined %s (%s): %s; it is not contacted again and will be replaced", inst.slot, inst.id, reason)
+    entry = Quarantine(slot=inst.slot, reason=reason, since=now)
+    return replace(state, quarantined={**state.quarantined, inst.id: entry})
+
+
+def fingerprint(servers: tuple[PlannedServer, ...]) -> str:
+    """What an agent would be told, hashed: a rejected assignment is not re-sent until this changes."""
+    keys = sorted(repr(s.agent_key()) for s in servers)
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:16]
 
 
 def _detail(a: Launch) -> dict[str, object]:

@@ -1,7 +1,9 @@
 """One control-loop tick, in named steps: observe -> sync -> forecast -> guard -> plan -> diff -> act -> record.
 
-Side effects live behind the Provider, Transport and RateSource interfaces and the Store; time
-comes from an injected clock, so the same code runs under APScheduler (`igniter run`) and under a
+Side effects live behind the Provider, Transport and RateSource interfaces and the Store; what the
+controller remembers between ticks is one typed ControllerState (loop/state.py), loaded at the start
+of a tick and saved once at its end; failures are handled as the contracts' error tables say
+(fleet/base.py, transport/base.py). Time comes from an injected clock, so the same code runs under APScheduler (`igniter run`) and under a
 simulated clock (`igniter simulate`). The pure parts are lifecycle.sync, forecast, sloguard,
 scaling.choose, layout_from_plan and reconcile.diff.
 """
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autoscaler.config.policy import Policy
@@ -20,10 +22,10 @@ from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadI
 from autoscaler.core.lifecycle import LIVE, State, SyncInput, sync
 from autoscaler.core.reconcile import FleetView, Limits, diff
 from autoscaler.core.scaling import choose, hold_rates, next_wake
-from autoscaler.core.slo_guard import GuardState
 from autoscaler.core.slo_guard import update as guard_update
-from autoscaler.fleet.base import Instance, Provider, ProviderError
-from autoscaler.loop.actuator import Actuator, Outcome
+from autoscaler.fleet.base import Instance, OnRecord, Provider, ProviderError, Retry
+from autoscaler.loop.actuator import Actuator, Outcome, quarantine
+from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.store import Store
 from autoscaler.planner.types import Plan
 from autoscaler.rates.base import StatusFed
@@ -73,6 +75,8 @@ class TickReport:
     outcome: Outcome = field(default_factory=Outcome)
     rounds: int = 0
     duration_s: float = 0.0
+    quarantined: dict[str, str] = field(default_factory=dict)  # instance id -> why it is not contacted
+    backoff_until: float | None = None  # provider mutations wait until then (throttled, unauthorised)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -89,6 +93,8 @@ class TickReport:
             "done": self.outcome.done,
             "failed": self.outcome.failed,
             "cost_per_hour": self.layout.cost_per_hour if self.layout else None,
+            "quarantined": self.quarantined,
+            "backoff_until": self.backoff_until,
         }
 
 
@@ -100,12 +106,25 @@ class Controller:
         self.policy = policy
         self.deps = deps
         self.store = deps.store
+        self.state = ControllerState()  # the tick's working copy (see loop/state.py)
+        self._saved: ControllerState | None = None  # as saved at the end of the last tick
+
+    def current_state(self) -> ControllerState:
+        """The cross-tick state as the last tick saved it (the status server reads this)."""
+        return self._saved if self._saved is not None else self.store.load_state()
 
     # -- the tick ---------------------------------------------------------------------------------
     def tick(self) -> TickReport:
         """One full tick; a failure is recorded in the report (and the store), never raised."""
         start = self.deps.clock()
         report = TickReport(self.store.begin_tick(start), start)
+        try:
+            self.state = self.store.load_state()
+        except StateError as exc:  # never overwrite a state this version cannot read
+            report.ok, report.error = False, f"StateError: {exc}"
+            report.outcome.error("tick", f"tick failed: {report.error}")
+            self.record(report, save=False)
+            return report
         try:
             obs = self.observe(start)
             orphans = self.sync(obs)
@@ -115,6 +134,7 @@ class Controller:
         except (ProviderError, TransportError) as exc:
             report.ok, report.error = False, f"{type(exc).__name__}: {exc}"
             report.outcome.error("provider", f"tick aborted: {report.error}")
+            self._aborted_by(exc, start)
         except Exception as exc:  # a bug or bad planner input: record it, keep the loop alive
             log.exception("tick %d failed", report.tick)
             report.ok, report.error = False, f"{type(exc).__name__}: {exc}"
@@ -122,6 +142,11 @@ class Controller:
         report.wake_at = self._wake(start, report.settling)
         self.record(report)
         return report
+
+    def _aborted_by(self, exc: ProviderError | TransportError, now: float) -> None:
+        """A listing that was throttled or refused backs off the provider's mutations too."""
+        if isinstance(exc, ProviderError) and exc.decision.retry is Retry.BACKOFF:
+            self.state = replace(self.state, backoff=self.state.backoff.failed(now, f"{exc.kind}: {exc}"))
 
     def _wake(self, now: float, settling: bool) -> float | None:
         """An early tick for instances due to finish booting, or for make-before-break work."""
@@ -132,6 +157,8 @@ class Controller:
     def observe(self, now: float) -> Observation:
         """The provider's instances, the agents' status, the rates (each behind its interface)."""
         instances = {i.id: i for i in self.deps.provider.list_instances()}
+        kept = {k: q for k, q in self.state.quarantined.items() if k in instances}
+        self.state = replace(self.state, quarantined=kept)
         if self.deps.gate is not None and self.deps.contact:
             self.deps.gate.refresh(list(instances.values()))
         statuses = self._statuses(instances)
@@ -149,11 +176,24 @@ class Controller:
                 try:
                     out[rec.slot] = parse_status(self.deps.transport.status(inst))
                 except TransportError as exc:
-                    log.info("agent of %s did not answer: %s", rec.slot, exc)
+                    self._status_failed(rec.slot, inst, exc)
         return out
 
+    def _status_failed(self, slot: str, inst: Instance, exc: TransportError) -> None:
+        """The transport's error table: a retryable failure waits for the next tick; a host key
+        or login failure quarantines the node."""
+        if exc.retryable:
+            log.info("agent of %s did not answer: %s", slot, exc)
+        elif exc.decision.record is OnRecord.QUARANTINE:
+            self.state = quarantine(self.state, inst, str(exc), self.deps.clock())
+        else:
+            log.warning("agent of %s failed: %s", slot, exc)
+
     def _reachable(self, inst: Instance) -> bool:
-        """Not yet reachable (no pinned host key) is a normal stage of booting, not an error."""
+        """Not yet reachable (no pinned host key) is a normal stage of booting, not an error; a
+        quarantined node is never contacted again."""
+        if inst.id in self.state.quarantined:
+            return False
         return self.deps.gate is None or self.deps.gate.reachable(inst)
 
     def sync(self, obs: Observation) -> list[Instance]:
@@ -183,18 +223,11 @@ class Controller:
 
     def _remember_agents(self, answered: frozenset[str], now: float) -> None:
         """When each live instance's agent last answered (a silent one is replaced, see reconcile)."""
-        seen: dict[str, float] = self.store.get("agent_seen", {})
-        live = {f"{r.slot}#{r.attempt}": r.slot for r in self.store.open_records() if r.state in LIVE}
-        seen = {k: t for k, t in seen.items() if k in live}
+        live = {r.key: r.slot for r in self.store.open_records() if r.state in LIVE}
+        seen = {k: t for k, t in self.state.agent_seen.items() if k in live}
         seen.update({k: now for k, slot in live.items() if slot in answered})
-        self.store.put("agent_seen", seen)
-
-    def _agent_seen(self) -> dict[tuple[str, int], float]:
-        out = {}
-        for key, t in self.store.get("agent_seen", {}).items():
-            slot, _, attempt = key.rpartition("#")
-            out[(slot, int(attempt))] = float(t)
-        return out
+        rejected = {k: v for k, v in self.state.rejected.items() if k in live}
+        self.state = replace(self.state, agent_seen=seen, rejected=rejected)
 
     def forecast(self, obs: Observation, report: TickReport) -> dict[str, float]:
         """Rate to plan for per workload; missing data falls back to the current layout's rate, and
@@ -241,11 +274,10 @@ class Controller:
             for srv in st.servers:
                 if srv.state == "ready" and srv.latency_ms_p99 is not None:
                     p99[srv.workload] = max(p99.get(srv.workload, 0.0), srv.latency_ms_p99)
-        state = GuardState.from_json(self.store.get("slo_guard"))
-        state, events = guard_update(state, p99, {w.name: w.slo_ms for w in self.policy.workloads})
+        state, events = guard_update(self.state.slo_guard, p99, {w.name: w.slo_ms for w in self.policy.workloads})
         for ev in events:
             log.warning("SLO guard: %s correction %.3f -> %.3f (%s)", ev.workload, ev.old, ev.new, ev.why)
-        self.store.put("slo_guard", state.to_json())
+        self.state = replace(self.state, slo_guard=state)
         return dict(state.corrections)
 
     # -- plan, diff, act --------------------------------------------------------------------------
@@ -267,6 +299,7 @@ class Controller:
             report.notes = list(actions.notes) + [f"unplaced {u.workload}: {u.reason}" for u in layout.unplaced]
             report.settling = actions.settling
             outcome = self.act(obs, actions.actions, report)
+            report.notes.extend(n for n in outcome.notes if n not in report.notes)
             if not outcome.capacity:
                 return
             self._mark_unavailable(outcome.capacity, obs.now)
@@ -288,18 +321,18 @@ class Controller:
         if held_rates == planned:
             chosen, rates = target, planned
             why = "target: no rate fell below the current layout's" if previous else "target: first plan"
-            self.store.put("cheaper_since", None)
+            self.state = replace(self.state, cheaper_since=None)
         else:
             held = self.deps.planner(self.policy, held_rates, corrections, caps, current)
             choice = choose(
                 now,
                 target.cost_per_hour,
                 held.cost_per_hour,
-                self.store.get("cheaper_since"),
+                self.state.cheaper_since,
                 self.policy.scaling.scale_down_delay_s,
                 missing,
             )
-            self.store.put("cheaper_since", choice.cheaper_since)
+            self.state = replace(self.state, cheaper_since=choice.cheaper_since)
             chosen, rates = (target, planned) if choice.use == "target" else (held, held_rates)
             why = f"{choice.use}: {choice.why}"
         layout = layout_from_plan(chosen, self._layout_input(previous, rates))
@@ -336,7 +369,7 @@ class Controller:
 
     def _save_layout(self, layout: Layout, previous: Layout | None, kind: str, now: float) -> None:
         if previous is None or _signature(layout) != _signature(previous):
-            self.store.put("plan_generation", int(self.store.get("plan_generation", 0)) + 1)
+            self.state = replace(self.state, plan_generation=self.state.plan_generation + 1)
             log.info("new layout: %d slot(s), %.2f/h (%s)", len(layout.slots), layout.cost_per_hour, kind)
         self.store.save_layout(layout, kind, now)
 
@@ -361,7 +394,7 @@ class Controller:
             max_attempt=self.store.max_attempts(),
             orphans=[(i.slot, i.id) for i in orphans],
             prices=prices,
-            agent_seen=self._agent_seen(),
+            agent_seen=self.state.agent_seen,
         )
 
     def _ready_servers(
@@ -382,12 +415,14 @@ class Controller:
             instances=obs.instances,
             agent_generation=agent_gen,
             default_port_base=self.policy.agents.server_base_port,
-            plan_generation=int(self.store.get("plan_generation", 0)),
+            state=self.state,
             tick=report.tick,
             clock=self.deps.clock,
             outcome=report.outcome,
         )
-        return actuator.run(actions)
+        outcome = actuator.run(actions)
+        self.state = actuator.state
+        return outcome
 
     def _limits(self) -> Limits:
         return Limits(
@@ -396,23 +431,29 @@ class Controller:
 
     def _caps(self, now: float) -> dict[str, int]:
         """Unavailable types (recent capacity error) are capped at the instances already running."""
-        until: dict[str, float] = self.store.get("unavailable", {})
+        until = self.state.unavailable
         live = [r.instance_type for r in self.store.open_records() if r.state in LIVE and r.instance_id]
         return {t: live.count(t) for t, end in until.items() if end > now}
 
     def _mark_unavailable(self, types: list[str], now: float) -> None:
-        until: dict[str, float] = {t: e for t, e in self.store.get("unavailable", {}).items() if e > now}
+        until = {t: e for t, e in self.state.unavailable.items() if e > now}
         for t in types:
             until[t] = now + self.policy.provider.unavailable_s
             log.warning(
                 "%s has no capacity: unavailable until +%.0f s; re-planning", t, self.policy.provider.unavailable_s
             )
-        self.store.put("unavailable", until)
+        self.state = replace(self.state, unavailable=until)
 
     # -- record -----------------------------------------------------------------------------------
-    def record(self, report: TickReport) -> None:
+    def record(self, report: TickReport, save: bool = True) -> None:
+        """Save the tick's state (once per tick) and its report."""
         end = self.deps.clock()
         report.duration_s = max(0.0, end - report.now)
+        if save:
+            self.store.save_state(self.state)
+            self._saved = self.state
+            report.quarantined = {k: q.reason for k, q in self.state.quarantined.items()}
+            report.backoff_until = self.state.backoff.until if self.state.backoff.active(end) else None
         self.store.prune_applied({r.key for r in self.store.open_records()})
         self.store.end_tick(report.tick, end, report.ok, report.summary())
         level = logging.INFO if report.ok else logging.ERROR

@@ -75,8 +75,10 @@ def _reset(gauge: Gauge, values: dict[tuple[str, ...], float]) -> None:
 
 
 def fleet_snapshot(controller: Controller) -> dict[str, Any]:
-    """Instance records (open ones, with what their agents were told) and the fleet's hourly cost."""
+    """Instance records (open ones, with what their agents were told), the fleet's hourly cost,
+    and the decisions that hold parts of it back (unavailable types, quarantined nodes, backoff)."""
     store = controller.store
+    state = controller.current_state()
     prices = {t.name: t.price_per_hour for t in controller.policy.instance_types}
     applied = store.applied()
     instances = [
@@ -97,7 +99,9 @@ def fleet_snapshot(controller: Controller) -> dict[str, Any]:
         "fleet": controller.policy.fleet,
         "cost_per_hour": round(cost, 6),
         "instances": instances,
-        "unavailable": store.get("unavailable", {}),
+        "unavailable": dict(state.unavailable),
+        "quarantined": {k: q.to_json() for k, q in state.quarantined.items()},
+        "backoff": state.backoff.to_json() if state.backoff.failures else None,
         "transitions": describe_table(),
     }
 
@@ -115,7 +119,7 @@ class StatusState:
 
     def publish(self, controller: Controller, report: TickReport) -> None:
         fleet = fleet_snapshot(controller)
-        corrections = dict(controller.store.get("slo_guard", {}).get("corrections", {}))
+        corrections = dict(controller.current_state().slo_guard.corrections)
         plan = {
             "tick": report.tick,
             "decision": report.decision,

@@ -24,6 +24,12 @@ from typing import Any
 
 from autoscaler.core.layout import Layout, PlannedServer, layout_from_json
 from autoscaler.core.lifecycle import OPEN, Change, Record, State
+from autoscaler.loop.state import ControllerState
+
+STATE_KEY = "controller_state"
+# The loose keys the controller kept before ControllerState (state version 0): read once, while
+# no state object was saved yet, and deleted by the first save.
+LEGACY_STATE_KEYS = ("agent_seen", "slo_guard", "cheaper_since", "plan_generation", "unavailable")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -109,9 +115,24 @@ class Store:
         with self._tx() as db:
             self._put(db, key, value)
 
+    def load_state(self) -> ControllerState:
+        """The controller's cross-tick state (loop/state.py), migrated from older layouts."""
+        with self._lock:
+            raw = self._get(self._db, STATE_KEY)
+            if raw is None:
+                legacy = {k: v for k in LEGACY_STATE_KEYS if (v := self._get(self._db, k)) is not None}
+                raw = {"version": 0, **legacy} if legacy else None
+        return ControllerState.from_json(raw)
+
+    def save_state(self, state: ControllerState) -> None:
+        """Replace the state object (and drop the legacy keys it was migrated from)."""
+        with self._tx() as db:
+            self._put(db, STATE_KEY, state.to_json())
+            db.execute(f"DELETE FROM meta WHERE key IN ({','.join('?' * len(LEGACY_STATE_KEYS))})", LEGACY_STATE_KEYS)
+
     @property
     def epoch(self) -> str:
-        """Random id of this state file, salted into launch tokens (see fleet.ec2.client_token)."""
+        """Random id of this state file, salted into launch tokens (see fleet/base.py launch_token)."""
         return str(self.get("epoch"))
 
     def next_generation(self, at_least: int = 0) -> int:

@@ -1,20 +1,68 @@
-"""The Transport contract: hand an assignment to an instance's agent and read its status."""
+"""The Transport contract: hand an assignment to an instance's agent and read its status.
+
+Errors are data: a TransportError carries a `kind`, and TRANSPORT_ERRORS says what the controller
+does about it (the same columns as the provider's table in fleet/base.py; an agent has no
+capacity row):
+
+| kind        | record                      | retry                               | operator sees                    |
+|-------------|-----------------------------|-------------------------------------|----------------------------------|
+| unreachable | kept; a silent agent is     | next tick (timeouts, refused        | log line (status); tick report   |
+| (throttled) | replaced after ready_timeout| connections, a garbled reply)       | `failed` (apply)                 |
+| not_ready   | kept                        | next tick: not contacted before it  | DEBUG log                        |
+| (not found) |                             | has an address and a pinned key     |                                  |
+| auth        | node quarantined: never     | never blindly: the node is replaced | ERROR log; /v1/fleet and the tick|
+| (host key)  | contacted again             | (its agent stays silent)            | report `quarantined`; kind=host_key|
+| permanent   | kept                        | not the same assignment again: only | tick report `failed`; the agent's|
+|             |                             | once the assignment changes         | status `assignment_error`        |
+
+A host key other than the pinned one is what a man in the middle looks like, and an SSH server
+refusing our key will refuse it again: retrying either every tick only repeats the alarm.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
-from autoscaler.fleet.base import Instance
+from autoscaler.fleet.base import Decision, Instance, OnRecord, Retry
+
+
+class TransportFault(StrEnum):
+    UNREACHABLE = "unreachable"
+    NOT_READY = "not_ready"
+    AUTH = "auth"  # the host key does not match (or is unknown), or the host refused our key
+    PERMANENT = "permanent"  # the agent rejected the assignment, or cannot be run at all
+
+
+TRANSPORT_ERRORS: dict[TransportFault, Decision] = {
+    TransportFault.UNREACHABLE: Decision(OnRecord.KEEP, Retry.NEXT_TICK, "transport", "tick report failed (apply)"),
+    TransportFault.NOT_READY: Decision(OnRecord.KEEP, Retry.NEXT_TICK, "transport", "not contacted yet"),
+    TransportFault.AUTH: Decision(
+        OnRecord.QUARANTINE, Retry.NEVER, "host_key", "/v1/fleet quarantined; tick report quarantined"
+    ),
+    TransportFault.PERMANENT: Decision(
+        OnRecord.KEEP, Retry.CHANGED, "transport", "tick report failed; agent status assignment_error"
+    ),
+}
 
 
 class TransportError(Exception):
-    """The agent could not be reached or refused; `retryable` is False for auth/host-key failures."""
+    """The agent could not be reached or refused; `kind` names its row of TRANSPORT_ERRORS."""
 
-    def __init__(self, message: str, retryable: bool = True) -> None:
+    def __init__(self, message: str, kind: TransportFault = TransportFault.UNREACHABLE) -> None:
         super().__init__(message)
-        self.retryable = retryable
+        self.kind = kind
+
+    @property
+    def decision(self) -> Decision:
+        return TRANSPORT_ERRORS[self.kind]
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same call may simply be made again next tick."""
+        return self.decision.retry is Retry.NEXT_TICK
 
 
 class Transport(Protocol):

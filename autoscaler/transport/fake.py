@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.fleet.base import Instance
-from autoscaler.transport.base import TransportError
+from autoscaler.transport.base import TransportError, TransportFault
 
 
 class NoneTransport:
@@ -19,7 +19,7 @@ class NoneTransport:
         return None
 
     def status(self, instance: Instance) -> dict[str, Any]:
-        raise TransportError("agents.transport is none: agents are not contacted", retryable=False)
+        raise TransportError("agents.transport is none: agents are not contacted", TransportFault.PERMANENT)
 
     def close(self) -> None:
         return None
@@ -30,7 +30,8 @@ class FakeTransport:
     """Records applies; reports each instance's last assignment back as its status.
 
     Servers are `ready` unless named in `not_ready`; `p99` sets latency per workload and
-    `requests` the requests_total per server name; instance ids in `unreachable` fail."""
+    `requests` the requests_total per server name; instance ids in `unreachable` fail, and those
+    in `errors` raise that error (e.g. a host key mismatch) from every call."""
 
     applies: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     not_ready: set[str] = field(default_factory=set)
@@ -38,16 +39,20 @@ class FakeTransport:
     reject: bool = False
     p99: dict[str, float] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, TransportError] = field(default_factory=dict)
+    calls: list[tuple[str, str]] = field(default_factory=list)  # (apply | status, instance id)
     _current: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def apply(self, instance: Instance, assignment: dict[str, Any]) -> None:
+        self.calls.append(("apply", instance.id))
         self._check(instance)
         if self.reject:
-            raise TransportError(f"{instance.id}: assignment rejected (fake)", retryable=False)
+            raise TransportError(f"{instance.id}: assignment rejected (fake)", TransportFault.PERMANENT)
         self.applies.append((instance.id, assignment))
         self._current[instance.id] = assignment
 
     def status(self, instance: Instance) -> dict[str, Any]:
+        self.calls.append(("status", instance.id))
         self._check(instance)
         current = self._current.get(instance.id, {"generation": None, "servers": []})
         servers = [
@@ -71,5 +76,7 @@ class FakeTransport:
         return None
 
     def _check(self, instance: Instance) -> None:
+        if instance.id in self.errors:
+            raise self.errors[instance.id]
         if instance.id in self.unreachable:
             raise TransportError(f"{instance.id}: unreachable (fake)")

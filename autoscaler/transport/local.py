@@ -12,7 +12,7 @@ from typing import Any
 
 from agents.launch import resolve_agent_command
 from autoscaler.fleet.base import Instance
-from autoscaler.transport.base import TransportError
+from autoscaler.transport.base import TransportError, TransportFault
 
 
 def agent_args(action: str, state_dir: str) -> list[str]:
@@ -26,7 +26,7 @@ def parse_reply(action: str, rc: int, out: str, err: str, where: str) -> Any:
     """Exit 2 is a rejected assignment (do not retry the same one); other failures may be retried."""
     if rc != 0:
         msg = f"{where}: igniter-agent {action} exited {rc}: {err.strip()[-500:] or out.strip()[-500:]}"
-        raise TransportError(msg, retryable=rc != 2)
+        raise TransportError(msg, TransportFault.PERMANENT if rc == 2 else TransportFault.UNREACHABLE)
     if action == "apply":
         return None
     try:
@@ -66,5 +66,5 @@ class LocalTransport:
         except subprocess.TimeoutExpired:
             raise TransportError(f"{instance.id}: igniter-agent {action} timed out after {self.timeout_s} s") from None
         except OSError as exc:
-            raise TransportError(f"{instance.id}: cannot run igniter-agent: {exc}", retryable=False) from None
+            raise TransportError(f"{instance.id}: cannot run igniter-agent: {exc}", TransportFault.PERMANENT) from None
         return parse_reply(action, proc.returncode, proc.stdout, proc.stderr, instance.id)

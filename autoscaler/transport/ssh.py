@@ -5,8 +5,8 @@
   added. With pins (a provider that publishes host keys, e.g. EC2's console; transport/pins.py) an
   instance is trusted with exactly the keys pinned for it, and not contacted at all before it has
   any; without pins, against agents.known_hosts (else the user's ~/.ssh/known_hosts).
-- A host presenting a key other than the pinned one is refused (not retryable) and logged as an
-  error: the node was replaced behind our back, or someone is in the middle.
+- A host presenting a key other than the pinned one is refused (TransportFault.AUTH: the controller
+  quarantines the node, transport/base.py) and logged as an error: the node was replaced behind our back, or someone is in the middle.
 - One pooled connection per instance, reopened after any failure.
 - Every argument is shell-quoted; connect and command timeouts bound every call.
 """
@@ -24,7 +24,7 @@ import paramiko
 
 from autoscaler.config.policy import AgentsConfig
 from autoscaler.fleet.base import Instance
-from autoscaler.transport.base import TransportError
+from autoscaler.transport.base import TransportError, TransportFault
 from autoscaler.transport.local import agent_args, parse_reply
 from autoscaler.transport.pins import PinnedHostKeys, host_pattern
 
@@ -60,7 +60,7 @@ class SshTransport:
     def _call(self, instance: Instance, action: str, stdin: str | None) -> Any:
         host = self.cfg.host_override or instance.address
         if not host:
-            raise TransportError(f"{instance.id}: no address to reach its agent")
+            raise TransportError(f"{instance.id}: no address to reach its agent", TransportFault.NOT_READY)
         key = (instance.id, host, self.cfg.port)
         with self._lock:
             client = self._client(key)
@@ -90,7 +90,10 @@ class SshTransport:
             return
         keys = self.pins.keys_for(instance_id)
         if not keys:
-            raise TransportError(f"{instance_id}: no host key pinned yet (not published on its console); not contacted")
+            raise TransportError(
+                f"{instance_id}: no host key pinned yet (not published on its console); not contacted",
+                TransportFault.NOT_READY,
+            )
         for key in keys:
             client.get_host_keys().add(host_pattern(host, port), key.get_name(), key)
 
@@ -114,14 +117,17 @@ class SshTransport:
         except paramiko.BadHostKeyException as exc:
             client.close()
             _log_mismatch(instance_id, host, port, exc)
-            raise TransportError(f"{instance_id} at {host}:{port}: host key mismatch: {exc}", retryable=False) from None
+            raise TransportError(
+                f"{instance_id} at {host}:{port}: host key mismatch: {exc}", TransportFault.AUTH
+            ) from None
         except paramiko.AuthenticationException as exc:
             client.close()
-            raise TransportError(f"{host}:{port}: {exc}", retryable=False) from None
+            raise TransportError(f"{host}:{port}: {exc}", TransportFault.AUTH) from None
         except paramiko.SSHException as exc:
             client.close()
             refused = "known_hosts" in str(exc)
-            raise TransportError(f"{host}:{port}: {exc}", retryable=not refused) from None
+            kind = TransportFault.AUTH if refused else TransportFault.UNREACHABLE
+            raise TransportError(f"{host}:{port}: {exc}", kind) from None
         except (OSError, EOFError) as exc:
             client.close()
             raise TransportError(f"{host}:{port}: cannot connect: {exc}") from None

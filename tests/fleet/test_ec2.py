@@ -185,7 +185,7 @@ def test_capacity_error_replans_on_another_type_in_the_same_tick(moto: Moto, tmp
     running = fleet_instances(moto)
     assert running and all(i["InstanceType"] != preferred for i in running)
     assert Counter(i["InstanceType"] for i in running) == planned_types(report)
-    assert preferred in ctl.store.get("unavailable")
+    assert preferred in ctl.current_state().unavailable
     assert report.outcome.errors.get("capacity") == 1
 
 

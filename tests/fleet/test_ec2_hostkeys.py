@@ -28,7 +28,7 @@ from autoscaler.fleet.base import Instance
 from autoscaler.fleet.ec2 import Ec2Provider
 from autoscaler.loop.controller import Controller
 from autoscaler.loop.wiring import build_controller
-from autoscaler.transport.base import TransportError
+from autoscaler.transport.base import TransportError, TransportFault
 from autoscaler.transport.pins import MARKER, PinnedHostKeys
 from autoscaler.transport.ssh import SshTransport
 from tests.fleet.test_console import keygen
@@ -235,6 +235,10 @@ def test_a_host_key_other_than_the_published_one_is_refused(
     with pytest.raises(TransportError) as refused:
         transport.status(inst)
     assert refused.value.retryable is False and "mismatch" in str(refused.value)
+    assert refused.value.kind is TransportFault.AUTH and "mismatch" in ctl.current_state().quarantined[inst.id].reason
+    spy.calls.clear()
+    clock.advance(30)
+    assert ctl.tick().ok and ("status", inst.id) not in spy.calls  # quarantined: never retried blindly
 
 
 def test_without_keys_the_ready_timeout_still_replaces_the_node(fleet: tuple[Controller, Console, Spy, Clock]) -> None:

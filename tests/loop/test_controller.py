@@ -90,7 +90,7 @@ def test_capacity_error_replans_on_another_type_in_the_same_tick(tmp_path: Path)
     launched = [c[2] for c in prov.mutating_calls()]
     assert launched[0] == "p3.2xlarge" and set(launched[1:]) == {"p3.8xlarge"} and len(launched) == 4
     assert {r.instance_type for r in live(ctl)} == {"p3.8xlarge"}
-    assert "p3.2xlarge" in ctl.store.get("unavailable")
+    assert "p3.2xlarge" in ctl.current_state().unavailable
     failed = [r for r in ctl.store.all_records() if r.instance_type == "p3.2xlarge"]
     assert [r.state for r in failed] == [State.TERMINATED]  # failed, then released
     assert [h["reason"] for h in ctl.store.history(failed[0].slot)] == ["request", "launch_failed", "release"]
@@ -181,7 +181,7 @@ def test_slo_guard_raises_correction_and_capacity(tmp_path: Path) -> None:
     settle(ctl, clock, 3)
     tr.p99["res"] = 80.0  # SLO 40 ms
     settle(ctl, clock, 3)
-    assert ctl.store.get("slo_guard")["corrections"]["res"] > 1.0
+    assert ctl.current_state().slo_guard.corrections["res"] > 1.0
     settle(ctl, clock, 1)
     assert len(live(ctl)) == 4  # res: 90 rps at 100 / 1.2 per instance -> 2
 
@@ -211,7 +211,9 @@ def test_provider_outage_fails_the_tick_cleanly(tmp_path: Path) -> None:
     prov.fail_next.append(ThrottledError("RequestLimitExceeded"))
     report = ctl.tick()
     assert report.ok and report.outcome.errors.get("provider") == 1
-    assert {r.state for r in ctl.store.open_records()} == {State.REQUESTED, State.PENDING}
+    # issue 18's throttling row: the intent is kept, the round's other launches wait for the backoff
+    assert {r.state for r in ctl.store.open_records()} == {State.REQUESTED}
+    assert any(n.startswith("provider backing off") for n in report.notes) and report.backoff_until
     clock.advance(30)
     ctl.tick()
     assert len(prov.list_instances()) == 3 and len(live(ctl)) == 3

@@ -1,0 +1,104 @@
+"""The controller's cross-tick state: typed, versioned, saved once per tick, migrated from the old keys."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from autoscaler.core.slo_guard import GuardState
+from autoscaler.loop.state import (
+    _CODECS,
+    SCHEMA_VERSION,
+    Backoff,
+    ControllerState,
+    Quarantine,
+    StateError,
+)
+from autoscaler.loop.store import LEGACY_STATE_KEYS, STATE_KEY, Store
+from tests.kit.control import Clock, make_controller, make_policy
+
+FULL = ControllerState(
+    agent_seen={("f-p3-0", 0): 10.0, ("f-p3-1", 2): 20.5},
+    slo_guard=GuardState({"a": 1.2}, {"b": 2}),
+    cheaper_since=99.0,
+    plan_generation=7,
+    unavailable={"p3.2xlarge": 500.0},
+    quarantined={"i-1": Quarantine(slot="f-p3-0", reason="host key mismatch", since=5.0)},
+    backoff=Backoff(failures=2, until=60.0, reason="throttled: RequestLimitExceeded"),
+    rejected={("f-p3-1", 2): "abc123"},
+)
+
+
+def test_every_field_has_a_codec_and_survives_a_round_trip() -> None:
+    assert {f.name for f in fields(ControllerState)} == set(_CODECS)
+    data = json.loads(json.dumps(FULL.to_json()))
+    assert data["version"] == SCHEMA_VERSION
+    assert ControllerState.from_json(data) == FULL
+    assert ControllerState.from_json(None) == ControllerState()
+    assert ControllerState.from_json({"version": SCHEMA_VERSION}) == ControllerState()  # fields default
+
+
+def test_a_newer_state_version_is_refused_not_overwritten(tmp_path: Path) -> None:
+    with pytest.raises(StateError, match="newer igniter"):
+        ControllerState.from_json({"version": SCHEMA_VERSION + 1})
+    path = tmp_path / "state.sqlite"
+    store = Store(path)
+    store.put(STATE_KEY, {"version": SCHEMA_VERSION + 1, "future": 1})
+    ctl, prov, _, _ = make_controller(make_policy(tmp_path), store=store)
+    report = ctl.tick()
+    assert not report.ok and "newer igniter" in (report.error or "") and prov.mutating_calls() == []
+    assert store.get(STATE_KEY) == {"version": SCHEMA_VERSION + 1, "future": 1}
+
+
+def test_legacy_keys_are_migrated_once(tmp_path: Path) -> None:
+    """A state file from before ControllerState: its five loose keys are read, then replaced."""
+    path = tmp_path / "state.sqlite"
+    store = Store(path)
+    legacy = {
+        "agent_seen": {"test-p3.2xlarge-0#0": 123.0},
+        "slo_guard": {"corrections": {"res": 1.44}, "over": {"alex": 1.0}},
+        "cheaper_since": 55.0,
+        "plan_generation": 4,
+        "unavailable": {"p3.8xlarge": 2_000_000.0},
+    }
+    for key, value in legacy.items():
+        store.put(key, value)
+    state = store.load_state()
+    assert state.agent_seen == {("test-p3.2xlarge-0", 0): 123.0}
+    assert state.slo_guard == GuardState({"res": 1.44}, {"alex": 1})
+    assert (state.cheaper_since, state.plan_generation) == (55.0, 4)
+    assert state.unavailable == {"p3.8xlarge": 2_000_000.0}
+    clock = Clock()
+    ctl, _, _, _ = make_controller(make_policy(tmp_path), clock, store=store)
+    ctl.tick()
+    assert ctl.current_state().plan_generation == 5  # continued from the migrated value
+    assert ctl.current_state().slo_guard.corrections == {"res": 1.44}
+    rows = dict(sqlite3.connect(path).execute("SELECT key, value FROM meta").fetchall())
+    assert not set(LEGACY_STATE_KEYS) & set(rows) and json.loads(rows[STATE_KEY])["version"] == SCHEMA_VERSION
+    store.put("plan_generation", 99)  # a stray old key no longer wins over the saved object
+    assert store.load_state().plan_generation == 5
+
+
+def test_state_is_saved_once_per_tick(tmp_path: Path) -> None:
+    store = Store(":memory:")
+    saves: list[ControllerState] = []
+    real = store.save_state
+    store.save_state = lambda s: (saves.append(s), real(s))[1]  # type: ignore[method-assign]
+    ctl, _, _, _ = make_controller(make_policy(tmp_path), store=store)
+    ctl.tick()
+    assert len(saves) == 1 and saves[0] == ctl.current_state() == store.load_state()
+    assert saves[0].plan_generation == 1
+
+
+def test_backoff_doubles_and_is_bounded() -> None:
+    b = Backoff()
+    waits = []
+    for _ in range(8):
+        b = b.failed(1000.0, "throttled")
+        waits.append(b.until - 1000.0)
+    assert waits == [15.0, 30.0, 60.0, 120.0, 240.0, 300.0, 300.0, 300.0]
+    assert b.active(1299.0) and not b.active(1300.0) and not Backoff().active(0.0)
