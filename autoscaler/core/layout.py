@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agents.spec import Assignment, ServerSpec
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
 
 
@@ -367,20 +368,21 @@ def _spec(name: str, index: int, gpu_index: int, p: PlacementOut, info: Mapping[
 
 
 def assignment_json(servers: Iterable[PlannedServer], generation: int, port_base: int) -> dict[str, Any]:
-    """The agent contract: `igniter-agent apply` input for one instance."""
-    return {
-        "generation": generation,
-        "servers": [
-            {
-                "name": s.name,
-                "workload": s.workload,
-                "model_dir": s.model_dir,
-                "batch": s.batch,
-                "mps_percent": round(s.mps_percent, 4),
-                "gpu_index": s.gpu_index,
-                "port": port_base + s.index,
-                "max_queue_delay_ms": s.max_queue_delay_ms,
-            }
-            for s in sorted(servers, key=lambda v: v.index)
-        ],
-    }
+    """`igniter-agent apply` input for one instance, built as the agent's own model of it
+    (agents/spec.py Assignment: the agent side owns that contract) and validated on the way, so
+    the autoscaler never describes the JSON a second time nor sends what an agent would reject.
+    Fields the agent defaults (a server's `host`) are left out, as before."""
+    specs = [
+        ServerSpec(
+            name=s.name,
+            workload=s.workload,
+            model_dir=s.model_dir,
+            batch=s.batch,
+            mps_percent=round(s.mps_percent, 4),
+            gpu_index=s.gpu_index,
+            port=port_base + s.index,
+            max_queue_delay_ms=s.max_queue_delay_ms,
+        )
+        for s in sorted(servers, key=lambda v: v.index)
+    ]
+    return Assignment(generation=generation, servers=specs).model_dump(mode="json", exclude_unset=True)

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from agents.spec import parse_assignment
 from autoscaler.core.layout import (
     LayoutInput,
     WorkloadInfo,
@@ -106,6 +113,19 @@ def test_assignment_contract() -> None:
         "port": 8101,
         "max_queue_delay_ms": 20.0,
     }
+
+
+def test_assignment_is_the_agents_own_model() -> None:
+    """One contract: what the autoscaler sends is what agents/spec.py parses, and what it would
+    reject is refused before it is sent."""
+    layout = layout_from_plan(Plan("x", (instance("a", "b"),)), inp())
+    body = assignment_json(layout.slots[0].servers, 7, 8100)
+    parsed = parse_assignment(json.dumps(body), "test")
+    assert parsed.generation == 7 and [s.port for s in parsed.servers] == [8100, 8101]
+    assert parsed.model_dump(mode="json", exclude_unset=True) == body
+    broken = dataclasses.replace(layout.slots[0].servers[0], batch=0)
+    with pytest.raises(ValidationError, match="batch"):
+        assignment_json((broken,), 7, 8100)
 
 
 def test_slot_candidates_are_built_once_per_plan(monkeypatch) -> None:  # type: ignore[no-untyped-def]
