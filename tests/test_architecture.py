@@ -4,8 +4,8 @@
   (fleet/base.py, transport/base.py) import no cloud SDK, SSH, process, socket or clock module:
   inputs in, values out, time passed in.
 - The simulator reads no clock either: it runs on simulated time.
-- Each package imports only the packages below it (LAYERS): data flows down the list in
-  DESIGN.md, never up, so the pure core cannot reach the loop and the loop cannot reach the CLI.
+- Each package imports only the packages below it (LAYERS): data flows down the README's layout,
+  never up, so the pure core cannot reach the loop and the loop cannot reach the CLI.
 - The agents (agents/) import nothing from the autoscaler: a GPU VM installs only the agent.
 """
 

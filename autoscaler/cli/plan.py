@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="planner (default: the policy's scaling.planner, normally igniter)",
     )
-    p.add_argument("--json", action="store_true", help="print the plan as JSON (the contract in DESIGN.md)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON (the contract in docs/planner.md)")
     p.add_argument("--compare", action="store_true", help="run every planner and compare cost, GPUs, feasibility, time")
     p.set_defaults(func=run)
 

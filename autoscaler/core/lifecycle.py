@@ -94,7 +94,7 @@ class Record:
     created_at: float
     updated_at: float
     instance_id: str | None = None
-    generation: int = 0
+    plan_generation: int = 0  # the plan's generation it was launched under
 
     @property
     def key(self) -> tuple[str, int]:
@@ -119,7 +119,7 @@ def transition(record: Record, reason: Reason, now: float, detail: str = "", **f
     return Change(replace(record, state=target, updated_at=now, **fields), record.state, reason, detail)
 
 
-def new_record(slot: str, attempt: int, instance_type: str, now: float, generation: int = 0) -> Record:
+def new_record(slot: str, attempt: int, instance_type: str, now: float, plan_generation: int = 0) -> Record:
     """A record in the NEW pseudo-state, to be moved by REQUEST or DISCOVERED."""
     return Record(
         slot=slot,
@@ -129,7 +129,7 @@ def new_record(slot: str, attempt: int, instance_type: str, now: float, generati
         created_at=now,
         updated_at=now,
         instance_id=None,
-        generation=generation,
+        plan_generation=plan_generation,
     )
 
 
@@ -205,7 +205,7 @@ def _discover(
         key = (inst.slot, inst.attempt)
         if inst.id in known or key in open_keys or key in closed or not inst.slot:
             continue
-        rec = new_record(inst.slot, key[1], inst.instance_type, now, inst.generation)
+        rec = new_record(inst.slot, key[1], inst.instance_type, now, inst.plan_generation)
         out.append(transition(rec, R.DISCOVERED, now, f"{inst.id} carries the fleet tag", instance_id=inst.id))
         open_keys.add(key)
         if inst.state == "running":

@@ -74,7 +74,7 @@ class FleetView:
 
     records: Sequence[Record]  # open records (see lifecycle.OPEN)
     applied: Mapping[str, tuple[PlannedServer, ...]]  # slot -> servers last applied to its agent
-    stale_agents: frozenset[str] = frozenset()  # slots whose agent reports an older generation
+    stale_agents: frozenset[str] = frozenset()  # slots whose agent reports an older assignment generation
     ready_servers: frozenset[str] = frozenset()  # server names that report ready
     max_attempt: Mapping[str, int] = field(default_factory=dict)  # slot -> highest attempt ever used
     orphans: Sequence[tuple[str, str]] = ()  # (slot, instance id): ours, listed, no record

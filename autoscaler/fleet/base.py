@@ -42,7 +42,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 TAG_FLEET = "igniter:fleet"
 TAG_SLOT = "igniter:slot"
-TAG_GENERATION = "igniter:generation"
+TAG_PLAN_GENERATION = "igniter:generation"  # the plan generation an instance was launched under
 TAG_ATTEMPT = "igniter:attempt"
 
 InstanceState = Literal["pending", "running", "stopping", "terminated"]
@@ -64,7 +64,7 @@ class Instance:
     state: InstanceState
     launched_at: float
     address: str | None = None
-    generation: int = 0
+    plan_generation: int = 0  # the plan's generation it was launched under (not an assignment's)
     attempt: int = 0
     port_base: int | None = None
     state_dir: str | None = None
@@ -163,7 +163,9 @@ class Provider(Protocol):
         """Every non-terminated instance carrying this fleet's tag."""
         ...
 
-    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0, salt: str = "") -> Instance:
+    def launch(
+        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+    ) -> Instance:
         """Start an instance for `slot` (idempotent: returns the existing one if present).
 
         `salt` is the state file's random epoch: it keeps launch tokens unique when a slot name is
@@ -203,12 +205,12 @@ def launch_token(fleet: str, slot: str, attempt: int, salt: str = "") -> str:
 
 
 def tag_int(tags: dict[str, str], key: str) -> int:
-    """An integer tag (generation, attempt); a missing or mangled one reads as 0."""
+    """An integer tag (plan generation, attempt); a missing or mangled one reads as 0."""
     try:
         return int(tags.get(key, "0"))
     except ValueError:
         return 0
 
 
-def fleet_tags(fleet: str, slot: str, generation: int, attempt: int) -> dict[str, str]:
-    return {TAG_FLEET: fleet, TAG_SLOT: slot, TAG_GENERATION: str(generation), TAG_ATTEMPT: str(attempt)}
+def fleet_tags(fleet: str, slot: str, plan_generation: int, attempt: int) -> dict[str, str]:
+    return {TAG_FLEET: fleet, TAG_SLOT: slot, TAG_PLAN_GENERATION: str(plan_generation), TAG_ATTEMPT: str(attempt)}

@@ -27,7 +27,7 @@ from autoscaler.config.policy import ProviderConfig
 from autoscaler.fleet.base import (
     TAG_ATTEMPT,
     TAG_FLEET,
-    TAG_GENERATION,
+    TAG_PLAN_GENERATION,
     TAG_SLOT,
     AuthError,
     CapacityError,
@@ -125,11 +125,13 @@ class Ec2Provider:
         ]
         return sorted(self._describe(filters), key=lambda i: i.id)
 
-    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0, salt: str = "") -> Instance:
+    def launch(
+        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+    ) -> Instance:
         existing = self._find(slot, attempt)
         if existing is not None:
             return existing
-        request = self._run_request(slot, instance_type, generation, attempt, salt)
+        request = self._run_request(slot, instance_type, plan_generation, attempt, salt)
         try:
             reply = self.client.run_instances(**request)
         except (ClientError, BotoCoreError) as exc:
@@ -198,8 +200,10 @@ class Ec2Provider:
         raise err from exc
 
     # -- helpers ----------------------------------------------------------------------------------
-    def _run_request(self, slot: str, instance_type: str, generation: int, attempt: int, salt: str) -> dict[str, Any]:
-        tags = [{"Key": k, "Value": v} for k, v in fleet_tags(self.fleet, slot, generation, attempt).items()]
+    def _run_request(
+        self, slot: str, instance_type: str, plan_generation: int, attempt: int, salt: str
+    ) -> dict[str, Any]:
+        tags = [{"Key": k, "Value": v} for k, v in fleet_tags(self.fleet, slot, plan_generation, attempt).items()]
         tags.append({"Key": "Name", "Value": slot})
         request: dict[str, Any] = {
             "MinCount": 1,
@@ -256,7 +260,7 @@ class Ec2Provider:
             state=STATE_MAP.get(raw.get("State", {}).get("Name", ""), "stopping"),
             launched_at=launched.timestamp() if launched is not None else 0.0,
             address=raw.get("PrivateIpAddress"),
-            generation=tag_int(tags, TAG_GENERATION),
+            plan_generation=tag_int(tags, TAG_PLAN_GENERATION),
             attempt=tag_int(tags, TAG_ATTEMPT),
             tags=tags,
         )

@@ -31,7 +31,9 @@ class FakeProvider:
                 self._instances[iid] = replace(inst, state="running")
         return sorted(self._instances.values(), key=lambda i: i.id)
 
-    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0, salt: str = "") -> Instance:
+    def launch(
+        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+    ) -> Instance:
         self.calls.append(("launch", slot, instance_type, str(attempt)))
         found = self._find(slot, attempt)
         if found is not None:
@@ -48,9 +50,9 @@ class FakeProvider:
             state="pending",
             launched_at=self.clock(),
             address="127.0.0.1",
-            generation=generation,
+            plan_generation=plan_generation,
             attempt=attempt,
-            tags=fleet_tags(self.fleet, slot, generation, attempt),
+            tags=fleet_tags(self.fleet, slot, plan_generation, attempt),
         )
         self._instances[inst.id] = inst
         return inst

@@ -53,7 +53,9 @@ class LocalProvider:
                 out.append(self._instance(meta, state))
         return sorted(out, key=lambda i: i.id)
 
-    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0, salt: str = "") -> Instance:
+    def launch(
+        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+    ) -> Instance:
         iid = f"local-{slot}-a{attempt}"
         existing = self._read(self.root / iid)
         if existing and not existing.get("terminated") and self._state(existing) is not None:
@@ -64,7 +66,7 @@ class LocalProvider:
             "slot": slot,
             "instance_type": instance_type,
             "attempt": attempt,
-            "generation": generation,
+            "generation": plan_generation,
             "launched_at": self.clock(),
             "port_base": self._free_port_base(),
             "terminated": False,
@@ -146,7 +148,7 @@ class LocalProvider:
             state=state,
             launched_at=float(meta["launched_at"]),
             address="127.0.0.1",
-            generation=int(meta["generation"]),
+            plan_generation=int(meta["generation"]),
             attempt=int(meta["attempt"]),
             port_base=int(meta["port_base"]),
             state_dir=str(self.root / meta["id"]),

@@ -49,7 +49,9 @@ class SimProvider:
                 self._live[iid] = replace(inst, state="running")
         return sorted(self._live.values(), key=lambda i: i.id)
 
-    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0, salt: str = "") -> Instance:
+    def launch(
+        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+    ) -> Instance:
         """Start (or return the existing) instance of (slot, attempt); unknown types are permanent errors."""
         found = self._by_key.get((slot, str(attempt)))
         if found is not None and found in self._live:
@@ -65,9 +67,9 @@ class SimProvider:
             state="pending",
             launched_at=now,
             address=None,
-            generation=generation,
+            plan_generation=plan_generation,
             attempt=attempt,
-            tags=fleet_tags(self.fleet, slot, generation, attempt),
+            tags=fleet_tags(self.fleet, slot, plan_generation, attempt),
         )
         self._live[inst.id] = inst
         self._by_key[(slot, str(attempt))] = inst.id

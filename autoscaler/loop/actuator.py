@@ -51,7 +51,7 @@ class Actuator:
     provider: Provider
     transport: Transport
     instances: Mapping[str, Instance]  # listed instances by id
-    agent_generation: Mapping[str, int]  # slot -> generation its agent reports
+    assignment_generation: Mapping[str, int]  # slot -> the assignment generation its agent reports
     default_port_base: int
     state: ControllerState  # read for the plan generation, backoff, quarantine; updated by failures
     tick: int | None
@@ -142,7 +142,7 @@ class Actuator:
                 f"configure {a.slot}: its agent rejected this assignment; not re-sent until it changes"
             )
             return
-        gen = self._generation_for(rec, a.servers)
+        gen = self._assignment_generation_for(rec, a.servers)
         body = assignment_json(a.servers, gen, self._port_base(inst))
         aid = self.store.begin_action(
             self.tick, "configure", a.slot, {"reason": a.reason, "assignment": body}, self.clock()
@@ -157,7 +157,7 @@ class Actuator:
             return
         rec, inst = found
         self.store.apply([transition(rec, Reason.DRAIN, self.clock(), a.reason)])
-        gen = self.store.next_generation(self.agent_generation.get(a.slot, 0) + 1)
+        gen = self.store.next_assignment_generation(self.assignment_generation.get(a.slot, 0) + 1)
         aid = self.store.begin_action(self.tick, "drain", a.slot, {"reason": a.reason}, self.clock())
         if self._apply(inst, assignment_json((), gen, self._port_base(inst)), aid, f"drain {a.slot}", rec.key, None):
             self.store.set_applied(rec.key, (), gen, self.clock())
@@ -190,13 +190,13 @@ class Actuator:
         elif decision.retry is Retry.CHANGED and mark is not None:
             self.state = replace(self.state, rejected={**self.state.rejected, key: mark})
 
-    def _generation_for(self, rec: Record, servers: tuple[PlannedServer, ...]) -> int:
+    def _assignment_generation_for(self, rec: Record, servers: tuple[PlannedServer, ...]) -> int:
         """Re-send an unchanged assignment under its generation (the agent treats it as a no-op);
-        anything new gets a fresh generation above what the agent holds."""
+        anything new gets a fresh assignment generation above what the agent holds."""
         prev = self.store.applied().get(rec.key)
         if prev is not None and sorted(s.agent_key() for s in prev[1]) == sorted(s.agent_key() for s in servers):
             return prev[0]
-        return self.store.next_generation(self.agent_generation.get(rec.slot, 0) + 1)
+        return self.store.next_assignment_generation(self.assignment_generation.get(rec.slot, 0) + 1)
 
     def _instance_of(self, slot: str) -> tuple[Record, Instance] | None:
         """The slot's newest ready or draining instance, unless it is quarantined (never contacted)."""

@@ -4,7 +4,7 @@ Side effects live behind the Provider, Transport and RateSource interfaces and t
 controller remembers between ticks is one typed ControllerState (loop/state.py), loaded at the start
 of a tick and saved once at its end; failures are handled as the contracts' error tables say
 (fleet/base.py, transport/base.py). Time comes from an injected clock, so the same code runs under APScheduler (`igniter run`) and under a
-simulated clock (`igniter simulate`). The pure parts are lifecycle.sync, forecast, sloguard,
+simulated clock (`igniter simulate`). The pure parts are lifecycle.sync, forecast, slo_guard,
 scaling.choose, layout_from_plan and reconcile.diff.
 """
 
@@ -382,7 +382,9 @@ class Controller:
         stale = frozenset(
             s
             for s, r in current.items()
-            if r.key in applied_all and s in obs.statuses and (obs.statuses[s].generation or 0) < applied_all[r.key][0]
+            if r.key in applied_all
+            and s in obs.statuses
+            and (obs.statuses[s].assignment_generation or 0) < applied_all[r.key][0]
         )
         ready = self._ready_servers(current, applied, obs)
         prices = {t.name: t.price_per_hour for t in self.policy.instance_types}
@@ -407,13 +409,13 @@ class Controller:
         )
 
     def act(self, obs: Observation, actions: tuple[Any, ...], report: TickReport) -> Outcome:
-        agent_gen = {s: st.generation or 0 for s, st in obs.statuses.items()}
+        agent_gen = {s: st.assignment_generation or 0 for s, st in obs.statuses.items()}
         actuator = Actuator(
             store=self.store,
             provider=self.deps.provider,
             transport=self.deps.transport,
             instances=obs.instances,
-            agent_generation=agent_gen,
+            assignment_generation=agent_gen,
             default_port_base=self.policy.agents.server_base_port,
             state=self.state,
             tick=report.tick,

@@ -135,8 +135,8 @@ class Store:
         """Random id of this state file, salted into launch tokens (see fleet/base.py launch_token)."""
         return str(self.get("epoch"))
 
-    def next_generation(self, at_least: int = 0) -> int:
-        """A fleet-wide, strictly increasing assignment generation (at least `at_least`: an agent
+    def next_assignment_generation(self, at_least: int = 0) -> int:
+        """A fleet-wide, strictly increasing assignment generation (meta key `generation`) (at least `at_least`: an agent
         that already holds a higher one, e.g. after the state file was lost, would refuse less)."""
         with self._tx() as db:
             gen = max(int(self._get(db, "generation") or 0) + 1, at_least)
@@ -167,7 +167,7 @@ class Store:
                 created_at=r[4],
                 updated_at=r[5],
                 instance_id=r[6],
-                generation=r[7],
+                plan_generation=r[7],
             )
             for r in rows
         ]
@@ -201,7 +201,7 @@ class Store:
                         r.instance_type,
                         r.state.value,
                         r.instance_id,
-                        r.generation,
+                        r.plan_generation,
                         r.created_at,
                         r.updated_at,
                     ),
@@ -266,7 +266,7 @@ class Store:
     def set_applied(
         self, key: tuple[str, int], servers: tuple[PlannedServer, ...], generation: int, now: float
     ) -> None:
-        """What the agent of (slot, attempt) was last told to run, and under which generation."""
+        """What the agent of (slot, attempt) was last told to run, and under which assignment generation."""
         body = json.dumps([asdict(s) for s in servers])
         with self._tx() as db:
             db.execute(
@@ -277,7 +277,7 @@ class Store:
             )
 
     def applied(self) -> dict[tuple[str, int], tuple[int, tuple[PlannedServer, ...]]]:
-        """Per (slot, attempt): generation and servers. Called several times a tick; each stored
+        """Per (slot, attempt): assignment generation and servers. Called several times a tick; each stored
         servers text is parsed once (PlannedServer is frozen, so sharing the tuples is safe)."""
         with self._lock:
             rows = self._db.execute("SELECT slot, attempt, generation, servers FROM applied").fetchall()

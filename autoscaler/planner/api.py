@@ -145,7 +145,7 @@ def make_plan(
     planner: str = "igniter",
     current: Plan | None = None,
 ) -> Plan:
-    """The cheapest plan the named planner finds; see DESIGN.md for the JSON it serialises to.
+    """The cheapest plan the named planner finds; see docs/planner.md for the JSON it serialises to.
 
     With `current`, placements that are still feasible stay where they are and `Plan.moved`
     counts the placements that start or change. A positive-rate demand that no instance type can

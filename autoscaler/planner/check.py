@@ -1,7 +1,7 @@
 """An independent feasibility re-check of any Plan, by the performance model alone.
 
 It trusts nothing the planner computed: every GPU's placements are re-predicted together with
-`PerfModel.predict_raw`, and the plan is held to the contract (DESIGN.md): latency * correction
+`PerfModel.predict_raw`, and the plan is held to the contract (docs/planner.md): latency * correction
 <= SLO / 2, throughput / correction >= the rate share, shares in (0, 100] summing to at most 100
 per GPU, memory where the profile declares it, rate shares adding up to each workload's rate, and
 (given the instance types) no instance with more GPUs than it has or more instances than allowed.

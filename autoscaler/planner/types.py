@@ -1,4 +1,4 @@
-"""Typed planner inputs and outputs. The Plan serialises to the JSON contract in DESIGN.md."""
+"""Typed planner inputs and outputs. The Plan serialises to the JSON contract in docs/planner.md."""
 
 from __future__ import annotations
 

@@ -194,7 +194,7 @@ def plan_gpus(plan: Plan) -> list[tuple[str, list[tuple[str, str, int, float]]]]
 
 
 class MemoPlanner:
-    """The plan function with its answers remembered. Planners are pure (DESIGN.md), so a tick that
+    """The plan function with its answers remembered. Planners are pure (docs/planner.md), so a tick that
     asks the same question as an earlier one (same rates, corrections, caps and current plan; the
     common case while a trace row's rate holds) gets the same plan without planning again."""
 

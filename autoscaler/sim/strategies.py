@@ -1,4 +1,6 @@
-"""Baseline scaling strategies the simulator compares the autoscaler with.
+"""Scaling strategies the simulator compares the autoscaler with (not to be confused with the
+planner's baselines, planner/baselines.py: those are placement algorithms from the paper, which
+the simulator runs inside the autoscaler's own controller).
 
 - static peak: the plan for every workload's peak rate, bought for the whole trace (what a fleet
   sized by hand for the busiest hour costs; it never falls short).

@@ -1,6 +1,6 @@
 """Request-rate traces: read, reshape and write the wide CSV that `igniter simulate` replays.
 
-The wide format (DESIGN.md): a `time_s` column, then one column per workload name, in requests per
+The wide format (docs/simulate.md): a `time_s` column, then one column per workload name, in requests per
 second; row k's rate holds from its time until the next row's. The long format (one row per time
 and name, as the ServeGen release ships it) is turned into the wide one by `long_to_wide`.
 

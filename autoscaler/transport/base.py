@@ -104,7 +104,7 @@ class ServerStatus:
 
 @dataclass(frozen=True, slots=True)
 class AgentStatus:
-    generation: int | None
+    assignment_generation: int | None  # the `generation` of the assignment it holds
     running: bool  # the agent process holds its state directory
     servers: tuple[ServerStatus, ...] = ()
     error: str | None = None  # e.g. the agent rejected its assignment

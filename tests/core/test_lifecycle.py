@@ -35,7 +35,7 @@ def inst(iid: str = "i-1", slot: str = "f-p3-0", attempt: int = 0, state: str = 
         state=state,
         launched_at=NOW - 10,
         address="127.0.0.1",
-        generation=1,
+        plan_generation=1,
         attempt=attempt,
         tags=fleet_tags("f", slot, 1, attempt),
     )  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from autoscaler.config.policy import load_policy
-from autoscaler.fleet.base import TAG_FLEET, TAG_GENERATION, TAG_SLOT
+from autoscaler.fleet.base import TAG_FLEET, TAG_PLAN_GENERATION, TAG_SLOT
 from autoscaler.loop.controller import Controller
 from autoscaler.loop.store import Store
 from autoscaler.loop.wiring import build_controller, default_planner
@@ -119,7 +119,7 @@ def test_launch_idle_scale_in_and_rediscovery(moto: Moto, tmp_path: Path) -> Non
     running = fleet_instances(moto)
     assert Counter(i["InstanceType"] for i in running) == planned_types(first)
     assert {tags(i)[TAG_SLOT] for i in running} == {s.slot for s in first.layout.slots}
-    assert all(tags(i)[TAG_GENERATION] == "1" for i in running)
+    assert all(tags(i)[TAG_PLAN_GENERATION] == "1" for i in running)
 
     clock.advance(30)
     assert ctl.tick().ok

@@ -42,9 +42,9 @@ def test_closed_records_leave_open_set(tmp_path: Path) -> None:
 
 def test_generation_is_monotonic(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite")
-    assert [store.next_generation() for _ in range(3)] == [1, 2, 3]
-    assert store.next_generation(at_least=10) == 10
-    assert store.next_generation(at_least=5) == 11
+    assert [store.next_assignment_generation() for _ in range(3)] == [1, 2, 3]
+    assert store.next_assignment_generation(at_least=10) == 10
+    assert store.next_assignment_generation(at_least=5) == 11
 
 
 def test_layouts_applied_and_rates(tmp_path: Path) -> None:

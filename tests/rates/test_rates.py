@@ -65,7 +65,7 @@ def test_parse_status() -> None:
             "extra": 1,
         }
     )
-    assert st.generation == 3 and st.ready_names() == {"a-0"} and st.servers[0].latency_ms_p99 == 12.5
+    assert st.assignment_generation == 3 and st.ready_names() == {"a-0"} and st.servers[0].latency_ms_p99 == 12.5
     assert parse_status({"generation": None, "servers": [], "agent_running": False}).running is False
     with pytest.raises(TransportError):
         parse_status(["not", "a", "dict"])

@@ -92,7 +92,7 @@ def test_applies_an_assignment_to_a_real_agent_and_reads_status(
         while status.ready_names() != {"tiny-0"} and time.monotonic() < deadline:
             time.sleep(0.3)
             status = parse_status(transport.status(INSTANCE))
-        assert status.ready_names() == {"tiny-0"} and status.generation == 1 and status.running
+        assert status.ready_names() == {"tiny-0"} and status.assignment_generation == 1 and status.running
         assert list(transport._pool.values()) == [client]  # one pooled connection, reused
         reply = httpx.post(
             f"http://127.0.0.1:{port}/v2/models/tiny/infer",
@@ -112,7 +112,7 @@ def test_arguments_are_quoted(sshd: Sshd, tmp_path: Path) -> None:
     transport = SshTransport(config(sshd, evil))
     assert "'" in transport.command("status")
     status = parse_status(transport.status(INSTANCE))
-    assert status.generation is None and status.running is False
+    assert status.assignment_generation is None and status.running is False
     assert not marker.exists()
     transport.close()
 
