@@ -6,7 +6,7 @@ TOOLS   := .venv-tools
 STAMP   := $(VENV)/.installed
 TSTAMP  := $(TOOLS)/.installed
 
-.PHONY: test lint demo bench venv tools debs clean
+.PHONY: test lint typecheck demo bench venv tools debs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -41,7 +41,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: $(STAMP) $(TSTAMP) debs lint
+# mypy, strict on the pure folders (configured in pyproject.toml's [tool.mypy]).
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: $(STAMP) $(TSTAMP) debs lint typecheck
 	CHECKOV=$(abspath $(TOOLS))/bin/checkov $(BIN)/python -m pytest
 
 demo: $(STAMP) debs

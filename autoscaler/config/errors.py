@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 
 class InputError(Exception):
@@ -34,7 +35,7 @@ def field_path(loc: Sequence[int | str]) -> str:
     return out
 
 
-def _describe(err: dict) -> str:
+def _describe(err: ErrorDetails) -> str:
     kind = err.get("type", "")
     if kind == "extra_forbidden":
         return "unknown key"
@@ -43,7 +44,7 @@ def _describe(err: dict) -> str:
     return str(err.get("msg", "invalid value"))
 
 
-def _suggest(err: dict, errors: list[dict]) -> str:
+def _suggest(err: ErrorDetails, errors: list[ErrorDetails]) -> str:
     """For an unknown key, name the missing sibling it was probably meant to be."""
     parent, key = tuple(err["loc"][:-1]), str(err["loc"][-1])
     missing = [str(e["loc"][-1]) for e in errors if e.get("type") == "missing" and tuple(e["loc"][:-1]) == parent]

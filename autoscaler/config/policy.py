@@ -6,6 +6,7 @@ silently falling back to a default.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -142,7 +143,11 @@ class Policy(_Frozen):
 
     @model_validator(mode="after")
     def _unique_names(self) -> Policy:
-        for section, items in (("instance_types", self.instance_types), ("workloads", self.workloads)):
+        named: tuple[tuple[str, Sequence[InstanceType | Workload]], ...] = (
+            ("instance_types", self.instance_types),
+            ("workloads", self.workloads),
+        )
+        for section, items in named:
             seen: set[str] = set()
             for i, item in enumerate(items):
                 if item.name in seen:
@@ -185,9 +190,9 @@ def parse_policy(data: dict[str, Any], source: Path) -> Policy:
 
 def _field_error(exc: ValidationError) -> _FieldError | None:
     for err in exc.errors(include_url=False):
-        ctx = err.get("ctx") or {}
-        if isinstance(ctx.get("error"), _FieldError):
-            return ctx["error"]
+        found = (err.get("ctx") or {}).get("error")
+        if isinstance(found, _FieldError):
+            return found
     return None
 
 

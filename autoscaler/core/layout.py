@@ -81,10 +81,10 @@ class Layout:
 
     def capacity(self) -> dict[str, float]:
         """Predicted throughput per workload: what the layout can carry."""
-        out: Counter[str] = Counter()
+        out: dict[str, float] = {}
         for _, srv in self.servers():
-            out[srv.workload] += srv.predicted_throughput_rps
-        return dict(out)
+            out[srv.workload] = out.get(srv.workload, 0.0) + srv.predicted_throughput_rps
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {

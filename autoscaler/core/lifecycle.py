@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import Any
 
 from autoscaler.fleet.base import Instance
 
@@ -111,7 +112,7 @@ class Change:
     detail: str = ""
 
 
-def transition(record: Record, reason: Reason, now: float, detail: str = "", **fields: object) -> Change:
+def transition(record: Record, reason: Reason, now: float, detail: str = "", **fields: Any) -> Change:
     """Move `record` along the edge named by `reason`; raise InvalidTransition if there is none."""
     target = TRANSITIONS.get((record.state, reason))
     if target is None:
@@ -167,8 +168,8 @@ def _sync_record(
     """Walk one record forward as far as the observation allows."""
     out: list[Change] = []
     if rec.state is S.REQUESTED and rec.key in by_key:
-        inst = by_key[rec.key]
-        out.append(transition(rec, R.ADOPTED, now, f"found {inst.id} by slot tag", instance_id=inst.id))
+        found = by_key[rec.key]
+        out.append(transition(rec, R.ADOPTED, now, f"found {found.id} by slot tag", instance_id=found.id))
         rec = out[-1].record
     inst = listed.get(rec.instance_id or "")
     if rec.instance_id is None or rec.state in (S.FAILED, S.TERMINATED):

@@ -78,10 +78,13 @@ def _tact_surface(
     x: tuple[np.ndarray, np.ndarray], k1: float, k2: float, k3: float, k4: float, k5: float
 ) -> np.ndarray:
     b, r = x
-    return (k1 * b * b + k2 * b + k3) / (r + k4) + k5
+    out: np.ndarray = (k1 * b * b + k2 * b + k3) / (r + k4) + k5
+    return out
 
 
-def _fit_active(profile: Profile, m: ModelProfile, sched_ms: float) -> tuple[np.ndarray, tuple[float, ...]]:
+def _fit_active(
+    profile: Profile, m: ModelProfile, sched_ms: float
+) -> tuple[np.ndarray, tuple[float, float, float, float, float]]:
     """Fit k1..k5 on the grid; returns the measured active times and the coefficients."""
     f_max = profile.hardware.max_sm_clock_mhz
     b, r = np.meshgrid(profile.grid.batch_sizes, profile.grid.mps_percent, indexing="ij")
@@ -92,7 +95,8 @@ def _fit_active(profile: Profile, m: ModelProfile, sched_ms: float) -> tuple[np.
     start = np.linalg.lstsq(design, t_act.ravel(), rcond=None)[0]
     lower = [-np.inf, -np.inf, -np.inf, -0.99 * min(profile.grid.mps_percent), -np.inf]
     k, _ = curve_fit(_tact_surface, x, t_act.ravel(), p0=[*start, 0.0, 0.0], bounds=(lower, [np.inf] * 5), maxfev=20000)
-    return t_act, tuple(float(v) for v in k)
+    k1, k2, k3, k4, k5 = (float(v) for v in k)
+    return t_act, (k1, k2, k3, k4, k5)
 
 
 def _line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:

@@ -75,7 +75,7 @@ def build(name: str, fleet: GpuPool, unplaced: Iterable[Unplaced], stats: dict[s
     )
 
 
-def _identity(itype: str, g: GpuOut, p: PlacementOut) -> tuple:
+def _identity(itype: str, g: GpuOut, p: PlacementOut) -> tuple[object, ...]:
     return (itype, g.index, g.gpu, p.workload, p.model, p.batch, round(p.mps_percent, 6))
 
 

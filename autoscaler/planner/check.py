@@ -77,11 +77,11 @@ def _check_latencies(where: str, g: GpuOut, demands: Mapping[str, Demand], model
 
 
 def _check_rates(plan: Plan, demands: Sequence[Demand]) -> list[str]:
-    placed: Counter[str] = Counter()
+    placed: dict[str, float] = {}
     for inst in plan.instances:
         for g in inst.gpus:
             for p in g.placements:
-                placed[p.workload] += p.rate_rps
+                placed[p.workload] = placed.get(p.workload, 0.0) + p.rate_rps
     unplaced = {u.workload for u in plan.unplaced}
     out = []
     for d in demands:

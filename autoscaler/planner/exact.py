@@ -57,7 +57,7 @@ def classes(tasks: Sequence[Task]) -> list[list[int]]:
     """Tasks grouped by identical sizes on every type: identical workloads (and a workload's
     identical full replicas) become one class with a count, which removes the symmetry that
     would otherwise leave HiGHS permuting interchangeable tasks."""
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[tuple[object, ...], list[int]] = {}
     for i, t in enumerate(tasks):
         groups.setdefault(tuple(sorted(t.sizes.items())), []).append(i)
     return list(groups.values())

@@ -38,7 +38,7 @@ class Held:
 def open_kept(fleet: GpuPool, current: Plan) -> list[tuple[Gpu, PlacementOut]]:
     """Register the kept instances' GPUs; returns every current placement on them."""
     by_name = {o.name: o for o in fleet.options}
-    out = []
+    out: list[tuple[Gpu, PlacementOut]] = []
     for inst in current.instances:
         o = by_name.get(inst.instance_type)
         if o is None or (o.max_instances is not None and fleet.used[o.name] >= o.max_instances):
@@ -136,8 +136,8 @@ def seed(fleet: GpuPool, current: Plan, demands: Sequence[Demand]) -> dict[str, 
         h, rest = hold_workload(fleet, d, by_wl.get(d.workload, []))
         held.extend(h)
         todo[d.workload] = rest
-    for h in seat(fleet, held):
-        todo[h.demand.workload] = todo.get(h.demand.workload, 0.0) + h.rate
+    for seated in seat(fleet, held):
+        todo[seated.demand.workload] = todo.get(seated.demand.workload, 0.0) + seated.rate
     return todo
 
 
