@@ -21,11 +21,11 @@ from tests.conftest import ROOT
 
 FORBIDDEN = {"boto3", "botocore", "paramiko", "subprocess", "time", "datetime", "socket", "httpx", "requests"}
 PURE_DIRS = ["autoscaler/config", "autoscaler/model", "autoscaler/planner", "autoscaler/core"]
-CONTRACTS = ["autoscaler/fleet/base.py", "autoscaler/transport/base.py"]
+CONTRACTS = ["autoscaler/fleet/base.py", "autoscaler/transport/base.py", "autoscaler/leader/base.py"]
 NO_CLOCK_DIRS = ["autoscaler/sim"]
 
-PURE = {"config", "model", "planner", "core", "fleet.base", "transport.base"}
-EDGES = {"fleet", "transport", "rates", "gateway"}
+PURE = {"config", "model", "planner", "core", "fleet.base", "transport.base", "leader.base"}
+EDGES = {"fleet", "transport", "rates", "gateway", "leader"}
 # package -> the autoscaler packages it may import ("fleet.base": that module only; "fleet": all of fleet/)
 LAYERS: dict[str, set[str]] = {
     "config": set(),
@@ -35,7 +35,8 @@ LAYERS: dict[str, set[str]] = {
     "fleet": {"config", "core", "fleet", "transport.base"},
     "transport": {"config", "core", "fleet.base", "transport"},
     "rates": {"config", "core", "fleet.base", "transport.base", "rates"},
-    "gateway": {"config", "core", "fleet.base", "transport.base", "gateway"},
+    "gateway": {"config", "core", "fleet.base", "transport.base", "leader.base", "gateway"},
+    "leader": {"config", "leader"},
     "loop": PURE | EDGES | {"loop"},
     "sim": PURE | EDGES | {"loop", "sim"},
     "demo": PURE | EDGES | {"loop", "sim", "demo"},
@@ -80,7 +81,7 @@ def target(module: str) -> str | None:
     parts = module.split(".")
     if parts[0] != "autoscaler" or len(parts) < 2:
         return None
-    if parts[1] in ("fleet", "transport") and len(parts) > 2 and parts[2] == "base":
+    if parts[1] in ("fleet", "transport", "leader") and len(parts) > 2 and parts[2] == "base":
         return f"{parts[1]}.base"
     return parts[1]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from autoscaler.config.policy import AgentsConfig, ProviderConfig, RatesConfig, ScalingConfig
+from autoscaler.config.policy import AgentsConfig, LeaderConfig, ProviderConfig, RatesConfig, ScalingConfig
 from autoscaler.core.lifecycle import TRANSITIONS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
@@ -31,6 +31,7 @@ def test_documented_defaults_match_the_schema() -> None:
         ("agents", AgentsConfig),
         ("scaling", ScalingConfig),
         ("rates", RatesConfig),
+        ("leader", LeaderConfig),
     ):
         defaults = model().model_dump()
         for key, value in doc[section].items():

@@ -21,7 +21,8 @@ from rich.table import Table
 
 from autoscaler.config.policy import load_policy
 from autoscaler.model.perfmodel import PerfModel
-from autoscaler.planner import EXTRA, PLANNERS, TooLarge, check_plan, make_plan, planning_inputs
+from autoscaler.planner import EXTRA, PLANNERS, TooLarge, TooManyInstances, check_plan, make_plan, planning_inputs
+from autoscaler.planner.limits import as_input_error, check_bound
 from autoscaler.planner.types import Demand, InstanceOption, Plan
 
 EXIT_OK, EXIT_UNPLACED = 0, 3
@@ -50,12 +51,28 @@ def run(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
     demands, options, models = planning_inputs(policy)
     name = args.planner or policy.scaling.planner
+    limit = policy.scaling.instance_limit
+    try:
+        check_bound(demands, options, models, limit)
+        return _plan(args, demands, options, models, name, limit)
+    except TooManyInstances as exc:
+        raise as_input_error(policy, exc) from None
+
+
+def _plan(
+    args: argparse.Namespace,
+    demands: list[Demand],
+    options: list[InstanceOption],
+    models: dict[str, PerfModel],
+    name: str,
+    limit: int | None,
+) -> int:
     if args.compare:
         rows = compare(demands, options, models)
         _print_compare(rows, args.json)
         chosen = next((r for r in rows if r.name == name and r.plan is not None), None)
         return EXIT_UNPLACED if chosen and chosen.plan.unplaced else EXIT_OK
-    plan = make_plan(demands, options, models, planner=name)
+    plan = make_plan(demands, options, models, planner=name, max_instances=limit)
     if args.json:
         print(json.dumps(plan.to_json(), indent=2))
     else:

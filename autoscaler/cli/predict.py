@@ -18,14 +18,14 @@ from autoscaler.model.perfmodel import PerfModel, Placement, load_perf_model
 
 
 class _PlacementIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     model: str
     batch: Annotated[int, Field(ge=1, le=4096)]
     mps_percent: Annotated[float, Field(gt=0, le=100)]
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     placements: Annotated[list[_PlacementIn], Field(min_length=1)]
 
 
@@ -81,16 +81,40 @@ def _read_requests(path: str) -> Iterator[tuple[int, _Request]]:
     stream: TextIO = sys.stdin if path == "-" else _open(path)
     source = "<stdin>" if path == "-" else path
     with stream:
-        for lineno, line in enumerate(stream, start=1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, _Request.model_validate_json(line)
-            except ValidationError as exc:
-                err = from_validation(source, exc)
-                if err.message.startswith("Invalid JSON"):
-                    raise InputError(source, f"line {lineno}", err.message) from None
-                raise InputError(source, f"line {lineno}: {err.field}", err.message) from None
+        try:
+            for lineno, line in enumerate(stream, start=1):
+                if line.strip():
+                    yield lineno, _request(source, lineno, line)
+        except UnicodeDecodeError as exc:
+            raise InputError(source, "", f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+
+
+def _request(source: str, lineno: int, line: str) -> _Request:
+    """One JSON line: strict JSON (no duplicate keys, no NaN or Infinity), then the schema."""
+    try:
+        data = json.loads(line, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as exc:
+        message = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InputError(source, f"line {lineno}", f"invalid JSON: {message}") from None
+    try:
+        return _Request.model_validate(data)
+    except ValidationError as exc:
+        err = from_validation(source, exc)
+        raise InputError(source, f"line {lineno}: {err.field}", err.message) from None
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """json's object hook: a key twice in one object is an error (json would keep the last)."""
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON (numbers must be finite)")
 
 
 def _open(path: str) -> TextIO:

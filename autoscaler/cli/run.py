@@ -1,7 +1,8 @@
 """`igniter run POLICY [--once] [--state FILE]`: the autoscaler control loop.
 
-Exit codes: 0 ok (for --once: the tick ran without error); 1 internal error or a failed --once
-tick; 2 bad input (`FILE: field.path: message`, no traceback).
+Exit codes: 0 ok (for --once: the tick ran without error, or this process is a standby and did
+nothing); 1 internal error or a failed --once tick; 2 bad input (`FILE: field.path: message`, no
+traceback), a bad state file included (`STATE: what is wrong; what to do`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from autoscaler.config.errors import InputError
 
 DESCRIPTION = """Autoscale a GPU inference fleet: every scaling.interval_s observe the rates and the fleet,
 forecast, plan with the planner and converge the fleet (EC2 or processes on this machine).
-SIGTERM finishes the tick in progress and exits; SIGHUP (or editing the file) reloads the policy."""
+SIGTERM finishes the tick in progress and exits; SIGHUP (or editing the file) reloads the policy.
+One process per fleet leads (policy `leader`); any other is a standby that acts on nothing and
+takes over when the leader goes."""
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -26,10 +29,16 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--once", action="store_true", help="run exactly one tick and exit")
     p.add_argument("--state", type=Path, help="SQLite state file (default ~/.local/state/igniter/<fleet>.sqlite)")
     p.add_argument(
+        "--status-listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="status endpoint address (default scaling.status_listen, 127.0.0.1:9464); HOST: loopback or private",
+    )
+    p.add_argument(
         "--status-port",
         type=int,
         default=None,
-        help="status HTTP port on 127.0.0.1 (default scaling.status_port; 0 picks a free port)",
+        help="status port on 127.0.0.1 (the older form of --status-listen; 0 picks a free port)",
     )
     p.add_argument("--no-status", action="store_true", help="do not serve the status endpoint")
     p.add_argument(
@@ -59,13 +68,27 @@ def _state_path(args: argparse.Namespace) -> Path:
 
 
 def _once(args: argparse.Namespace) -> int:
-    from autoscaler.config.policy import load_policy
-    from autoscaler.loop.wiring import build_controller
+    """One tick, as the leader only: a standby says who leads and does nothing (exit 0)."""
+    import time
 
-    controller = build_controller(load_policy(args.policy), _state_path(args))
+    from autoscaler.config.policy import load_policy
+    from autoscaler.leader.base import Fence, LeaseError
+    from autoscaler.loop.wiring import build_controller, make_leadership
+
+    policy = load_policy(args.policy)
+    fence = Fence(time.monotonic)
+    controller = build_controller(policy, _state_path(args), fence=fence)
+    leadership = make_leadership(policy, fence)
     try:
+        if not _lead(args, policy, leadership):
+            print(f"standby: {leadership.snapshot()['note']}; this --once run did nothing", file=sys.stderr)
+            return 0
         report = controller.tick()
+    except LeaseError as exc:
+        field = "leader.table" if policy.leader.kind == "dynamodb" else "leader.lock_dir"
+        raise InputError(args.policy, field, str(exc)) from None
     finally:
+        leadership.stop()
         controller.deps.transport.close()
         controller.store.close()
     print(
@@ -76,15 +99,60 @@ def _once(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _lead(args: argparse.Namespace, policy: Any, leadership: Any) -> bool:
+    """Take the lease if it is free or abandoned: a DynamoDB lease nobody renews is taken after
+    lease_s; one renewed meanwhile proves a live leader, and --once stops waiting."""
+    leadership.attempt(strict=True)
+    if leadership.fence.held:
+        return True
+    wait = policy.leader.lease_s + 2 * leadership.poll_s if policy.leader.kind == "dynamodb" else 0.0
+    return bool(wait) and leadership.wait_for_term(wait)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from autoscaler.config.policy import load_policy
     from autoscaler.loop.service import Service
 
     policy = load_policy(args.policy)
-    port = (
-        None if args.no_status else (args.status_port if args.status_port is not None else policy.scaling.status_port)
-    )
-    return Service(args.policy, _state_path(args), port).run()
+    return Service(args.policy, _state_path(args), None if args.no_status else status_bind(args, policy)).run()
+
+
+def status_bind(args: argparse.Namespace, policy: Any) -> Any:
+    """Where the status endpoint listens (flag, then policy, then 127.0.0.1:9464) and its token."""
+    from autoscaler.config.listen import parse_listen
+    from autoscaler.loop.service import StatusBind
+
+    token = _token(args.policy, policy.scaling.status_token_file, policy)
+    if args.status_listen is not None:
+        try:
+            host, port = parse_listen(args.status_listen)
+        except ValueError as exc:
+            raise InputError("command line", "--status-listen", str(exc)) from None
+        return StatusBind(host=host, port=port, field="--status-listen", token=token)
+    if args.status_port is not None:
+        return StatusBind(port=args.status_port, field="scaling.status_port", token=token)
+    host, port = policy.scaling.status_address
+    field = "scaling.status_port" if policy.scaling.status_port is not None else "scaling.status_listen"
+    return StatusBind(host=host, port=port, field=field, token=token)
+
+
+def _token(source: Path, path: str | None, policy: Any) -> str | None:
+    """The bearer token /v1/* requires: the first line of scaling.status_token_file."""
+    if path is None:
+        return None
+    file = Path(path).expanduser()
+    file = file if file.is_absolute() else (policy.source or source).parent / file
+    try:
+        token = file.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(source, "scaling.status_token_file", f"cannot read {file}: {exc}") from None
+    if len(token) < 16 or any(c.isspace() for c in token):
+        raise InputError(
+            source, "scaling.status_token_file", f"{file}: the token must be one word of at least 16 characters"
+        )
+    if file.stat().st_mode & 0o077:
+        logging.getLogger(__name__).warning("%s is readable by others: chmod 600 it", file)
+    return token
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.config.errors import InputError
+from autoscaler.config.limits import MAX_INTERVAL_S
 
 DESCRIPTION = """Replay a wide trace (a time_s column and one req/s column per workload) through the
 autoscaler's real controller (forecast, planner, hold/scale-down, reconcile) with a simulated clock and
@@ -127,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     _check_options(args, policy)
     trace = load_trace(args)
     check_workloads(trace, [w.name for w in policy.workloads], str(args.policy))
+    _check_size(policy, trace)
     if args.interval_s is not None:
         policy = policy.model_copy(
             update={"scaling": policy.scaling.model_copy(update={"interval_s": args.interval_s})}
@@ -149,8 +151,19 @@ def _check_options(args: argparse.Namespace, policy: Any) -> None:
         raise InputError("--planner", args.planner, f"unknown planner (known: {', '.join(PLANNERS)})")
     if args.headroom is not None and not 0 <= args.headroom <= 10:
         raise InputError("--headroom", str(args.headroom), "must be between 0 and 10")
-    if args.interval_s is not None and not args.interval_s > 0:
-        raise InputError("--interval-s", str(args.interval_s), "must be positive")
+    if args.interval_s is not None and not 0 < args.interval_s <= MAX_INTERVAL_S:
+        raise InputError("--interval-s", str(args.interval_s), f"must be positive, at most {MAX_INTERVAL_S:g}")
+
+
+def _check_size(policy: Any, trace: Any) -> None:
+    """Refuse a trace whose busiest rows need more instances than the policy allows, before replaying."""
+    from autoscaler.planner import TooManyInstances, planning_inputs
+    from autoscaler.planner.limits import check_bound
+
+    try:
+        check_bound(*planning_inputs(policy, rates=trace.peak()), policy.scaling.instance_limit)
+    except TooManyInstances as exc:
+        raise InputError(trace.source, f"column {exc.workload!r}", f"at its peak, {exc}") from None
 
 
 def _progress(label: str) -> None:

@@ -6,7 +6,9 @@ import argparse
 import sys
 
 from autoscaler.config.errors import InputError
-from autoscaler.config.policy import load_policy
+from autoscaler.config.policy import Policy, load_policy
+from autoscaler.planner import TooManyInstances, planning_inputs
+from autoscaler.planner.limits import as_input_error, check_bound
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -21,9 +23,18 @@ def run(args: argparse.Namespace) -> int:
     for path in args.policies:
         try:
             policy = load_policy(path)
+            check_size(policy)
         except InputError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed += 1
             continue
         print(f"{path}: ok ({len(policy.workloads)} workloads, {len(policy.instance_types)} instance types)")
     return 2 if failed else 0
+
+
+def check_size(policy: Policy) -> None:
+    """The policy's own rates must not need more instances than it allows (a cheap lower bound)."""
+    try:
+        check_bound(*planning_inputs(policy), policy.scaling.instance_limit)
+    except TooManyInstances as exc:
+        raise as_input_error(policy, exc) from None

@@ -41,6 +41,11 @@ def _describe(err: ErrorDetails) -> str:
         return "unknown key"
     if kind == "missing":
         return "required field is missing"
+    if kind == "finite_number":
+        return "must be a finite number (not .inf or .nan)"
+    ctx = err.get("ctx") or {}
+    if kind == "less_than_equal" and isinstance(ctx.get("le"), int | float):
+        return f"{err.get('input')} is above the ceiling {ctx['le']:,} (docs/operations.md, Limits)"
     return str(err.get("msg", "invalid value"))
 
 

@@ -10,9 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from autoscaler.config import limits
 from autoscaler.config.errors import InputError, from_validation
+from autoscaler.config.listen import parse_listen
 from autoscaler.config.profile import Profile, load_profile
 from autoscaler.config.yamlio import load_mapping
 
@@ -21,10 +23,18 @@ BUNDLED_PROFILES = Path(__file__).resolve().parents[2] / "policies" / "profiles"
 Name = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 Pos = Annotated[float, Field(gt=0)]
 NonNeg = Annotated[float, Field(ge=0)]
+# The ceilings of autoscaler/config/limits.py, one type each (docs/operations.md lists them).
+Rate = Annotated[float, Field(ge=0, le=limits.MAX_RATE_RPS)]
+Slo = Annotated[float, Field(gt=0, le=limits.MAX_SLO_MS)]
+Price = Annotated[float, Field(gt=0, le=limits.MAX_PRICE_PER_HOUR)]
+Seconds = Annotated[float, Field(gt=0, le=limits.MAX_SECONDS)]
+Delay = Annotated[float, Field(ge=0, le=limits.MAX_SECONDS)]
+Timeout = Annotated[float, Field(gt=0, le=limits.MAX_TIMEOUT_S)]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: `.inf` and `.nan` are YAML floats, and no field of a policy means them
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class InstanceType(_Frozen):
@@ -33,8 +43,8 @@ class InstanceType(_Frozen):
     name: Name
     gpu: Name
     gpus: Annotated[int, Field(ge=1, le=16)] = 1
-    price_per_hour: Pos
-    max_instances: Annotated[int, Field(ge=0)] | None = None
+    price_per_hour: Price
+    max_instances: Annotated[int, Field(ge=0, le=limits.MAX_INSTANCES_CEILING)] | None = None
 
 
 class Workload(_Frozen):
@@ -42,9 +52,9 @@ class Workload(_Frozen):
 
     name: Name
     model: Name
-    slo_ms: Pos
-    rate_rps: NonNeg = 0.0
-    min_rate_rps: NonNeg = Field(
+    slo_ms: Slo
+    rate_rps: Rate = 0.0
+    min_rate_rps: Rate = Field(
         default=0.0,
         description="capacity kept even when the observed rate is lower, e.g. to "
         "absorb traffic returning after a quiet period",
@@ -58,8 +68,8 @@ class ProviderConfig(_Frozen):
     endpoint_url: str | None = None
     launch_templates: dict[str, str] = Field(default_factory=dict)
     subnets: list[str] = Field(default_factory=list)
-    ready_timeout_s: Pos = 900.0
-    unavailable_s: Pos = Field(default=180.0, description="how long a type stays out after a capacity error")
+    ready_timeout_s: Seconds = 900.0
+    unavailable_s: Seconds = Field(default=180.0, description="how long a type stays out after a capacity error")
     base_port: Annotated[int, Field(ge=1024, le=65000)] = 18100
     state_root: str | None = Field(default=None, description="local provider: where agent state dirs live")
 
@@ -74,8 +84,8 @@ class AgentsConfig(_Frozen):
         "(default: next to the state file); otherwise the known_hosts to check (default ~/.ssh/known_hosts)",
     )
     port: Annotated[int, Field(ge=1, le=65535)] = 22
-    connect_timeout_s: Pos = 10.0
-    command_timeout_s: Pos = 30.0
+    connect_timeout_s: Timeout = 10.0
+    command_timeout_s: Timeout = 30.0
     host_override: str | None = None
     agent_command: str = "igniter-agent"
     state_dir: str = "/var/lib/igniter"
@@ -89,7 +99,7 @@ class CloudWatchRates(_Frozen):
     namespace: str = "Igniter/Inference"
     metric_name: str = "RequestCount"
     dimension_name: str = "Workload"
-    period_s: Annotated[int, Field(ge=1)] = 60
+    period_s: Annotated[int, Field(ge=1, le=86400)] = 60
     statistic: Literal["Sum", "Average"] = "Sum"
     region: str | None = Field(default=None, description="default: provider.region")
     endpoint_url: str | None = Field(default=None, description="default: provider.endpoint_url")
@@ -98,34 +108,114 @@ class CloudWatchRates(_Frozen):
 class PrometheusRates(_Frozen):
     url: str = "http://127.0.0.1:9090"
     query: str = 'sum(rate(igniter_requests_total{{workload="{workload}"}}[1m]))'
-    timeout_s: Pos = 5.0
+    timeout_s: Timeout = 5.0
 
 
 class RatesConfig(_Frozen):
     source: Literal["static", "agents", "cloudwatch", "prometheus"] = "static"
-    stale_after_s: Pos = Field(default=300.0, description="how long the last good value is kept when a source fails")
+    stale_after_s: Seconds = Field(
+        default=300.0, description="how long the last good value is kept when a source fails"
+    )
     cloudwatch: CloudWatchRates = Field(default_factory=CloudWatchRates)
     prometheus: PrometheusRates = Field(default_factory=PrometheusRates)
 
 
 class ScalingConfig(_Frozen):
-    interval_s: Pos = 30.0
-    settle_s: NonNeg = Field(
+    interval_s: Annotated[float, Field(gt=0, le=limits.MAX_INTERVAL_S)] = 30.0
+    settle_s: Delay = Field(
         default=15.0,
         description="after a tick whose make-before-break changes wait on servers "
         "it just started, the next tick comes after settle_s instead of interval_s (0: off)",
     )
     headroom: Annotated[float, Field(ge=0, le=10)] = 0.1
-    scale_down_delay_s: NonNeg = 600.0
-    boot_s: NonNeg = 180.0
-    max_cost_per_hour: Pos | None = None
+    scale_down_delay_s: Delay = 600.0
+    boot_s: Delay = 180.0
+    max_cost_per_hour: Annotated[float, Field(gt=0, le=limits.MAX_FLEET_COST_PER_HOUR)] | None = None
+    max_instances: Annotated[int, Field(ge=1, le=limits.MAX_INSTANCES_CEILING)] | None = Field(
+        default=None,
+        description=f"refuse a plan of more instances (default {limits.MAX_INSTANCES:,}, or no limit when "
+        "max_cost_per_hour caps the fleet instead)",
+    )
     forecast: Literal["last", "ewma", "holt", "seasonal"] = "ewma"
-    season_s: Pos = Field(default=86400.0, description="seasonal forecast: the period (a day)")
+    season_s: Seconds = Field(default=86400.0, description="seasonal forecast: the period (a day)")
     seasons: Annotated[int, Field(ge=1, le=28)] = Field(
         default=1, description="seasonal forecast: periods to look back over"
     )
     planner: Literal["igniter", "ffd", "gslice", "gpulets", "exact"] = "igniter"
-    status_port: Annotated[int, Field(ge=0, le=65535)] = 9464
+    status_listen: str | None = Field(
+        default=None,
+        description="HOST:PORT of the status endpoint (default 127.0.0.1:9464); HOST is an IP address, "
+        "loopback or private (e.g. the host's VPC address, for Prometheus on another host); port 0 picks one",
+    )
+    status_port: Annotated[int, Field(ge=0, le=65535)] | None = Field(
+        default=None, description="the older form of status_listen: 127.0.0.1:PORT"
+    )
+    status_token_file: str | None = Field(
+        default=None,
+        description="a file holding a bearer token that /v1/* then requires (Authorization: Bearer TOKEN); "
+        "/healthz and /metrics stay open",
+    )
+
+    @field_validator("status_listen")
+    @classmethod
+    def _listen(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_listen(value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_status_address(self) -> ScalingConfig:
+        if self.status_listen is not None and self.status_port is not None:
+            raise _FieldError(
+                "scaling.status_port",
+                "give scaling.status_listen only (status_port is its older form, 127.0.0.1:PORT)",
+            )
+        return self
+
+    @property
+    def status_address(self) -> tuple[str, int]:
+        """Where the status endpoint listens: status_listen, else 127.0.0.1:status_port, else the default."""
+        if self.status_listen is not None:
+            return parse_listen(self.status_listen)
+        return ("127.0.0.1", 9464 if self.status_port is None else self.status_port)
+
+    @property
+    def instance_limit(self) -> int | None:
+        """The most instances a plan may have; None when max_cost_per_hour caps the fleet instead."""
+        if self.max_instances is not None:
+            return self.max_instances
+        return None if self.max_cost_per_hour is not None else limits.MAX_INSTANCES
+
+
+class LeaderConfig(_Frozen):
+    """One leader per fleet: every other `igniter run` for it is a standby (docs/operations.md)."""
+
+    kind: Literal["local", "dynamodb"] = Field(
+        default="local",
+        description="local: an OS lock (fcntl) on this host, keyed by the fleet; "
+        "dynamodb: a lease record with conditional writes, for autoscalers on several hosts",
+    )
+    table: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9_.-]{3,255}$",
+        description="dynamodb: the lease table (Terraform's leader_table_name); partition key `fleet` (S)",
+    )
+    lease_s: Annotated[float, Field(ge=2, le=3600)] = Field(
+        default=30.0, description="dynamodb: a leader that stops renewing is replaced after this long"
+    )
+    region: str | None = Field(default=None, description="dynamodb: default provider.region")
+    endpoint_url: str | None = Field(default=None, description="dynamodb: default provider.endpoint_url")
+    lock_dir: str | None = Field(
+        default=None,
+        description="local: where the lock files live (default $IGNITER_LOCK_DIR, else ~/.local/state/igniter); "
+        "every autoscaler of the host must use the same one",
+    )
+
+    @model_validator(mode="after")
+    def _table_for_dynamodb(self) -> LeaderConfig:
+        if self.kind == "dynamodb" and not self.table:
+            raise _FieldError("leader.table", "required with kind: dynamodb (the lease table's name)")
+        return self
 
 
 class Policy(_Frozen):
@@ -139,6 +229,7 @@ class Policy(_Frozen):
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
     rates: RatesConfig = Field(default_factory=RatesConfig)
     scaling: ScalingConfig = Field(default_factory=ScalingConfig)
+    leader: LeaderConfig = Field(default_factory=LeaderConfig)
     source: Path | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")

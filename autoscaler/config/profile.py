@@ -12,7 +12,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from agents.profiler.schema import ModelProfile, Profile
-from autoscaler.config.errors import from_validation
+from autoscaler.config.errors import InputError, from_validation
+from autoscaler.config.limits import non_finite
 from autoscaler.config.yamlio import load_mapping
 
 __all__ = ["ModelProfile", "Profile", "load_profile"]
@@ -32,6 +33,10 @@ def load_profile(path: str | Path) -> Profile:
 def _load_cached(path: Path, _stamp: int) -> Profile:
     data = load_mapping(path)
     try:
-        return Profile.model_validate(data)
+        profile = Profile.model_validate(data)
     except ValidationError as exc:
         raise from_validation(path, exc) from None
+    bad = next(non_finite(profile.model_dump()), None)
+    if bad is not None:
+        raise InputError(path, bad, "must be a finite number (not .inf or .nan)")
+    return profile

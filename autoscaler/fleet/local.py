@@ -93,8 +93,9 @@ class LocalProvider:
 
     # -- helpers ----------------------------------------------------------------------------------
     def _spawn(self, state_dir: Path) -> int:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        with open(state_dir / "agent.log", "ab") as log:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)  # the instances' state: private
+        state_dir.mkdir(exist_ok=True, mode=0o700)
+        with open(os.open(state_dir / "agent.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
             proc = subprocess.Popen(
                 [*self.argv, "run", "--state-dir", str(state_dir), "--no-gpu"],
                 stdin=subprocess.DEVNULL,

@@ -24,9 +24,11 @@ from autoscaler.core.reconcile import FleetView, Limits, diff
 from autoscaler.core.scaling import choose, hold_rates, next_wake
 from autoscaler.core.slo_guard import update as guard_update
 from autoscaler.fleet.base import Instance, OnRecord, Provider, ProviderError, Retry
+from autoscaler.leader.base import NotLeader
 from autoscaler.loop.actuator import Actuator, Outcome, quarantine
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.store import Store
+from autoscaler.planner.limits import TooManyInstances
 from autoscaler.planner.types import Plan
 from autoscaler.rates.base import StatusFed
 from autoscaler.rates.reader import RateReader, Reading
@@ -135,6 +137,12 @@ class Controller:
             report.ok, report.error = False, f"{type(exc).__name__}: {exc}"
             report.outcome.error("provider", f"tick aborted: {report.error}")
             self._aborted_by(exc, start)
+        except NotLeader as exc:  # the lease ran out mid-tick: what is not done yet waits for the next leader
+            report.ok, report.error = False, str(exc)
+            report.outcome.error("leader", f"tick stopped: {exc}")
+        except TooManyInstances as exc:  # rates far past what the policy allows: the fleet stays as it is
+            report.ok, report.error = False, f"plan refused: {exc}"
+            report.outcome.error("plan", report.error)
         except Exception as exc:  # a bug or bad planner input: record it, keep the loop alive
             log.exception("tick %d failed", report.tick)
             report.ok, report.error = False, f"{type(exc).__name__}: {exc}"

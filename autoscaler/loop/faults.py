@@ -3,10 +3,15 @@
 `IGNITER_FAULT=<point>` makes the process SIGKILL itself when it reaches that point, e.g.
 `after_launch` (the provider returned an instance, nothing recorded yet). Points named `slow_*`
 sleep IGNITER_FAULT_SLEEP_S seconds (default 3) instead, to catch a tick in progress.
+
+`IGNITER_CALL_LOG=<file>` appends one JSON line per mutating call that passed the leader fence
+(loop/fence.py): time, pid, what, and the fencing token it went out under. Lease tests count
+each process's calls with it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -21,3 +26,15 @@ def point(name: str) -> None:
         time.sleep(float(os.environ.get("IGNITER_FAULT_SLEEP_S", "3")))
         return
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def record(kind: str, target: str, token: int) -> None:
+    path = os.environ.get("IGNITER_CALL_LOG")
+    if not path:
+        return
+    line = json.dumps({"t": time.time(), "pid": os.getpid(), "kind": kind, "target": target, "token": token})
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        os.write(fd, (line + "\n").encode())  # one write of an O_APPEND file: lines never interleave
+    finally:
+        os.close(fd)

@@ -6,8 +6,12 @@
 - SIGTERM / SIGINT: the tick in progress finishes, then the process exits 0.
 - SIGHUP, or a change of the policy file's mtime, reloads the policy before the next tick; an
   invalid policy is rejected with the error logged and the running one stays. Changes to `fleet`,
-  `provider` or `agents` need a restart (logged); rates, workloads, instance types and scaling
-  take effect at once.
+  `provider`, `agents` or `leader` need a restart (logged); rates, workloads, instance types and
+  scaling take effect at once.
+- One leader per fleet (leadership.py): a process that does not hold the fleet's lease is a
+  standby. It ticks not at all (it acts on nothing and keeps no view of the fleet), says so in its
+  log, /healthz and /metrics, and on taking over ticks at once, rebuilding its view from the
+  instances' tags as a fresh start does. SIGTERM gives the lease up after the last tick.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import logging
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -23,38 +28,71 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy, load_policy
+from autoscaler.leader.base import Fence, LeaseError
 from autoscaler.loop.controller import Controller
 from autoscaler.loop.status import StatusServer, StatusState
-from autoscaler.loop.wiring import build_controller, make_rates
+from autoscaler.loop.wiring import build_controller, make_leadership, make_rates
 
 log = logging.getLogger(__name__)
-RESTART_SECTIONS = ("fleet", "provider", "agents")
+RESTART_SECTIONS = ("fleet", "provider", "agents", "leader")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatusBind:
+    """Where the status endpoint listens, the policy field that said so, and its bearer token."""
+
+    host: str = "127.0.0.1"
+    port: int = 9464
+    field: str = "scaling.status_listen"
+    token: str | None = None
 
 
 class Service:
-    def __init__(self, policy_path: Path, state_path: Path, status_port: int | None) -> None:
+    def __init__(self, policy_path: Path, state_path: Path, status: StatusBind | None) -> None:
         self.policy_path = policy_path
         self.mtime = _mtime(policy_path)
-        self.controller: Controller = build_controller(load_policy(policy_path), state_path)
+        policy = load_policy(policy_path)
+        self.fence = Fence(time.monotonic)
+        self.controller: Controller = build_controller(policy, state_path, fence=self.fence)
         self.state = StatusState()
-        self.server = self._status_server(status_port)
         self.stop = threading.Event()
         self.reload_requested = threading.Event()
         self.scheduler: BackgroundScheduler | None = None
         self.ticking = threading.Lock()
         self.booking = threading.Lock()
         self.closing = False
+        try:
+            self.server = self._status_server(status)
+            self.leadership = make_leadership(policy, self.fence, self._role_changed)
+            self._first_attempt()
+        except BaseException:
+            self._close_parts()
+            raise
 
-    def _status_server(self, port: int | None) -> StatusServer | None:
-        if port is None:
+    def _status_server(self, bind: StatusBind | None) -> StatusServer | None:
+        if bind is None:
             return None
         try:
-            return StatusServer(self.state, port)
+            return StatusServer(self.state, bind.port, bind.host, bind.token)
         except OSError as exc:
-            self.controller.store.close()
             raise InputError(
-                self.policy_path, "scaling.status_port", f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}"
+                self.policy_path, bind.field, f"cannot listen on {bind.host}:{bind.port}: {exc.strerror or exc}"
             ) from None
+
+    def _first_attempt(self) -> None:
+        """Leader or standby from the start; a lease table that cannot be used is bad input."""
+        try:
+            self.leadership.attempt(strict=True)
+        except LeaseError as exc:
+            field = "leader.table" if self.leadership.lease.kind == "dynamodb" else "leader.lock_dir"
+            raise InputError(self.policy_path, field, str(exc)) from None
+        self.state.set_leader(self.leadership.snapshot(), changed=True)
+
+    def _role_changed(self, leader: bool) -> None:
+        """From the lease thread: report the role; a new leader ticks at once, from the tags."""
+        self.state.set_leader(self.leadership.snapshot(), changed=True)
+        if leader:
+            self._book_wake(time.time())
 
     @property
     def policy(self) -> Policy:
@@ -68,6 +106,9 @@ class Service:
         if not self.ticking.acquire(blocking=False):
             return
         try:
+            if not self.fence.held:  # a standby acts on nothing
+                self.state.set_leader(self.leadership.snapshot())
+                return
             self.maybe_reload()
             report = self.controller.tick()
             self.state.publish(self.controller, report)
@@ -121,7 +162,13 @@ class Service:
         self._signals()
         if self.server is not None:
             self.server.start()
-            log.info("status on http://127.0.0.1:%d (/healthz /metrics /v1/plan /v1/fleet)", self.server.port)
+            log.info(
+                "status on http://%s:%d (/healthz /metrics /v1/plan /v1/fleet /v1/leader%s)",
+                self.server.host,
+                self.server.port,
+                "; /v1/* with a bearer token" if self.server.httpd.token else "",
+            )
+        self.leadership.start()
         interval = self.policy.scaling.interval_s
         self.scheduler = BackgroundScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": max(1, int(interval))}
@@ -143,8 +190,15 @@ class Service:
         signal.signal(signal.SIGHUP, lambda *_: self.reload_requested.set())
 
     def close(self) -> None:
+        """After the last tick: give the lease up (a standby takes over at once), then close."""
         if self.server is not None:
             self.server.close()
+        self._close_parts()
+
+    def _close_parts(self) -> None:
+        leadership = getattr(self, "leadership", None)
+        if leadership is not None:
+            leadership.stop()
         self.controller.deps.transport.close()
         self.controller.deps.provider.close()
         self.controller.store.close()

@@ -1,4 +1,9 @@
-"""The status endpoint on 127.0.0.1: /healthz, /metrics (Prometheus), /v1/plan, /v1/fleet.
+"""The status endpoint: /healthz, /metrics (Prometheus), /v1/plan, /v1/fleet, /v1/leader.
+
+It listens on scaling.status_listen (127.0.0.1:9464 by default; a private address lets Prometheus
+on another host scrape it). With scaling.status_token_file, /v1/* requires that bearer token;
+/healthz and /metrics stay open (what a load balancer and Prometheus need, and they show no
+addresses or assignments).
 
 The tick thread publishes an immutable snapshot after every tick; HTTP threads only read the
 latest snapshot, so a slow scrape never blocks a tick and never touches the store.
@@ -6,7 +11,9 @@ latest snapshot, so a slow scrape never blocks a tick and never touches the stor
 
 from __future__ import annotations
 
+import hmac
 import json
+import socket
 import threading
 from collections import Counter as Count
 from dataclasses import dataclass, field
@@ -47,6 +54,11 @@ class Metrics:
             "igniter_errors", "Errors by kind (provider, transport, capacity, rates, tick)", ["kind"], registry=r
         )
         self.last_tick = Gauge("igniter_last_tick_timestamp_seconds", "When the last tick started", registry=r)
+        self.leader = Gauge(
+            "igniter_leader", "1 while this process holds the fleet's lease, 0 as a standby", registry=r
+        )
+        self.lease_token = Gauge("igniter_lease_token", "Fencing token of the lease's current tenure", registry=r)
+        self.role_changes = Counter("igniter_leader_changes", "Changes of role", ["to"], registry=r)
 
     def update(self, report: TickReport, fleet: dict[str, Any], corrections: dict[str, float]) -> None:
         self.ticks.labels("ok" if report.ok else "error").inc()
@@ -115,7 +127,20 @@ class StatusState:
     fleet: dict[str, Any] = field(default_factory=lambda: {"instances": []})
     healthy: bool = True
     last_error: str | None = None
+    leader: dict[str, Any] = field(default_factory=lambda: {"role": "leader"})
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def set_leader(self, snapshot: dict[str, Any], changed: bool = False) -> None:
+        """The lease's state (leadership.snapshot()); a standby serves no plan and no fleet."""
+        with self.lock:
+            leader = snapshot["role"] == "leader"
+            if changed:
+                self.metrics.role_changes.labels(snapshot["role"]).inc()
+            self.metrics.leader.set(1 if leader else 0)
+            self.metrics.lease_token.set(snapshot.get("token") or 0)
+            self.leader = dict(snapshot)
+            if not leader:
+                self.plan, self.fleet = {"layout": None, "role": "standby"}, {"instances": [], "role": "standby"}
 
     def publish(self, controller: Controller, report: TickReport) -> None:
         fleet = fleet_snapshot(controller)
@@ -151,17 +176,42 @@ class _Handler(BaseHTTPRequestHandler):
                 "/metrics": lambda: self._metrics(state),
                 "/v1/plan": lambda: self._json(200, state.plan),
                 "/v1/fleet": lambda: self._json(200, state.fleet),
+                "/v1/leader": lambda: self._json(200, state.leader),
             }
-            route = routes.get(self.path.split("?", 1)[0])
-            if route is None:
+            path = self.path.split("?", 1)[0]
+            route = routes.get(path)
+            if path.startswith("/v1/") and not self._authorized():
+                self._unauthorized()
+            elif route is None:
                 self._json(404, {"error": f"no route {self.path}", "routes": sorted(routes)})
-                return
-            route()
+            else:
+                route()
+
+    def _authorized(self) -> bool:
+        token = self.server.token
+        if token is None:
+            return True
+        scheme, _, given = (self.headers.get("Authorization") or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token)
+
+    def _unauthorized(self) -> None:
+        body = json.dumps({"error": "/v1/* needs the bearer token (Authorization: Bearer TOKEN)"}).encode()
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Bearer realm="igniter"')
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def _health(self, state: StatusState) -> None:
+        """A standby is healthy (200, status "standby"): it is ready to take over, not broken."""
+        role = state.leader.get("role", "leader")
+        if role != "leader":
+            self._json(200, {"status": "standby", "last_error": None, "leader": state.leader})
+            return
         self._json(
             200 if state.healthy else 503,
-            {"status": "ok" if state.healthy else "failing", "last_error": state.last_error},
+            {"status": "ok" if state.healthy else "failing", "last_error": state.last_error, "leader": state.leader},
         )
 
     def _metrics(self, state: StatusState) -> None:
@@ -181,14 +231,22 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     state: StatusState
+    token: bytes | None = None
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
 
 
 class StatusServer:
-    """Serves a StatusState on 127.0.0.1:port (0: any free port; see `.port`)."""
+    """Serves a StatusState on host:port (port 0: any free port; see `.port`); with `token`,
+    /v1/* answers 401 without `Authorization: Bearer <token>`."""
 
-    def __init__(self, state: StatusState, port: int, host: str = "127.0.0.1") -> None:
-        self.httpd = _Server((host, port), _Handler)
+    def __init__(self, state: StatusState, port: int, host: str = "127.0.0.1", token: str | None = None) -> None:
+        self.httpd = (_Server6 if ":" in host else _Server)((host, port), _Handler)
         self.httpd.state = state
+        self.httpd.token = token.encode() if token is not None else None
+        self.host = host
         self.port = int(self.httpd.server_address[1])
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="igniter-status", daemon=True)
 

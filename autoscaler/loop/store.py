@@ -24,6 +24,7 @@ from typing import Any
 
 from autoscaler.core.layout import Layout, PlannedServer, layout_from_json
 from autoscaler.core.lifecycle import OPEN, Change, Record, State
+from autoscaler.loop import statefile
 from autoscaler.loop.state import ControllerState
 
 STATE_KEY = "controller_state"
@@ -64,12 +65,27 @@ class Store:
     """One SQLite file (or ':memory:'). Thread-safe: every call holds a lock."""
 
     def __init__(self, path: str | Path) -> None:
-        if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        """Open (or create) the state file; a file that cannot be one raises StateFileError naming
+        it and what to do, before anything else happens (statefile.py)."""
+        file = None if str(path) == ":memory:" else Path(path)
+        if file is not None:
+            statefile.prepare(file)
         self._lock = threading.RLock()
         self._parsed: dict[str, tuple[PlannedServer, ...]] = {}  # applied.servers text -> specs (see applied)
         self._layout_row: tuple[int, str, Layout] | None = None  # newest layouts row: id, body, parsed
+        self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        try:
+            self._open(file)
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise statefile.broken(file or Path(":memory:"), exc) from None
+        except statefile.StateFileError:
+            self._db.close()
+            raise
+
+    def _open(self, file: Path | None) -> None:
+        if file is not None:
+            statefile.check(self._db, file)  # first: WAL mode already writes to the file
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)

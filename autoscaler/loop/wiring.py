@@ -1,7 +1,11 @@
-"""Build a Controller's real dependencies from a policy: provider, transport, rate source, planner."""
+"""Build a Controller's real dependencies from a policy: provider, transport, rate source, planner,
+and the leader lease whose Fence every mutating call goes through."""
 
 from __future__ import annotations
 
+import os
+import secrets
+import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -11,7 +15,10 @@ from typing import TYPE_CHECKING
 from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy
 from autoscaler.fleet.base import HostKeySource, Provider
+from autoscaler.leader.base import Fence, Lease
 from autoscaler.loop.controller import Controller, Deps
+from autoscaler.loop.fence import FencedProvider, FencedTransport
+from autoscaler.loop.leadership import Leadership
 from autoscaler.loop.store import Store
 from autoscaler.planner.types import Plan
 from autoscaler.rates.base import RateSource
@@ -142,7 +149,14 @@ def default_planner(
     gone = frozenset(t for t, n in caps.items() if n <= 0)
     demands, options, models = planning_inputs(policy, rates=rates, corrections=corrections, unavailable=gone)
     options = [_capped(o, caps.get(o.name)) for o in options]
-    return make_plan(demands, options, models, planner=policy.scaling.planner, current=current)
+    return make_plan(
+        demands,
+        options,
+        models,
+        planner=policy.scaling.planner,
+        current=current,
+        max_instances=policy.scaling.instance_limit,
+    )
 
 
 def _capped(option, cap: int | None):  # type: ignore[no-untyped-def]
@@ -153,20 +167,66 @@ def _capped(option, cap: int | None):  # type: ignore[no-untyped-def]
 
 
 def build_controller(
-    policy: Policy, state_path: Path, clock: Callable[[], float] = time.time, store: Store | None = None
+    policy: Policy,
+    state_path: Path,
+    clock: Callable[[], float] = time.time,
+    store: Store | None = None,
+    fence: Fence | None = None,
 ) -> Controller:
-    """A controller with real dependencies; raises InputError for a policy that cannot run."""
-    provider = make_provider(policy, state_path, clock)
-    pins = make_pins(policy, state_path, provider)
-    transport, contact = make_transport(policy, pins)
+    """A controller with real dependencies; raises InputError for a policy that cannot run. The
+    state file is opened first: a bad one is refused before any provider exists. With `fence`
+    (`igniter run`), launches, terminations and agent applies go out only while it holds."""
+    store = store or Store(state_path)
+    try:
+        provider = make_provider(policy, state_path, clock)
+        pins = make_pins(policy, state_path, provider)
+        transport, contact = make_transport(policy, pins)
+    except BaseException:
+        store.close()
+        raise
     deps = Deps(
-        provider,
-        transport,
+        provider if fence is None else FencedProvider(provider, fence),
+        transport if fence is None else FencedTransport(transport, fence),
         make_rates(policy),
-        store or Store(state_path),
+        store,
         default_planner,
         clock,
         contact,
         make_gate(policy, provider, pins),
     )
     return Controller(policy, deps)
+
+
+def lock_dir(policy: Policy) -> Path:
+    """Where `leader: local` keeps its lock files: the same for every state file on the host."""
+    configured = policy.leader.lock_dir or os.environ.get("IGNITER_LOCK_DIR")
+    return _relative(policy, configured) if configured else default_state_path(policy).parent
+
+
+def make_lease(policy: Policy) -> Lease:
+    cfg = policy.leader
+    owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+    if cfg.kind == "dynamodb":
+        from autoscaler.leader.dynamodb import DynamoLease, make_client
+
+        region = cfg.region or policy.provider.region
+        client = make_client(region, cfg.endpoint_url or policy.provider.endpoint_url, cfg.lease_s)
+        return DynamoLease(client, str(cfg.table), policy.fleet, owner, cfg.lease_s)
+    from autoscaler.leader.local import LocalLease
+
+    return LocalLease(lock_dir(policy) / f"{policy.fleet}.lock", owner)
+
+
+def make_leadership(
+    policy: Policy, fence: Fence, on_change: Callable[[bool], None] | None = None, lease: Lease | None = None
+) -> Leadership:
+    """The lease thread: a leader renews every third of the lease; a standby tries at least three
+    times a tick (a local lock, at least every second), so it takes over within lease_s + a tick."""
+    lease = lease or make_lease(policy)
+    interval = policy.scaling.interval_s
+    if lease.kind == "local":
+        poll = max(0.2, min(1.0, interval / 3))
+        return Leadership(lease, fence, fleet=policy.fleet, poll_s=poll, renew_s=poll, on_change=on_change)
+    lease_s = policy.leader.lease_s
+    poll = max(0.2, min(lease_s / 4, interval / 3))
+    return Leadership(lease, fence, fleet=policy.fleet, poll_s=poll, renew_s=lease_s / 3, on_change=on_change)

@@ -8,6 +8,7 @@ See docs/planner.md for the algorithms and what each extension buys.
 from autoscaler.planner.api import EXTRA, PLANNERS, make_plan, planning_inputs
 from autoscaler.planner.check import check_plan
 from autoscaler.planner.exact import TooLarge
+from autoscaler.planner.limits import TooManyInstances
 from autoscaler.planner.types import Demand, GpuOut, InstanceOption, InstanceOut, PlacementOut, Plan, Unplaced
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "PlacementOut",
     "Plan",
     "TooLarge",
+    "TooManyInstances",
     "Unplaced",
     "check_plan",
     "make_plan",

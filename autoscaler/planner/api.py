@@ -18,6 +18,7 @@ from autoscaler.planner.igniter import (
     plan_tasks,
     spend_idle_share,
 )
+from autoscaler.planner.limits import check_bound, check_plan_size
 from autoscaler.planner.repair import repair
 from autoscaler.planner.stability import remaining_demands, seed
 from autoscaler.planner.state import GpuPool
@@ -144,13 +145,29 @@ def make_plan(
     *,
     planner: str = "igniter",
     current: Plan | None = None,
+    max_instances: int | None = None,
 ) -> Plan:
     """The cheapest plan the named planner finds; see docs/planner.md for the JSON it serialises to.
 
     With `current`, placements that are still feasible stay where they are and `Plan.moved`
     counts the placements that start or change. A positive-rate demand that no instance type can
     serve is listed in `unplaced` with a reason; rate-0 demands need (and get) no placement.
+    A plan of more than `max_instances` raises TooManyInstances (limits.py), before planning
+    where a lower bound already says so.
     """
+    plan = _make_plan(demands, options, models, planner, current, max_instances)
+    check_plan_size(plan, max_instances)
+    return plan
+
+
+def _make_plan(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    planner: str,
+    current: Plan | None,
+    max_instances: int | None,
+) -> Plan:
     fn = PLANNERS.get(planner) or EXTRA.get(planner)
     if fn is None:
         raise ValueError(f"unknown planner {planner!r} (known: {', '.join([*PLANNERS, *EXTRA])})")
@@ -159,6 +176,7 @@ def make_plan(
             planner, (), tuple(Unplaced(d.workload, "no instance type is available") for d in demands if d.rate_rps > 0)
         )
     _usable(models, options)
+    check_bound(demands, options, models, max_instances)
     try:
         plan = fn(demands, options, models, current)
     except exact.TooLarge as exc:

@@ -20,8 +20,10 @@ from typing import Literal
 import numpy as np
 
 from autoscaler.config.errors import InputError
+from autoscaler.config.limits import MAX_RATE_RPS, MAX_TRACE_TIME_S
 
 TIME_COL = "time_s"
+MAX_ROWS = 10_000_000  # a reshaped trace (--agg linear onto a fine grid) may not grow past this
 Agg = Literal["mean", "max", "linear"]
 
 
@@ -77,6 +79,12 @@ def _number(path: Path, line: int, col: str, text: str, *, rate: bool) -> float:
         raise InputError(path, f"line {line}, column {col!r}", f"{text.strip()!r} is not a finite number")
     if rate and value < 0:
         raise InputError(path, f"line {line}, column {col!r}", f"a rate cannot be negative ({value:g})")
+    ceiling = MAX_RATE_RPS if rate else MAX_TRACE_TIME_S
+    if abs(value) > ceiling:
+        what = "a rate" if rate else "a time"
+        raise InputError(
+            path, f"line {line}, column {col!r}", f"{value:g} is above the ceiling for {what} ({ceiling:g})"
+        )
     return value
 
 
@@ -126,6 +134,13 @@ def rename(trace: Trace, mapping: Mapping[str, str]) -> Trace:
 
 def scale(trace: Trace, factor: float) -> Trace:
     """Every rate multiplied by `factor` (replay a small service's shape at fleet size)."""
+    if not math.isfinite(factor) or factor <= 0:
+        raise InputError(trace.source, "--scale", f"must be a positive finite number, got {factor:g}")
+    peak = max(float(v.max()) for v in trace.rates.values()) * factor
+    if peak > MAX_RATE_RPS:
+        raise InputError(
+            trace.source, "--scale", f"makes the busiest rate {peak:g} req/s, above the ceiling {MAX_RATE_RPS:g}"
+        )
     return Trace(trace.source, trace.times, {k: v * factor for k, v in trace.rates.items()}, trace.step_s)
 
 
@@ -148,8 +163,8 @@ def resample(trace: Trace, step_s: float, agg: Agg = "mean") -> Trace:
     the rate ramps between the measured points instead of jumping at each one).
 
     Rows are weighted equally, which is exact for an evenly spaced trace (the real ones are)."""
-    if step_s <= 0:
-        raise InputError(trace.source, "--step-s", "must be positive")
+    if not math.isfinite(step_s) or step_s <= 0:
+        raise InputError(trace.source, "--step-s", "must be a positive finite number")
     if agg == "linear":
         return _interpolate(trace, step_s)
     if step_s < trace.step_s:
@@ -180,6 +195,8 @@ def _interpolate(trace: Trace, step_s: float) -> Trace:
             f"--agg linear refines a trace; {step_s:g} s is coarser than its own {trace.step_s:g} s (use mean or max)",
         )
     n = int(np.floor((trace.times[-1] - trace.times[0]) / step_s + 1e-9)) + 1
+    if n > MAX_ROWS:
+        raise InputError(trace.source, "--step-s", f"{step_s:g} s would make {n:,} rows (at most {MAX_ROWS:,})")
     times = trace.times[0] + step_s * np.arange(n)
     return Trace(
         trace.source, times, {k: np.interp(times, trace.times, v) for k, v in trace.rates.items()}, float(step_s)

@@ -52,6 +52,13 @@ def _fake_aws() -> None:
     os.environ.pop("AWS_PROFILE", None)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_lock_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`leader: local` locks live in one directory per host user; a test session (and every
+    `igniter run` it starts) gets its own, so sessions running side by side never share a lock."""
+    os.environ["IGNITER_LOCK_DIR"] = str(tmp_path_factory.mktemp("locks"))
+
+
 @dataclass
 class Moto:
     url: str

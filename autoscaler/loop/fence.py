@@ -1,0 +1,61 @@
+"""The one place mutating calls go out: a Provider and a Transport that check the Fence first.
+
+wiring.py wraps the real ones when the controller runs under a lease (`igniter run`), so every
+launch, terminate and agent apply is made only while this process's term holds; reads (list,
+status, host keys) pass through, and a standby could make them without harm. The check is the
+last thing before the call, and each call that passes it is recorded for crash and lease tests
+(faults.record, off unless IGNITER_CALL_LOG is set).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autoscaler.fleet.base import Instance, Provider
+from autoscaler.leader.base import Fence
+from autoscaler.loop import faults
+from autoscaler.transport.base import Transport
+
+
+class FencedProvider:
+    """A Provider whose launch and terminate need the lease; anything else is the inner one's."""
+
+    def __init__(self, inner: Provider, fence: Fence) -> None:
+        self.inner, self.fence = inner, fence
+
+    def list_instances(self) -> list[Instance]:
+        return self.inner.list_instances()
+
+    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0, salt: str = "") -> Instance:
+        token = self.fence.check(f"launch {slot}")
+        faults.record("launch", slot, token)
+        return self.inner.launch(slot, instance_type, generation, attempt=attempt, salt=salt)
+
+    def terminate(self, instance_id: str) -> None:
+        token = self.fence.check(f"terminate {instance_id}")
+        faults.record("terminate", instance_id, token)
+        self.inner.terminate(instance_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)  # close, client, host_keys, ...: not mutating
+
+
+class FencedTransport:
+    """A Transport whose apply needs the lease; status and close pass through."""
+
+    def __init__(self, inner: Transport, fence: Fence) -> None:
+        self.inner, self.fence = inner, fence
+
+    def apply(self, instance: Instance, assignment: dict[str, Any]) -> None:
+        token = self.fence.check(f"apply to {instance.id}")
+        faults.record("apply", instance.id, token)
+        self.inner.apply(instance, assignment)
+
+    def status(self, instance: Instance) -> dict[str, Any]:
+        return self.inner.status(instance)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)

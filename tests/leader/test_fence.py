@@ -1,0 +1,136 @@
+"""The fenced Provider and Transport under a real controller tick, and Leadership's role changes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+
+import pytest
+
+from autoscaler.leader.base import Fence, LeaseError, Term
+from autoscaler.loop.fence import FencedProvider, FencedTransport
+from autoscaler.loop.leadership import Leadership
+from autoscaler.loop.wiring import build_controller, make_leadership
+from tests.kit.control import Clock, make_controller, make_policy
+
+
+class Monotonic:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class ScriptedLease:
+    """A Lease that answers from a script of Terms (or LeaseErrors), recording each attempt."""
+
+    kind, owner, lease_s = "fake", "me", 10.0
+
+    def __init__(self, *answers: Term | LeaseError) -> None:
+        self.answers, self.attempts, self.released = list(answers), [], False
+
+    def attempt(self, now: float) -> Term:
+        self.attempts.append(now)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, LeaseError):
+            raise answer
+        return answer
+
+    def release(self) -> None:
+        self.released = True
+
+
+def fenced_controller(tmp_path: Path, fence: Fence):  # type: ignore[no-untyped-def]
+    policy = make_policy(tmp_path)
+    ctl, provider, transport, _ = make_controller(policy, Clock())
+    ctl.deps.provider = FencedProvider(provider, fence)
+    ctl.deps.transport = FencedTransport(transport, fence)
+    return ctl, provider, transport
+
+
+def test_a_tick_without_the_lease_makes_no_mutating_call(tmp_path: Path) -> None:
+    clock = Monotonic()
+    fence = Fence(clock)
+    ctl, provider, transport = fenced_controller(tmp_path, fence)
+    report = ctl.tick()
+    assert not report.ok and "not the leader" in (report.error or "")
+    assert [c for c in provider.calls if c[0] != "list"] == [] and transport.applies == []
+    assert report.outcome.errors == {"leader": 1}
+    fence.grant(Term(leader=True, token=3, holder="me", valid_until=5.0))
+    report = ctl.tick()
+    launched = [c[0] for c in provider.calls].count("launch")
+    assert report.ok and report.layout is not None and launched == len(report.layout.slots) == 3
+    clock.t = 5.0  # the term ran out: the next tick's mutating calls are refused again
+    ctl.deps.rates.source.set(alex=400.0)  # type: ignore[attr-defined]
+    report = ctl.tick()
+    assert not report.ok and [c[0] for c in provider.calls].count("launch") == launched
+
+
+def test_every_call_that_passes_the_fence_is_logged_with_its_token(tmp_path: Path, monkeypatch) -> None:
+    log = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("IGNITER_CALL_LOG", str(log))
+    fence = Fence(Monotonic())
+    fence.grant(Term(leader=True, token=4, holder="me", valid_until=math.inf))
+    ctl, provider, _ = fenced_controller(tmp_path, fence)
+    assert ctl.tick().ok
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(c["kind"], c["token"]) for c in lines] == [("launch", 4)] * 3
+    assert [c["target"] for c in lines] == [c[1] for c in provider.calls if c[0] == "launch"]
+
+
+def test_build_controller_fences_only_when_given_a_fence(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path, agents={"transport": "none"}, provider={"state_root": str(tmp_path / "i")})
+    plain = build_controller(policy, tmp_path / "a.sqlite")
+    assert not isinstance(plain.deps.provider, FencedProvider)
+    plain.store.close()
+    fenced = build_controller(policy, tmp_path / "b.sqlite", fence=Fence.always())
+    assert isinstance(fenced.deps.provider, FencedProvider) and isinstance(fenced.deps.transport, FencedTransport)
+    assert fenced.deps.provider.root == fenced.deps.provider.inner.root  # type: ignore[attr-defined]
+    fenced.store.close()
+
+
+def test_leadership_follows_the_lease_and_reports_each_change(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    clock = Monotonic()
+    lease = ScriptedLease(
+        Term(leader=False, token=1, holder="other", note="other holds it"),
+        Term(leader=True, token=2, holder="me", valid_until=10.0),
+        LeaseError("DynamoDB unreachable"),
+    )
+    changes: list[bool] = []
+    fence = Fence(clock)
+    lead = Leadership(lease, fence, fleet="prod", poll_s=1, renew_s=3, clock=clock, on_change=changes.append)
+    lead.attempt()
+    assert changes == [False] and lead.snapshot()["role"] == "standby" and lead.snapshot()["holder"] == "other"
+    clock.t = 1.0
+    lead.attempt()
+    assert changes == [False, True] and fence.check("launch") == 2
+    clock.t = 4.0
+    assert lead.attempt() is None and fence.held  # one failed renewal: the term still holds
+    clock.t = 10.0
+    lead.attempt()
+    assert changes == [False, True, False] and not fence.held
+    assert "unreachable" in lead.snapshot()["note"]
+    assert "standby:" in caplog.text and "leader: me holds the lease of fleet prod (token 2)" in caplog.text
+    lead.stop()
+    assert lease.released and not fence.held
+
+
+def test_strict_first_attempt_raises_a_permanent_error() -> None:
+    err = LeaseError("no such table")
+    err.permanent = True
+    lead = Leadership(ScriptedLease(err), Fence(Monotonic()), fleet="prod", poll_s=1, renew_s=1)
+    with pytest.raises(LeaseError):
+        lead.attempt(strict=True)
+    assert lead.attempt() is None  # later ones are logged, not raised
+
+
+def test_standby_polls_within_a_third_of_a_tick(tmp_path: Path) -> None:
+    policy = make_policy(
+        tmp_path, scaling={"interval_s": 6}, leader={"kind": "dynamodb", "table": "leases", "lease_s": 30}
+    )
+    lead = make_leadership(policy, Fence(Monotonic()), lease=ScriptedLease(Term(leader=False, token=0, holder="")))
+    assert lead.poll_s == 2.0 and lead.renew_s == 10.0
