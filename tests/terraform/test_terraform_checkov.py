@@ -70,6 +70,7 @@ def test_only_the_reviewed_skips(report: dict[str, Any]) -> None:
         ("CKV_AWS_111", "aws_iam_policy_document.ssh_key_kms"),
         ("CKV_AWS_356", "aws_iam_policy_document.ssh_key_kms"),
         ("CKV2_AWS_57", "aws_secretsmanager_secret.ssh_key"),
+        ("CKV_AWS_119", "aws_dynamodb_table.leader"),
     }
     found = {
         (c["check_id"], c["resource"].split(".", 2)[-1].split("[")[0]) for c in report["results"]["skipped_checks"]
@@ -97,6 +98,8 @@ def test_only_the_reviewed_skips(report: dict[str, Any]) -> None:
         ("CKV_AWS_158", "module.fleet.aws_cloudwatch_log_group.flow"),
         ("CKV_AWS_7", "module.autoscaler.aws_kms_key.ssh_key"),
         ("CKV_AWS_149", "module.autoscaler.aws_secretsmanager_secret.ssh_key"),
+        ("CKV_AWS_28", "module.autoscaler.aws_dynamodb_table.leader"),  # point-in-time recovery
+        ("CKV2_AWS_16", "module.autoscaler.aws_dynamodb_table.leader"),  # on demand: scales by itself
     ],
 )
 def test_security_checks_were_evaluated_and_passed(report: dict[str, Any], check_id: str, resource: str) -> None:

@@ -9,8 +9,10 @@ import pytest
 from tests.terraform.tfhelpers import FLEET_TAG, blocks, unwrap
 
 MUTATING = {"ec2:RunInstances", "ec2:TerminateInstances", "ec2:CreateTags"}
-# Exactly what autoscaler/ calls (fleet/ec2.py, rates/cloudwatch.py) plus what launching needs.
-ALLOWED_ACTIONS = MUTATING | {
+LEASE = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}  # leader/dynamodb.py
+# Exactly what autoscaler/ calls (fleet/ec2.py, rates/cloudwatch.py, leader/dynamodb.py) plus what
+# launching needs.
+ALLOWED_ACTIONS = MUTATING | LEASE | {
     "ec2:DescribeInstances",
     "ec2:GetConsoleOutput",
     "cloudwatch:GetMetricData",
@@ -156,3 +158,12 @@ def test_host_runs_without_public_address_or_inbound_ssh(autoscaler: dict[str, A
     assert set(ingress) == {"status"}
     assert "var.status_cidr_blocks" in autoscaler["locals"]["status_ingress"]
     assert autoscaler["variable"]["status_cidr_blocks"]["default"] == []
+
+
+def test_the_lease_is_its_own_fleets_item_of_the_lease_table_only(statements: list[dict[str, Any]]) -> None:
+    """Least privilege on the leader lease: the three calls, one table, the item keyed by the fleet."""
+    (statement,) = [s for s in statements if set(s["actions"]) & LEASE]
+    assert set(statement["actions"]) == LEASE
+    assert statement["resources"] == ["${local.leader_table_arn}"]
+    assert _conditions(statement)["dynamodb:LeadingKeys"] == ("ForAllValues:StringEquals", ["${var.name}"])
+    assert not any(a.startswith("dynamodb:") for s in statements if s is not statement for a in s["actions"])

@@ -53,5 +53,12 @@ locals {
       state_dir        = module.fleet.state_dir
       server_base_port = module.fleet.server_base_port
     }
+    leader = {
+      kind  = "dynamodb"
+      table = module.autoscaler.leader_table_name
+    }
+    scaling = {
+      status_listen = module.autoscaler.status_listen
+    }
   }
 }

@@ -4,7 +4,7 @@ output "launch_template_names" {
 }
 
 output "policy_snippet" {
-  description = "The policy keys Terraform knows (fleet, provider, agents), as an object."
+  description = "The policy keys Terraform knows (fleet, provider, agents, leader, scaling.status_listen), as an object."
   value       = local.policy_snippet
 }
 

@@ -75,7 +75,7 @@ resource "aws_vpc_security_group_egress_rule" "internet" {
   for_each = local.internet_egress
 
   security_group_id = aws_security_group.host[0].id
-  description       = each.value.port == 443 ? "HTTPS: EC2, CloudWatch and Secrets Manager APIs, package index" : "HTTP: OS package mirrors"
+  description       = each.value.port == 443 ? "HTTPS: EC2, CloudWatch, DynamoDB and Secrets Manager APIs, package index" : "HTTP: OS package mirrors"
   ip_protocol       = "tcp"
   from_port         = each.value.port
   to_port           = each.value.port
@@ -85,11 +85,15 @@ resource "aws_vpc_security_group_egress_rule" "internet" {
   tags = local.tags
 }
 
+# The status endpoint: the autoscaler serves it on scaling.status_listen, which must bind 0.0.0.0 or
+# the host's private address for this rule to reach it (the status_listen output says which). Open
+# to status_cidr_blocks only: /healthz and /metrics (Prometheus) as they are, /v1/* only with the
+# bearer token of scaling.status_token_file when the policy sets one.
 resource "aws_vpc_security_group_ingress_rule" "status" {
   for_each = local.status_ingress
 
   security_group_id = aws_security_group.host[0].id
-  description       = "igniter status and Prometheus metrics"
+  description       = "igniter status endpoint (scaling.status_listen): /metrics and /healthz; /v1/* with its bearer token"
   ip_protocol       = "tcp"
   from_port         = var.status_port
   to_port           = var.status_port

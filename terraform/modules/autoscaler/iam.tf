@@ -9,6 +9,7 @@
 #     cloud-init: the autoscaler pins them before it first connects);
 #   - describe instances (the call takes no resources);
 #   - read CloudWatch metrics (request rates) and its SSH key from Secrets Manager;
+#   - read and conditionally write its own fleet's item of the leader lease table, nothing else;
 #   - pass the node role, and only the node role, to EC2.
 
 data "aws_partition" "current" {}
@@ -233,6 +234,25 @@ data "aws_iam_policy_document" "autoscaler" {
         test     = "StringEquals"
         variable = "kms:ViaService"
         values   = ["ec2.${local.region}.amazonaws.com"]
+      }
+    }
+  }
+
+  # The leader lease (leader.tf): the three calls autoscaler/leader/dynamodb.py makes, on that table
+  # only, and only on the item whose key is this fleet's name. Decided from the boolean and the
+  # variable, not from the table's ARN, so plans never stall on it.
+  dynamic "statement" {
+    for_each = var.create_leader_table || var.leader_table_arn != null ? ["lease"] : []
+
+    content {
+      sid       = "LeaderLeaseOnItsOwnFleetItemOnly"
+      actions   = ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"]
+      resources = [local.leader_table_arn]
+
+      condition {
+        test     = "ForAllValues:StringEquals"
+        variable = "dynamodb:LeadingKeys"
+        values   = [var.name]
       }
     }
   }

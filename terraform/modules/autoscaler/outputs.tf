@@ -47,3 +47,18 @@ output "policy_file" {
   description = "Policy path igniter.service runs with."
   value       = local.policy_file
 }
+
+output "leader_table_name" {
+  description = "The leader lease table: the policy's leader.table, with leader.kind dynamodb (null when the module neither created nor was given one)."
+  value       = var.create_leader_table ? local.leader_table_name : (var.leader_table_arn == null ? null : element(split("/", var.leader_table_arn), 1))
+}
+
+output "leader_table_arn" {
+  description = "ARN of the leader lease table (null without one)."
+  value       = local.leader_table_arn
+}
+
+output "status_listen" {
+  description = "The policy's scaling.status_listen on the host: 0.0.0.0:PORT when status_cidr_blocks lets Prometheus in (the security group is the filter), else 127.0.0.1:PORT."
+  value       = length(var.status_cidr_blocks) > 0 ? "0.0.0.0:${var.status_port}" : "127.0.0.1:${var.status_port}"
+}

@@ -257,7 +257,7 @@ variable "enable_ssm_session_manager" {
 }
 
 variable "status_port" {
-  description = "Port of the autoscaler's status/metrics endpoint on the host (the policy's scaling.status_port)."
+  description = "Port of the autoscaler's status endpoint on the host: the PORT of the policy's scaling.status_listen (see the status_listen output)."
   type        = number
   default     = 9464
 
@@ -268,7 +268,7 @@ variable "status_port" {
 }
 
 variable "status_cidr_blocks" {
-  description = "CIDR blocks (e.g. your Prometheus) allowed to scrape the host's status port. Empty: no inbound traffic at all. /0 blocks are refused."
+  description = "CIDR blocks (e.g. your Prometheus) allowed to reach the host's status port, where the policy's scaling.status_listen must then bind 0.0.0.0 or the host's private address (the status_listen output). /healthz and /metrics answer anyone the rule lets in; /v1/* needs the bearer token of scaling.status_token_file when one is set. Empty: no inbound traffic at all, and the endpoint stays on 127.0.0.1. /0 blocks are refused."
   type        = list(string)
   default     = []
 
@@ -286,5 +286,37 @@ variable "egress_cidr_blocks" {
   validation {
     condition     = length(var.egress_cidr_blocks) > 0 && alltrue([for c in var.egress_cidr_blocks : can(cidrhost(c, 0))])
     error_message = "egress_cidr_blocks must be a non-empty list of valid CIDR blocks."
+  }
+}
+
+# ---------------------------------------------------------------------------------------------
+# The leader lease (policy `leader: {kind: dynamodb, table: ...}`)
+# ---------------------------------------------------------------------------------------------
+
+variable "create_leader_table" {
+  description = "Create the DynamoDB table of the leader lease (one item per fleet; on-demand billing, so an idle lease costs nothing measurable) and let the role use this fleet's item. false: use leader_table_arn, or no lease permissions at all when that is null (policy leader.kind local)."
+  type        = bool
+  default     = true
+}
+
+variable "leader_table_name" {
+  description = "Name of the lease table to create (the policy's leader.table). Null: <name>-leader."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.leader_table_name == null || can(regex("^[A-Za-z0-9_.-]{3,255}$", var.leader_table_name))
+    error_message = "leader_table_name must be 3-255 characters of A-Z, a-z, 0-9, '_', '.' and '-'."
+  }
+}
+
+variable "leader_table_arn" {
+  description = "ARN of an existing lease table (partition key `fleet`, a string), e.g. one shared by several fleets; used when create_leader_table is false. The role may still use only this fleet's item."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.leader_table_arn == null || can(regex("^arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:[0-9]{12}:table/[A-Za-z0-9_.-]{3,255}$", var.leader_table_arn))
+    error_message = "leader_table_arn must be a DynamoDB table ARN."
   }
 }
