@@ -111,6 +111,6 @@ class Leadership:
             "owner": self.lease.owner,
             "holder": term.holder if term is not None else "",
             "token": term.token if term is not None else None,
-            "lease_s": self.lease.lease_s,
+            "lease_s": self.lease.lease_s if self.lease.kind != "local" else None,
             "note": self.error or (term.note if term is not None and not self.fence.held else ""),
         }

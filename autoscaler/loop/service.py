@@ -61,6 +61,7 @@ class Service:
         self.ticking = threading.Lock()
         self.booking = threading.Lock()
         self.closing = False
+        self.was_standby = False
         try:
             self.server = self._status_server(status)
             self.leadership = make_leadership(policy, self.fence, self._role_changed)
@@ -91,8 +92,19 @@ class Service:
     def _role_changed(self, leader: bool) -> None:
         """From the lease thread: report the role; a new leader ticks at once, from the tags."""
         self.state.set_leader(self.leadership.snapshot(), changed=True)
-        if leader:
-            self._book_wake(time.time())
+        if not leader:
+            self.was_standby = True
+            return
+        if self.was_standby:
+            self._forget_timers()
+        self._book_wake(time.time())
+
+    def _forget_timers(self) -> None:
+        """A standby taking over starts its timers afresh, as a fresh start does: when each agent
+        last answered, and since when a cheaper plan has held, date from when this process last
+        led (another leader saw the fleet since), and would replace agents or scale in at once."""
+        self.controller.store.put("agent_seen", {})
+        self.controller.store.put("cheaper_since", None)
 
     @property
     def policy(self) -> Policy:

@@ -134,3 +134,35 @@ def test_standby_polls_within_a_third_of_a_tick(tmp_path: Path) -> None:
     )
     lead = make_leadership(policy, Fence(Monotonic()), lease=ScriptedLease(Term(leader=False, token=0, holder="")))
     assert lead.poll_s == 2.0 and lead.renew_s == 10.0
+
+
+def test_a_standby_service_never_ticks_and_takes_over_with_fresh_timers(tmp_path: Path) -> None:
+    """Two services of one fleet in one process (the local lock is per open file): the second
+    stands by, ticks not at all, and when the first goes takes over with its timers reset."""
+    from autoscaler.loop.service import Service
+    from tests.kit.control import write_policy
+
+    path = write_policy(
+        tmp_path / "policy.yaml",
+        agents={"transport": "none"},
+        provider={"kind": "local", "state_root": str(tmp_path / "i")},
+        leader={"kind": "local", "lock_dir": str(tmp_path / "locks")},
+    )
+    first = Service(path, tmp_path / "a.sqlite", None)
+    second = Service(path, tmp_path / "b.sqlite", None)
+    try:
+        assert first.fence.held and not second.fence.held and second.was_standby
+        _, fake, _, _ = make_controller(second.policy, Clock())
+        second.controller.deps.provider = FencedProvider(fake, second.fence)
+        second.controller.store.put("cheaper_since", 123.0)
+        second.controller.store.put("agent_seen", {"s#0": 1.0})
+        second.tick_job()
+        assert fake.calls == [] and second.state.leader["role"] == "standby"
+        with second.controller.store._tx() as db:
+            assert db.execute("SELECT COUNT(*) FROM ticks").fetchone()[0] == 0  # no tick was even begun
+        first.close()
+        second.leadership.attempt()
+        assert second.fence.held and second.state.leader["role"] == "leader"
+        assert second.controller.store.get("cheaper_since") is None and second.controller.store.get("agent_seen") == {}
+    finally:
+        second.close()

@@ -12,19 +12,23 @@ MUTATING = {"ec2:RunInstances", "ec2:TerminateInstances", "ec2:CreateTags"}
 LEASE = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}  # leader/dynamodb.py
 # Exactly what autoscaler/ calls (fleet/ec2.py, rates/cloudwatch.py, leader/dynamodb.py) plus what
 # launching needs.
-ALLOWED_ACTIONS = MUTATING | LEASE | {
-    "ec2:DescribeInstances",
-    "ec2:GetConsoleOutput",
-    "cloudwatch:GetMetricData",
-    "iam:PassRole",
-    "secretsmanager:GetSecretValue",
-    "secretsmanager:DescribeSecret",
-    "kms:Decrypt",
-    "kms:CreateGrant",
-    "kms:DescribeKey",
-    "kms:GenerateDataKeyWithoutPlaintext",
-    "kms:ReEncrypt*",
-}
+ALLOWED_ACTIONS = (
+    MUTATING
+    | LEASE
+    | {
+        "ec2:DescribeInstances",
+        "ec2:GetConsoleOutput",
+        "cloudwatch:GetMetricData",
+        "iam:PassRole",
+        "secretsmanager:GetSecretValue",
+        "secretsmanager:DescribeSecret",
+        "kms:Decrypt",
+        "kms:CreateGrant",
+        "kms:DescribeKey",
+        "kms:GenerateDataKeyWithoutPlaintext",
+        "kms:ReEncrypt*",
+    }
+)
 UNRESTRICTABLE = {"cloudwatch:GetMetricData"} | {a for a in ALLOWED_ACTIONS if a.startswith("ec2:Describe")}
 
 
