@@ -7,10 +7,10 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy
@@ -27,6 +27,8 @@ from autoscaler.transport.base import HostKeyGate, Transport
 
 if TYPE_CHECKING:
     from autoscaler.transport.pins import PinnedHostKeys
+
+T = TypeVar("T")
 
 
 def default_state_path(policy: Policy) -> Path:
@@ -195,6 +197,14 @@ def build_controller(
         make_gate(policy, provider, pins),
     )
     return Controller(policy, deps)
+
+
+def fenced(target: T, fence: Fence | None, mutating: Sequence[str]) -> T:
+    """The hook for anything else that changes the fleet (the gateway's weights, drains, server
+    sets): built here next to the provider and the transport, it gets the same fence, and each
+    method named in `mutating` runs only while this process leads. Without a fence (a controller
+    used as a library, a test), `target` itself."""
+    return target if fence is None else fence.guard(target, mutating)
 
 
 def lock_dir(policy: Policy) -> Path:

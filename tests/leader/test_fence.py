@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.leader.base import Fence, LeaseError, Term
+from autoscaler.leader.base import Fence, LeaseError, NotLeader, Term
 from autoscaler.loop.fence import FencedProvider, FencedTransport
 from autoscaler.loop.leadership import Leadership
 from autoscaler.loop.wiring import build_controller, make_leadership
@@ -90,6 +90,24 @@ def test_build_controller_fences_only_when_given_a_fence(tmp_path: Path) -> None
     assert isinstance(fenced.deps.provider, FencedProvider) and isinstance(fenced.deps.transport, FencedTransport)
     assert fenced.deps.provider.root == fenced.deps.provider.inner.root  # type: ignore[attr-defined]
     fenced.store.close()
+
+
+def test_the_wiring_hook_fences_another_component_only_under_a_lease() -> None:
+    from autoscaler.loop.wiring import fenced
+
+    class Gateway:
+        weights: dict[str, int] = {}
+
+        def set_weight(self, server: str, weight: int) -> None:
+            self.weights[server] = weight
+
+    plain = Gateway()
+    assert fenced(plain, None, ["set_weight"]) is plain
+    fence = Fence(Monotonic())
+    guarded = fenced(Gateway(), fence, ["set_weight"])
+    with pytest.raises(NotLeader, match="set_weight refused"):
+        guarded.set_weight("a-0", 3)
+    assert Gateway.weights == {}
 
 
 def test_leadership_follows_the_lease_and_reports_each_change(caplog: pytest.LogCaptureFixture) -> None:
