@@ -266,3 +266,20 @@ def test_once_acts_only_as_the_leader(moto: Moto, aws: AwsCalls, tmp_path: Path,
     assert [c for c in aws.calls() if c.key == "AKIDONCE" and c.service == "ec2" and c.mutating]
     again = once(policy, tmp_path / "once.sqlite", "AKIDONCE")  # and --once released it in turn
     assert again.returncode == 0 and "tick 2:" in again.stderr, again.stderr
+
+
+def test_a_missing_lease_table_exits_2_before_anything(moto: Moto, aws: AwsCalls, tmp_path: Path) -> None:
+    path = policy_file(tmp_path, moto)
+    data = yaml.safe_load(path.read_text())
+    data["leader"] = {"kind": "dynamodb", "table": "no-such-table"}
+    path.write_text(yaml.safe_dump(data))
+    serve = [sys.executable, "-m", "autoscaler", "run", str(path), "--no-status", "--state", str(tmp_path / "s.sqlite")]
+    runs = [
+        once(path, tmp_path / "s.sqlite", "AKIDNOTABLE"),
+        subprocess.run(serve, cwd=REPO, capture_output=True, text=True, timeout=120),
+    ]
+    for done in runs:
+        assert done.returncode == 2, done.stderr
+        assert f"{path}: leader.table: DynamoDB table 'no-such-table': ResourceNotFoundException" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert [c for c in aws.calls() if c.service == "ec2" and c.mutating] == []
