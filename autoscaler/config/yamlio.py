@@ -14,11 +14,11 @@ import yaml
 from autoscaler.config.errors import InputError
 
 
-class DuplicateKey(yaml.MarkedYAMLError):
+class DuplicateKey(yaml.MarkedYAMLError):  # type: ignore[misc]  # PyYAML ships no types
     """A mapping names one key twice; `problem_mark` points at the second one."""
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]
     """SafeLoader that refuses duplicate keys (merge keys `<<:` still override, as YAML means)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -26,7 +26,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
-            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=True)
             try:
                 first = seen.get(key)
                 seen.setdefault(key, key_node.start_mark.line)
@@ -36,7 +36,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 raise DuplicateKey(
                     None, None, f"duplicate key {key!r} (first on line {first + 1})", key_node.start_mark
                 )
-        return super().construct_mapping(node, deep=deep)
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
 
 
 def load_yaml(text: str) -> Any:
@@ -55,7 +56,7 @@ def load_mapping(path: Path) -> dict[str, Any]:
     try:
         data = load_yaml(text)
     except DuplicateKey as exc:
-        raise InputError(path, f"line {exc.problem_mark.line + 1}", str(exc.problem)) from None  # type: ignore[union-attr]
+        raise InputError(path, f"line {exc.problem_mark.line + 1}", str(exc.problem)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f"line {mark.line + 1}" if mark is not None else "syntax"

@@ -26,15 +26,20 @@ class FencedProvider:
     def list_instances(self) -> list[Instance]:
         return self.inner.list_instances()
 
-    def launch(self, slot: str, instance_type: str, generation: int, *, attempt: int = 0, salt: str = "") -> Instance:
+    def launch(
+        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+    ) -> Instance:
         token = self.fence.check(f"launch {slot}")
         faults.record("launch", slot, token)
-        return self.inner.launch(slot, instance_type, generation, attempt=attempt, salt=salt)
+        return self.inner.launch(slot, instance_type, plan_generation, attempt=attempt, salt=salt)
 
     def terminate(self, instance_id: str) -> None:
         token = self.fence.check(f"terminate {instance_id}")
         faults.record("terminate", instance_id, token)
         self.inner.terminate(instance_id)
+
+    def close(self) -> None:
+        self.inner.close()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)  # close, client, host_keys, ...: not mutating

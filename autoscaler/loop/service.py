@@ -20,7 +20,7 @@ import logging
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -103,8 +103,8 @@ class Service:
         """A standby taking over starts its timers afresh, as a fresh start does: when each agent
         last answered, and since when a cheaper plan has held, date from when this process last
         led (another leader saw the fleet since), and would replace agents or scale in at once."""
-        self.controller.store.put("agent_seen", {})
-        self.controller.store.put("cheaper_since", None)
+        store = self.controller.store
+        store.save_state(replace(store.load_state(), agent_seen={}, cheaper_since=None))
 
     @property
     def policy(self) -> Policy:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -172,8 +173,8 @@ def test_a_standby_service_never_ticks_and_takes_over_with_fresh_timers(tmp_path
         assert first.fence.held and not second.fence.held and second.was_standby
         _, fake, _, _ = make_controller(second.policy, Clock())
         second.controller.deps.provider = FencedProvider(fake, second.fence)
-        second.controller.store.put("cheaper_since", 123.0)
-        second.controller.store.put("agent_seen", {"s#0": 1.0})
+        store = second.controller.store
+        store.save_state(replace(store.load_state(), cheaper_since=123.0, agent_seen={("s", 0): 1.0}))
         second.tick_job()
         assert fake.calls == [] and second.state.leader["role"] == "standby"
         with second.controller.store._tx() as db:
@@ -181,6 +182,7 @@ def test_a_standby_service_never_ticks_and_takes_over_with_fresh_timers(tmp_path
         first.close()
         second.leadership.attempt()
         assert second.fence.held and second.state.leader["role"] == "leader"
-        assert second.controller.store.get("cheaper_since") is None and second.controller.store.get("agent_seen") == {}
+        state = store.load_state()
+        assert state.cheaper_since is None and state.agent_seen == {}
     finally:
         second.close()
