@@ -71,7 +71,11 @@ def _hardware(args: argparse.Namespace) -> tuple[str, Mps, GpuMonitor]:
     return "cuda", NvidiaMps(args.state_dir.resolve() / "mps"), monitor
 
 
+PRIVATE_UMASK = 0o077  # what run and apply create (and the servers and MPS daemon they start) is private
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    os.umask(PRIVATE_UMASK)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # HUP too: a closed terminal stops cleanly
@@ -89,12 +93,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    os.umask(PRIVATE_UMASK)
     source = "<stdin>" if args.file == "-" else args.file
-    try:
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    try:  # bytes: the strict parser names the line where UTF-8 breaks instead of a decode traceback
+        data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
     except OSError as exc:
         raise InputError(source, "", f"cannot read: {exc.strerror or exc}") from None
-    assignment, changed = apply_assignment(args.state_dir, text, source, args.force, not args.skip_model_check)
+    assignment, changed = apply_assignment(args.state_dir, data, source, args.force, not args.skip_model_check)
     verb = "handed over" if changed else "unchanged (already handed over)"
     print(f"generation {assignment.generation} with {len(assignment.servers)} server(s) {verb} to {args.state_dir}")
     if args.wait is None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agents.errors import InputError
-from agents.fsutil import atomic_write_json
+from agents.fsutil import atomic_write_json, open_private
 from agents.node.gpu import GpuMonitor
 from agents.node.mps import Mps
 from agents.node.supervisor import ManagedServer, RestartPolicy, ServerFiles, launch_server, stop_all
@@ -56,8 +56,7 @@ class AgentLocked(RuntimeError):
 
 def lock_state_dir(state_dir: Path) -> TextIO:
     """Hold an exclusive lock for the agent's lifetime: two agents on one directory would fight."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(state_dir / LOCK_FILE, "a+")
+    handle = os.fdopen(open_private(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT), "r+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -124,7 +123,7 @@ class Daemon:
             return None
         self._seen = key
         try:
-            assignment = parse_assignment(path.read_text(encoding="utf-8"), str(path))
+            assignment = parse_assignment(path.read_bytes(), str(path))
         except (InputError, OSError) as exc:
             self.assignment_error = str(exc)  # keep running what we have; say why in status
             log.error(

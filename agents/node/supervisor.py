@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.fsutil import read_json
+from agents.fsutil import open_private, private_dir, read_json
 from agents.spec import ServerSpec
 
 log = logging.getLogger("igniter-agent")
@@ -71,8 +71,7 @@ class ServerFiles:
 
 def launch_server(spec: ServerSpec, env: dict[str, str], device: str, files: ServerFiles) -> subprocess.Popen:
     """Start `python -m agents.server` for one spec; output goes to its log file."""
-    files.stats.parent.mkdir(parents=True, exist_ok=True)
-    files.log.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(files.stats.parent)
     files.stats.unlink(missing_ok=True)
     _rotate(files.log)
     cmd = [
@@ -88,7 +87,7 @@ def launch_server(spec: ServerSpec, env: dict[str, str], device: str, files: Ser
         "--parent-pid",
         str(os.getpid()),
     ]
-    with open(files.log, "ab") as log:
+    with os.fdopen(open_private(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab") as log:
         return subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,
