@@ -39,7 +39,7 @@ class App:
         self.in_flight = 0
         self.started_at = time.time()
         self.model: torch.jit.ScriptModule | None = None
-        self.metrics = ServerMetrics(spec.workload, lambda: self.batcher.depth())
+        self.metrics = ServerMetrics(spec.workload, lambda: self.batcher.depth(), lambda: self.in_flight)
         self.batcher = Batcher(self.run, spec.batch, spec.max_queue_delay_ms / 1000.0, self.metrics.observe_batch)
 
     def run(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -56,6 +56,7 @@ class App:
         """From now on: not ready (health checks fail), new infer requests refused, the rest finish."""
         self.draining = True
         self.ready.clear()
+        self.batcher.flush()
 
     def busy(self) -> bool:
         """Anything accepted and not yet answered: a drain waits until this is False."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 RunFn = Callable[[list[torch.Tensor]], list[torch.Tensor]]
+WAIT_SLICE_S = 0.05  # a long queue delay is waited in slices, so a flush or stop is seen at once
 BatchHook = Callable[[int, float], None]
 
 
@@ -65,11 +66,17 @@ class Batcher:
         self._on_batch = on_batch or (lambda size, seconds: None)
         self._queue: queue.Queue[Pending] = queue.Queue()
         self._carry: Pending | None = None
+        self._collecting = 0  # requests taken into the batch being filled (still waiting, for depth())
         self._stopping = threading.Event()
+        self._flushing = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    def flush(self) -> None:
+        """Stop waiting for more requests: a draining server gets no new ones, so run what is queued now."""
+        self._flushing.set()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Finish the batch in flight, then fail whatever is still queued with 503."""
@@ -80,8 +87,8 @@ class Batcher:
             item.finish(None, BatchError("server is shutting down", 503))
 
     def depth(self) -> int:
-        """Requests waiting for a batch (the queue-depth gauge)."""
-        return self._queue.qsize() + (self._carry is not None)
+        """Requests waiting for a batch (the queue-depth gauge), the one being filled included."""
+        return self._queue.qsize() + (self._carry is not None) + self._collecting
 
     def enqueue(self, inputs: list[torch.Tensor], n: int) -> Future[list[torch.Tensor]]:
         """Queue one request; its future gets the request's rows of the batch (or a BatchError)."""
@@ -108,8 +115,12 @@ class Batcher:
     def _loop(self) -> None:
         while not self._stopping.is_set():
             group = self._collect()
-            if group:
+            if group and self._stopping.is_set():  # stopped while the batch filled: it will not run
+                for item in group:
+                    item.finish(None, BatchError("server is shutting down", 503))
+            elif group:
                 self._execute(group)
+            self._collecting = 0
 
     def _take(self, timeout: float | None) -> Pending | None:
         """Next request: the one held back from the last batch first."""
@@ -127,16 +138,22 @@ class Batcher:
         if first is None:
             return []
         group, total = [first], first.n
+        self._collecting = 1
         deadline = first.arrived + self._max_delay_s
         while total < self._max_batch:
-            item = self._take(max(0.0, deadline - time.monotonic()))
+            remaining = deadline - time.monotonic()
+            urgent = self._flushing.is_set() or self._stopping.is_set()
+            item = self._take(0.0 if urgent or remaining <= 0 else min(remaining, WAIT_SLICE_S))
             if item is None:
-                break
+                if urgent or remaining <= 0:
+                    break
+                continue
             if total + item.n > self._max_batch or item.signature() != first.signature():
                 self._carry = item
                 break
             group.append(item)
             total += item.n
+            self._collecting = len(group)
         return group
 
     def _execute(self, group: list[Pending]) -> None:

@@ -10,7 +10,9 @@ vector that llhttp refuses) with a JSON 400. The limits are agents.spec.ServerLi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import functools
 import socket
 from asyncio import TimerHandle, Transport
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ from agents.server.routes import build
 from agents.spec import ServerLimits
 
 GRACE_AFTER_DRAIN_S = 2.0  # uvicorn's own wait for connections once the drain has answered everything
+LINGER_S = 0.2  # how long an idle connection stays open at shutdown for a request already on its way
 _REASONS = {400: b"Bad Request", 408: b"Request Timeout", 503: b"Service Unavailable"}
 
 
@@ -105,6 +108,20 @@ class GuardedProtocol(HttpToolsProtocol):
         self._cancel_read_deadline()
         super().connection_lost(exc)
 
+    def shutdown(self) -> None:
+        """uvicorn's graceful close, without its race: an idle keep-alive connection may have a request
+        on the wire, so it closes only after a short linger in which such a request is still answered
+        (503 while draining, with Connection: close)."""
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.keep_alive = False
+        elif self._read_deadline is None:
+            self.loop.call_later(LINGER_S, self._close_if_idle)
+
+    def _close_if_idle(self) -> None:
+        idle = (self.cycle is None or self.cycle.response_complete) and self._read_deadline is None
+        if idle and not self.transport.is_closing():
+            self.transport.close()
+
     def _cancel_read_deadline(self) -> None:
         if self._read_deadline is not None:
             self._read_deadline.cancel()
@@ -128,12 +145,41 @@ class GuardedProtocol(HttpToolsProtocol):
 
 
 class DrainingServer(uvicorn.Server):
-    """A uvicorn server whose signals are ours: SIGTERM starts a drain (serve_until_stopped), it does
-    not make uvicorn exit at once, and no signal is re-raised after a clean exit."""
+    """A uvicorn server whose signals are ours (SIGTERM starts a drain in lifecycle.py, it does not
+    make uvicorn exit at once, and no signal is re-raised after a clean exit), and whose listener
+    closes without resetting the connections the kernel has already accepted for it."""
+
+    def __init__(self, config: ServerConfig, listener: socket.socket) -> None:
+        super().__init__(config)
+        self.listener = listener
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await self._adopt_backlog()
+        await super().shutdown(sockets)
+
+    async def _adopt_backlog(self) -> None:
+        """Closing a listener resets every connection still in its accept queue, requests included.
+        Take them in first, so they get their answer (503, draining) and a clean close."""
+        loop = asyncio.get_running_loop()
+        factory = functools.partial(
+            self.config.http_protocol_class,  # type: ignore[arg-type]
+            config=self.config,
+            server_state=self.server_state,
+            app_state=self.lifespan.state,
+        )
+        self.listener.setblocking(False)
+        adopted = []
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:  # BlockingIOError: the queue is empty
+                break
+            adopted.append(loop.connect_accepted_socket(factory, conn))
+        await asyncio.gather(*adopted, return_exceptions=True)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -147,7 +193,7 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def make_server(app: App) -> DrainingServer:
+def make_server(app: App, listener: socket.socket) -> DrainingServer:
     """uvicorn for one App; the event loop is the caller's (lifecycle.py creates it, uvloop if present)."""
     limits = app.limits
     config = ServerConfig(
@@ -163,4 +209,4 @@ def make_server(app: App) -> DrainingServer:
         server_header=False,
         headers=[("server", "igniter-server")],
     )
-    return DrainingServer(config)
+    return DrainingServer(config, listener)

@@ -67,7 +67,7 @@ async def _lifecycle(app: App, sock: socket.socket, stop: threading.Event) -> No
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):  # wake the loop at once; main.py's handlers set the same event
         loop.add_signal_handler(signum, stop.set)
-    server = make_server(app)
+    server = make_server(app, sock)
     serving = loop.create_task(server.serve(sockets=[sock]))
     try:
         if await _load(app, stop):

@@ -148,7 +148,23 @@ async def _no_route(request: Request, exc: Exception) -> Response:
     return error(code, f"no route {request.method} {request.url.path}")
 
 
-def build(app: App) -> Starlette:
+class CloseWhileDraining:
+    """ASGI middleware: while the server drains, every response closes its connection, so clients
+    reconnect (and reach another server) instead of reusing one that is about to go away."""
+
+    def __init__(self, app: App, inner: Any) -> None:
+        self.app, self.inner = app, inner
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def send_closing(message: Any) -> None:
+            if message["type"] == "http.response.start" and self.app.draining:
+                message = {**message, "headers": [*message.get("headers", []), (b"connection", b"close")]}
+            await send(message)
+
+        await self.inner(scope, receive, send_closing)
+
+
+def build(app: App) -> CloseWhileDraining:
     """The ASGI application for one server."""
     r = Routes(app)
     model = "/v2/models/{model}"
@@ -162,4 +178,4 @@ def build(app: App) -> Starlette:
         *(Route(f"{base}/ready", r.model_ready) for base in (model, version)),
         *(Route(f"{base}/infer", r.infer, methods=["POST"]) for base in (model, version)),
     ]
-    return Starlette(routes=routes, exception_handlers={404: _no_route, 405: _no_route})
+    return CloseWhileDraining(app, Starlette(routes=routes, exception_handlers={404: _no_route, 405: _no_route}))
