@@ -6,7 +6,8 @@ closed-loop HTTP clients sending one-item requests (1 client at batch 1; 8 clien
 the dynamic batcher can fill batches). Two clients: httpx with KServe v2 JSON bodies (encoded once,
 up front), and tritonclient (a client nobody here wrote) with binary tensors in and, where the
 server advertises `binary_tensor_data`, out. Each figure is the median of several runs. Client and
-server share this machine's CPUs, so on a small VM the client's own cost is part of the numbers.
+server share this machine's CPUs, so on a small VM the client's own cost is part of the numbers;
+the server's CPU time per request (from /proc) is the figure other load on the machine disturbs least.
 
     .venv/bin/python benchmarks/server_overhead.py [--seconds 3] [--runs 3] [--json]
 
@@ -173,22 +174,30 @@ def client_loop(
         out.append(time.perf_counter() - t0)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def through_server(
-    make: Callable[[str], Callable[[], None]], url: str, clients: int, seconds: float
+    make: Callable[[str], Callable[[], None]], url: str, clients: int, seconds: float, pid: int
 ) -> dict[str, float]:
+    """Closed-loop clients for `seconds`; also the server's own CPU time per request, which other
+    load on a shared machine disturbs far less than throughput."""
     results: list[list[float]] = [[] for _ in range(clients)]
     start, stop_at = threading.Barrier(clients + 1), [float("inf")]
     threads = [threading.Thread(target=client_loop, args=(make, url, start, stop_at, r)) for r in results]
     for thread in threads:
         thread.start()
     start.wait()
-    begun = time.perf_counter()
+    begun, cpu_before = time.perf_counter(), cpu_seconds(pid)
     stop_at[0] = begun + seconds
     for thread in threads:
         thread.join()
-    elapsed = time.perf_counter() - begun
+    elapsed, cpu = time.perf_counter() - begun, cpu_seconds(pid) - cpu_before
     latencies = [v for r in results for v in r]
-    return summarise(latencies, len(latencies), elapsed)
+    return {**summarise(latencies, len(latencies), elapsed), "server_cpu_ms": 1000.0 * cpu / max(1, len(latencies))}
 
 
 def median_of(runs: int, measure: Callable[[], dict[str, float]]) -> dict[str, float]:
@@ -231,7 +240,9 @@ def bench(seconds: float, runs: int) -> dict[str, Any]:
             try:
                 version = server_version(url)
                 for name, make in CLIENTS.items():
-                    row[name] = median_of(runs, lambda m=make, u=url, b=batch: through_server(m, u, b, seconds))
+                    row[name] = median_of(
+                        runs, lambda m=make, u=url, b=batch, p=proc.pid: through_server(m, u, b, seconds, p)
+                    )
             finally:
                 proc.terminate()
                 proc.wait(10)
@@ -248,12 +259,13 @@ def render(report: dict[str, Any]) -> str:
         f"machine: {m['cpu_count']} CPUs, {m['cpu_model']}; python {m['python']}, torch {m['torch']}",
         f"server: {report['server']}",
         f"median of {report['runs']} runs x {report['seconds_per_run']:g} s; rps counts items (one per request)",
-        f"{'batch':>5} {'mode':<13} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}",
+        f"{'batch':>5} {'mode':<13} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'server CPU ms/req':>18}",
     ]
     for row in report["results"]:
         for mode in MODES:
             r = row[mode]
-            lines.append(f"{row['batch']:>5} {mode:<13} {r['rps']:>9.1f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}")
+            cpu = f"{r['server_cpu_ms']:>18.3f}" if "server_cpu_ms" in r else f"{'':>18}"
+            lines.append(f"{row['batch']:>5} {mode:<13} {r['rps']:>9.1f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {cpu}")
     return "\n".join(lines)
 
 

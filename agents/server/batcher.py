@@ -108,7 +108,8 @@ class Batcher:
     async def infer(self, inputs: list[torch.Tensor], n: int, timeout: float = 60.0) -> list[torch.Tensor]:
         """`submit` for the event loop: awaits the batch instead of blocking a thread."""
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(self.enqueue(inputs, n)), timeout)
+            async with asyncio.timeout(timeout):
+                return await asyncio.wrap_future(self.enqueue(inputs, n))
         except TimeoutError:
             raise BatchError(f"no result within {timeout:.0f} s", 504) from None
 

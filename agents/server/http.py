@@ -135,11 +135,11 @@ class GuardedProtocol(HttpToolsProtocol):
         """Answer (unless a response already began) and close; the app, if running, sees a disconnect."""
         if self.transport.is_closing():
             return
-        started = self.cycle is not None and self.cycle.response_started
-        if self.cycle is not None and not self.cycle.response_complete:
-            self.cycle.disconnected = True
-            self.cycle.message_event.set()
-        if not started:
+        active = self.cycle if self.cycle is not None and not self.cycle.response_complete else None
+        if active is not None:  # its headers were read: the app is waiting for the rest of the body
+            active.disconnected = True
+            active.message_event.set()
+        if active is None or not active.response_started:
             self.transport.write(raw_response(code, message))
         self.transport.close()
 
@@ -203,6 +203,7 @@ def make_server(app: App, listener: socket.socket) -> DrainingServer:
         loop="none",
         lifespan="off",
         access_log=False,
+        proxy_headers=False,  # clients' addresses matter to nothing here; skip the per-request rewrite
         log_level="warning",
         timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]  # a float works: call_later
         timeout_graceful_shutdown=int(GRACE_AFTER_DRAIN_S),

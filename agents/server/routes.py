@@ -169,13 +169,13 @@ def build(app: App) -> CloseWhileDraining:
     r = Routes(app)
     model = "/v2/models/{model}"
     version = "/v2/models/{model}/versions/{version}"
-    routes = [
-        Route("/v2/health/live", r.live),
+    routes = [  # matched in order: the hot path first
+        *(Route(f"{base}/infer", r.infer, methods=["POST"]) for base in (model, version)),
         Route("/v2/health/ready", r.ready),
+        Route("/v2/health/live", r.live),
         Route("/v2", r.server_metadata),
         Route("/metrics", r.metrics),
         *(Route(base, r.model_metadata) for base in (model, version)),
         *(Route(f"{base}/ready", r.model_ready) for base in (model, version)),
-        *(Route(f"{base}/infer", r.infer, methods=["POST"]) for base in (model, version)),
     ]
     return CloseWhileDraining(app, Starlette(routes=routes, exception_handlers={404: _no_route, 405: _no_route}))

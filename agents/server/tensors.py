@@ -186,14 +186,21 @@ def _to_tensor(index: int, item: RequestInput, spec: TensorSpec, chunks: dict[in
     return tensor.reshape(item.shape)
 
 
+def all_finite(tensor: torch.Tensor) -> bool:
+    """No NaN or Inf in a float tensor. A finite sum proves it in one cheap pass (NaN and Inf make
+    the sum non-finite); only a non-finite sum, which overflow can also cause, needs the full check."""
+    if not tensor.is_floating_point() or not tensor.numel() or math.isfinite(float(tensor.sum())):
+        return True
+    return bool(torch.isfinite(tensor).all())
+
+
 def _check_finite(tensor: torch.Tensor, where: str) -> None:
     """KServe v2 JSON has no NaN or Inf (and a JSON number past FP16's range becomes Inf): refuse them."""
-    if tensor.is_floating_point() and tensor.numel():
+    if not all_finite(tensor):
         bad = int((~torch.isfinite(tensor)).sum())
-        if bad:
-            raise BadRequest(
-                f"{where}: {bad} value(s) are NaN, Inf or beyond {DATATYPES[tensor.dtype]}'s range; inputs must be finite"
-            )
+        raise BadRequest(
+            f"{where}: {bad} value(s) are NaN, Inf or beyond {DATATYPES[tensor.dtype]}'s range; inputs must be finite"
+        )
 
 
 def _convert(data: list[Any], dtype: torch.dtype, where: str) -> torch.Tensor:
@@ -304,7 +311,7 @@ def raw_bytes(tensor: torch.Tensor) -> bytes:
 
 
 def _json_data(tensor: torch.Tensor, name: str) -> list[Any]:
-    if tensor.is_floating_point() and tensor.numel() and not bool(torch.isfinite(tensor).all()):
+    if not all_finite(tensor):
         raise NotRepresentable(
             f"output {name!r}: the model returned NaN or Inf, which JSON cannot carry; "
             "ask for it as binary data (outputs[].parameters.binary_data: true)"

@@ -116,6 +116,23 @@ def test_a_request_that_never_completes_is_answered_408_and_closed(guarded: Serv
     assert READ_TIMEOUT_S - 0.2 <= waited < READ_TIMEOUT_S + 3
 
 
+def test_a_stalled_second_request_on_a_keep_alive_connection_is_timed_out_too(guarded: Served) -> None:
+    with _connect(guarded) as sock:
+        sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+        first = sock.recv(65536)
+        sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n")  # never finished
+        second = _read_until_closed(sock)
+    assert first.startswith(b"HTTP/1.1 200 ") and second.startswith(b"HTTP/1.1 408 ")
+
+
+def test_a_body_that_stops_halfway_is_timed_out_and_the_server_keeps_serving(guarded: Served) -> None:
+    with _connect(guarded) as sock:
+        sock.sendall(b'POST /v2/models/log/infer HTTP/1.1\r\nHost: t\r\nContent-Length: 500\r\n\r\n{"inputs": [')
+        reply = _read_until_closed(sock)
+    assert reply.startswith(b"HTTP/1.1 408 ")
+    assert _infer(guarded, [1.0, 2.0, 3.0, 4.0]).status_code == 200
+
+
 def test_slowloris_200_half_open_connections_neither_block_a_request_nor_stay_open(guarded: Served) -> None:
     """The bound the issue asks for: a normal request within 100 ms while 200 connections hang
     half-way through their headers, and all 200 closed once the read timeout has passed."""
