@@ -40,6 +40,21 @@ def _read_until_closed(sock: socket.socket) -> bytes:
     return b"".join(chunks)
 
 
+def _read_response(sock: socket.socket) -> bytes:
+    """One whole response (headers, then Content-Length bytes of body): the server may send the
+    headers and the body in separate segments, so one recv() can return only the headers."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1]) for line in head.lower().split(b"\r\n") if line.startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
 def _infer_body(values: list[float]) -> dict:
     return {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": values}]}
 
@@ -119,7 +134,7 @@ def test_a_request_that_never_completes_is_answered_408_and_closed(guarded: Serv
 def test_a_stalled_second_request_on_a_keep_alive_connection_is_timed_out_too(guarded: Served) -> None:
     with _connect(guarded) as sock:
         sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
-        first = sock.recv(65536)
+        first = _read_response(sock)
         sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n")  # never finished
         second = _read_until_closed(sock)
     assert first.startswith(b"HTTP/1.1 200 ") and second.startswith(b"HTTP/1.1 408 ")
