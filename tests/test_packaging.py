@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,27 @@ def test_central_service_commands_run_without_torch_or_nvml(tmp_path: Path, trac
         done = _run_blocked(tmp_path, *argv)
         assert done.returncode == 0, f"{argv[1:]}: exit {done.returncode}\n{done.stderr[-2000:]}"
         assert "is blocked" not in done.stderr
+
+
+def test_the_wheel_ships_the_bundled_profiles(tmp_path: Path) -> None:
+    """A non-editable install has no policies/ beside the package: the wheel carries the profiles
+    into <prefix>/share/igniter/profiles, where the default profiles_dir then points."""
+    out = tmp_path / "wheel"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (wheel,) = out.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = {Path(n).name for n in names if "/data/share/igniter/profiles/" in n}
+    assert shipped == {p.name for p in (ROOT / "policies" / "profiles").glob("*.yaml")}
+
+
+def test_default_profiles_dir_falls_back_to_the_installed_share(tmp_path: Path) -> None:
+    from autoscaler.config.policy import BUNDLED_PROFILES, bundled_profiles
+
+    assert BUNDLED_PROFILES == ROOT / "policies" / "profiles"  # this checkout
+    assert bundled_profiles(tmp_path / "site-packages", tmp_path) == tmp_path / "share" / "igniter" / "profiles"

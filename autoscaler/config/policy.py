@@ -6,6 +6,7 @@ silently falling back to a default.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,7 +19,15 @@ from autoscaler.config.listen import parse_listen
 from autoscaler.config.profile import Profile, load_profile
 from autoscaler.config.yamlio import load_mapping
 
-BUNDLED_PROFILES = Path(__file__).resolve().parents[2] / "policies" / "profiles"
+
+def bundled_profiles(source_root: Path = Path(__file__).resolve().parents[2], prefix: Path = Path(sys.prefix)) -> Path:
+    """The profiles shipped with igniter: policies/profiles beside the source tree (a checkout or an
+    editable install), else where the wheel installs them (<prefix>/share/igniter/profiles)."""
+    beside = source_root / "policies" / "profiles"
+    return beside if beside.is_dir() else prefix / "share" / "igniter" / "profiles"
+
+
+BUNDLED_PROFILES = bundled_profiles()
 
 Name = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 Pos = Annotated[float, Field(gt=0)]
