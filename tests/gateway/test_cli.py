@@ -69,6 +69,10 @@ def test_down_terminates_the_fleet_and_stops_its_gateway(tmp_path: Path, tiny_mo
         up = run_cli("run", path, "--once", "--state", state, timeout=120)
         assert up.code == 0, up.err
         assert provider.list_instances() and gateway.running() and port_open(int(policy.gateway.listen.split(":")[1]))
+        pid = gateway.pid()
+        again = run_cli("run", path, "--once", "--state", state, timeout=120)  # its own gateway holds the port: fine
+        assert again.code == 0, again.err
+        assert gateway.pid() == pid  # found and kept, not restarted
         stray = provider.launch("stray-slot", "p3.2xlarge", 0)  # not in the state file: ownership is by tag
         down = run_cli("down", path, "--state", state, timeout=120)
         assert down.code == 0, down.err

@@ -109,3 +109,20 @@ def test_without_a_gateway_servers_count_as_drained_at_once(tmp_path: Path) -> N
     rates.set(alex=50.0)
     run(ctl, clock, 1)
     assert len([a for _, a in tr.applies if a["servers"] == []]) == 1 and gw.ops == []
+
+
+def test_a_process_that_does_not_lead_never_touches_the_gateway(tmp_path: Path) -> None:
+    """The gateway's changes go through the lease's fence (wiring.GATEWAY_MUTATING), like launches."""
+    import time
+
+    from autoscaler.leader.base import Fence
+    from autoscaler.loop.wiring import GATEWAY_MUTATING, fenced
+
+    ctl, clock, gw, _, _ = build(tmp_path)
+    fence = Fence(time.monotonic)  # never granted: this process is not the leader
+    ctl.deps.gateway = fenced(gw, fence, GATEWAY_MUTATING)
+    ctl.routing = type(ctl.routing)(ctl.deps.gateway)  # type: ignore[misc]
+    clock.advance(5)
+    report = ctl.tick()
+    assert not report.ok and "not the leader" in (report.error or "")
+    assert gw.ensures == 0 and gw.ops == []
