@@ -487,7 +487,7 @@ def _hold_undrained(actions: list[Action], view: FleetView) -> tuple[list[Action
         if isinstance(a, Configure):
             keep = [s for s in applied if s.name not in {v.name for v in a.servers} and s.name not in drained]
             held |= {s.name for s in keep}
-            a = Configure(a.slot, a.servers + tuple(keep), a.reason) if keep else a
+            a = _keeping(a, tuple(keep), applied) if keep else a
             if keep and not _differs(a.servers, applied) and a.slot not in view.stale_agents:
                 continue
         elif isinstance(a, Drain) and any(s.name not in drained for s in applied):
@@ -498,6 +498,14 @@ def _hold_undrained(actions: list[Action], view: FleetView) -> tuple[list[Action
             continue
         out.append(a)
     return out, held
+
+
+def _keeping(a: Configure, keep: tuple[PlannedServer, ...], applied: Sequence[PlannedServer]) -> Configure:
+    """The configuration with the undrained servers kept, its reason saying what it really does."""
+    servers = a.servers + keep
+    return Configure(
+        slot=a.slot, servers=servers, reason=_why(servers, applied) + f" (keeps {len(keep)} until drained)"
+    )
 
 
 def _closeouts(records: Sequence[Record], extra: Sequence[Record]) -> list[Action]:
