@@ -1,6 +1,6 @@
 """`igniter-agent profile`: measure, on a real GPU, the profile the performance model is fitted from.
 
-What it measures (format: shared/profiles/README.md), each with worker processes under MPS shares:
+What it measures (format: policies/profiles/README.md), each with worker processes under MPS shares:
 - the solo grid, batch {1, 16, 32} x MPS {10, 50, 100} %: GPU latency (CUDA events), power and SM
   clock (NVML, sampled while the grid point runs);
 - kernels per inference and the solo idle time (gaps between kernels), from torch.profiler;
