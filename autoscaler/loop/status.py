@@ -1,4 +1,5 @@
-"""The status endpoint: /healthz, /metrics (Prometheus), /v1/plan, /v1/fleet, /v1/leader.
+"""The status endpoint: /healthz, /metrics (Prometheus), /v1/plan, /v1/fleet, /v1/leader,
+/v1/headroom.
 
 It listens on scaling.status_listen (127.0.0.1:9464 by default; a private address lets Prometheus
 on another host scrape it). With scaling.status_token_file, /v1/* requires that bearer token;
@@ -43,6 +44,15 @@ class Metrics:
         )
         self.observed = Gauge("igniter_observed_rps", "Latest usable observed rate", ["workload"], registry=r)
         self.correction = Gauge("igniter_slo_correction", "SLO-guard correction factor", ["workload"], registry=r)
+        self.headroom = Gauge(
+            "igniter_headroom_ratio", "Headroom planned above the forecast (0.2: 20 %)", ["workload"], registry=r
+        )
+        self.attainment = Gauge(
+            "igniter_attainment_last_hour_ratio",
+            "Fraction of the last hour in which the ready capacity covered the observed rate",
+            ["workload"],
+            registry=r,
+        )
         self.tick_seconds = Histogram(
             "igniter_tick_duration_seconds",
             "Duration of one tick",
@@ -73,6 +83,8 @@ class Metrics:
         _reset(self.forecast, {(w,): v for w, v in report.forecast.items()})
         _reset(self.observed, {(w,): v for w, v in report.observed.items()})
         _reset(self.correction, {(w,): v for w, v in corrections.items()})
+        _reset(self.headroom, {(w,): v for w, v in report.headroom.items()})
+        _reset(self.attainment, {(w,): v for w, v in report.attainment.items() if v is not None})
 
 
 def _count(instances: list[dict[str, Any]]) -> list[tuple[dict[str, str], int]]:
@@ -118,6 +130,24 @@ def fleet_snapshot(controller: Controller) -> dict[str, Any]:
     }
 
 
+def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, Any]:
+    """Per workload: the headroom planned with, the latest forecast error sample, and the measured
+    attainment over the last hour, with the policy's mode and target (docs/operations.md)."""
+    sc = controller.policy.scaling
+    return {
+        "mode": "auto" if sc.headroom == "auto" else "fixed",
+        "target_attainment": sc.target_attainment,
+        "workloads": {
+            w: {
+                "headroom": h,
+                "forecast_error": report.forecast_error.get(w),
+                "attainment_1h": report.attainment.get(w),
+            }
+            for w, h in report.headroom.items()
+        },
+    }
+
+
 @dataclass
 class StatusState:
     """What the endpoint serves; replaced wholesale after each tick."""
@@ -125,6 +155,7 @@ class StatusState:
     metrics: Metrics = field(default_factory=Metrics)
     plan: dict[str, Any] = field(default_factory=lambda: {"layout": None})
     fleet: dict[str, Any] = field(default_factory=lambda: {"instances": []})
+    headroom: dict[str, Any] = field(default_factory=lambda: {"workloads": {}})
     healthy: bool = True
     last_error: str | None = None
     leader: dict[str, Any] = field(default_factory=lambda: {"role": "leader"})
@@ -153,13 +184,17 @@ class StatusState:
             "observed": report.observed,
             "missing": report.missing,
             "corrections": corrections,
+            "headroom": report.headroom,
+            "attainment_1h": report.attainment,
             "notes": report.notes,
             "ok": report.ok,
             "error": report.error,
         }
+        headroom = headroom_snapshot(controller, report)
         with self.lock:
             self.metrics.update(report, fleet, corrections)
             self.plan, self.fleet, self.healthy, self.last_error = plan, fleet, report.ok, report.error
+            self.headroom = headroom
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -177,6 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "/v1/plan": lambda: self._json(200, state.plan),
                 "/v1/fleet": lambda: self._json(200, state.fleet),
                 "/v1/leader": lambda: self._json(200, state.leader),
+                "/v1/headroom": lambda: self._json(200, state.headroom),
             }
             path = self.path.split("?", 1)[0]
             route = routes.get(path)
