@@ -180,7 +180,7 @@ def _headroom(value: str | None) -> float | str | None:
     except ValueError:
         number = -1.0
     if not 0 <= number <= 10:
-        raise InputError("--headroom", value, "must be auto or a number from 0 to 10")
+        raise InputError("--headroom", value, "must be auto or a finite number from 0 to 10")
     return number
 
 

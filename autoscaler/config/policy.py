@@ -126,7 +126,7 @@ def _headroom(value: Any) -> Any:
         return value
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 10:
         return float(value)
-    raise ValueError(f"must be 'auto' or a number from 0 to 10 (got {value!r})")
+    raise ValueError(f"must be 'auto' or a finite number from 0 to 10 (got {value!r})")
 
 
 class ScalingConfig(_Frozen):

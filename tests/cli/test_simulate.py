@@ -156,9 +156,9 @@ def test_policy_errors_and_bad_options_exit_2(igniter, small, tmp_path):
     assert r.code == 2 and "unknown planner" in r.err
     r = igniter("simulate", policy, "--trace", trace, "--rename", "nonsense")
     assert r.code == 2 and "expected OLD=NEW" in r.err
-    for bad in ("lots", "-0.5", "11"):
+    for bad in ("lots", "-0.5", "11", "nan"):
         r = igniter("simulate", policy, "--trace", trace, "--headroom", bad)
-        assert r.code == 2 and f"--headroom: {bad}: must be auto or a number from 0 to 10" in r.err
+        assert r.code == 2 and f"--headroom: {bad}: must be auto or a finite number from 0 to 10" in r.err
 
 
 def test_a_real_process_exits_2_without_a_traceback(make_policy, write_csv, tmp_path):

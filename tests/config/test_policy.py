@@ -80,7 +80,7 @@ def test_a_bad_headroom_says_what_it_may_be(igniter, tmp_path):
     path = write(tmp_path, {**GOOD, "scaling": {"headroom": "lots"}})
     res = igniter("validate", path)
     assert res.code == 2
-    assert f"{path}: scaling.headroom: must be 'auto' or a number from 0 to 10 (got 'lots')" in res.err
+    assert f"{path}: scaling.headroom: must be 'auto' or a finite number from 0 to 10 (got 'lots')" in res.err
 
 
 @pytest.mark.parametrize(("label", "data", "field"), CASES, ids=[c[0] for c in CASES])
