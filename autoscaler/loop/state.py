@@ -97,6 +97,9 @@ class ControllerState:
         default_factory=dict
     )  # attempt -> fingerprint of the assignment its agent refused
     headroom: HeadroomState = field(default_factory=HeadroomState)  # forecast errors, attainment (core/headroom.py)
+    gateway_drains: Mapping[str, float] = field(
+        default_factory=dict
+    )  # server -> when the gateway began draining it (core/routing.py drain_progress)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"version": SCHEMA_VERSION}
@@ -167,4 +170,5 @@ _CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "backoff": (lambda b: b.to_json(), Backoff.from_json),
     "rejected": (_keyed_out, _keyed_in(str)),
     "headroom": (lambda h: h.to_json(), HeadroomState.from_json),
+    "gateway_drains": (dict, lambda d: {str(k): float(v) for k, v in d.items()}),
 }
