@@ -61,3 +61,26 @@ def test_compare_gains_a_line_for_auto_when_the_policy_fixes_a_headroom(make_pol
     assert len(autos) == 1 and autos[0].label == "igniter/last headroom auto"
     auto = compare_options(make_policy(scaling={"headroom": "auto"}))  # every line is auto already
     assert len(auto) == len(fixed) - 1 and all(o.headroom is None and o.label is None for o in auto)
+
+
+def test_the_plot_marks_the_headroom_over_time(make_policy):
+    """--plot: each run's headroom is a dashed step line on the workload panel's right-hand axis,
+    the values the run planned with at each tick."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from autoscaler.sim.report import _plot_headroom
+
+    result = simulate(make_policy(scaling={"forecast": "last", "headroom": "auto"}), noisy(120))
+    fig, ax = plt.subplots()
+    try:
+        _plot_headroom(ax, [result], "a", 0.0)
+        (right,) = [a for a in fig.axes if a is not ax]
+        (line,) = right.get_lines()
+        assert line.get_linestyle() == "--" and line.get_label() == f"headroom ({result.label})"
+        assert list(line.get_ydata()) == result.tuning.headroom["a"]
+        assert right.get_ylabel() == "headroom"
+    finally:
+        plt.close(fig)
