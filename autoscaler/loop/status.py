@@ -167,7 +167,7 @@ class StatusState:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def set_leader(self, snapshot: dict[str, Any], changed: bool = False) -> None:
-        """The lease's state (leadership.snapshot()); a standby serves no plan and no fleet."""
+        """The lease's state (leadership.snapshot()); a standby serves no plan, fleet or headroom."""
         with self.lock:
             leader = snapshot["role"] == "leader"
             if changed:
@@ -177,6 +177,7 @@ class StatusState:
             self.leader = dict(snapshot)
             if not leader:
                 self.plan, self.fleet = {"layout": None, "role": "standby"}, {"instances": [], "role": "standby"}
+                self.headroom = {"workloads": {}, "role": "standby"}  # a standby plans nothing
 
     def publish(self, controller: Controller, report: TickReport) -> None:
         fleet = fleet_snapshot(controller)

@@ -120,5 +120,7 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
         assert 'igniter_headroom_ratio{workload="alex"} 1.0' in metrics
         assert f'igniter_attainment_last_hour_ratio{{workload="alex"}} {alex["attainment_1h"]}' in metrics
         assert 'igniter_attainment_last_hour_ratio{workload="res"} 1.0' in metrics
+        state.set_leader({"role": "standby", "token": None}, changed=True)  # lost the lease: plans nothing
+        assert httpx.get(url + "/v1/headroom").json() == {"workloads": {}, "role": "standby"}
     finally:
         server.close()
