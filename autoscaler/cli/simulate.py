@@ -38,7 +38,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--plot", type=Path, metavar="OUT.png", help="draw rate against capacity per workload, and cost")
     p.add_argument("--planner", help="planner to use instead of the policy's (igniter, ffd, gslice, gpulets, exact)")
     p.add_argument("--forecast", choices=["last", "ewma", "holt", "seasonal"], help="forecast instead of the policy's")
-    p.add_argument("--headroom", type=float, help="headroom instead of the policy's (0.2 = plan for 120 %%)")
+    p.add_argument(
+        "--headroom",
+        help="headroom instead of the policy's: auto (sized from each workload's forecast errors for "
+        "scaling.target_attainment) or a number (0.2 = plan for 120 %%)",
+    )
     p.add_argument("--interval-s", type=float, help="tick interval instead of the policy's scaling.interval_s")
     p.add_argument(
         "--strategy",
@@ -134,7 +138,9 @@ def run(args: argparse.Namespace) -> int:
             update={"scaling": policy.scaling.model_copy(update={"interval_s": args.interval_s})}
         )
     started = time.perf_counter()
-    opts = sim.SimOptions(args.planner, args.forecast, args.headroom, args.strategy, rate_stat=args.rate_stat)
+    opts = sim.SimOptions(
+        args.planner, args.forecast, _headroom(args.headroom), args.strategy, rate_stat=args.rate_stat
+    )
     if args.compare:
         results = sim.compare(policy, trace, opts, progress=None if args.json else _progress)
     else:
@@ -149,8 +155,7 @@ def _check_options(args: argparse.Namespace, policy: Any) -> None:
 
     if args.planner is not None and args.planner not in PLANNERS:
         raise InputError("--planner", args.planner, f"unknown planner (known: {', '.join(PLANNERS)})")
-    if args.headroom is not None and not 0 <= args.headroom <= 10:
-        raise InputError("--headroom", str(args.headroom), "must be between 0 and 10")
+    _headroom(args.headroom)
     if args.interval_s is not None and not 0 < args.interval_s <= MAX_INTERVAL_S:
         raise InputError("--interval-s", str(args.interval_s), f"must be positive, at most {MAX_INTERVAL_S:g}")
 
@@ -164,6 +169,19 @@ def _check_size(policy: Any, trace: Any) -> None:
         check_bound(*planning_inputs(policy, rates=trace.peak()), policy.scaling.instance_limit)
     except TooManyInstances as exc:
         raise InputError(trace.source, f"column {exc.workload!r}", f"at its peak, {exc}") from None
+
+
+def _headroom(value: str | None) -> float | str | None:
+    """--headroom: None, "auto" or a number from 0 to 10 (else bad input, exit 2)."""
+    if value is None or value == "auto":
+        return value
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number <= 10:
+        raise InputError("--headroom", value, "must be auto or a finite number from 0 to 10")
+    return number
 
 
 def _progress(label: str) -> None:

@@ -41,6 +41,8 @@ def _describe(err: ErrorDetails) -> str:
         return "unknown key"
     if kind == "missing":
         return "required field is missing"
+    if kind == "value_error" and (err.get("ctx") or {}).get("error") is not None:
+        return str(err["ctx"]["error"])  # a validator's own message, without pydantic's "Value error, "
     if kind == "finite_number":
         return "must be a finite number (not .inf or .nan)"
     ctx = err.get("ctx") or {}

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from autoscaler.config import limits
 from autoscaler.config.errors import InputError, from_validation
@@ -131,6 +131,15 @@ class RatesConfig(_Frozen):
     prometheus: PrometheusRates = Field(default_factory=PrometheusRates)
 
 
+def _headroom(value: Any) -> Any:
+    """'auto', or a number from 0 to 10: one message for either mistake (a union would give two)."""
+    if value == "auto":
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 10:
+        return float(value)
+    raise ValueError(f"must be 'auto' or a finite number from 0 to 10 (got {value!r})")
+
+
 Listen = Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$", description="HOST:PORT")]
 
 
@@ -191,7 +200,15 @@ class ScalingConfig(_Frozen):
         description="after a tick whose make-before-break changes wait on servers "
         "it just started, the next tick comes after settle_s instead of interval_s (0: off)",
     )
-    headroom: Annotated[float, Field(ge=0, le=10)] = 0.1
+    target_attainment: Annotated[float, Field(ge=0.5, lt=1)] = Field(
+        default=0.999,
+        description="headroom auto: the fraction of time each workload's ready capacity should cover its rate",
+    )
+    headroom: Annotated[Literal["auto"] | Annotated[float, Field(ge=0, le=10)], BeforeValidator(_headroom)] = Field(
+        default="auto",
+        description="auto: sized per workload from its own recent forecast errors for target_attainment "
+        "(docs/operations.md); a number: plan for forecast * (1 + headroom)",
+    )
     scale_down_delay_s: Delay = 600.0
     boot_s: Delay = 180.0
     max_cost_per_hour: Annotated[float, Field(gt=0, le=limits.MAX_FLEET_COST_PER_HOUR)] | None = None
@@ -200,7 +217,11 @@ class ScalingConfig(_Frozen):
         description=f"refuse a plan of more instances (default {limits.MAX_INSTANCES:,}, or no limit when "
         "max_cost_per_hour caps the fleet instead)",
     )
-    forecast: Literal["last", "ewma", "holt", "seasonal"] = "ewma"
+    forecast: Literal["last", "ewma", "holt", "seasonal"] = Field(
+        default="seasonal",
+        description="seasonal: ewma, never below the same stretch of the last seasons once the history covers "
+        "one (docs/simulate.md: the measurement that chose it)",
+    )
     season_s: Seconds = Field(default=86400.0, description="seasonal forecast: the period (a day)")
     seasons: Annotated[int, Field(ge=1, le=28)] = Field(
         default=1, description="seasonal forecast: periods to look back over"

@@ -31,6 +31,7 @@ from autoscaler.loop.actuator import Actuator, Outcome, quarantine
 from autoscaler.loop.gateway_step import GatewayReport, GatewayStep
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.store import Store
+from autoscaler.loop.tuning import Seen, ready_capacity, tune
 from autoscaler.planner.limits import TooManyInstances
 from autoscaler.planner.types import Plan
 from autoscaler.rates.base import StatusFed
@@ -75,6 +76,9 @@ class TickReport:
     layout: Layout | None = None
     observed: dict[str, float] = field(default_factory=dict)
     forecast: dict[str, float] = field(default_factory=dict)
+    headroom: dict[str, float] = field(default_factory=dict)  # planned above the base forecast (tuning.tune)
+    forecast_error: dict[str, float] = field(default_factory=dict)  # observed / the forecast boot_s earlier - 1
+    attainment: dict[str, float | None] = field(default_factory=dict)  # ready capacity >= rate, last hour
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     settling: bool = False  # make-before-break work waits on servers just started: tick again soon
@@ -93,6 +97,8 @@ class TickReport:
             "decision": self.decision,
             "observed": self.observed,
             "forecast": self.forecast,
+            "headroom": self.headroom,
+            "attainment_1h": self.attainment,
             "missing": self.missing,
             "notes": self.notes,
             "settling": self.settling,
@@ -255,7 +261,7 @@ class Controller:
         cfg = ForecastConfig(
             sc.forecast,
             sc.boot_s + sc.interval_s,
-            sc.headroom,
+            0.0,  # the base forecast: the headroom step (tuning.tune) multiplies it
             tau_s=4 * sc.interval_s,
             trend_tau_s=10 * sc.interval_s,
             season_s=sc.season_s,
@@ -269,9 +275,14 @@ class Controller:
         for lo, hi in season_windows(obs.now, cfg):
             for w, pts in self.store.rate_history(lo, hi).items():
                 past.setdefault(w, []).extend(pts)
-        fc = forecast_all(history, cfg, past)
         current = self.store.current_layout()
         fallback = dict(current.rates) if current else {}
+        capacity = ready_capacity(self.store, obs.statuses, self.deps.contact)
+        seen = Seen(obs.reading.fresh, forecast_all(history, cfg, past), capacity, fallback)
+        tuned = tune(self.state.headroom, self.policy, obs.now, seen)
+        self.state = replace(self.state, headroom=tuned.state)
+        fc = tuned.planned
+        report.headroom, report.forecast_error, report.attainment = tuned.headroom, tuned.errors, tuned.attainment
         planned = {w.name: _first(fc.get(w.name), fallback.get(w.name), w.rate_rps) for w in self.policy.workloads}
         for w in obs.reading.missing:
             planned[w] = max(planned[w], fallback.get(w, 0.0))

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from autoscaler.core.headroom import HeadroomState
 from autoscaler.core.slo_guard import GuardState
 
 SCHEMA_VERSION = 1
@@ -95,6 +96,7 @@ class ControllerState:
     rejected: Mapping[Key, str] = field(
         default_factory=dict
     )  # attempt -> fingerprint of the assignment its agent refused
+    headroom: HeadroomState = field(default_factory=HeadroomState)  # forecast errors, attainment (core/headroom.py)
     gateway_drains: Mapping[str, float] = field(
         default_factory=dict
     )  # server -> when the gateway began draining it (core/routing.py drain_progress)
@@ -167,5 +169,6 @@ _CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     ),
     "backoff": (lambda b: b.to_json(), Backoff.from_json),
     "rejected": (_keyed_out, _keyed_in(str)),
+    "headroom": (lambda h: h.to_json(), HeadroomState.from_json),
     "gateway_drains": (dict, lambda d: {str(k): float(v) for k, v in d.items()}),
 }

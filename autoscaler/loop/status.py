@@ -1,4 +1,5 @@
-"""The status endpoint: /healthz, /metrics (Prometheus), /v1/plan, /v1/fleet, /v1/gateway, /v1/leader.
+"""The status endpoint: /healthz, /metrics (Prometheus), /v1/plan, /v1/fleet, /v1/gateway, /v1/leader,
+/v1/headroom.
 
 It listens on scaling.status_listen (127.0.0.1:9464 by default; a private address lets Prometheus
 on another host scrape it). With scaling.status_token_file, /v1/* requires that bearer token;
@@ -45,6 +46,15 @@ class Metrics:
         )
         self.observed = Gauge("igniter_observed_rps", "Latest usable observed rate", ["workload"], registry=r)
         self.correction = Gauge("igniter_slo_correction", "SLO-guard correction factor", ["workload"], registry=r)
+        self.headroom = Gauge(
+            "igniter_headroom_ratio", "Headroom planned above the forecast (0.2: 20 %)", ["workload"], registry=r
+        )
+        self.attainment = Gauge(
+            "igniter_attainment_last_hour_ratio",
+            "Fraction of the last hour in which the ready capacity covered the observed rate",
+            ["workload"],
+            registry=r,
+        )
         self.tick_seconds = Histogram(
             "igniter_tick_duration_seconds",
             "Duration of one tick",
@@ -77,6 +87,8 @@ class Metrics:
         _reset(self.forecast, {(w,): v for w, v in report.forecast.items()})
         _reset(self.observed, {(w,): v for w, v in report.observed.items()})
         _reset(self.correction, {(w,): v for w, v in corrections.items()})
+        _reset(self.headroom, {(w,): v for w, v in report.headroom.items()})
+        _reset(self.attainment, {(w,): v for w, v in report.attainment.items() if v is not None})
 
 
 def _count(instances: list[dict[str, Any]]) -> list[tuple[dict[str, str], int]]:
@@ -122,6 +134,24 @@ def fleet_snapshot(controller: Controller) -> dict[str, Any]:
     }
 
 
+def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, Any]:
+    """Per workload: the headroom planned with, the latest forecast error sample, and the measured
+    attainment over the last hour, with the policy's mode and target (docs/operations.md)."""
+    sc = controller.policy.scaling
+    return {
+        "mode": "auto" if sc.headroom == "auto" else "fixed",
+        "target_attainment": sc.target_attainment,
+        "workloads": {
+            w: {
+                "headroom": h,
+                "forecast_error": report.forecast_error.get(w),
+                "attainment_1h": report.attainment.get(w),
+            }
+            for w, h in report.headroom.items()
+        },
+    }
+
+
 @dataclass
 class StatusState:
     """What the endpoint serves; replaced wholesale after each tick."""
@@ -129,6 +159,7 @@ class StatusState:
     metrics: Metrics = field(default_factory=Metrics)
     plan: dict[str, Any] = field(default_factory=lambda: {"layout": None})
     fleet: dict[str, Any] = field(default_factory=lambda: {"instances": []})
+    headroom: dict[str, Any] = field(default_factory=lambda: {"workloads": {}})
     gateway: dict[str, Any] = field(default_factory=lambda: {"kind": "none", "workloads": {}})
     healthy: bool = True
     last_error: str | None = None
@@ -136,7 +167,7 @@ class StatusState:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def set_leader(self, snapshot: dict[str, Any], changed: bool = False) -> None:
-        """The lease's state (leadership.snapshot()); a standby serves no plan and no fleet."""
+        """The lease's state (leadership.snapshot()); a standby serves no plan, fleet or headroom."""
         with self.lock:
             leader = snapshot["role"] == "leader"
             if changed:
@@ -146,6 +177,7 @@ class StatusState:
             self.leader = dict(snapshot)
             if not leader:
                 self.plan, self.fleet = {"layout": None, "role": "standby"}, {"instances": [], "role": "standby"}
+                self.headroom = {"workloads": {}, "role": "standby"}  # a standby plans nothing
 
     def publish(self, controller: Controller, report: TickReport) -> None:
         fleet = fleet_snapshot(controller)
@@ -158,16 +190,20 @@ class StatusState:
             "observed": report.observed,
             "missing": report.missing,
             "corrections": corrections,
+            "headroom": report.headroom,
+            "attainment_1h": report.attainment,
             "notes": report.notes,
             "ok": report.ok,
             "error": report.error,
         }
+        headroom = headroom_snapshot(controller, report)
         routing = controller.routing
         gateway = snapshot(routing, controller.policy) if routing is not None else {"kind": "none", "workloads": {}}
         with self.lock:
             self.metrics.update(report, fleet, corrections)
             self.metrics.gateway.set(gateway)
             self.plan, self.fleet, self.healthy, self.last_error = plan, fleet, report.ok, report.error
+            self.headroom = headroom
             self.gateway = gateway
 
 
@@ -186,6 +222,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "/v1/plan": lambda: self._json(200, state.plan),
                 "/v1/fleet": lambda: self._json(200, state.fleet),
                 "/v1/leader": lambda: self._json(200, state.leader),
+                "/v1/headroom": lambda: self._json(200, state.headroom),
                 "/v1/gateway": lambda: self._json(200, state.gateway),
             }
             path = self.path.split("?", 1)[0]

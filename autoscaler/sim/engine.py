@@ -42,7 +42,7 @@ from autoscaler.loop.controller import Controller, Deps, PlanFn, TickReport
 from autoscaler.loop.store import Store
 from autoscaler.planner.types import Plan
 from autoscaler.rates.reader import RateReader
-from autoscaler.sim.result import SimResult, feasible_capacity
+from autoscaler.sim.result import SimResult, Tuning, feasible_capacity
 from autoscaler.sim.strategies import plan_types, reactive_planner
 from autoscaler.sim.traces import Trace
 from autoscaler.transport.fake import NoneTransport
@@ -63,7 +63,7 @@ class SimOptions:
 
     planner: str | None = None
     forecast: str | None = None
-    headroom: float | None = None
+    headroom: float | Literal["auto"] | None = None
     strategy: Strategy = "autoscaler"
     label: str | None = None
     rate_stat: Literal["mean", "max"] = "mean"
@@ -248,6 +248,7 @@ class Replay:
         self.cost = np.zeros(n)
         self.tick_times: list[float] = []
         self.tick_capacity: dict[str, list[float]] = {w: [] for w in trace.names}
+        self.tuning = Tuning(trace.names)
         self.errors: list[str] = []
         self.broken = 0
         self.unplaced: dict[str, str] = {}
@@ -257,6 +258,8 @@ class Replay:
         self.clock.t = now
         report = self.controller.tick()
         self.ticks += 1
+        planned = report.layout.capacity() if report.layout is not None else {}
+        self.tuning.add(now, report.headroom, report.forecast_error, planned)
         if not report.ok and report.error:
             self.errors.append(f"t={now:g}: {report.error}")
         if report.layout is not None:
@@ -355,6 +358,7 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         broken_servers=replay.broken,
         tick_times=np.array(replay.tick_times),
         tick_capacity={w: np.array(v) for w, v in replay.tick_capacity.items()},
+        tuning=replay.tuning,
     )
 
 
@@ -376,7 +380,7 @@ class _quiet:
 def compare_options(policy: Policy, base: SimOptions = SimOptions()) -> list[SimOptions]:
     """`--compare`: igniter under each forecast, the baseline planners, static peak, reactive, and
     the oracle (a perfect forecast: the floor for forecasting); every run keeps `base`'s headroom
-    and rate statistic."""
+    and rate statistic. With a fixed headroom, one more line: igniter with `headroom: auto`."""
     forecast = base.forecast or policy.scaling.forecast
     runs = [SimOptions(planner="igniter", forecast=f) for f in ("last", "ewma", "holt", "seasonal")]
     runs += [SimOptions(planner=p, forecast=forecast) for p in ("ffd", "gslice", "gpulets")]
@@ -385,7 +389,12 @@ def compare_options(policy: Policy, base: SimOptions = SimOptions()) -> list[Sim
         SimOptions(strategy="reactive"),
         SimOptions(strategy="oracle", planner="igniter"),
     ]
-    return [replace(r, headroom=base.headroom, rate_stat=base.rate_stat) for r in runs]
+    runs = [replace(r, headroom=base.headroom, rate_stat=base.rate_stat) for r in runs]
+    room = policy.scaling.headroom if base.headroom is None else base.headroom
+    if room != "auto":
+        auto = SimOptions(planner="igniter", forecast=forecast, headroom="auto", rate_stat=base.rate_stat)
+        runs.insert(4, replace(auto, label=f"igniter/{forecast} headroom auto"))
+    return runs
 
 
 def compare(

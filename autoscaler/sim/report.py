@@ -73,6 +73,9 @@ def print_summary(result: SimResult, console: Console | None = None) -> None:
         ),
         ("instance-hours", ", ".join(f"{k} {v:,.1f}" for k, v in s["instance_hours"].items()) or "none"),
     ]
+    if s["headroom_final"]:
+        rows.append(("headroom at the end", _per_workload(s["headroom_final"], f"({s['headroom']})")))
+        rows.append(("forecast error p99", _per_workload(s["forecast_error_p99"], "(observed / forecast - 1)")))
     if s["servers_over_budget"]:
         rows.append(
             (
@@ -85,6 +88,10 @@ def print_summary(result: SimResult, console: Console | None = None) -> None:
     for what, value in rows:
         table.add_row(what, value)
     console.print(table)
+
+
+def _per_workload(values: dict[str, float | None], note: str) -> str:
+    return ", ".join(f"{w} {'-' if v is None else f'{v:.2f}'}" for w, v in values.items()) + f" {note}"
 
 
 def _ratio(value: float | None) -> str:
@@ -136,7 +143,8 @@ def print_compare(results: Sequence[SimResult], console: Console | None = None) 
 
 
 def plot(results: Sequence[SimResult], path: str | Path) -> None:
-    """Rate against capacity per workload (one panel each), and cost per hour over time, as a PNG."""
+    """Rate against capacity per workload (one panel each, with each run's headroom on a second
+    axis, dashed), and cost per hour over time, as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -151,6 +159,7 @@ def plot(results: Sequence[SimResult], path: str | Path) -> None:
         for r in results:
             ax.step(hours, r.capacity[w], where="post", lw=0.8, label=f"capacity ({r.label})")
         ax.set_ylabel(f"{w}\nreq/s")
+        _plot_headroom(ax, results, w, float(trace.times[0]))
     axes[0].legend(loc="upper right", fontsize=7)
     for r in results:
         axes[-1].step(hours, r.cost_per_hour, where="post", lw=0.8, label=r.label)
@@ -160,3 +169,20 @@ def plot(results: Sequence[SimResult], path: str | Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _plot_headroom(ax, results: Sequence[SimResult], workload: str, t0: float) -> None:  # type: ignore[no-untyped-def]
+    """Each run's headroom over time for `workload`, dashed, on the panel's right-hand axis."""
+    runs = [r for r in results if r.tuning and r.tuning.headroom.get(workload)]
+    if not runs:
+        return
+    right = ax.twinx()
+    for r in runs:
+        hours = [(t - t0) / 3600.0 for t in r.tuning.times]  # type: ignore[union-attr]
+        line = r.tuning.headroom[workload]  # type: ignore[union-attr]
+        right.step(
+            hours, line, where="post", ls="--", lw=0.7, color=f"C{results.index(r)}", label=f"headroom ({r.label})"
+        )
+    right.set_ylabel("headroom", fontsize=7)
+    right.set_ylim(bottom=0)
+    right.legend(loc="upper left", fontsize=7)

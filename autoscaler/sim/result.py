@@ -34,6 +34,40 @@ def feasible_capacity(policy: Policy, gpus: Iterable[tuple[str, Sequence[Server]
     return out, broken
 
 
+@dataclass
+class Tuning:
+    """What the headroom step did over a run: per workload, the headroom each tick planned with,
+    the capacity its layout planned (every server, booting or not: what a shortfall of ready
+    capacity is measured against), and each forecast error sample (observed / the forecast
+    boot_s earlier, minus 1)."""
+
+    names: Sequence[str]
+    times: list[float] = field(default_factory=list)
+    headroom: dict[str, list[float]] = field(default_factory=dict)
+    planned: dict[str, list[float]] = field(default_factory=dict)
+    errors: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, now: float, headroom: dict[str, float], errors: dict[str, float], planned: dict[str, float]) -> None:
+        if not headroom:
+            return
+        self.times.append(now)
+        for w in self.names:
+            self.headroom.setdefault(w, []).append(headroom.get(w, 0.0))
+            self.planned.setdefault(w, []).append(planned.get(w, 0.0))
+            if w in errors:
+                self.errors.setdefault(w, []).append(errors[w])
+
+    def final(self) -> dict[str, float]:
+        """The headroom of the last tick, per workload."""
+        return {w: round(v[-1], 4) for w, v in self.headroom.items() if v}
+
+    def error_p99(self) -> dict[str, float | None]:
+        """The 99th percentile of the forecast errors, per workload (None: never sampled)."""
+        return {
+            w: round(float(np.quantile(self.errors[w], 0.99)), 4) if self.errors.get(w) else None for w in self.names
+        }
+
+
 @dataclass(kw_only=True)
 class SimResult:
     """One replay: per-row rate and capacity, cost over time, and the fleet's bill."""
@@ -42,7 +76,7 @@ class SimResult:
     strategy: str
     planner: str
     forecast: str
-    headroom: float
+    headroom: float | str
     trace: Trace
     capacity: dict[str, np.ndarray]
     cost_per_hour: np.ndarray
@@ -58,6 +92,7 @@ class SimResult:
     broken_servers: int = 0  # server-ticks predicted to miss their latency budget
     tick_times: np.ndarray | None = None  # when the fleet was sampled (after each tick)
     tick_capacity: dict[str, np.ndarray] | None = None  # capacity per workload at those times
+    tuning: Tuning | None = None  # headroom per tick and forecast errors (None: static peak)
 
     def attainment(self) -> float:
         """Fraction of (row, workload) pairs whose capacity covers the rate."""
@@ -108,6 +143,8 @@ class SimResult:
             "planner": self.planner,
             "forecast": self.forecast,
             "headroom": self.headroom,
+            "headroom_final": self.tuning.final() if self.tuning else {},
+            "forecast_error_p99": self.tuning.error_p99() if self.tuning else {},
             "steps": len(self.trace.times),
             "step_s": self.trace.step_s,
             "duration_s": self.trace.duration_s,

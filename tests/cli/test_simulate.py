@@ -33,9 +33,26 @@ def test_json_summary_has_every_field(igniter, small):
         "worst_shortfall",
         "scaling_actions",
         "instance_hours",
+        "headroom_final",
+        "forecast_error_p99",
     ):
         assert key in s
     assert s["duration_s"] == 960 and 0 < s["slo_attainment"] < 1 and s["scaling_actions"] >= 1
+    assert s["headroom_final"] == {"a": 0.0} and s["forecast_error_p99"]["a"] > 0.5  # 500 -> 1000
+
+
+def test_headroom_auto_from_the_command_line(igniter, small):
+    """--headroom auto sizes the headroom from the run's errors: the step 500 -> 1000 is a forecast
+    error of +100 % (nothing was held above the plan then), so the workload ends at the cap, 1.0.
+    The summary table says so."""
+    policy, trace = small
+    r = igniter("simulate", policy, "--trace", trace, "--headroom", "auto", "--json")
+    assert r.code == 0, r.err
+    s = json.loads(r.out)
+    assert s["headroom"] == "auto" and s["headroom_final"] == {"a": 1.0}
+    assert s["forecast_error_p99"]["a"] == pytest.approx(1.0, abs=0.01)
+    table = igniter("simulate", policy, "--trace", trace, "--headroom", "auto")
+    assert "headroom at the end" in table.out and f"a {s['headroom_final']['a']:.2f} (auto)" in table.out
 
 
 def test_timeline_and_plot(igniter, small, tmp_path):
@@ -60,6 +77,7 @@ def test_compare_prints_every_strategy(igniter, small):
         "igniter/ewma",
         "igniter/holt",
         "igniter/seasonal",
+        "igniter/last headroom auto",  # the policy fixes its headroom (0): the auto line to compare
         "ffd/last",
         "gslice/last",
         "gpulets/last",
@@ -138,6 +156,9 @@ def test_policy_errors_and_bad_options_exit_2(igniter, small, tmp_path):
     assert r.code == 2 and "unknown planner" in r.err
     r = igniter("simulate", policy, "--trace", trace, "--rename", "nonsense")
     assert r.code == 2 and "expected OLD=NEW" in r.err
+    for bad in ("lots", "-0.5", "11", "nan"):
+        r = igniter("simulate", policy, "--trace", trace, "--headroom", bad)
+        assert r.code == 2 and f"--headroom: {bad}: must be auto or a finite number from 0 to 10" in r.err
 
 
 def test_a_real_process_exits_2_without_a_traceback(make_policy, write_csv, tmp_path):

@@ -69,7 +69,26 @@ CASES = [
     ("missing profile", mutate("instance_types.0.gpu", "a100"), "instance_types[0].gpu"),
     ("missing field", mutate("workloads.0.slo_ms", DELETE), "workloads[0].slo_ms"),
     ("bad scaling", {**GOOD, "scaling": {"forecast": "magic"}}, "scaling.forecast"),
+    ("headroom word", {**GOOD, "scaling": {"headroom": "lots"}}, "scaling.headroom"),
+    ("negative headroom", {**GOOD, "scaling": {"headroom": -0.1}}, "scaling.headroom"),
+    ("target of 1", {**GOOD, "scaling": {"target_attainment": 1.0}}, "scaling.target_attainment"),
+    ("target too low", {**GOOD, "scaling": {"target_attainment": 0.2}}, "scaling.target_attainment"),
 ]
+
+
+def test_headroom_is_auto_by_default_or_a_number(tmp_path):
+    assert load_policy(write(tmp_path, GOOD)).scaling.headroom == "auto"
+    assert load_policy(write(tmp_path, GOOD)).scaling.target_attainment == 0.999
+    fixed = load_policy(write(tmp_path, {**GOOD, "scaling": {"headroom": 1, "target_attainment": 0.99}}))
+    assert fixed.scaling.headroom == 1.0 and isinstance(fixed.scaling.headroom, float)
+    assert fixed.scaling.target_attainment == 0.99
+
+
+def test_a_bad_headroom_says_what_it_may_be(igniter, tmp_path):
+    path = write(tmp_path, {**GOOD, "scaling": {"headroom": "lots"}})
+    res = igniter("validate", path)
+    assert res.code == 2
+    assert f"{path}: scaling.headroom: must be 'auto' or a finite number from 0 to 10 (got 'lots')" in res.err
 
 
 @pytest.mark.parametrize(("label", "data", "field"), CASES, ids=[c[0] for c in CASES])

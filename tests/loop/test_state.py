@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.core.headroom import HeadroomState, WorkloadErrors
 from autoscaler.core.slo_guard import GuardState
 from autoscaler.loop.state import (
     _CODECS,
@@ -30,6 +31,17 @@ FULL = ControllerState(
     quarantined={"i-1": Quarantine(slot="f-p3-0", reason="host key mismatch", since=5.0)},
     backoff=Backoff(failures=2, until=60.0, reason="throttled: RequestLimitExceeded"),
     rejected={("f-p3-1", 2): "abc123"},
+    headroom=HeadroomState(
+        {
+            "a": WorkloadErrors(
+                forecasts=((100.0, 50.0, 0.2, 60.0), (130.0, 55.0, 0.25, None)),
+                weights=(30.0,) + (0.0,) * 48 + (1.5,),
+                observed_at=130.0,
+                samples_s=60.0,
+                attain=((0.0, 30.0, 60.0),),
+            )
+        }
+    ),
 )
 
 

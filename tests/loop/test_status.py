@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 import httpx
+import pytest
 
 from autoscaler.fleet.base import ThrottledError
 from autoscaler.loop.controller import Deps
@@ -88,3 +89,38 @@ def test_service_schedules_ticks_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert seen == {"coalesce": True, "max_instances": 1, "grace": 1}
     assert len([c for c in prov.calls if c[0] == "launch"]) == 3
     assert sum(1 for c in prov.calls if c[0] == "list") >= 2  # ticked more than once
+
+
+def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
+    """/v1/headroom and /metrics: the headroom each workload is planned with (auto: the cold
+    start until it has an hour of errors, more once an error exceeds it) and the fraction of the
+    last hour its ready capacity covered the observed rate (short after alex's rate jumped)."""
+    policy = make_policy(tmp_path, scaling={"interval_s": 30, "headroom": "auto", "forecast": "last"})
+    clock = Clock()
+    ctl, _prov, _tr, manual = make_controller(policy, clock)
+    state = StatusState()
+    server = StatusServer(state, 0).start()
+    try:
+        url = f"http://127.0.0.1:{server.port}"
+        for k in range(40):
+            manual.set(alex=400.0 if k >= 30 else 150.0)
+            state.publish(ctl, ctl.tick())
+            clock.advance(30)
+        body = httpx.get(url + "/v1/headroom").json()
+        assert body["mode"] == "auto" and body["target_attainment"] == 0.999
+        alex, res = body["workloads"]["alex"], body["workloads"]["res"]
+        assert res["headroom"] == 0.5  # cold start: under an hour of samples
+        assert alex["headroom"] == 1.0  # 400 against the 150 forecast boot_s earlier: the cap
+        assert res["attainment_1h"] == 1.0
+        assert 0.5 < alex["attainment_1h"] < 1.0  # 400 found the capacity planned for 225 short
+        assert alex["forecast_error"] == pytest.approx(0.0)  # by now 400 was forecast boot_s ago too
+        plan = httpx.get(url + "/v1/plan").json()
+        assert plan["headroom"] == {"alex": 1.0, "res": 0.5} and plan["forecast"] == {"alex": 800.0, "res": 75.0}
+        metrics = httpx.get(url + "/metrics").text
+        assert 'igniter_headroom_ratio{workload="alex"} 1.0' in metrics
+        assert f'igniter_attainment_last_hour_ratio{{workload="alex"}} {alex["attainment_1h"]}' in metrics
+        assert 'igniter_attainment_last_hour_ratio{workload="res"} 1.0' in metrics
+        state.set_leader({"role": "standby", "token": None}, changed=True)  # lost the lease: plans nothing
+        assert httpx.get(url + "/v1/headroom").json() == {"workloads": {}, "role": "standby"}
+    finally:
+        server.close()

@@ -1,0 +1,84 @@
+"""The controller's headroom step: base forecasts in, planned rates out (core/headroom.py decides).
+
+Kept out of controller.py so the tick stays a list of named steps. The estimator runs whatever the
+policy's headroom: with a number it only measures (errors, attainment) for the status endpoint;
+with `auto` its headroom is the one planned with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from autoscaler.config.policy import Policy
+from autoscaler.core.headroom import HeadroomConfig, HeadroomState, TickInput, update
+from autoscaler.core.lifecycle import LIVE, State
+from autoscaler.loop.store import Store
+from autoscaler.transport.base import AgentStatus
+
+
+def headroom_config(policy: Policy) -> HeadroomConfig:
+    """The estimator's constants for this policy: its target, boot time and forecast horizon."""
+    sc = policy.scaling
+    return HeadroomConfig(target=sc.target_attainment, lead_s=sc.boot_s, horizon_s=sc.boot_s + sc.interval_s)
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """The step's answer: the estimator's new state (for ControllerState.headroom), planned rates
+    (base * (1 + headroom)), the headroom per workload, the
+    forecast errors this tick measured (observed / the newest base forecast at least boot_s old,
+    minus 1) and the attainment measured over the last hour."""
+
+    state: HeadroomState
+    planned: dict[str, float | None]
+    headroom: dict[str, float]
+    errors: dict[str, float] = field(default_factory=dict)
+    attainment: dict[str, float | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What this tick saw, per workload: fresh rates, base forecasts (before headroom), the ready
+    capacity that carried the rates, and the rates the layout in force was planned for."""
+
+    observed: Mapping[str, float]
+    base: Mapping[str, float | None]
+    capacity: Mapping[str, float]
+    held: Mapping[str, float]
+
+
+def tune(state: HeadroomState, policy: Policy, now: float, seen: Seen) -> Tuned:
+    """Update the estimator with this tick, then size each workload's headroom."""
+    cfg = headroom_config(policy)
+    base = {w.name: seen.base.get(w.name) for w in policy.workloads}
+    inp = TickInput(
+        now=now,
+        interval_s=policy.scaling.interval_s,
+        observed=seen.observed,
+        forecast=base,
+        floor={w.name: float(w.min_rate_rps) for w in policy.workloads},
+        capacity=seen.capacity,
+        held=seen.held,
+        fixed=None if policy.scaling.headroom == "auto" else float(policy.scaling.headroom),
+    )
+    step = update(state, inp, cfg)
+    planned = {w: None if f is None else f * (1.0 + step.headroom[w]) for w, f in base.items()}
+    return Tuned(step.state, planned, step.headroom, step.errors, {w: step.state.attainment(w, now) for w in base})
+
+
+def ready_capacity(store: Store, statuses: Mapping[str, AgentStatus], contact: bool) -> dict[str, float]:
+    """Predicted throughput per workload of the servers ready now: the capacity that carried the
+    rate just observed. Contacted agents say which servers are ready; otherwise every server
+    assigned to a ready instance counts (the simulator's and `transport: none`'s view)."""
+    live = {r.key: r for r in store.open_records() if r.state in LIVE}
+    out: dict[str, float] = {}
+    for key, (_, servers) in store.applied().items():
+        rec = live.get(key)
+        if rec is None:
+            continue
+        names = statuses[rec.slot].ready_names() if contact and rec.slot in statuses else set()
+        for s in servers:
+            if (s.name in names) if contact else rec.state is State.READY:
+                out[s.workload] = out.get(s.workload, 0.0) + s.predicted_throughput_rps
+    return out
