@@ -144,13 +144,14 @@ def default_planner(
     caps: Mapping[str, int],
     current: Plan | None,
 ) -> Plan:
-    """The policy's planner on the policy's instance types; types in `caps` may have at most that
-    many instances (a type that just reported no capacity keeps what runs, and gets no more)."""
+    """The policy's planner on the policy's offerings; offerings in `caps` (keyed by
+    planner.types.offering_key: the type on-demand, `<type>@spot` for spot) may have at most that
+    many instances (an offering that just reported no capacity keeps what runs, and gets no more)."""
     from autoscaler.planner import make_plan, planning_inputs
 
     gone = frozenset(t for t, n in caps.items() if n <= 0)
     demands, options, models = planning_inputs(policy, rates=rates, corrections=corrections, unavailable=gone)
-    options = [_capped(o, caps.get(o.name)) for o in options]
+    options = [_capped(o, caps.get(o.key)) for o in options]
     return make_plan(
         demands,
         options,

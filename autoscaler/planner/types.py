@@ -3,7 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+CapacityType = Literal["on-demand", "spot"]
+ON_DEMAND: CapacityType = "on-demand"
+SPOT: CapacityType = "spot"
+SPOT_SUFFIX = "@spot"  # '@' is not allowed in policy names, so a suffixed name never collides
+
+
+def offering_key(instance_type: str, capacity_type: str = ON_DEMAND) -> str:
+    """One name per (type, capacity type): the type itself on-demand, "<type>@spot" for spot. It
+    keys unavailability and caps, so a spot capacity error never caps the type's on-demand offering."""
+    return instance_type if capacity_type == ON_DEMAND else instance_type + SPOT_SUFFIX
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,17 +26,25 @@ class Demand:
     slo_ms: float
     rate_rps: float
     correction: float = 1.0  # SLO-guard factor (>= 1) that inflates the model's predicted latency
+    on_demand_floor: float = 0.0  # share of rate_rps that must sit on on-demand instances (with spot offered)
+    gpus: frozenset[str] | None = None  # the GPU types it may be placed on (None: any)
 
 
 @dataclass(frozen=True, slots=True)
 class InstanceOption:
-    """An instance type the planner may open."""
+    """An offering the planner may open: an instance type, bought on-demand or as spot. A type with
+    a spot price is two options with the same name; `max_instances` caps each offering apart."""
 
     name: str
     gpu: str
     gpus: int
     price_per_hour: float
     max_instances: int | None = None
+    capacity_type: CapacityType = ON_DEMAND
+
+    @property
+    def key(self) -> str:
+        return offering_key(self.name, self.capacity_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +84,16 @@ class InstanceOut:
     instance_type: str
     price_per_hour: float
     gpus: tuple[GpuOut, ...]
+    capacity_type: CapacityType = ON_DEMAND
+
+    @property
+    def key(self) -> str:
+        return offering_key(self.instance_type, self.capacity_type)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "instance_type": self.instance_type,
+            "capacity_type": self.capacity_type,
             "price_per_hour": self.price_per_hour,
             "gpus": [g.to_json() for g in self.gpus],
         }
