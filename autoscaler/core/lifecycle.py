@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
+from autoscaler.config.offerings import ON_DEMAND, offering_key
 from autoscaler.fleet.base import Instance
 
 
@@ -96,10 +97,16 @@ class Record:
     updated_at: float
     instance_id: str | None = None
     plan_generation: int = 0  # the plan's generation it was launched under
+    capacity_type: str = ON_DEMAND  # on-demand or spot: the offering it was launched from
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.slot, self.attempt)
+
+    @property
+    def offering(self) -> str:
+        """The (type, capacity type) it was bought as, as planner.types.offering_key names it."""
+        return offering_key(self.instance_type, self.capacity_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +127,9 @@ def transition(record: Record, reason: Reason, now: float, detail: str = "", **f
     return Change(replace(record, state=target, updated_at=now, **fields), record.state, reason, detail)
 
 
-def new_record(slot: str, attempt: int, instance_type: str, now: float, plan_generation: int = 0) -> Record:
+def new_record(
+    slot: str, attempt: int, instance_type: str, now: float, plan_generation: int = 0, capacity_type: str = ON_DEMAND
+) -> Record:
     """A record in the NEW pseudo-state, to be moved by REQUEST or DISCOVERED."""
     return Record(
         slot=slot,
@@ -131,6 +140,7 @@ def new_record(slot: str, attempt: int, instance_type: str, now: float, plan_gen
         updated_at=now,
         instance_id=None,
         plan_generation=plan_generation,
+        capacity_type=capacity_type,
     )
 
 
@@ -206,7 +216,7 @@ def _discover(
         key = (inst.slot, inst.attempt)
         if inst.id in known or key in open_keys or key in closed or not inst.slot:
             continue
-        rec = new_record(inst.slot, key[1], inst.instance_type, now, inst.plan_generation)
+        rec = new_record(inst.slot, key[1], inst.instance_type, now, inst.plan_generation, inst.capacity_type)
         out.append(transition(rec, R.DISCOVERED, now, f"{inst.id} carries the fleet tag", instance_id=inst.id))
         open_keys.add(key)
         if inst.state == "running":

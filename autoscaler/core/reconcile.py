@@ -30,6 +30,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from autoscaler.config.offerings import ON_DEMAND, offering_key
 from autoscaler.core.layout import Layout, PlannedServer
 from autoscaler.core.lifecycle import LIVE, USABLE, Reason, Record, State
 
@@ -40,6 +41,11 @@ class Launch:
     instance_type: str
     attempt: int
     reason: str
+    capacity_type: str = ON_DEMAND
+
+    @property
+    def offering(self) -> str:
+        return offering_key(self.instance_type, self.capacity_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +84,7 @@ class FleetView:
     ready_servers: frozenset[str] = frozenset()  # server names that report ready
     max_attempt: Mapping[str, int] = field(default_factory=dict)  # slot -> highest attempt ever used
     orphans: Sequence[tuple[str, str]] = ()  # (slot, instance id): ours, listed, no record
-    prices: Mapping[str, float] = field(default_factory=dict)
+    prices: Mapping[str, float] = field(default_factory=dict)  # offering (offering_key) -> $/h
     agent_seen: Mapping[tuple[str, int], float] = field(default_factory=dict)  # last answer per (slot, attempt)
 
 
@@ -166,13 +172,14 @@ def _launches(
     for spec in layout.slots:
         rec = current.get(spec.slot)
         nxt = view.max_attempt.get(spec.slot, -1) + 1
+        ct = spec.capacity_type
         if rec is None:
-            launches.append(Launch(spec.slot, spec.instance_type, nxt, "planned"))
+            launches.append(Launch(spec.slot, spec.instance_type, nxt, "planned", ct))
         elif rec.state is State.REQUESTED:
-            launches.append(Launch(spec.slot, spec.instance_type, rec.attempt, "resume interrupted launch"))
+            launches.append(Launch(spec.slot, spec.instance_type, rec.attempt, "resume interrupted launch", ct))
         elif (end := _replace_reason(rec, view, now, limits)) is not None:
             replaced.append(end)
-            launches.append(Launch(spec.slot, spec.instance_type, nxt, f"replace: {end.reason.value}"))
+            launches.append(Launch(spec.slot, spec.instance_type, nxt, f"replace: {end.reason.value}", ct))
     return launches, replaced
 
 
@@ -206,14 +213,14 @@ def _within_budget(
         return launches
     gone = {(a.slot, a.attempt) for a in replaced if isinstance(a, Terminate)}
     cost = sum(
-        view.prices.get(r.instance_type, 0.0)
+        view.prices.get(r.offering, 0.0)
         for r in view.records
         if r.state in LIVE and r.key not in gone and r.state is not State.REQUESTED
     )
     out: list[Action] = []
     for a in launches:
         assert isinstance(a, Launch)
-        price = view.prices.get(a.instance_type, 0.0)
+        price = view.prices.get(a.offering, 0.0)
         if cost + price > limits.max_cost_per_hour + 1e-9:
             notes.append(
                 f"launch of {a.slot} ({a.instance_type}) blocked by max_cost_per_hour "

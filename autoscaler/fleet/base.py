@@ -40,10 +40,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, Protocol, runtime_checkable
 
+from autoscaler.config.offerings import ON_DEMAND
+
 TAG_FLEET = "igniter:fleet"
 TAG_SLOT = "igniter:slot"
 TAG_PLAN_GENERATION = "igniter:generation"  # the plan generation an instance was launched under
 TAG_ATTEMPT = "igniter:attempt"
+TAG_CAPACITY = "igniter:capacity-type"  # on-demand | spot, set at launch
 
 InstanceState = Literal["pending", "running", "stopping", "terminated"]
 
@@ -69,6 +72,7 @@ class Instance:
     port_base: int | None = None
     state_dir: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    capacity_type: str = ON_DEMAND  # how it was bought: on-demand or spot
 
 
 class OnRecord(StrEnum):
@@ -129,13 +133,18 @@ class ProviderError(Exception):
 
 
 class CapacityError(ProviderError):
-    """The type has no capacity (InsufficientInstanceCapacity, InstanceLimitExceeded, Unsupported)."""
+    """The offering (type, capacity type) has no capacity: InsufficientInstanceCapacity,
+    InstanceLimitExceeded, Unsupported; for spot also MaxSpotInstanceCountExceeded and
+    SpotMaxPriceTooLow. Only that offering is unavailable: a type's spot shortage leaves its
+    on-demand offering alone, and the other way round."""
 
     kind = ProviderFault.CAPACITY
 
-    def __init__(self, instance_type: str, message: str) -> None:
-        super().__init__(f"{instance_type}: {message}")
+    def __init__(self, instance_type: str, message: str, capacity_type: str = ON_DEMAND) -> None:
+        where = instance_type if capacity_type == ON_DEMAND else f"{instance_type} ({capacity_type})"
+        super().__init__(f"{where}: {message}")
         self.instance_type = instance_type
+        self.capacity_type = capacity_type
 
 
 class ThrottledError(ProviderError):
@@ -164,9 +173,17 @@ class Provider(Protocol):
         ...
 
     def launch(
-        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+        self,
+        slot: str,
+        instance_type: str,
+        plan_generation: int,
+        *,
+        attempt: int = 0,
+        salt: str = "",
+        capacity_type: str = ON_DEMAND,
     ) -> Instance:
-        """Start an instance for `slot` (idempotent: returns the existing one if present).
+        """Start an instance for `slot` (idempotent: returns the existing one if present), bought
+        on-demand or as spot (`capacity_type`; a backend without spot treats both alike).
 
         `salt` is the state file's random epoch: it keeps launch tokens unique when a slot name is
         reused after the state was lost."""
@@ -212,5 +229,13 @@ def tag_int(tags: dict[str, str], key: str) -> int:
         return 0
 
 
-def fleet_tags(fleet: str, slot: str, plan_generation: int, attempt: int) -> dict[str, str]:
-    return {TAG_FLEET: fleet, TAG_SLOT: slot, TAG_PLAN_GENERATION: str(plan_generation), TAG_ATTEMPT: str(attempt)}
+def fleet_tags(
+    fleet: str, slot: str, plan_generation: int, attempt: int, capacity_type: str = ON_DEMAND
+) -> dict[str, str]:
+    return {
+        TAG_FLEET: fleet,
+        TAG_SLOT: slot,
+        TAG_PLAN_GENERATION: str(plan_generation),
+        TAG_ATTEMPT: str(attempt),
+        TAG_CAPACITY: capacity_type,
+    }

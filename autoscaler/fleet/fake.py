@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from autoscaler.config.offerings import ON_DEMAND, SPOT
 from autoscaler.fleet.base import TAG_ATTEMPT, TAG_SLOT, CapacityError, Instance, ProviderError, fleet_tags
 
 
@@ -18,7 +19,8 @@ class FakeProvider:
     clock: Callable[[], float] = lambda: 0.0
     boot_s: float = 0.0
     calls: list[tuple[str, ...]] = field(default_factory=list)
-    no_capacity: set[str] = field(default_factory=set)  # instance types that raise CapacityError
+    no_capacity: set[str] = field(default_factory=set)  # instance types (any capacity type) that raise CapacityError
+    no_spot: set[str] = field(default_factory=set)  # instance types whose spot launches raise CapacityError
     fail_next: list[ProviderError] = field(default_factory=list)  # raised by the next mutating calls
     _instances: dict[str, Instance] = field(default_factory=dict)
     _count: int = 0
@@ -32,16 +34,25 @@ class FakeProvider:
         return sorted(self._instances.values(), key=lambda i: i.id)
 
     def launch(
-        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+        self,
+        slot: str,
+        instance_type: str,
+        plan_generation: int,
+        *,
+        attempt: int = 0,
+        salt: str = "",
+        capacity_type: str = ON_DEMAND,
     ) -> Instance:
-        self.calls.append(("launch", slot, instance_type, str(attempt)))
+        self.calls.append(
+            ("launch", slot, instance_type, str(attempt)) + ((capacity_type,) if capacity_type != ON_DEMAND else ())
+        )
         found = self._find(slot, attempt)
         if found is not None:
             return found
         if self.fail_next:
             raise self.fail_next.pop(0)
-        if instance_type in self.no_capacity:
-            raise CapacityError(instance_type, "InsufficientInstanceCapacity (fake)")
+        if instance_type in self.no_capacity or (capacity_type == SPOT and instance_type in self.no_spot):
+            raise CapacityError(instance_type, "InsufficientInstanceCapacity (fake)", capacity_type)
         self._count += 1
         inst = Instance(
             id=f"i-{self._count:06d}",
@@ -52,7 +63,8 @@ class FakeProvider:
             address="127.0.0.1",
             plan_generation=plan_generation,
             attempt=attempt,
-            tags=fleet_tags(self.fleet, slot, plan_generation, attempt),
+            tags=fleet_tags(self.fleet, slot, plan_generation, attempt, capacity_type),
+            capacity_type=capacity_type,
         )
         self._instances[inst.id] = inst
         return inst

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from autoscaler.config.offerings import ON_DEMAND, offering_key
 from autoscaler.fleet.base import TAG_ATTEMPT, TAG_SLOT, Instance, PermanentError, fleet_tags
 
 
@@ -24,6 +25,7 @@ class Lifetime:
     price_per_hour: float
     start: float
     end: float | None = None
+    capacity_type: str = ON_DEMAND
 
     def hours(self, until: float) -> float:
         end = until if self.end is None else min(self.end, until)
@@ -34,7 +36,7 @@ class Lifetime:
 class SimProvider:
     fleet: str
     clock: Callable[[], float]
-    prices: Mapping[str, float]  # instance type -> $/h
+    prices: Mapping[str, float]  # offering (config.offerings.offering_key) -> $/h
     boot_s: float = 180.0
     launches: int = 0
     terminations: int = 0
@@ -50,14 +52,23 @@ class SimProvider:
         return sorted(self._live.values(), key=lambda i: i.id)
 
     def launch(
-        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+        self,
+        slot: str,
+        instance_type: str,
+        plan_generation: int,
+        *,
+        attempt: int = 0,
+        salt: str = "",
+        capacity_type: str = ON_DEMAND,
     ) -> Instance:
-        """Start (or return the existing) instance of (slot, attempt); unknown types are permanent errors."""
+        """Start (or return the existing) instance of (slot, attempt); an offering the policy does
+        not have is a permanent error."""
         found = self._by_key.get((slot, str(attempt)))
         if found is not None and found in self._live:
             return self._live[found]
-        if instance_type not in self.prices:
-            raise PermanentError(f"{instance_type}: not an instance type of the policy")
+        key = offering_key(instance_type, capacity_type)
+        if key not in self.prices:
+            raise PermanentError(f"{key}: not an offering of the policy")
         self.launches += 1
         now = self.clock()
         inst = Instance(
@@ -69,11 +80,12 @@ class SimProvider:
             address=None,
             plan_generation=plan_generation,
             attempt=attempt,
-            tags=fleet_tags(self.fleet, slot, plan_generation, attempt),
+            tags=fleet_tags(self.fleet, slot, plan_generation, attempt, capacity_type),
+            capacity_type=capacity_type,
         )
         self._live[inst.id] = inst
         self._by_key[(slot, str(attempt))] = inst.id
-        self.lifetimes[inst.id] = Lifetime(instance_type, self.prices[instance_type], now)
+        self.lifetimes[inst.id] = Lifetime(instance_type, self.prices[key], now, None, capacity_type)
         return inst
 
     def terminate(self, instance_id: str) -> None:
@@ -102,7 +114,7 @@ class SimProvider:
 
     def cost_per_hour(self) -> float:
         """What the instances held right now cost per hour (pending ones are billed too)."""
-        return sum(self.prices[i.instance_type] for i in self._live.values())
+        return sum(self.prices[offering_key(i.instance_type, i.capacity_type)] for i in self._live.values())
 
     def instance_hours(self, until: float) -> dict[str, float]:
         out: dict[str, float] = {}

@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.colocation import gpu_fits
 from autoscaler.core.forecast import ForecastConfig, forecast_all, season_windows
 from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo, layout_from_plan, layout_to_plan
-from autoscaler.core.lifecycle import LIVE, State, SyncInput, sync
+from autoscaler.core.lifecycle import LIVE, USABLE, State, SyncInput, sync
 from autoscaler.core.reconcile import FleetView, Limits, diff
 from autoscaler.core.scaling import choose, hold_rates, next_wake
 from autoscaler.core.slo_guard import update as guard_update
@@ -299,7 +300,7 @@ class Controller:
     ) -> None:
         """Plan -> diff -> act; a capacity error marks the type unavailable and re-plans this tick."""
         previous = self.store.current_layout()
-        for round_ in range(1, len(self.policy.instance_types) + 2):
+        for round_ in range(1, len(offering_prices(self.policy)) + 2):
             report.rounds = round_
             layout, report.decision = self.plan(obs.now, planned, corrections, previous, bool(obs.reading.missing))
             report.layout = layout
@@ -349,7 +350,7 @@ class Controller:
 
     def _layout_input(self, previous: Layout | None, rates: Mapping[str, float]) -> LayoutInput:
         records = self.store.all_records()
-        live = {r.slot: r.instance_type for r in records if r.state in LIVE}
+        live = {r.slot: r.offering for r in records if r.state in LIVE}
         reserved: dict[str, set[tuple[str, int]]] = {}
         running: dict[str, tuple[PlannedServer, ...]] = {}
         current = {r.key for r in records if r.state in LIVE}
@@ -395,7 +396,7 @@ class Controller:
             and (obs.statuses[s].assignment_generation or 0) < applied_all[r.key][0]
         )
         ready = self._ready_servers(current, applied, obs)
-        prices = {t.name: t.price_per_hour for t in self.policy.instance_types}
+        prices = offering_prices(self.policy)
         return FleetView(
             records=records,
             applied=applied,
@@ -440,14 +441,15 @@ class Controller:
         )
 
     def _caps(self, now: float) -> dict[str, int]:
-        """Unavailable types (recent capacity error) are capped at the instances already running."""
+        """Unavailable offerings (a recent capacity error, per type and capacity type: `<type>` or
+        `<type>@spot`) are capped at the instances already running."""
         until = self.state.unavailable
-        live = [r.instance_type for r in self.store.open_records() if r.state in LIVE and r.instance_id]
+        live = [r.offering for r in self.store.open_records() if r.state in USABLE and r.instance_id]
         return {t: live.count(t) for t, end in until.items() if end > now}
 
-    def _mark_unavailable(self, types: list[str], now: float) -> None:
+    def _mark_unavailable(self, offerings: list[str], now: float) -> None:
         until = {t: e for t, e in self.state.unavailable.items() if e > now}
-        for t in types:
+        for t in offerings:
             until[t] = now + self.policy.provider.unavailable_s
             log.warning(
                 "%s has no capacity: unavailable until +%.0f s; re-planning", t, self.policy.provider.unavailable_s

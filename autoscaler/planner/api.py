@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
+from autoscaler.config.offerings import SPOT, offering_key
 from autoscaler.config.policy import Policy
 from autoscaler.model.perfmodel import PerfModel, load_perf_model
 from autoscaler.planner import baselines, exact
@@ -23,7 +24,7 @@ from autoscaler.planner.offerings import plan_offerings
 from autoscaler.planner.repair import repair
 from autoscaler.planner.stability import remaining_demands, seed
 from autoscaler.planner.state import GpuPool
-from autoscaler.planner.types import SPOT, Demand, InstanceOption, Plan, Unplaced, offering_key
+from autoscaler.planner.types import Demand, InstanceOption, Plan, Unplaced
 
 PlannerFn = Callable[[Sequence[Demand], Sequence[InstanceOption], Mapping[str, PerfModel], Plan | None], Plan]
 

@@ -17,11 +17,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
+from autoscaler.config.offerings import SPOT_SUFFIX
 from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.shares import Prediction, predict, settle, spend_idle, violated
 from autoscaler.planner.state import Gpu, GpuPool, price_per_gpu
 from autoscaler.planner.tasks import Task, decompose, option_on
-from autoscaler.planner.types import SPOT_SUFFIX, Demand, InstanceOption, Unplaced
+from autoscaler.planner.types import Demand, InstanceOption, Unplaced
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,21 +27,11 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from autoscaler.config.offerings import ON_DEMAND, SPOT, SPOT_SUFFIX
 from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.state import price_per_gpu
 from autoscaler.planner.tasks import max_batch, option_on
-from autoscaler.planner.types import (
-    ON_DEMAND,
-    SPOT,
-    SPOT_SUFFIX,
-    Demand,
-    GpuOut,
-    InstanceOption,
-    InstanceOut,
-    PlacementOut,
-    Plan,
-    Unplaced,
-)
+from autoscaler.planner.types import Demand, GpuOut, InstanceOption, InstanceOut, PlacementOut, Plan, Unplaced
 
 Run = Callable[[Sequence[Demand], Sequence[InstanceOption], Mapping[str, PerfModel], Plan | None], Plan]
 EPS = 1e-9

@@ -3,18 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-CapacityType = Literal["on-demand", "spot"]
-ON_DEMAND: CapacityType = "on-demand"
-SPOT: CapacityType = "spot"
-SPOT_SUFFIX = "@spot"  # '@' is not allowed in policy names, so a suffixed name never collides
-
-
-def offering_key(instance_type: str, capacity_type: str = ON_DEMAND) -> str:
-    """One name per (type, capacity type): the type itself on-demand, "<type>@spot" for spot. It
-    keys unavailability and caps, so a spot capacity error never caps the type's on-demand offering."""
-    return instance_type if capacity_type == ON_DEMAND else instance_type + SPOT_SUFFIX
+from autoscaler.config.offerings import ON_DEMAND, CapacityType, offering_key
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.lifecycle import State
 from autoscaler.fleet.sim import SimProvider
@@ -230,7 +231,7 @@ class Replay:
         self.policy, self.trace, self.opts = policy, trace, opts
         t0 = float(trace.times[0])
         self.clock = SimClock(t0)
-        prices = {t.name: t.price_per_hour for t in policy.instance_types}
+        prices = offering_prices(policy)
         self.provider = SimProvider(policy.fleet, self.clock, prices, boot_s=policy.scaling.boot_s)
         self.store = Store(":memory:")
         sc = policy.scaling

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from autoscaler.config.offerings import SPOT
 from autoscaler.planner import Demand, InstanceOption, make_plan
 from autoscaler.planner.offerings import on_demand_share
-from autoscaler.planner.types import SPOT
 from tests.planner.conftest import G4, P3, P3X4, assert_sound, demand_sets, placements, scenario
 
 
