@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from autoscaler.config.offerings import ON_DEMAND, offering_key
-from autoscaler.fleet.base import Instance
+from autoscaler.fleet.base import Instance, Notice
 
 
 class State(StrEnum):
@@ -24,6 +24,7 @@ class State(StrEnum):
     RUNNING = "running"  # running; its agent has not answered yet
     READY = "ready"  # its agent answers (or agents are not contacted): can take servers
     DRAINING = "draining"  # servers told to stop before termination
+    GOING_AWAY = "going_away"  # the cloud will take it (spot interruption, retirement): replaced, then let go
     TERMINATING = "terminating"  # terminate called; waiting for the provider to drop it
     FAILED = "failed"  # launch refused; nothing to keep
     TERMINATED = "terminated"  # gone for good (kept for history)
@@ -45,6 +46,11 @@ class Reason(StrEnum):
     RELEASE = "release"  # a failed launch attempt is closed
     VANISHED = "vanished"  # the provider no longer lists it (terminated outside us)
     GONE = "gone"  # terminate confirmed by the provider's listing
+    INTERRUPTION = "interruption"  # EC2 Spot Instance Interruption Warning: reclaimed in about 2 minutes
+    REBALANCE = "rebalance"  # EC2 Instance Rebalance Recommendation: elevated risk of interruption
+    STATE_CHANGE = "state_change"  # EC2 Instance State-change Notification: stopping, shutting down, ...
+    SCHEDULED_CHANGE = "scheduled_change"  # AWS Health scheduled change (retirement, maintenance)
+    LET_GO = "let_go"  # going away and its replacement serves (or it serves nothing): terminate it
 
 
 S, R = State, Reason
@@ -72,12 +78,18 @@ TRANSITIONS: dict[tuple[State, Reason], State] = {
     (S.READY, R.VANISHED): S.TERMINATED,
     (S.DRAINING, R.VANISHED): S.TERMINATED,
     (S.TERMINATING, R.GONE): S.TERMINATED,
+    (S.GOING_AWAY, R.LET_GO): S.TERMINATING,
+    (S.GOING_AWAY, R.VANISHED): S.TERMINATED,
 }
+GOING_AWAY_REASONS = (R.INTERRUPTION, R.REBALANCE, R.STATE_CHANGE, R.SCHEDULED_CHANGE)
+for _st in (S.PENDING, S.RUNNING, S.READY):
+    for _r in GOING_AWAY_REASONS:
+        TRANSITIONS[(_st, _r)] = S.GOING_AWAY
 for _st in (S.REQUESTED, S.PENDING, S.RUNNING, S.READY, S.DRAINING):
     TRANSITIONS[(_st, R.DUPLICATE)] = S.TERMINATED if _st is S.REQUESTED else S.TERMINATING
 
 USABLE = frozenset({S.REQUESTED, S.PENDING, S.RUNNING, S.READY})  # may carry the slot's servers
-LIVE = USABLE | {S.DRAINING}  # an instance we still own and want
+LIVE = USABLE | {S.DRAINING, S.GOING_AWAY}  # an instance we still own (and pay for)
 OPEN = LIVE | {S.TERMINATING, S.FAILED}  # not yet closed
 
 
@@ -221,6 +233,29 @@ def _discover(
         open_keys.add(key)
         if inst.state == "running":
             out.append(transition(out[-1].record, R.BOOTED, now))
+    return out
+
+
+NOTICE_REASONS: dict[str, Reason] = {
+    "interruption": R.INTERRUPTION,
+    "rebalance": R.REBALANCE,
+    "state_change": R.STATE_CHANGE,
+    "scheduled_change": R.SCHEDULED_CHANGE,
+}
+
+
+def going_away(records: Sequence[Record], notices: Sequence[Notice], now: float) -> list[Change]:
+    """GOING_AWAY transitions for the records the notices name (by instance id). A notice for an
+    instance we do not own, or one already going, draining or terminating, changes nothing."""
+    by_id = {r.instance_id: r for r in records if r.instance_id and r.state in (S.PENDING, S.RUNNING, S.READY)}
+    out: list[Change] = []
+    for n in notices:
+        reason = NOTICE_REASONS.get(n.kind)
+        for iid in n.instance_ids if reason is not None else ():
+            rec = by_id.pop(iid, None)
+            if rec is not None:
+                when = f"; goes at {n.deadline:.0f}" if n.deadline is not None else ""
+                out.append(transition(rec, reason, now, f"{n.detail}{when}"))
     return out
 
 

@@ -2,7 +2,9 @@
 
 Order: launches; agent configurations of planned slots (servers added, resized, or kept while they
 retire); configurations that only remove retiring servers; drains; terminations (replacements of
-instances not ready in time, surplus instances, stale attempts, orphans).
+instances not ready in time, surplus instances, stale attempts, going instances let go
+(going_away.py), orphans). A slot whose instance is going away (spot interruption) has no usable
+record, so it is launched again at once.
 
 Make-before-break: a server the layout no longer wants (it moved, was resized under a new name, or
 its slot is surplus) keeps running until every server the layout wants for its workload reports
@@ -31,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.config.offerings import ON_DEMAND, offering_key
+from autoscaler.core.going_away import Leaving, leaving
 from autoscaler.core.layout import Layout, PlannedServer
 from autoscaler.core.lifecycle import LIVE, USABLE, Reason, Record, State
 
@@ -86,6 +89,8 @@ class FleetView:
     orphans: Sequence[tuple[str, str]] = ()  # (slot, instance id): ours, listed, no record
     prices: Mapping[str, float] = field(default_factory=dict)  # offering (offering_key) -> $/h
     agent_seen: Mapping[tuple[str, int], float] = field(default_factory=dict)  # last answer per (slot, attempt)
+    leaving: Mapping[tuple[str, int], tuple[PlannedServer, ...]] = field(default_factory=dict)  # GOING_AWAY: servers
+    drained: frozenset[tuple[str, int]] | None = None  # with a gateway: going records drained there; None: none
 
 
 GpuFits = Callable[[str, Sequence[PlannedServer]], bool]  # (instance type, one GPU's servers) -> fits
@@ -108,6 +113,7 @@ class Diff:
     actions: tuple[Action, ...]
     notes: tuple[str, ...] = ()  # things deliberately not done (budget), for logs and status
     settling: bool = False  # servers start on ready instances while others wait for them
+    to_drain: tuple[tuple[str, int], ...] = ()  # going records whose servers the gateway drains (going_away.py)
 
 
 def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
@@ -124,8 +130,13 @@ def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
     grow = _configure_desired(layout, current, view, keep, notes, waiting, limits.gpu_fits, coming)
     settling = bool(grow) and (any(keep.values()) or len(notes) > before)
     shrink, drains, ends = _retire_surplus(current, desired, view, keep)
-    ends = replaced + ends + _closeouts(view.records, extra) + _orphans(view)
-    return Diff(tuple(launches + grow + shrink + drains + ends), tuple(notes), settling)
+    going = leaving(view.records, view.leaving, _covered(layout, view), view.drained)
+    ends = replaced + ends + _closeouts(view.records, extra) + _let_go(going) + _orphans(view)
+    return Diff(tuple(launches + grow + shrink + drains + ends), tuple(notes), settling, going.to_drain)
+
+
+def _let_go(going: Leaving) -> list[Action]:
+    return [Terminate(r.slot, r.attempt, r.instance_id, Reason.LET_GO, why) for r, why in going.let_go]
 
 
 def _current_records(records: Sequence[Record]) -> tuple[dict[str, Record], list[Record]]:
@@ -142,15 +153,21 @@ def _current_records(records: Sequence[Record]) -> tuple[dict[str, Record], list
 def _still_needed(layout: Layout, view: FleetView) -> dict[str, tuple[PlannedServer, ...]]:
     """Per slot, applied servers the layout dropped but whose workload is not yet covered."""
     names_by_slot = {s.slot: {v.name for v in s.servers} for s in layout.slots}
-    applied = _applied_keys(view)
-    covered: dict[str, bool] = {}
-    for _, srv in layout.servers():
-        covered[srv.workload] = covered.get(srv.workload, True) and _is_ready(srv, view, applied)
+    covered = _covered(layout, view)
     out: dict[str, tuple[PlannedServer, ...]] = {}
     for slot, servers in view.applied.items():
         retiring = [s for s in servers if s.name not in names_by_slot.get(slot, set())]
         out[slot] = tuple(s for s in retiring if not covered.get(s.workload, True))
     return out
+
+
+def _covered(layout: Layout, view: FleetView) -> dict[str, bool]:
+    """Workload -> whether every server the layout plans for it reports ready at its planned size."""
+    applied = _applied_keys(view)
+    covered: dict[str, bool] = {}
+    for _, srv in layout.servers():
+        covered[srv.workload] = covered.get(srv.workload, True) and _is_ready(srv, view, applied)
+    return covered
 
 
 def _is_ready(srv: PlannedServer, view: FleetView, applied: Mapping[str, tuple[object, ...]]) -> bool:
@@ -169,12 +186,14 @@ def _launches(
     """Launch slots with no usable record; replace those not ready in time, or whose agent is lost."""
     launches: list[Action] = []
     replaced: list[Action] = []
+    going = {r.slot for r in view.records if r.state is State.GOING_AWAY}
     for spec in layout.slots:
         rec = current.get(spec.slot)
         nxt = view.max_attempt.get(spec.slot, -1) + 1
         ct = spec.capacity_type
         if rec is None:
-            launches.append(Launch(spec.slot, spec.instance_type, nxt, "planned", ct))
+            why = "replace: going away" if spec.slot in going else "planned"
+            launches.append(Launch(spec.slot, spec.instance_type, nxt, why, ct))
         elif rec.state is State.REQUESTED:
             launches.append(Launch(spec.slot, spec.instance_type, rec.attempt, "resume interrupted launch", ct))
         elif (end := _replace_reason(rec, view, now, limits)) is not None:
@@ -215,7 +234,7 @@ def _within_budget(
     cost = sum(
         view.prices.get(r.offering, 0.0)
         for r in view.records
-        if r.state in LIVE and r.key not in gone and r.state is not State.REQUESTED
+        if r.state in LIVE and r.key not in gone and r.state not in (State.REQUESTED, State.GOING_AWAY)
     )
     out: list[Action] = []
     for a in launches:

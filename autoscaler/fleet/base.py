@@ -36,6 +36,7 @@ or still in its closing state), unless the backoff holds it back. See docs/opera
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, Protocol, runtime_checkable
@@ -211,6 +212,36 @@ class HostKeySource(Protocol):
     answer: the instance published its keys, and none of them was usable."""
 
     def host_keys(self, instance: Instance) -> list[str] | None: ...
+
+
+NoticeKind = Literal["interruption", "rebalance", "state_change", "scheduled_change", "ignored", "malformed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """One message from the interruption queue, parsed: what the cloud says will happen to which
+    instances. `ignored` (an event that needs nothing, e.g. a state change to running) and
+    `malformed` (not an event we can read) carry no instances; every notice is deleted once the
+    tick has handled it (`token` identifies the message to the source)."""
+
+    kind: NoticeKind
+    instance_ids: tuple[str, ...] = ()
+    at: float = 0.0  # when the event happened (epoch seconds; 0 if the message did not say)
+    deadline: float | None = None  # when the instance goes (interruption: event + 2 min; scheduled start)
+    detail: str = ""
+    token: str = ""
+
+
+class InterruptionSource(Protocol):
+    """Where interruption and maintenance notices arrive (EC2: an SQS queue that EventBridge feeds).
+
+    `receive` returns what has arrived since the last call (never raises: a source that fails
+    logs it and returns nothing this tick); `done` deletes the messages of handled notices, so a
+    crash between the two only means the next tick sees them again (handling is idempotent)."""
+
+    def receive(self) -> list[Notice]: ...
+
+    def done(self, notices: Sequence[Notice]) -> None: ...
 
 
 def launch_token(fleet: str, slot: str, attempt: int, salt: str = "") -> str:

@@ -6,11 +6,11 @@ listing). Terminated instances disappear from listings, as EC2's eventually do.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from autoscaler.config.offerings import ON_DEMAND, SPOT
-from autoscaler.fleet.base import TAG_ATTEMPT, TAG_SLOT, CapacityError, Instance, ProviderError, fleet_tags
+from autoscaler.fleet.base import TAG_ATTEMPT, TAG_SLOT, CapacityError, Instance, Notice, ProviderError, fleet_tags
 
 
 @dataclass
@@ -94,3 +94,29 @@ class FakeProvider:
     def kill(self, instance_id: str) -> None:
         """Simulate an instance lost outside the autoscaler (spot reclaim, operator)."""
         self._instances.pop(instance_id, None)
+
+
+@dataclass
+class FakeInterruptions:
+    """An InterruptionSource for tests: `push` notices; `receive` hands out what is pending (all of
+    it again until `done`, as a queue redelivers undeleted messages); `deleted` records `done`."""
+
+    pending: list[Notice] = field(default_factory=list)
+    deleted: list[Notice] = field(default_factory=list)
+    fail: bool = False  # receive reads nothing (as a failing queue does) and counts an error
+    errors: int = 0
+
+    def push(self, *notices: Notice) -> None:
+        self.pending.extend(notices)
+
+    def receive(self) -> list[Notice]:
+        if self.fail:
+            self.errors += 1
+            return []
+        return list(self.pending)
+
+    def done(self, notices: Sequence[Notice]) -> None:
+        for n in notices:
+            if n in self.pending:
+                self.pending.remove(n)
+                self.deleted.append(n)

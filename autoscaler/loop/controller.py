@@ -20,11 +20,11 @@ from autoscaler.config.policy import Policy
 from autoscaler.core.colocation import gpu_fits
 from autoscaler.core.forecast import ForecastConfig, forecast_all, season_windows
 from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo, layout_from_plan, layout_to_plan
-from autoscaler.core.lifecycle import LIVE, USABLE, State, SyncInput, sync
+from autoscaler.core.lifecycle import LIVE, USABLE, State, SyncInput, going_away, sync
 from autoscaler.core.reconcile import FleetView, Limits, diff
 from autoscaler.core.scaling import choose, hold_rates, next_wake
 from autoscaler.core.slo_guard import update as guard_update
-from autoscaler.fleet.base import Instance, OnRecord, Provider, ProviderError, Retry
+from autoscaler.fleet.base import Instance, InterruptionSource, Notice, OnRecord, Provider, ProviderError, Retry
 from autoscaler.leader.base import NotLeader
 from autoscaler.loop.actuator import Actuator, Outcome, quarantine
 from autoscaler.loop.state import ControllerState, StateError
@@ -51,6 +51,7 @@ class Deps:
     clock: Callable[[], float]
     contact: bool = True  # False: agents are never contacted (transport none)
     gate: HostKeyGate | None = None  # SSH to cloud nodes: contact an agent only once its host key is pinned
+    interruptions: InterruptionSource | None = None  # spot interruption / maintenance notices (EC2: SQS)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class Observation:
     instances: Mapping[str, Instance]
     statuses: Mapping[str, AgentStatus]  # slot -> status of agents that answered
     reading: Reading
+    notices: tuple[Notice, ...] = ()  # read from the interruption source this tick
 
 
 @dataclass
@@ -131,6 +133,7 @@ class Controller:
         try:
             obs = self.observe(start)
             orphans = self.sync(obs)
+            obs = self.interrupted(obs, report)
             planned = self.forecast(obs, report)
             corrections = self.guard(obs)
             self.converge(obs, orphans, planned, corrections, report)
@@ -173,7 +176,9 @@ class Controller:
         statuses = self._statuses(instances)
         if isinstance(self.deps.rates.source, StatusFed):
             self.deps.rates.source.feed(statuses)
-        return Observation(now, instances, statuses, self.deps.rates.read(now, [w.name for w in self.policy.workloads]))
+        notices = tuple(self.deps.interruptions.receive()) if self.deps.interruptions is not None else ()
+        reading = self.deps.rates.read(now, [w.name for w in self.policy.workloads])
+        return Observation(now, instances, statuses, reading, notices)
 
     def _statuses(self, instances: Mapping[str, Instance]) -> dict[str, AgentStatus]:
         if not self.deps.contact:
@@ -181,7 +186,9 @@ class Controller:
         out: dict[str, AgentStatus] = {}
         for rec in self.store.open_records():
             inst = instances.get(rec.instance_id or "")
-            if rec.state in LIVE and inst is not None and inst.state == "running" and self._reachable(inst):
+            if rec.state not in LIVE or rec.state is State.GOING_AWAY:
+                continue  # a going instance's servers carry the slot's names: they must not look like its replacement's
+            if inst is not None and inst.state == "running" and self._reachable(inst):
                 try:
                     out[rec.slot] = parse_status(self.deps.transport.status(inst))
                 except TransportError as exc:
@@ -229,6 +236,27 @@ class Controller:
             )
         self._remember_agents(agents_ok, obs.now)
         return orphans
+
+    def interrupted(self, obs: Observation, report: TickReport) -> Observation:
+        """Notices -> GOING_AWAY transitions (lifecycle.going_away), persisted before the messages
+        are deleted, so a crash in between only replays them; reconcile then replaces those
+        instances in this tick's diff. Every notice read is deleted once handled. The going
+        instances' agent answers are dropped from the observation: their servers carry their
+        slots' names and must not pass for the replacements'."""
+        if not obs.notices:
+            return obs
+        changes = going_away(self.store.open_records(), obs.notices, obs.now)
+        self.store.apply(changes)
+        for ch in changes:
+            log.warning("%s#%d going away (%s): %s", ch.record.slot, ch.record.attempt, ch.reason, ch.detail)
+            report.notes.append(f"{ch.record.slot} going away: {ch.reason} {ch.detail}".rstrip())
+        for n in obs.notices:
+            if n.kind == "malformed":
+                report.outcome.error("interruptions", f"malformed interruption message deleted: {n.detail}")
+        assert self.deps.interruptions is not None
+        self.deps.interruptions.done(obs.notices)
+        gone = {ch.record.slot for ch in changes}
+        return replace(obs, statuses={s: st for s, st in obs.statuses.items() if s not in gone})
 
     def _remember_agents(self, answered: frozenset[str], now: float) -> None:
         """When each live instance's agent last answered (a silent one is replaced, see reconcile)."""
@@ -300,12 +328,15 @@ class Controller:
     ) -> None:
         """Plan -> diff -> act; a capacity error marks the type unavailable and re-plans this tick."""
         previous = self.store.current_layout()
+        events = list(report.notes)  # what happened before planning (instances going away)
         for round_ in range(1, len(offering_prices(self.policy)) + 2):
             report.rounds = round_
             layout, report.decision = self.plan(obs.now, planned, corrections, previous, bool(obs.reading.missing))
             report.layout = layout
             actions = diff(layout, self.view(obs, orphans), obs.now, self._limits())
-            report.notes = list(actions.notes) + [f"unplaced {u.workload}: {u.reason}" for u in layout.unplaced]
+            report.notes = (
+                events + list(actions.notes) + [f"unplaced {u.workload}: {u.reason}" for u in layout.unplaced]
+            )
             report.settling = actions.settling
             outcome = self.act(obs, actions.actions, report)
             report.notes.extend(n for n in outcome.notes if n not in report.notes)
@@ -353,7 +384,7 @@ class Controller:
         live = {r.slot: r.offering for r in records if r.state in LIVE}
         reserved: dict[str, set[tuple[str, int]]] = {}
         running: dict[str, tuple[PlannedServer, ...]] = {}
-        current = {r.key for r in records if r.state in LIVE}
+        current = {r.key for r in records if r.state in LIVE and r.state is not State.GOING_AWAY}
         for (slot, attempt), (_, servers) in self.store.applied().items():
             reserved.setdefault(slot, set()).update((s.name, s.index) for s in servers)
             if (slot, attempt) in current:
@@ -385,8 +416,12 @@ class Controller:
     def view(self, obs: Observation, orphans: list[Instance]) -> FleetView:
         """The fleet for reconcile: open records, what each agent runs, which servers are ready."""
         records = self.store.open_records()
-        current = {r.slot: r for r in sorted(records, key=lambda r: r.attempt) if r.state in LIVE}
+        serving = [r for r in sorted(records, key=lambda r: r.attempt) if r.state in LIVE]
+        current = {r.slot: r for r in serving if r.state is not State.GOING_AWAY}
         applied_all = self.store.applied()
+        leaving = {
+            r.key: applied_all[r.key][1] for r in serving if r.state is State.GOING_AWAY and r.key in applied_all
+        }
         applied = {s: applied_all[r.key][1] for s, r in current.items() if r.key in applied_all}
         stale = frozenset(
             s
@@ -406,6 +441,7 @@ class Controller:
             orphans=[(i.slot, i.id) for i in orphans],
             prices=prices,
             agent_seen=self.state.agent_seen,
+            leaving=leaving,
         )
 
     def _ready_servers(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy
-from autoscaler.fleet.base import HostKeySource, Provider
+from autoscaler.fleet.base import HostKeySource, InterruptionSource, Provider
 from autoscaler.leader.base import Fence, Lease
 from autoscaler.loop.controller import Controller, Deps
 from autoscaler.loop.fence import FencedProvider, FencedTransport
@@ -113,6 +113,16 @@ def make_transport(policy: Policy, pins: PinnedHostKeys | None = None) -> tuple[
     return LocalTransport(cfg.agent_command, cfg.state_dir, cfg.command_timeout_s), True
 
 
+def make_interruptions(policy: Policy) -> InterruptionSource | None:
+    """The SQS queue of scaling.spot.interruption_queue (EventBridge feeds it), or None."""
+    url = policy.scaling.spot.interruption_queue
+    if url is None:
+        return None
+    from autoscaler.fleet.interruptions import SqsInterruptions, make_sqs_client
+
+    return SqsInterruptions(url, make_sqs_client(policy.provider.region, policy.provider.endpoint_url))
+
+
 def make_rates(policy: Policy) -> RateReader:
     return RateReader(_source(policy), policy.rates.stale_after_s)
 
@@ -196,6 +206,7 @@ def build_controller(
         clock,
         contact,
         make_gate(policy, provider, pins),
+        make_interruptions(policy),
     )
     return Controller(policy, deps)
 

@@ -7,16 +7,19 @@ since moto never answers with one.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import boto3
 from botocore.exceptions import ClientError
 
 from autoscaler.config.policy import load_policy
 from autoscaler.fleet.base import TAG_CAPACITY, TAG_FLEET, TAG_SLOT
 from autoscaler.loop.wiring import default_planner
 from tests.fleet.test_ec2 import WORKLOADS, controller, fleet_instances, setup_templates, tags
+from tests.kit import events
 from tests.kit.backends import Moto
 from tests.kit.control import Clock, write_policy
 
@@ -125,3 +128,77 @@ def test_an_injected_spot_capacity_error_replans_on_on_demand_in_the_same_tick(m
     assert {f"{t}@spot" for t in refused} <= set(unavailable)
     assert not set(unavailable) & {t["name"] for t in TYPES}  # the on-demand offerings stay available
     assert sum(report.layout.capacity().values()) >= sum(rates.values()) * 0.999
+
+
+def sqs(moto: Moto) -> Any:
+    return boto3.client("sqs", endpoint_url=moto.url, region_name="us-east-1")
+
+
+def queue_with(moto: Moto, *bodies: str) -> str:
+    client = sqs(moto)
+    url = client.create_queue(QueueName="igniter-interruptions")["QueueUrl"]
+    for body in bodies:
+        client.send_message(QueueUrl=url, MessageBody=body)
+    return str(url)
+
+
+def queue_depth(moto: Moto, url: str) -> int:
+    attrs = sqs(moto).get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    )["Attributes"]
+    return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+def running_spot(ctl: Any, moto: Moto) -> tuple[Any, dict[str, Any]]:
+    """A ready spot record and its instance in moto, after two ticks (launch, boot)."""
+    clock = ctl.deps.clock
+    for _ in range(2):
+        assert ctl.tick().ok
+        clock.advance(30)
+    rec = next(r for r in ctl.store.open_records() if r.capacity_type == "spot" and r.state.value == "ready")
+    inst = next(i for i in fleet_instances(moto) if i["InstanceId"] == rec.instance_id)
+    return rec, inst
+
+
+def test_an_interruption_warning_replaces_the_instance_in_the_same_tick(moto: Moto, tmp_path: Path) -> None:
+    setup_templates(moto)
+    url = queue_with(moto)
+    path = spot_policy(tmp_path, moto, interruption_queue=url)
+    ctl, calls, _ = controller(path, tmp_path / "state.sqlite", Clock())
+    rec, inst = running_spot(ctl, moto)
+    assert inst.get("InstanceLifecycle") == "spot"
+    sqs(moto).send_message(QueueUrl=url, MessageBody=events.spot_warning(rec.instance_id))
+    n = len(calls.ops)
+    report = ctl.tick()
+    assert report.ok, report.error
+    assert calls.mutating()[-1:] == ["RunInstances"] and calls.ops[n:].count("RunInstances") == 1
+    going = next(r for r in ctl.store.all_records() if r.key == rec.key)
+    assert going.state.value == "going_away"
+    assert [h["reason"] for h in ctl.store.history(rec.slot) if h["attempt"] == rec.attempt][-1] == "interruption"
+    replacement = [
+        i for i in fleet_instances(moto) if tags(i)[TAG_SLOT] == rec.slot and i["InstanceId"] != rec.instance_id
+    ]
+    assert len(replacement) == 1 and tags(replacement[0])["igniter:attempt"] == str(rec.attempt + 1)
+    assert replacement[0].get("InstanceLifecycle") == "spot"
+    assert queue_depth(moto, url) == 0  # deleted once handled
+    assert "TerminateInstances" not in calls.ops[n:]  # it serves until its replacement does
+
+
+def test_a_malformed_message_is_logged_and_deleted_and_nothing_else_changes(
+    moto: Moto, tmp_path: Path, caplog: Any
+) -> None:
+    setup_templates(moto)
+    url = queue_with(moto)
+    ctl, calls, _ = controller(spot_policy(tmp_path, moto, interruption_queue=url), tmp_path / "s.sqlite", Clock())
+    running_spot(ctl, moto)
+    history, instances = len(ctl.store.history()), sorted(i["InstanceId"] for i in fleet_instances(moto))
+    sqs(moto).send_message(QueueUrl=url, MessageBody='{"detail-type": "EC2 Spot Instance Interruption Warning"')
+    n = len(calls.ops)
+    with caplog.at_level(logging.WARNING):
+        report = ctl.tick()
+    assert report.ok and "malformed" in caplog.text
+    assert report.outcome.errors.get("interruptions") == 1
+    assert [op for op in calls.ops[n:] if not op.startswith(("Describe", "Get"))] == []
+    assert len(ctl.store.history()) == history
+    assert sorted(i["InstanceId"] for i in fleet_instances(moto)) == instances
+    assert queue_depth(moto, url) == 0
