@@ -35,6 +35,11 @@ log = logging.getLogger(__name__)
 
 WARNING_S = 120.0  # EC2 gives a spot instance two minutes after the interruption warning
 GOING_STATES = frozenset({"stopping", "stopped", "shutting-down", "terminated"})
+SPOT_WARNING = "EC2 Spot Instance Interruption Warning"
+REBALANCE = "EC2 Instance Rebalance Recommendation"
+STATE_CHANGE = "EC2 Instance State-change Notification"
+HEALTH = "AWS Health Event"
+DETAIL_TYPES = (SPOT_WARNING, REBALANCE, STATE_CHANGE, HEALTH)  # what terraform's rules send (a test checks)
 BATCHES = 10  # receive calls per tick at most (10 messages each)
 
 
@@ -102,17 +107,17 @@ def _notice(event: Any) -> Notice:
     if not isinstance(detail, dict):
         raise ValueError(f"{kind}: no detail object")
     at = _time(event.get("time"))
-    if kind == "EC2 Spot Instance Interruption Warning":
+    if kind == SPOT_WARNING:
         action = str(detail.get("instance-action", "terminate"))
         return Notice("interruption", (_instance_id(detail),), at, at + WARNING_S if at else None, f"spot {action}")
-    if kind == "EC2 Instance Rebalance Recommendation":
+    if kind == REBALANCE:
         return Notice("rebalance", (_instance_id(detail),), at, None, "rebalance recommendation")
-    if kind == "EC2 Instance State-change Notification":
+    if kind == STATE_CHANGE:
         state = str(detail.get("state", ""))
         if state not in GOING_STATES:
             return Notice("ignored", (), at, None, f"state {state}")
         return Notice("state_change", (_instance_id(detail),), at, None, f"state {state}")
-    if kind == "AWS Health Event":
+    if kind == HEALTH:
         return _health(event, detail, at)
     return Notice("ignored", (), at, None, kind)
 
