@@ -9,9 +9,9 @@ does not count against max_cost_per_hour. Meanwhile the going instance keeps wha
 - without a gateway nothing else can take its traffic early, so it serves until every workload it
   serves is covered again by ready planned servers (make-before-break), then it is let go
   (terminated); EC2 reclaims a spot instance two minutes after the warning anyway (it vanishes);
-- with a gateway (`drained` is not None), its servers are drained there at once (`to_drain`:
-  the gateway sends them nothing new and waits for what they hold), and it is let go once the
-  gateway reports them drained.
+- with a gateway (`drained` is not None: the server names the gateway has drained), its servers
+  are drained there at once (`to_drain`: the gateway sends them nothing new and waits for what
+  they hold), and it is let go once the gateway reports every one of them drained.
 
 A going instance that serves nothing is let go at once.
 """
@@ -39,7 +39,7 @@ def leaving(
     records: Sequence[Record],
     servers: Mapping[Key, tuple[PlannedServer, ...]],
     covered: Mapping[str, bool],
-    drained: frozenset[Key] | None = None,
+    drained: frozenset[str] | None = None,
 ) -> Leaving:
     """The going instances (GOING_AWAY records) to let go, and those still to drain; `servers`:
     what each one's agent was last told to run; `covered`: workload -> every planned server of it
@@ -53,7 +53,7 @@ def leaving(
         if not mine:
             let_go.append((r, "going away and serves nothing"))
         elif drained is not None:
-            if r.key in drained:
+            if all(s.name in drained for s in mine):
                 let_go.append((r, "going away, drained at the gateway"))
             else:
                 to_drain.append(r.key)

@@ -90,7 +90,8 @@ class FleetView:
     prices: Mapping[str, float] = field(default_factory=dict)  # offering (offering_key) -> $/h
     agent_seen: Mapping[tuple[str, int], float] = field(default_factory=dict)  # last answer per (slot, attempt)
     leaving: Mapping[tuple[str, int], tuple[PlannedServer, ...]] = field(default_factory=dict)  # GOING_AWAY: servers
-    drained: frozenset[tuple[str, int]] | None = None  # with a gateway: going records drained there; None: none
+    # Servers the gateway has drained (no session left, or its drain timed out); None: no gateway.
+    drained: frozenset[str] | None = None
 
 
 GpuFits = Callable[[str, Sequence[PlannedServer]], bool]  # (instance type, one GPU's servers) -> fits

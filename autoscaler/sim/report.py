@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -73,6 +74,8 @@ def print_summary(result: SimResult, console: Console | None = None) -> None:
         ),
         ("instance-hours", ", ".join(f"{k} {v:,.1f}" for k, v in s["instance_hours"].items()) or "none"),
     ]
+    if "spot_instance_hours" in s:
+        rows.append(("spot", _spot_line(s)))
     if s["servers_over_budget"]:
         rows.append(
             (
@@ -85,6 +88,17 @@ def print_summary(result: SimResult, console: Console | None = None) -> None:
     for what, value in rows:
         table.add_row(what, value)
     console.print(table)
+
+
+def _spot_line(s: dict[str, Any]) -> str:
+    """Spot instance-hours and interruptions, and what the same replay on-demand only gave."""
+    out = f"{s['spot_instance_hours']:,.1f} spot instance-hours, {s['interruptions']} interruptions"
+    if s.get("cost_on_demand_only_usd") is not None:
+        out += (
+            f"; on-demand only: ${s['cost_on_demand_only_usd']:,.2f} (this run {_ratio(s['cost_vs_on_demand_only'])} x),"
+            f" attainment {s['slo_attainment_on_demand_only']:.4%}"
+        )
+    return out
 
 
 def _ratio(value: float | None) -> str:
@@ -117,6 +131,7 @@ def print_compare(results: Sequence[SimResult], console: Console | None = None) 
         "scaling actions",
         "servers over budget",
         "instance-hours",
+        *(["spot h / interruptions"] if any(r.spot_instance_hours is not None for r in results) else []),
     ):
         table.add_column(col, justify="left" if col in ("strategy", "instance-hours") else "right", no_wrap=True)
     for r in results:
@@ -131,8 +146,17 @@ def print_compare(results: Sequence[SimResult], console: Console | None = None) 
             str(s["scaling_actions"]),
             str(s["servers_over_budget"]),
             ", ".join(f"{k} {v:,.1f}" for k, v in s["instance_hours"].items()),
+            *_spot_cells(r, results),
         )
     console.print(table)
+
+
+def _spot_cells(r: SimResult, results: Sequence[SimResult]) -> list[str]:
+    if not any(x.spot_instance_hours is not None for x in results):
+        return []
+    if r.spot_instance_hours is None:
+        return ["-"]
+    return [f"{r.spot_instance_hours:,.1f} / {r.interruptions}"]
 
 
 def plot(results: Sequence[SimResult], path: str | Path) -> None:
