@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.config.offerings import ON_DEMAND, offering_key
+from autoscaler.core.disruption import allowed_slots
 from autoscaler.core.going_away import Leaving, leaving
 from autoscaler.core.layout import Layout, PlannedServer
 from autoscaler.core.lifecycle import LIVE, USABLE, Reason, Record, State
@@ -107,6 +108,7 @@ class Limits:
     ready_timeout_s: float = 900.0
     max_cost_per_hour: float | None = None
     gpu_fits: GpuFits = shares_fit  # colocation.gpu_fits adds the performance model's latency test
+    max_unavailable: int | None = None  # voluntary disruptions in flight at most (disruption.py); None: any
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +133,24 @@ def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
     grow = _configure_desired(layout, current, view, keep, notes, waiting, limits.gpu_fits, coming)
     settling = bool(grow) and (any(keep.values()) or len(notes) > before)
     shrink, drains, ends = _retire_surplus(current, desired, view, keep)
+    drains, ends = _within_disruption_budget(drains, ends, current, view, limits, notes)
     going = leaving(view.records, view.leaving, _covered(layout, view), view.drained)
     ends = replaced + ends + _closeouts(view.records, extra) + _let_go(going) + _orphans(view)
     return Diff(tuple(launches + grow + shrink + drains + ends), tuple(notes), settling, going.to_drain)
+
+
+def _within_disruption_budget(
+    drains: list[Action],
+    ends: list[Action],
+    current: Mapping[str, Record],
+    view: FleetView,
+    limits: Limits,
+    notes: list[str],
+) -> tuple[list[Action], list[Action]]:
+    """Surplus slots retired now only as far as the disruption budget allows (disruption.py)."""
+    ok, held = allowed_slots([current[a.slot] for a in ends], view.records, view.applied, limits.max_unavailable)
+    notes.extend(held)
+    return [a for a in drains if a.slot in ok], [a for a in ends if a.slot in ok]
 
 
 def _let_go(going: Leaving) -> list[Action]:

@@ -472,8 +472,12 @@ class Controller:
         return outcome
 
     def _limits(self) -> Limits:
+        fleet = sum(r.state in LIVE for r in self.store.open_records())
         return Limits(
-            self.policy.provider.ready_timeout_s, self.policy.scaling.max_cost_per_hour, gpu_fits(self.policy)
+            self.policy.provider.ready_timeout_s,
+            self.policy.scaling.max_cost_per_hour,
+            gpu_fits(self.policy),
+            self.policy.scaling.disruption_budget.limit(fleet),
         )
 
     def _caps(self, now: float) -> dict[str, int]:
