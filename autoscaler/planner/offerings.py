@@ -154,12 +154,14 @@ def _floor_short(plan: Plan, demands: Sequence[Demand]) -> frozenset[str]:
 
 
 def to_virtual(plan: Plan, parts: Sequence[Demand]) -> Plan:
-    """A real plan in the planner's terms: spot instances on their `@spot` option and GPU type;
-    each workload's on-demand placements (largest share first, as stability holds them) labelled
-    its on-demand part (in `parts`, from `split`) until they carry that part's rate, the rest and
-    every spot placement its flexible part."""
-    floor = {d.workload: d.rate_rps for d in parts if not d.workload.endswith(SPOT_SUFFIX)}
-    od_label = _on_demand_labels(plan, floor)
+    """A real plan in the planner's terms: spot instances on their `@spot` option and GPU type,
+    their placements the flexible part's. A workload's on-demand placements go to its on-demand
+    part (the one in `parts`, from `split`) if it has no flexible part, to the flexible part if it
+    has no on-demand part, and otherwise to the on-demand part until they can carry its rate
+    (largest share first, as stability holds them), the rest to the flexible part."""
+    od_rate = {d.workload: d.rate_rps for d in parts if not d.workload.endswith(SPOT_SUFFIX)}
+    flex = {_real(d.workload) for d in parts if d.workload.endswith(SPOT_SUFFIX)}
+    to_od = _on_demand_labels(plan, {w: r if w in flex else math.inf for w, r in od_rate.items()})
     instances = []
     for i, inst in enumerate(plan.instances):
         spot = inst.capacity_type == SPOT
@@ -168,7 +170,7 @@ def to_virtual(plan: Plan, parts: Sequence[Demand]) -> Plan:
                 g.index,
                 g.gpu + SPOT_SUFFIX if spot else g.gpu,
                 tuple(
-                    _renamed(p, p.workload + SPOT_SUFFIX if spot or not od_label[(i, g.index, k)] else p.workload)
+                    _renamed(p, p.workload if not spot and to_od[(i, g.index, k)] else p.workload + SPOT_SUFFIX)
                     for k, p in enumerate(g.placements)
                 ),
             )
@@ -180,7 +182,8 @@ def to_virtual(plan: Plan, parts: Sequence[Demand]) -> Plan:
 
 
 def _on_demand_labels(plan: Plan, floor: Mapping[str, float]) -> dict[tuple[int, int, int], bool]:
-    """(instance, GPU, placement) -> whether an on-demand placement counts towards its floor."""
+    """(instance, GPU, placement) -> whether an on-demand placement goes to its workload's
+    on-demand part: while the ones before it (largest share first) carry less than `floor`."""
     rows = [
         (-p.mps_percent, i, g.index, k, p)
         for i, inst in enumerate(plan.instances)
@@ -193,7 +196,7 @@ def _on_demand_labels(plan: Plan, floor: Mapping[str, float]) -> dict[tuple[int,
     for _, i, gi, k, p in sorted(rows, key=lambda x: x[:4]):
         have = carried.get(p.workload, 0.0)
         out[(i, gi, k)] = have < floor.get(p.workload, 0.0) - EPS
-        carried[p.workload] = have + p.rate_rps
+        carried[p.workload] = have + p.predicted_throughput_rps
     return out
 
 

@@ -125,3 +125,16 @@ def test_max_instances_caps_each_offering(models):
     spots = [i for i in plan.instances if i.capacity_type == "spot"]
     assert len(spots) == 2 and not plan.unplaced
     assert_sound(plan, d, models, [G4, spot, P3X4])
+
+
+def test_a_floor_of_1_plans_exactly_as_without_spot_also_against_a_current_plan(models):
+    """Every workload on on-demand: the spot offerings change nothing, re-planning included."""
+    demands, options, _ = scenario("random-50.yaml")
+    spot = [*options, *(spot_of(o) for o in options)]
+    od_cur = spot_cur = None
+    for step in range(4):
+        scaled = [replace(d, rate_rps=d.rate_rps * (1 + 0.15 * ((i + step) % 3 - 1))) for i, d in enumerate(demands)]
+        plain = make_plan(scaled, options, models, current=od_cur)
+        with_spot = make_plan(floored(scaled, 1.0), spot, models, current=spot_cur)
+        assert with_spot.instances == plain.instances and with_spot.moved == plain.moved, step
+        od_cur, spot_cur = plain, with_spot
