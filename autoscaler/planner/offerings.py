@@ -49,12 +49,13 @@ def plan_offerings(
         return run(demands, options, models, current)
     virtual = [_virtual_option(o) for o in options]
     vmodels = {**models, **{o.gpu: models[_real(o.gpu)] for o in virtual}}
-    parts = split(demands, virtual, vmodels)
+    before = on_demand_rates(current) if current is not None else {}
+    parts = split(demands, virtual, vmodels, before=before)
     vcurrent = to_virtual(current, parts) if current is not None else None
     plan = run(parts, virtual, vmodels, vcurrent)
     short = _floor_short(plan, demands)
     if short:
-        plan = run(split(demands, virtual, vmodels, waived=short), virtual, vmodels, vcurrent)
+        plan = run(split(demands, virtual, vmodels, short, before), virtual, vmodels, vcurrent)
         plan = replace(plan, stats={**plan.stats, "on_demand_floor": f"not met for {', '.join(sorted(short))}"})
     return to_real(plan)
 
@@ -64,19 +65,47 @@ def split(
     options: Sequence[InstanceOption],
     models: Mapping[str, PerfModel],
     waived: frozenset[str] = frozenset(),
+    before: Mapping[str, float] | None = None,
 ) -> list[Demand]:
     """Each demand as its on-demand part (at least the floor, on-demand GPU types only; see
-    `on_demand_rate`) and its flexible part (`<workload>@spot`, anywhere); empty parts are left out."""
+    `on_demand_rate`, and `sticky` against the current plan's on-demand rates `before`) and its
+    flexible part (`<workload>@spot`, anywhere); empty parts are left out."""
     od_gpus = frozenset(o.gpu for o in options if o.capacity_type == ON_DEMAND)
     prices = price_per_gpu(options)
     out: list[Demand] = []
     for d in demands:
         floor = 0.0 if d.workload in waived else min(max(d.on_demand_floor, 0.0), 1.0)
         od = on_demand_rate(d, floor, od_gpus, prices, models)
+        if before is not None and d.workload in before and floor > 0:
+            od = sticky(before[d.workload], floor * d.rate_rps, od, d.rate_rps)
         if od > 0 or d.rate_rps <= 0:
             out.append(replace(d, rate_rps=od, gpus=od_gpus))
         if d.rate_rps - od > EPS * max(d.rate_rps, 1.0):
             out.append(replace(d, workload=d.workload + SPOT_SUFFIX, rate_rps=d.rate_rps - od, gpus=None))
+    return out
+
+
+STICKY = 0.5  # an on-demand part may stay up to this much above its floor (or its fresh cut) to move nothing
+
+
+def sticky(before: float, need: float, fresh: float, rate: float) -> float:
+    """The on-demand part's rate against the current plan: what its on-demand placements carried
+    (`before`) while that is at least the floor and at most the fresh cut or the floor plus
+    STICKY, whichever is more, so that a rate change moves the flexible part alone; the nearest
+    bound otherwise. Without it both parts follow every rate change and a plan moves about twice
+    the servers (and the cut's choice between whole replicas and the exact floor flips)."""
+    hi = min(rate, max(fresh, need * (1 + STICKY)))
+    return min(max(before, need), hi)
+
+
+def on_demand_rates(plan: Plan) -> dict[str, float]:
+    """Per workload, the rate a plan puts on on-demand instances."""
+    out: dict[str, float] = {}
+    for inst in plan.instances:
+        if inst.capacity_type == ON_DEMAND:
+            for g in inst.gpus:
+                for p in g.placements:
+                    out[p.workload] = out.get(p.workload, 0.0) + p.rate_rps
     return out
 
 
