@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Any
 
 from agents.spec import Assignment, ServerSpec
@@ -59,6 +59,7 @@ class SlotSpec:
     price_per_hour: float
     gpus: tuple[str, ...]  # GPU type name per index
     servers: tuple[PlannedServer, ...]
+    _: KW_ONLY
     capacity_type: CapacityType = ON_DEMAND
 
     @property
@@ -121,7 +122,7 @@ def layout_from_json(data: Mapping[str, Any]) -> Layout:
             float(s["price_per_hour"]),
             tuple(s["gpus"]),
             tuple(PlannedServer(**v) for v in s["servers"]),
-            s.get("capacity_type", ON_DEMAND),
+            capacity_type=s.get("capacity_type", ON_DEMAND),
         )
         for s in data["slots"]
     )
@@ -139,7 +140,7 @@ def layout_to_plan(layout: Layout) -> Plan:
                 GpuOut(i, gpu, tuple(_placement(v) for v in s.servers if v.gpu_index == i))
                 for i, gpu in enumerate(s.gpus)
             ),
-            s.capacity_type,
+            capacity_type=s.capacity_type,
         )
         for s in layout.slots
     )
@@ -191,7 +192,9 @@ def layout_from_plan(plan: Plan, inp: LayoutInput) -> Layout:
         kept, rest = _keep_servers(inst, prev.get(slot), inp.workloads, inp.running.get(slot, ()))
         names |= {k.name for k in kept}
         gpus = tuple(g.gpu for g in inst.gpus)
-        slots.append(SlotSpec(slot, inst.instance_type, inst.price_per_hour, gpus, kept, inst.capacity_type))
+        slots.append(
+            SlotSpec(slot, inst.instance_type, inst.price_per_hour, gpus, kept, capacity_type=inst.capacity_type)
+        )
         pending.extend((i, slot, gi, p) for gi, p in rest)
     slots = _name_new(slots, pending, names, inp)
     return Layout(plan.planner, tuple(slots), plan.unplaced, dict(inp.rates))
@@ -343,7 +346,12 @@ def _name_new(
         extra.setdefault(i, []).append(_spec(name, _fresh_index(used), gi, p, inp.workloads))
     return [
         SlotSpec(
-            s.slot, s.instance_type, s.price_per_hour, s.gpus, s.servers + tuple(extra.get(i, [])), s.capacity_type
+            s.slot,
+            s.instance_type,
+            s.price_per_hour,
+            s.gpus,
+            s.servers + tuple(extra.get(i, [])),
+            capacity_type=s.capacity_type,
         )
         for i, s in enumerate(slots)
     ]

@@ -251,7 +251,9 @@ def going_away(records: Sequence[Record], notices: Sequence[Notice], now: float)
     out: list[Change] = []
     for n in notices:
         reason = NOTICE_REASONS.get(n.kind)
-        for iid in n.instance_ids if reason is not None else ():
+        if reason is None:
+            continue
+        for iid in n.instance_ids:
             rec = by_id.pop(iid, None)
             if rec is not None:
                 when = f"; goes at {n.deadline:.0f}" if n.deadline is not None else ""

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from autoscaler.config.offerings import ON_DEMAND, offering_key
 from autoscaler.core.disruption import allowed_slots
@@ -45,6 +45,7 @@ class Launch:
     instance_type: str
     attempt: int
     reason: str
+    _: KW_ONLY
     capacity_type: str = ON_DEMAND
 
     @property
@@ -211,12 +212,16 @@ def _launches(
         ct = spec.capacity_type
         if rec is None:
             why = "replace: going away" if spec.slot in going else "planned"
-            launches.append(Launch(spec.slot, spec.instance_type, nxt, why, ct))
+            launches.append(Launch(spec.slot, spec.instance_type, nxt, why, capacity_type=ct))
         elif rec.state is State.REQUESTED:
-            launches.append(Launch(spec.slot, spec.instance_type, rec.attempt, "resume interrupted launch", ct))
+            launches.append(
+                Launch(spec.slot, spec.instance_type, rec.attempt, "resume interrupted launch", capacity_type=ct)
+            )
         elif (end := _replace_reason(rec, view, now, limits)) is not None:
             replaced.append(end)
-            launches.append(Launch(spec.slot, spec.instance_type, nxt, f"replace: {end.reason.value}", ct))
+            launches.append(
+                Launch(spec.slot, spec.instance_type, nxt, f"replace: {end.reason.value}", capacity_type=ct)
+            )
     return launches, replaced
 
 

@@ -217,7 +217,7 @@ class HostKeySource(Protocol):
 NoticeKind = Literal["interruption", "rebalance", "state_change", "scheduled_change", "ignored", "malformed"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Notice:
     """One message from the interruption queue, parsed: what the cloud says will happen to which
     instances. `ignored` (an event that needs nothing, e.g. a state change to running) and

@@ -96,8 +96,15 @@ def parse_message(body: str, token: str = "") -> Notice:
         notice = _notice(event)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         log.warning("interruption queue: malformed message deleted (%s): %.200r", exc, body)
-        return Notice("malformed", detail=str(exc), token=token)
-    return Notice(notice.kind, notice.instance_ids, notice.at, notice.deadline, notice.detail, token)
+        return Notice(kind="malformed", detail=str(exc), token=token)
+    return Notice(
+        kind=notice.kind,
+        instance_ids=notice.instance_ids,
+        at=notice.at,
+        deadline=notice.deadline,
+        detail=notice.detail,
+        token=token,
+    )
 
 
 def _notice(event: Any) -> Notice:
@@ -109,24 +116,38 @@ def _notice(event: Any) -> Notice:
     at = _time(event.get("time"))
     if kind == SPOT_WARNING:
         action = str(detail.get("instance-action", "terminate"))
-        return Notice("interruption", (_instance_id(detail),), at, at + WARNING_S if at else None, f"spot {action}")
+        return Notice(
+            kind="interruption",
+            instance_ids=(_instance_id(detail),),
+            at=at,
+            deadline=at + WARNING_S if at else None,
+            detail=f"spot {action}",
+        )
     if kind == REBALANCE:
-        return Notice("rebalance", (_instance_id(detail),), at, None, "rebalance recommendation")
+        return Notice(
+            kind="rebalance",
+            instance_ids=(_instance_id(detail),),
+            at=at,
+            deadline=None,
+            detail="rebalance recommendation",
+        )
     if kind == STATE_CHANGE:
         state = str(detail.get("state", ""))
         if state not in GOING_STATES:
-            return Notice("ignored", (), at, None, f"state {state}")
-        return Notice("state_change", (_instance_id(detail),), at, None, f"state {state}")
+            return Notice(kind="ignored", instance_ids=(), at=at, deadline=None, detail=f"state {state}")
+        return Notice(
+            kind="state_change", instance_ids=(_instance_id(detail),), at=at, deadline=None, detail=f"state {state}"
+        )
     if kind == HEALTH:
         return _health(event, detail, at)
-    return Notice("ignored", (), at, None, kind)
+    return Notice(kind="ignored", instance_ids=(), at=at, deadline=None, detail=kind)
 
 
 def _health(event: dict[str, Any], detail: dict[str, Any], at: float) -> Notice:
     """An AWS Health event: only EC2 scheduled changes (retirement, maintenance) concern instances."""
     what = f"{detail.get('eventTypeCode', '')}".strip()
     if detail.get("service") != "EC2" or detail.get("eventTypeCategory") != "scheduledChange":
-        return Notice("ignored", (), at, None, f"health {what}")
+        return Notice(kind="ignored", instance_ids=(), at=at, deadline=None, detail=f"health {what}")
     entities = detail.get("affectedEntities") or []
     ids = [str(e["entityValue"]) for e in entities if isinstance(e, dict) and "entityValue" in e]
     ids += [str(r).rsplit("/", 1)[-1] for r in event.get("resources") or [] if isinstance(r, str)]
@@ -134,7 +155,13 @@ def _health(event: dict[str, Any], detail: dict[str, Any], at: float) -> Notice:
     if not ids:
         raise ValueError(f"health {what}: no instance named")
     start = _time(detail.get("startTime"))
-    return Notice("scheduled_change", tuple(ids), at, start or None, f"scheduled change {what}")
+    return Notice(
+        kind="scheduled_change",
+        instance_ids=tuple(ids),
+        at=at,
+        deadline=start or None,
+        detail=f"scheduled change {what}",
+    )
 
 
 def _instance_id(detail: dict[str, Any]) -> str:

@@ -147,7 +147,15 @@ class SimProvider:
         for iid, t in sorted(due, key=lambda x: x[1]):
             if iid not in self._warned:
                 self._warned.add(iid)
-                out.append(Notice("interruption", (iid,), t, t + self.warning_s, "simulated spot interruption"))
+                out.append(
+                    Notice(
+                        kind="interruption",
+                        instance_ids=(iid,),
+                        at=t,
+                        deadline=t + self.warning_s,
+                        detail="simulated spot interruption",
+                    )
+                )
         return out
 
     # -- what the simulator reads -------------------------------------------------------------------

@@ -221,7 +221,7 @@ def planning_inputs(
             w.slo_ms,
             max(0.0, float(w.min_rate_rps), float(rates.get(w.name, w.rate_rps))),
             max(1.0, float(corrections.get(w.name, 1.0))),
-            policy.on_demand_floor(w.name),
+            on_demand_floor=policy.on_demand_floor(w.name),
         )
         for w in policy.workloads
     ]
@@ -231,7 +231,7 @@ def planning_inputs(
         if t.name not in unavailable
     ]
     options += [
-        InstanceOption(t.name, t.gpu, t.gpus, t.spot_price_per_hour, t.max_instances, SPOT)
+        InstanceOption(t.name, t.gpu, t.gpus, t.spot_price_per_hour, t.max_instances, capacity_type=SPOT)
         for t in policy.instance_types
         if t.spot_price_per_hour is not None and policy.buys_spot() and offering_key(t.name, SPOT) not in unavailable
     ]

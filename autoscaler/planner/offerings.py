@@ -206,7 +206,7 @@ def to_virtual(plan: Plan, parts: Sequence[Demand]) -> Plan:
             for g in inst.gpus
         )
         name = inst.instance_type + SPOT_SUFFIX if spot else inst.instance_type
-        instances.append(InstanceOut(name, inst.price_per_hour, gpus, inst.capacity_type))
+        instances.append(InstanceOut(name, inst.price_per_hour, gpus, capacity_type=inst.capacity_type))
     return Plan(plan.planner, tuple(instances), plan.unplaced, plan.moved, plan.stats)
 
 
@@ -239,7 +239,7 @@ def to_real(plan: Plan) -> Plan:
                 GpuOut(g.index, _real(g.gpu), tuple(_renamed(p, _real(p.workload)) for p in g.placements))
                 for g in inst.gpus
             ),
-            SPOT if inst.instance_type.endswith(SPOT_SUFFIX) else ON_DEMAND,
+            capacity_type=SPOT if inst.instance_type.endswith(SPOT_SUFFIX) else ON_DEMAND,
         )
         for inst in plan.instances
     )

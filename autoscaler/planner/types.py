@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from autoscaler.config.offerings import ON_DEMAND, CapacityType, offering_key
@@ -17,6 +17,7 @@ class Demand:
     slo_ms: float
     rate_rps: float
     correction: float = 1.0  # SLO-guard factor (>= 1) that inflates the model's predicted latency
+    _: KW_ONLY
     on_demand_floor: float = 0.0  # share of rate_rps that must sit on on-demand instances (with spot offered)
     gpus: frozenset[str] | None = None  # the GPU types it may be placed on (None: any)
 
@@ -31,6 +32,7 @@ class InstanceOption:
     gpus: int
     price_per_hour: float
     max_instances: int | None = None
+    _: KW_ONLY
     capacity_type: CapacityType = ON_DEMAND
 
     @property
@@ -75,6 +77,7 @@ class InstanceOut:
     instance_type: str
     price_per_hour: float
     gpus: tuple[GpuOut, ...]
+    _: KW_ONLY
     capacity_type: CapacityType = ON_DEMAND
 
     @property

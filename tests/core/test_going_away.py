@@ -9,11 +9,21 @@ from autoscaler.core.lifecycle import Record, State
 
 
 def rec(slot: str, state: State = State.GOING_AWAY, attempt: int = 0) -> Record:
-    return Record(slot, attempt, "p3", state, 0.0, 0.0, f"i-{slot}")
+    return Record(
+        slot=slot,
+        attempt=attempt,
+        instance_type="p3",
+        state=state,
+        created_at=0.0,
+        updated_at=0.0,
+        instance_id=f"i-{slot}",
+    )
 
 
 def srv(name: str, workload: str) -> PlannedServer:
-    return PlannedServer(name, workload, "resnet50", 0, 0, 4, 50.0)
+    return PlannedServer(
+        name=name, workload=workload, model="resnet50", gpu_index=0, index=0, batch=4, mps_percent=50.0
+    )
 
 
 SERVERS = {("s0", 0): (srv("a-0", "a"), srv("b-0", "b")), ("s1", 0): ()}

@@ -73,7 +73,11 @@ def test_a_zero_budget_holds_every_scale_in_but_no_interruption(tmp_path: Path) 
     _, sent, notes = scale_in(ctl, prov, clock, ticks=4)
     assert sum(sent) == 0 and any("held by the disruption budget" in n for n in notes)
     victim = live(ctl)[0]
-    source.push(Notice("interruption", (victim.instance_id,), clock(), None, "", "m-1"))
+    source.push(
+        Notice(
+            kind="interruption", instance_ids=(victim.instance_id,), at=clock(), deadline=None, detail="", token="m-1"
+        )
+    )
     n = len([c for c in prov.calls if c[0] == "launch"])
     assert ctl.tick().ok
     going = next(r for r in ctl.store.open_records() if r.key == victim.key)
@@ -89,7 +93,9 @@ def test_a_zero_budget_holds_every_scale_in_but_no_interruption(tmp_path: Path) 
 
 
 def _rec(slot: str, state: State) -> Record:
-    return Record(slot, 0, "p3", state, 0.0, 0.0, f"i-{slot}")
+    return Record(
+        slot=slot, attempt=0, instance_type="p3", state=state, created_at=0.0, updated_at=0.0, instance_id=f"i-{slot}"
+    )
 
 
 def test_allowed_slots_budget_only_serving_instances_emptiest_first() -> None:

@@ -40,7 +40,9 @@ def test_a_notice_replaces_the_instance_at_once_then_lets_it_go(tmp_path: Path, 
     ctl, prov, _tr, source, clock = setup(tmp_path, contact)
     victim = ctl.store.open_records()[0]
     before = len(launches(prov))
-    notice = Notice(kind, (victim.instance_id,), clock(), clock() + 120, "test", "m-1")  # type: ignore[arg-type]
+    notice = Notice(
+        kind=kind, instance_ids=(victim.instance_id,), at=clock(), deadline=clock() + 120, detail="test", token="m-1"
+    )  # type: ignore[arg-type]
     source.push(notice)
     report = ctl.tick()
     assert report.ok
@@ -66,7 +68,11 @@ def test_the_replacement_is_ready_before_the_going_instance_is_let_go(tmp_path: 
     only the replacement's agent answering ready lets it go."""
     ctl, _prov, tr, source, clock = setup(tmp_path, contact=True)
     victim = ctl.store.open_records()[0]
-    source.push(Notice("interruption", (victim.instance_id,), clock(), None, "", "m-1"))
+    source.push(
+        Notice(
+            kind="interruption", instance_ids=(victim.instance_id,), at=clock(), deadline=None, detail="", token="m-1"
+        )
+    )
     tr.not_ready.update(s["name"] for _, body in tr.applies for s in body["servers"])
     for _ in range(4):
         assert ctl.tick().ok
@@ -82,7 +88,11 @@ def test_the_replacement_is_ready_before_the_going_instance_is_let_go(tmp_path: 
 def test_an_instance_the_cloud_takes_first_vanishes(tmp_path: Path) -> None:
     ctl, prov, _tr, source, clock = setup(tmp_path, contact=True)
     victim = ctl.store.open_records()[0]
-    source.push(Notice("interruption", (victim.instance_id,), clock(), None, "", "m-1"))
+    source.push(
+        Notice(
+            kind="interruption", instance_ids=(victim.instance_id,), at=clock(), deadline=None, detail="", token="m-1"
+        )
+    )
     assert ctl.tick().ok
     prov.kill(victim.instance_id or "")
     clock.advance(30)
@@ -95,9 +105,16 @@ def test_an_instance_the_cloud_takes_first_vanishes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "notice",
     [
-        Notice("interruption", ("i-not-ours",), 0.0, None, "", "m-9"),
-        Notice("malformed", (), 0.0, None, "Expecting value: line 1 column 1", "m-9"),
-        Notice("ignored", (), 0.0, None, "state running", "m-9"),
+        Notice(kind="interruption", instance_ids=("i-not-ours",), at=0.0, deadline=None, detail="", token="m-9"),
+        Notice(
+            kind="malformed",
+            instance_ids=(),
+            at=0.0,
+            deadline=None,
+            detail="Expecting value: line 1 column 1",
+            token="m-9",
+        ),
+        Notice(kind="ignored", instance_ids=(), at=0.0, deadline=None, detail="state running", token="m-9"),
     ],
     ids=["not ours", "malformed", "ignored"],
 )
@@ -115,8 +132,12 @@ def test_other_messages_are_deleted_and_change_nothing(tmp_path: Path, notice: N
 def test_a_repeated_notice_is_handled_once(tmp_path: Path) -> None:
     ctl, prov, _tr, source, clock = setup(tmp_path)
     victim = ctl.store.open_records()[0]
-    first = Notice("rebalance", (victim.instance_id,), clock(), None, "", "m-1")
-    again = Notice("interruption", (victim.instance_id,), clock(), None, "", "m-2")
+    first = Notice(
+        kind="rebalance", instance_ids=(victim.instance_id,), at=clock(), deadline=None, detail="", token="m-1"
+    )
+    again = Notice(
+        kind="interruption", instance_ids=(victim.instance_id,), at=clock(), deadline=None, detail="", token="m-2"
+    )
     source.push(first)
     assert ctl.tick().ok
     n = len(launches(prov))
@@ -130,7 +151,16 @@ def test_a_repeated_notice_is_handled_once(tmp_path: Path) -> None:
 def test_a_failing_queue_changes_nothing(tmp_path: Path) -> None:
     ctl, prov, _tr, source, _clock = setup(tmp_path)
     source.fail = True
-    source.push(Notice("interruption", (ctl.store.open_records()[0].instance_id,), 0.0, None, "", "m-1"))
+    source.push(
+        Notice(
+            kind="interruption",
+            instance_ids=(ctl.store.open_records()[0].instance_id,),
+            at=0.0,
+            deadline=None,
+            detail="",
+            token="m-1",
+        )
+    )
     calls = len(prov.calls)
     assert ctl.tick().ok and [c for c in prov.calls[calls:] if c[0] != "list"] == []
     source.fail = False
