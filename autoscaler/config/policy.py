@@ -143,6 +143,11 @@ class SpotConfig(_Frozen):
     interruption_queue: Annotated[str, Field(pattern=r"^https?://\S+$")] | None = Field(
         default=None, description="SQS queue URL that EventBridge feeds with EC2 interruption and health events"
     )
+    queue_poll_s: NonNeg = Field(
+        default=10.0,
+        description="between ticks, the interruption queue is checked this often and a notice ticks at once "
+        "(a spot warning gives 2 minutes; 0: the queue is read at ticks only)",
+    )
 
 
 class DisruptionBudget(_Frozen):

@@ -237,9 +237,13 @@ class InterruptionSource(Protocol):
 
     `receive` returns what has arrived since the last call (never raises: a source that fails
     logs it and returns nothing this tick); `done` deletes the messages of handled notices, so a
-    crash between the two only means the next tick sees them again (handling is idempotent)."""
+    crash between the two only means the next tick sees them again (handling is idempotent).
+    `poll`, called between ticks, says whether a notice naming instances has arrived; what it
+    saw is kept for the next `receive` (the service then ticks at once)."""
 
     def receive(self) -> list[Notice]: ...
+
+    def poll(self) -> bool: ...
 
     def done(self, notices: Sequence[Notice]) -> None: ...
 

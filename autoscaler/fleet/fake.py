@@ -120,3 +120,6 @@ class FakeInterruptions:
             if n in self.pending:
                 self.pending.remove(n)
                 self.deleted.append(n)
+
+    def poll(self) -> bool:
+        return not self.fail and any(n.instance_ids for n in self.pending)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections.abc import Sequence
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -54,11 +55,25 @@ class SqsInterruptions:
     def __init__(self, queue_url: str, client: Any) -> None:
         self.queue_url = queue_url
         self.client = client
-        self.errors = 0  # receive or delete calls that failed (the controller counts them)
+        self.errors = 0  # receive or delete calls that failed
+        self._seen: list[Notice] = []  # received by `poll`, not yet handed to a tick
+        self._lock = threading.Lock()  # poll runs in the scheduler's thread, receive in the tick's
 
     def receive(self) -> list[Notice]:
+        fresh = self._fetch(BATCHES)
+        with self._lock:
+            out, self._seen = [*self._seen, *fresh], []
+        return out
+
+    def poll(self) -> bool:
+        fresh = self._fetch(1)
+        with self._lock:
+            self._seen.extend(fresh)
+            return any(n.instance_ids for n in self._seen)
+
+    def _fetch(self, batches: int) -> list[Notice]:
         out: list[Notice] = []
-        for _ in range(BATCHES):
+        for _ in range(batches):
             try:
                 reply = self.client.receive_message(
                     QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0, VisibilityTimeout=60

@@ -140,6 +140,11 @@ class SimProvider:
             }
         )
 
+    def next_warning(self, after: float) -> float | None:
+        """When the next warning not yet delivered comes (after `after`), for an instance still held."""
+        due = [t for i, t in self.warnings.items() if t > after and i in self._live and i not in self._warned]
+        return min(due, default=None)
+
     def due_warnings(self, now: float) -> list[Notice]:
         """Interruption warnings that have come by `now` for instances still held (each once)."""
         due = [(iid, t) for iid, t in self.warnings.items() if t <= now and iid in self._live]
@@ -215,3 +220,7 @@ class SimInterruptions:
 
     def done(self, notices: Sequence[Notice]) -> None:
         return None
+
+    def poll(self) -> bool:
+        first = self.provider.next_warning(-float("inf"))
+        return first is not None and first <= self.provider.clock()

@@ -343,13 +343,25 @@ class Replay:
         grid = [t0 + k * sc.interval_s for k in range(1, math.ceil(self.trace.duration_s / sc.interval_s))] + [end]
         self.record(t0, grid[0])
         for t, nxt in itertools.pairwise(grid):
-            wake, extra = self.tick(t).wake_at, 0
+            wake, extra = self._wake(t, self.tick(t).wake_at), 0
             while wake is not None and t < wake < nxt and extra < MAX_WAKES:
                 self.record(t, wake)
                 t, extra = wake, extra + 1
-                wake = self.tick(t).wake_at
+                wake = self._wake(t, self.tick(t).wake_at)
             self.record(t, nxt)
         return warm, int(end)
+
+    def _wake(self, now: float, asked: float | None) -> float | None:
+        """The early tick a tick asked for, or the one `igniter run`'s interruption poll makes
+        when the next spot warning arrives (at the first poll after it, every
+        scaling.spot.queue_poll_s), whichever comes first."""
+        poll_s = self.policy.scaling.spot.queue_poll_s
+        warning = self.provider.next_warning(now)
+        if poll_s <= 0 or warning is None:
+            return asked
+        t0 = float(self.trace.times[0])
+        seen = t0 + math.ceil((warning - t0) / poll_s - 1e-9) * poll_s
+        return seen if asked is None else min(asked, seen)
 
 
 def _configures(store: Store, after_tick: int) -> int:

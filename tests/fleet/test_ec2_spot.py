@@ -202,3 +202,18 @@ def test_a_malformed_message_is_logged_and_deleted_and_nothing_else_changes(
     assert len(ctl.store.history()) == history
     assert sorted(i["InstanceId"] for i in fleet_instances(moto)) == instances
     assert queue_depth(moto, url) == 0
+
+
+def test_the_poll_between_ticks_keeps_what_it_saw_for_the_tick(moto: Moto) -> None:
+    from autoscaler.fleet.interruptions import SqsInterruptions
+
+    url = queue_with(moto, "not an event")
+    source = SqsInterruptions(url, sqs(moto))
+    assert source.poll() is False  # a malformed message names no instance: no early tick
+    sqs(moto).send_message(QueueUrl=url, MessageBody=events.spot_warning("i-0abc"))
+    assert source.poll() is True and source.poll() is True  # still kept, not yet received by a tick
+    notices = source.receive()
+    assert sorted(n.kind for n in notices) == ["interruption", "malformed"]
+    assert source.receive() == [] and queue_depth(moto, url) == 2  # handed over once; deleted by done
+    source.done(notices)
+    assert queue_depth(moto, url) == 0 and source.poll() is False

@@ -159,3 +159,26 @@ def test_the_cli_flags_and_the_compare_spot_line(igniter, spot_policy, day, tmp_
 def test_bad_spot_flags_exit_2(igniter, spot_policy, day, tmp_path, flag, value):
     r = igniter("simulate", tmp_path / "policy.yaml", "--trace", day, flag, value)
     assert r.code == 2 and flag in r.err and "Traceback" not in r.err
+
+
+def _handling_delays(policy, day) -> tuple[list[float], int]:  # type: ignore[no-untyped-def]
+    """Per handled warning: seconds from the warning to its going_away transition; and how many
+    spot instances EC2 took before the autoscaler had seen their warning."""
+    opts = SimOptions(spot_interruptions_per_hour=1.0, seed=2, on_demand_twin=False)
+    replay = Replay(with_overrides(policy, opts), read_wide(day), opts, default_plan_fn(policy))
+    replay.run()
+    warned = replay.provider.warnings
+    seen = {h["instance_id"]: h["at"] for h in replay.store.history() if h["reason"] == "interruption"}
+    vanished = {h["instance_id"] for h in replay.store.history() if h["reason"] == "vanished"}
+    missed = len({i for i in vanished if i in warned and i not in seen})
+    return [seen[i] - warned[i] for i in seen], missed
+
+
+def test_the_queue_poll_handles_a_warning_within_its_period(make_policy, day):
+    scaling = {"interval_s": 300, "headroom": 0.3, "scale_down_delay_s": 1800}
+    polled = make_policy({**scaling, "spot": {"queue_poll_s": 10}}, instance_types=SPOT_TYPES)
+    delays, missed = _handling_delays(polled, day)
+    assert len(delays) >= 5 and max(delays) <= 10 + 1e-6 and missed == 0
+    ticks_only = make_policy({**scaling, "spot": {"queue_poll_s": 0}}, instance_types=SPOT_TYPES)
+    delays, missed = _handling_delays(ticks_only, day)
+    assert missed >= 1  # a 300 s interval often sees the warning only after EC2 took the instance
