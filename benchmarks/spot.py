@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/spot.py plans            # seconds: plan cost vs on-demand only, per floor
     .venv/bin/python benchmarks/spot.py sim [--traces servegen-10min,azure-1min,servegen-1min]
-        [--floors 0.3,0,0.5,1] [--rates 0.01,0.05] [--seeds 0] [--out results.jsonl]   # minutes to hours
+        [--floors 0.3,0,0.5,1] [--rates 0.01,0.05] [--seeds 0] [--size 1] [--out results.jsonl]   # minutes to hours
 
 Spot prices are 35 % of on-demand on every type (`--ratio`). `plans`: every scenario of
 tests/data/scenarios and 55 rows of the ServeGen trace (x 1.4, the example's headroom) planned
@@ -65,8 +65,9 @@ def plan_costs(ratio: float, floors: list[float]) -> dict[str, dict[float, float
     return out
 
 
-def case(name: str, ratio: float, floor: float | None) -> tuple[Policy, Trace]:
+def case(name: str, ratio: float, floor: float | None, size: float = 1.0) -> tuple[Policy, Trace]:
     pol, tr, interval, k = CASES[name]
+    k *= size
     policy = load_policy(ROOT / pol)
     if interval is not None:
         policy = policy.model_copy(update={"scaling": policy.scaling.model_copy(update={"interval_s": interval})})
@@ -74,13 +75,15 @@ def case(name: str, ratio: float, floor: float | None) -> tuple[Policy, Trace]:
     return with_spot(policy, ratio, floor), scale(trace, k) if k != 1.0 else trace
 
 
-def sim_row(name: str, ratio: float, floor: float | None, rate: float, seed: int, spot: bool) -> dict[str, Any]:
-    policy, trace = case(name, ratio, floor)
+def sim_row(
+    name: str, ratio: float, floor: float | None, rate: float, seed: int, spot: bool, size: float = 1.0
+) -> dict[str, Any]:
+    policy, trace = case(name, ratio, floor, size)
     started = time.perf_counter()
     opts = SimOptions(spot=spot, spot_interruptions_per_hour=rate, seed=seed, on_demand_twin=False)
     s = simulate(policy, trace, opts).summary()
     return {
-        "trace": name,
+        "trace": name if size == 1.0 else f"{name} x{size:g}",
         "spot": spot,
         "floor": floor,
         "rate": rate,
@@ -101,12 +104,12 @@ def run_sim(args: argparse.Namespace) -> None:
     rates = [float(x) for x in args.rates.split(",")]
     seeds = [int(x) for x in args.seeds.split(",")]
     for name in args.traces.split(","):
-        od = sim_row(name, args.ratio, None, 0.0, 0, spot=False)
+        od = sim_row(name, args.ratio, None, 0.0, 0, spot=False, size=args.size)
         emit(args.out, od)
         for f in floors:
             for r in rates if f < 1 else rates[:1]:  # a floor of 1 buys no spot: one rate says it all
                 for seed in seeds:
-                    row = sim_row(name, args.ratio, f, r, seed, spot=True)
+                    row = sim_row(name, args.ratio, f, r, seed, spot=True, size=args.size)
                     row["cost_vs_on_demand_only"] = round(row["cost_usd"] / od["cost_usd"], 4)
                     row["slo_attainment_on_demand_only"] = od["slo_attainment"]
                     emit(args.out, row)
@@ -128,6 +131,7 @@ def main() -> None:
     ap.add_argument("--rates", default="0.01,0.05", help="interruptions per spot instance-hour")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--traces", default=",".join(CASES))
+    ap.add_argument("--size", type=float, default=1.0, help="scale every trace's rates (a bigger fleet)")
     ap.add_argument("--out", help="also append the JSON lines here")
     args = ap.parse_args()
     if args.what == "plans":
