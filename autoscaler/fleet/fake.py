@@ -105,6 +105,7 @@ class FakeInterruptions:
     deleted: list[Notice] = field(default_factory=list)
     fail: bool = False  # receive reads nothing (as a failing queue does) and counts an error
     errors: int = 0
+    polls: int = 0
 
     def push(self, *notices: Notice) -> None:
         self.pending.extend(notices)
@@ -122,4 +123,5 @@ class FakeInterruptions:
                 self.deleted.append(n)
 
     def poll(self) -> bool:
+        self.polls += 1
         return not self.fail and any(n.instance_ids for n in self.pending)

@@ -140,7 +140,7 @@ class Service:
         kept and tries again."""
         source = self.controller.deps.interruptions
         try:
-            if source is not None and source.poll():
+            if source is not None and self.fence.held and source.poll():
                 self.tick_job()
         except Exception:
             log.exception("interruption poll failed")

@@ -123,6 +123,12 @@ def make_interruptions(policy: Policy) -> InterruptionSource | None:
     return SqsInterruptions(url, make_sqs_client(policy.provider.region, policy.provider.endpoint_url))
 
 
+def _fenced_interruptions(source: InterruptionSource | None, fence: Fence | None) -> InterruptionSource | None:
+    """Only the leader reads the queue: a receive hides a message from everyone else for its
+    visibility timeout, and a delete removes it for good."""
+    return None if source is None else fenced(source, fence, ("receive", "done", "poll"))
+
+
 def make_rates(policy: Policy) -> RateReader:
     return RateReader(_source(policy), policy.rates.stale_after_s)
 
@@ -206,7 +212,7 @@ def build_controller(
         clock,
         contact,
         make_gate(policy, provider, pins),
-        make_interruptions(policy),
+        _fenced_interruptions(make_interruptions(policy), fence),
     )
     return Controller(policy, deps)
 
