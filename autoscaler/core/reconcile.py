@@ -92,7 +92,8 @@ class FleetView:
     prices: Mapping[str, float] = field(default_factory=dict)  # offering (offering_key) -> $/h
     agent_seen: Mapping[tuple[str, int], float] = field(default_factory=dict)  # last answer per (slot, attempt)
     leaving: Mapping[tuple[str, int], tuple[PlannedServer, ...]] = field(default_factory=dict)  # GOING_AWAY: servers
-    # Servers the gateway has drained (no session left, or its drain timed out); None: no gateway.
+    # Retiring servers the gateway has drained (no session left, or its drain timed out); a server
+    # leaves its agent's assignment only once it is in this set. None: no gateway, all count drained.
     drained: frozenset[str] | None = None
 
 
@@ -135,9 +136,12 @@ def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
     settling = bool(grow) and (any(keep.values()) or len(notes) > before)
     shrink, drains, ends = _retire_surplus(current, desired, view, keep)
     drains, ends = _within_disruption_budget(drains, ends, current, view, limits, notes)
-    going = leaving(view.records, view.leaving, _covered(layout, view), view.drained)
+    going = leaving(view.records, view.leaving, _covered(layout, view))
     ends = replaced + ends + _closeouts(view.records, extra) + _let_go(going) + _orphans(view)
-    return Diff(tuple(launches + grow + shrink + drains + ends), tuple(notes), settling, going.to_drain)
+    actions, held = _hold_undrained(launches + grow + shrink + drains + ends, view)
+    if held:
+        notes.append(f"waiting for the gateway to drain {', '.join(sorted(held))}")
+    return Diff(tuple(actions), tuple(notes), settling or bool(held), going.to_drain)
 
 
 def _within_disruption_budget(
@@ -512,6 +516,43 @@ def _retire_surplus(
             drains.append(Drain(slot, rec.attempt, "surplus slot"))
         ends.append(Terminate(slot, rec.attempt, rec.instance_id, Reason.SCALE_IN, "surplus slot"))
     return shrink, drains, ends
+
+
+def _hold_undrained(actions: list[Action], view: FleetView) -> tuple[list[Action], set[str]]:
+    """Make-before-break through the gateway: a server that is to leave its agent's assignment stays
+    in it until the gateway has drained it (`view.drained`), so no request it still holds is cut
+    off. A configuration keeps such servers; a surplus slot keeps its assignment and instance
+    (its drain and termination wait). Replacements of lost or late instances are not held."""
+    if view.drained is None:
+        return actions, set()
+    drained = view.drained
+    held: set[str] = set()
+    waiting: set[str] = set()  # slots whose drain and termination wait
+    out: list[Action] = []
+    for a in actions:
+        applied = view.applied.get(a.slot, ())
+        if isinstance(a, Configure):
+            keep = [s for s in applied if s.name not in {v.name for v in a.servers} and s.name not in drained]
+            held |= {s.name for s in keep}
+            a = _keeping(a, tuple(keep), applied) if keep else a
+            if keep and not _differs(a.servers, applied) and a.slot not in view.stale_agents:
+                continue
+        elif isinstance(a, Drain) and any(s.name not in drained for s in applied):
+            held |= {s.name for s in applied if s.name not in drained}
+            waiting.add(a.slot)
+            continue
+        elif isinstance(a, Terminate) and a.slot in waiting and a.reason is Reason.SCALE_IN:
+            continue
+        out.append(a)
+    return out, held
+
+
+def _keeping(a: Configure, keep: tuple[PlannedServer, ...], applied: Sequence[PlannedServer]) -> Configure:
+    """The configuration with the undrained servers kept, its reason saying what it really does."""
+    servers = a.servers + keep
+    return Configure(
+        slot=a.slot, servers=servers, reason=_why(servers, applied) + f" (keeps {len(keep)} until drained)"
+    )
 
 
 def _closeouts(records: Sequence[Record], extra: Sequence[Record]) -> list[Action]:

@@ -21,12 +21,15 @@ from autoscaler.core.colocation import gpu_fits
 from autoscaler.core.forecast import ForecastConfig, forecast_all, season_windows
 from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo, layout_from_plan, layout_to_plan
 from autoscaler.core.lifecycle import LIVE, USABLE, State, SyncInput, going_away, sync
-from autoscaler.core.reconcile import FleetView, Limits, diff
+from autoscaler.core.reconcile import Diff, FleetView, Limits, diff
+from autoscaler.core.routing import GatewayView, removals
 from autoscaler.core.scaling import choose, hold_rates, next_wake
 from autoscaler.core.slo_guard import update as guard_update
 from autoscaler.fleet.base import Instance, InterruptionSource, Notice, OnRecord, Provider, ProviderError, Retry
+from autoscaler.gateway.base import Gateway
 from autoscaler.leader.base import NotLeader
 from autoscaler.loop.actuator import Actuator, Outcome, quarantine
+from autoscaler.loop.gateway_step import GatewayReport, GatewayStep
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.store import Store
 from autoscaler.planner.limits import TooManyInstances
@@ -52,6 +55,7 @@ class Deps:
     contact: bool = True  # False: agents are never contacted (transport none)
     gate: HostKeyGate | None = None  # SSH to cloud nodes: contact an agent only once its host key is pinned
     interruptions: InterruptionSource | None = None  # spot interruption / maintenance notices (EC2: SQS)
+    gateway: Gateway | None = None  # the data plane; None: no gateway (servers count as drained at once)
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class Observation:
     statuses: Mapping[str, AgentStatus]  # slot -> status of agents that answered
     reading: Reading
     notices: tuple[Notice, ...] = ()  # read from the interruption source this tick
+    gateway: GatewayView | None = None  # what the gateway runs (None: no gateway, or it failed)
 
 
 @dataclass
@@ -78,6 +83,7 @@ class TickReport:
     settling: bool = False  # make-before-break work waits on servers just started: tick again soon
     wake_at: float | None = None  # tick again then, before the next interval (scaling.next_wake)
     outcome: Outcome = field(default_factory=Outcome)
+    gateway: GatewayReport | None = None
     rounds: int = 0
     duration_s: float = 0.0
     quarantined: dict[str, str] = field(default_factory=dict)  # instance id -> why it is not contacted
@@ -100,6 +106,7 @@ class TickReport:
             "cost_per_hour": self.layout.cost_per_hour if self.layout else None,
             "quarantined": self.quarantined,
             "backoff_until": self.backoff_until,
+            "gateway": self.gateway.summary() if self.gateway else None,
         }
 
 
@@ -113,6 +120,7 @@ class Controller:
         self.store = deps.store
         self.state = ControllerState()  # the tick's working copy (see loop/state.py)
         self._saved: ControllerState | None = None  # as saved at the end of the last tick
+        self.routing = GatewayStep(deps.gateway) if deps.gateway is not None else None
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
@@ -137,6 +145,7 @@ class Controller:
             planned = self.forecast(obs, report)
             corrections = self.guard(obs)
             self.converge(obs, orphans, planned, corrections, report)
+            self.route(obs, report)
         except (ProviderError, TransportError) as exc:
             report.ok, report.error = False, f"{type(exc).__name__}: {exc}"
             report.outcome.error("provider", f"tick aborted: {report.error}")
@@ -177,8 +186,9 @@ class Controller:
         if isinstance(self.deps.rates.source, StatusFed):
             self.deps.rates.source.feed(statuses)
         notices = tuple(self.deps.interruptions.receive()) if self.deps.interruptions is not None else ()
+        gateway = self.routing.observe(self.policy, now) if self.routing is not None else None
         reading = self.deps.rates.read(now, [w.name for w in self.policy.workloads])
-        return Observation(now, instances, statuses, reading, notices)
+        return Observation(now, instances, statuses, reading, notices, gateway)
 
     def _statuses(self, instances: Mapping[str, Instance]) -> dict[str, AgentStatus]:
         if not self.deps.contact:
@@ -333,7 +343,7 @@ class Controller:
             report.rounds = round_
             layout, report.decision = self.plan(obs.now, planned, corrections, previous, bool(obs.reading.missing))
             report.layout = layout
-            actions = diff(layout, self.view(obs, orphans), obs.now, self._limits())
+            actions = self._diff(layout, obs, orphans)
             report.notes = (
                 events + list(actions.notes) + [f"unplaced {u.workload}: {u.reason}" for u in layout.unplaced]
             )
@@ -447,11 +457,46 @@ class Controller:
     def _ready_servers(
         self, current: Mapping[str, Any], applied: Mapping[str, tuple[Any, ...]], obs: Observation
     ) -> frozenset[str]:
+        """Servers their agents report ready; with a gateway, only those it also sends requests
+        to, so a replacement covers its workload (and the old server may go) once it serves."""
+        ready = self._agent_ready(current, applied, obs)
+        return ready & obs.gateway.serving() if obs.gateway is not None else ready
+
+    def _agent_ready(
+        self, current: Mapping[str, Any], applied: Mapping[str, tuple[Any, ...]], obs: Observation
+    ) -> frozenset[str]:
         if self.deps.contact:
             return frozenset(n for st in obs.statuses.values() for n in st.ready_names())
         return frozenset(
             s.name for slot, servers in applied.items() if current[slot].state is State.READY for s in servers
         )
+
+    def _diff(self, layout: Layout, obs: Observation, orphans: list[Instance]) -> Diff:
+        """reconcile.diff; with a gateway, a server leaves its agent's assignment only once drained:
+        the servers the diff would remove begin draining, and those drained are removed."""
+        view, limits = self.view(obs, orphans), self._limits()
+        if self.routing is None:
+            return diff(layout, view, obs.now, limits)
+        removing = removals(diff(layout, view, obs.now, limits).actions, view.applied)
+        progress = self.routing.drain(removing, self.state.gateway_drains, obs.now, self.policy.gateway.drain_timeout_s)
+        self.state = replace(self.state, gateway_drains=dict(progress.started))
+        return diff(layout, replace(view, drained=progress.drained), obs.now, limits)
+
+    def route(self, obs: Observation, report: TickReport) -> None:
+        """The gateway follows what the agents were told to run this tick (see gateway_step)."""
+        if self.routing is None:
+            return
+        current = {r.slot: r for r in sorted(self.store.open_records(), key=lambda r: r.attempt) if r.state in LIVE}
+        applied_all = self.store.applied()
+        applied = {s: applied_all[r.key][1] for s, r in current.items() if r.key in applied_all}
+        silent = frozenset(v.name for slot, servers in applied.items() if slot not in obs.statuses for v in servers)
+        readiness = self.routing.readiness(self._agent_ready(current, applied, obs), silent)
+        report.gateway = self.routing.route(layout=report.layout, applied=applied, readiness=readiness)
+        if report.gateway.error:
+            report.outcome.error("gateway", f"gateway: {report.gateway.error}")
+        for message in report.gateway.failed:
+            report.outcome.error("gateway", f"gateway: {message}")
+        report.settling = report.settling or self.routing.settling(report.gateway)
 
     def act(self, obs: Observation, actions: tuple[Any, ...], report: TickReport) -> Outcome:
         agent_gen = {s: st.assignment_generation or 0 for s, st in obs.statuses.items()}
@@ -466,6 +511,7 @@ class Controller:
             tick=report.tick,
             clock=self.deps.clock,
             outcome=report.outcome,
+            host_override=self.policy.agents.host_override,
         )
         outcome = actuator.run(actions)
         self.state = actuator.state

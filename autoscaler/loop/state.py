@@ -97,6 +97,9 @@ class ControllerState:
     rejected: Mapping[Key, str] = field(
         default_factory=dict
     )  # attempt -> fingerprint of the assignment its agent refused
+    gateway_drains: Mapping[str, float] = field(
+        default_factory=dict
+    )  # server -> when the gateway began draining it (core/routing.py drain_progress)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"version": SCHEMA_VERSION}
@@ -166,4 +169,5 @@ _CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     ),
     "backoff": (lambda b: b.to_json(), Backoff.from_json),
     "rejected": (_keyed_out, _keyed_in(str)),
+    "gateway_drains": (dict, lambda d: {str(k): float(v) for k, v in d.items()}),
 }

@@ -1,4 +1,4 @@
-"""The status endpoint: /healthz, /metrics (Prometheus), /v1/plan, /v1/fleet, /v1/leader.
+"""The status endpoint: /healthz, /metrics (Prometheus), /v1/plan, /v1/fleet, /v1/gateway, /v1/leader.
 
 It listens on scaling.status_listen (127.0.0.1:9464 by default; a private address lets Prometheus
 on another host scrape it). With scaling.status_token_file, /v1/* requires that bearer token;
@@ -25,6 +25,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from autoscaler.config.offerings import offering_prices
 from autoscaler.core.lifecycle import LIVE, describe_table
 from autoscaler.loop.controller import Controller, TickReport
+from autoscaler.loop.gateway_step import snapshot
+from autoscaler.loop.metrics_gateway import GatewayCollector
 
 
 class Metrics:
@@ -66,6 +68,8 @@ class Metrics:
         )
         self.lease_token = Gauge("igniter_lease_token", "Fencing token of the lease's current tenure", registry=r)
         self.role_changes = Counter("igniter_leader_changes", "Changes of role", ["to"], registry=r)
+        self.gateway = GatewayCollector()
+        r.register(self.gateway)
 
     def update(self, report: TickReport, fleet: dict[str, Any], corrections: dict[str, float]) -> None:
         self.ticks.labels("ok" if report.ok else "error").inc()
@@ -135,6 +139,7 @@ class StatusState:
     metrics: Metrics = field(default_factory=Metrics)
     plan: dict[str, Any] = field(default_factory=lambda: {"layout": None})
     fleet: dict[str, Any] = field(default_factory=lambda: {"instances": []})
+    gateway: dict[str, Any] = field(default_factory=lambda: {"kind": "none", "workloads": {}})
     healthy: bool = True
     last_error: str | None = None
     leader: dict[str, Any] = field(default_factory=lambda: {"role": "leader"})
@@ -167,9 +172,13 @@ class StatusState:
             "ok": report.ok,
             "error": report.error,
         }
+        routing = controller.routing
+        gateway = snapshot(routing, controller.policy) if routing is not None else {"kind": "none", "workloads": {}}
         with self.lock:
             self.metrics.update(report, fleet, corrections)
+            self.metrics.gateway.set(gateway)
             self.plan, self.fleet, self.healthy, self.last_error = plan, fleet, report.ok, report.error
+            self.gateway = gateway
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -187,6 +196,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "/v1/plan": lambda: self._json(200, state.plan),
                 "/v1/fleet": lambda: self._json(200, state.fleet),
                 "/v1/leader": lambda: self._json(200, state.leader),
+                "/v1/gateway": lambda: self._json(200, state.gateway),
             }
             path = self.path.split("?", 1)[0]
             route = routes.get(path)
