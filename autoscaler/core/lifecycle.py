@@ -110,6 +110,7 @@ class Record:
     instance_id: str | None = None
     plan_generation: int = 0  # the plan's generation it was launched under
     capacity_type: str = ON_DEMAND  # on-demand or spot: the offering it was launched from
+    leaves_at: float | None = None  # GOING_AWAY: when the cloud takes it (None: no deadline, e.g. rebalance)
 
     @property
     def key(self) -> tuple[str, int]:
@@ -244,9 +245,24 @@ NOTICE_REASONS: dict[str, Reason] = {
 }
 
 
+# How soon the cloud takes an instance after a notice that carries no deadline of its own: a spot
+# warning gives two minutes; a stopping or shutting-down instance is going now. A rebalance
+# recommendation sets no deadline (the instance may live on for hours).
+TAKEN_AFTER_S: dict[str, float] = {"interruption": 120.0, "state_change": 0.0}
+
+
+def leaves_at(notice: Notice, now: float) -> float | None:
+    """When the instance a notice names is taken: its deadline, else the kind's usual delay."""
+    if notice.deadline is not None:
+        return notice.deadline
+    after = TAKEN_AFTER_S.get(notice.kind)
+    return None if after is None else now + after
+
+
 def going_away(records: Sequence[Record], notices: Sequence[Notice], now: float) -> list[Change]:
-    """GOING_AWAY transitions for the records the notices name (by instance id). A notice for an
-    instance we do not own, or one already going, draining or terminating, changes nothing."""
+    """GOING_AWAY transitions for the records the notices name (by instance id), each with when
+    the cloud takes it (`leaves_at`). A notice for an instance we do not own, or one already
+    going, draining or terminating, changes nothing."""
     by_id = {r.instance_id: r for r in records if r.instance_id and r.state in (S.PENDING, S.RUNNING, S.READY)}
     out: list[Change] = []
     for n in notices:
@@ -257,7 +273,7 @@ def going_away(records: Sequence[Record], notices: Sequence[Notice], now: float)
             rec = by_id.pop(iid, None)
             if rec is not None:
                 when = f"; goes at {n.deadline:.0f}" if n.deadline is not None else ""
-                out.append(transition(rec, reason, now, f"{n.detail}{when}"))
+                out.append(transition(rec, reason, now, f"{n.detail}{when}", leaves_at=leaves_at(n, now)))
     return out
 
 

@@ -116,6 +116,7 @@ def fleet_snapshot(controller: Controller) -> dict[str, Any]:
             "instance_id": r.instance_id,
             "created_at": r.created_at,
             "updated_at": r.updated_at,
+            "leaves_at": r.leaves_at,
             "servers": [s.name for s in applied.get(r.key, (0, ()))[1]],
         }
         for r in store.open_records()

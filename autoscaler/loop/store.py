@@ -38,7 +38,7 @@ CREATE TABLE IF NOT EXISTS instances (
   slot TEXT NOT NULL, attempt INTEGER NOT NULL, instance_type TEXT NOT NULL, state TEXT NOT NULL,
   instance_id TEXT, generation INTEGER NOT NULL DEFAULT 0,
   created_at REAL NOT NULL, updated_at REAL NOT NULL, capacity_type TEXT NOT NULL DEFAULT 'on-demand',
-  PRIMARY KEY (slot, attempt));
+  leaves_at REAL, PRIMARY KEY (slot, attempt));
 CREATE TABLE IF NOT EXISTS instance_history (
   id INTEGER PRIMARY KEY AUTOINCREMENT, slot TEXT NOT NULL, attempt INTEGER NOT NULL,
   from_state TEXT NOT NULL, to_state TEXT NOT NULL, reason TEXT NOT NULL, detail TEXT NOT NULL,
@@ -101,6 +101,8 @@ class Store:
         cols = {r[1] for r in self._db.execute("PRAGMA table_info(instances)").fetchall()}
         if "capacity_type" not in cols:
             self._db.execute("ALTER TABLE instances ADD COLUMN capacity_type TEXT NOT NULL DEFAULT 'on-demand'")
+        if "leaves_at" not in cols:
+            self._db.execute("ALTER TABLE instances ADD COLUMN leaves_at REAL")
 
     def close(self) -> None:
         with self._lock:
@@ -179,7 +181,7 @@ class Store:
         with self._lock:
             rows = self._db.execute(
                 "SELECT slot, attempt, instance_type, state, created_at, updated_at, instance_id, generation, "
-                f"capacity_type FROM instances WHERE {where} ORDER BY slot, attempt",
+                f"capacity_type, leaves_at FROM instances WHERE {where} ORDER BY slot, attempt",
                 args,
             ).fetchall()
         return [
@@ -193,6 +195,7 @@ class Store:
                 instance_id=r[6],
                 plan_generation=r[7],
                 capacity_type=r[8],
+                leaves_at=r[9],
             )
             for r in rows
         ]
@@ -218,8 +221,9 @@ class Store:
                 r = ch.record
                 db.execute(
                     "INSERT INTO instances(slot, attempt, instance_type, state, instance_id, generation, created_at, "
-                    "updated_at, capacity_type) VALUES(?,?,?,?,?,?,?,?,?) ON CONFLICT(slot, attempt) DO UPDATE SET "
-                    "state=excluded.state, instance_id=excluded.instance_id, updated_at=excluded.updated_at",
+                    "updated_at, capacity_type, leaves_at) VALUES(?,?,?,?,?,?,?,?,?,?) ON CONFLICT(slot, attempt) "
+                    "DO UPDATE SET state=excluded.state, instance_id=excluded.instance_id, "
+                    "updated_at=excluded.updated_at, leaves_at=excluded.leaves_at",
                     (
                         r.slot,
                         r.attempt,
@@ -230,6 +234,7 @@ class Store:
                         r.created_at,
                         r.updated_at,
                         r.capacity_type,
+                        r.leaves_at,
                     ),
                 )
                 db.execute(
