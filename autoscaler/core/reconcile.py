@@ -95,6 +95,8 @@ class FleetView:
     # Retiring servers the gateway has drained (no session left, or its drain timed out); a server
     # leaves its agent's assignment only once it is in this set. None: no gateway, all count drained.
     drained: frozenset[str] | None = None
+    # Going (GOING_AWAY) records whose servers the gateway has all drained; None: no gateway.
+    going_drained: frozenset[tuple[str, int]] | None = None
 
 
 GpuFits = Callable[[str, Sequence[PlannedServer]], bool]  # (instance type, one GPU's servers) -> fits
@@ -111,6 +113,7 @@ class Limits:
     max_cost_per_hour: float | None = None
     gpu_fits: GpuFits = shares_fit  # colocation.gpu_fits adds the performance model's latency test
     max_unavailable: int | None = None  # voluntary disruptions in flight at most (disruption.py); None: any
+    drain_timeout_s: float = 0.0  # the gateway's longest drain: a going instance drains this long before it goes
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +139,7 @@ def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
     settling = bool(grow) and (any(keep.values()) or len(notes) > before)
     shrink, drains, ends = _retire_surplus(current, desired, view, keep)
     drains, ends = _within_disruption_budget(drains, ends, current, view, limits, notes)
-    going = leaving(view.records, view.leaving, _covered(layout, view))
+    going = leaving(view.records, view.leaving, _covered(layout, view), view.going_drained, now, limits.drain_timeout_s)
     ends = replaced + ends + _closeouts(view.records, extra) + _let_go(going) + _orphans(view)
     actions, held = _hold_undrained(launches + grow + shrink + drains + ends, view)
     if held:

@@ -22,14 +22,14 @@ from autoscaler.core.forecast import ForecastConfig, forecast_all, season_window
 from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo, layout_from_plan, layout_to_plan
 from autoscaler.core.lifecycle import LIVE, USABLE, State, SyncInput, going_away, sync
 from autoscaler.core.reconcile import Diff, FleetView, Limits, diff
-from autoscaler.core.routing import GatewayView, removals
+from autoscaler.core.routing import GatewayNames, GatewayView
 from autoscaler.core.scaling import choose, hold_rates, next_wake
 from autoscaler.core.slo_guard import update as guard_update
 from autoscaler.fleet.base import Instance, InterruptionSource, Notice, OnRecord, Provider, ProviderError, Retry
 from autoscaler.gateway.base import Gateway
 from autoscaler.leader.base import NotLeader
 from autoscaler.loop.actuator import Actuator, Outcome, quarantine
-from autoscaler.loop.gateway_step import GatewayReport, GatewayStep
+from autoscaler.loop.gateway_step import GatewayReport, GatewayStep, fleet_names
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.store import Store
 from autoscaler.planner.limits import TooManyInstances
@@ -172,8 +172,17 @@ class Controller:
     def _wake(self, now: float, settling: bool) -> float | None:
         """An early tick for instances due to finish booting, or for make-before-break work."""
         sc = self.policy.scaling
-        booting = [r.created_at for r in self.store.open_records() if r.state in BOOTING]
-        return next_wake(now, booting, sc.boot_s, sc.settle_s, settling)
+        records = self.store.open_records()
+        booting = [r.created_at for r in records if r.state in BOOTING]
+        return next_wake(now, booting, sc.boot_s, sc.settle_s, settling, self._drains_due(records))
+
+    def _drains_due(self, records: list[Any]) -> list[float]:
+        """With a gateway, a going instance's drain must begin drain_timeout_s before the cloud
+        takes it (going_away.taken_soon): a tick then, whatever the interval."""
+        if self.routing is None:
+            return []
+        lead = self.policy.gateway.drain_timeout_s
+        return [r.leaves_at - lead for r in records if r.state is State.GOING_AWAY and r.leaves_at is not None]
 
     def observe(self, now: float) -> Observation:
         """The provider's instances, the agents' status, the rates (each behind its interface)."""
@@ -460,7 +469,7 @@ class Controller:
         """Servers their agents report ready; with a gateway, only those it also sends requests
         to, so a replacement covers its workload (and the old server may go) once it serves."""
         ready = self._agent_ready(current, applied, obs)
-        return ready & obs.gateway.serving() if obs.gateway is not None else ready
+        return ready & self._gateway_names().to_layout(obs.gateway.serving()) if obs.gateway is not None else ready
 
     def _agent_ready(
         self, current: Mapping[str, Any], applied: Mapping[str, tuple[Any, ...]], obs: Observation
@@ -472,26 +481,36 @@ class Controller:
         )
 
     def _diff(self, layout: Layout, obs: Observation, orphans: list[Instance]) -> Diff:
-        """reconcile.diff; with a gateway, a server leaves its agent's assignment only once drained:
-        the servers the diff would remove begin draining, and those drained are removed."""
+        """reconcile.diff; with a gateway, through its drains (GatewayStep.gated_diff): a server
+        leaves its agent's assignment, and a going instance the fleet, only once drained."""
         view, limits = self.view(obs, orphans), self._limits()
         if self.routing is None:
             return diff(layout, view, obs.now, limits)
-        removing = removals(diff(layout, view, obs.now, limits).actions, view.applied)
-        progress = self.routing.drain(removing, self.state.gateway_drains, obs.now, self.policy.gateway.drain_timeout_s)
-        self.state = replace(self.state, gateway_drains=dict(progress.started))
-        return diff(layout, replace(view, drained=progress.drained), obs.now, limits)
+        book = self.state.gateway_drains
+        actions, book = self.routing.gated_diff(
+            layout, view, obs.now, limits, self._gateway_names(), book, self.policy.gateway.drain_timeout_s
+        )
+        self.state = replace(self.state, gateway_drains=book)
+        return actions
+
+    def _gateway_names(self) -> GatewayNames:
+        return fleet_names(self.store.open_records(), self.store.applied())
 
     def route(self, obs: Observation, report: TickReport) -> None:
         """The gateway follows what the agents were told to run this tick (see gateway_step)."""
         if self.routing is None:
             return
-        current = {r.slot: r for r in sorted(self.store.open_records(), key=lambda r: r.attempt) if r.state in LIVE}
+        live = sorted((r for r in self.store.open_records() if r.state in LIVE), key=lambda r: r.attempt)
+        current = {r.slot: r for r in live if r.state is not State.GOING_AWAY}
         applied_all = self.store.applied()
         applied = {s: applied_all[r.key][1] for s, r in current.items() if r.key in applied_all}
-        silent = frozenset(v.name for slot, servers in applied.items() if slot not in obs.statuses for v in servers)
-        readiness = self.routing.readiness(self._agent_ready(current, applied, obs), silent)
-        report.gateway = self.routing.route(layout=report.layout, applied=applied, readiness=readiness)
+        report.gateway = self.routing.route_fleet(
+            layout=report.layout,
+            names=fleet_names(live, applied_all),
+            applied=applied,
+            asked=frozenset(obs.statuses),
+            ready=self._agent_ready(current, applied, obs),
+        )
         if report.gateway.error:
             report.outcome.error("gateway", f"gateway: {report.gateway.error}")
         for message in report.gateway.failed:
@@ -524,6 +543,7 @@ class Controller:
             self.policy.scaling.max_cost_per_hour,
             gpu_fits(self.policy),
             self.policy.scaling.disruption_budget.limit(fleet),
+            self.policy.gateway.drain_timeout_s if self.routing is not None else 0.0,
         )
 
     def _caps(self, now: float) -> dict[str, int]:
