@@ -11,7 +11,7 @@ scaling.choose, layout_from_plan and reconcile.diff.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,7 +20,7 @@ from autoscaler.config.policy import Policy
 from autoscaler.core.colocation import gpu_fits
 from autoscaler.core.forecast import ForecastConfig, forecast_all, season_windows
 from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo, layout_from_plan, layout_to_plan
-from autoscaler.core.lifecycle import LIVE, USABLE, State, SyncInput, going_away, sync
+from autoscaler.core.lifecycle import LIVE, USABLE, Record, State, SyncInput, going_away, sync
 from autoscaler.core.reconcile import Diff, FleetView, Limits, diff
 from autoscaler.core.routing import GatewayNames, GatewayView
 from autoscaler.core.scaling import choose, hold_rates, next_wake
@@ -176,7 +176,7 @@ class Controller:
         booting = [r.created_at for r in records if r.state in BOOTING]
         return next_wake(now, booting, sc.boot_s, sc.settle_s, settling, self._drains_due(records))
 
-    def _drains_due(self, records: list[Any]) -> list[float]:
+    def _drains_due(self, records: Sequence[Record]) -> list[float]:
         """With a gateway, a going instance's drain must begin drain_timeout_s before the cloud
         takes it (going_away.taken_soon): a tick then, whatever the interval."""
         if self.routing is None:
