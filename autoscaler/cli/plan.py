@@ -23,6 +23,7 @@ from autoscaler.config.policy import load_policy
 from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner import EXTRA, PLANNERS, TooLarge, TooManyInstances, check_plan, make_plan, planning_inputs
 from autoscaler.planner.limits import as_input_error, check_bound
+from autoscaler.planner.offerings import plan_offerings
 from autoscaler.planner.types import Demand, InstanceOption, Plan
 
 EXIT_OK, EXIT_UNPLACED = 0, 3
@@ -112,7 +113,7 @@ def compare(demands: Sequence[Demand], options: Sequence[InstanceOption], models
         fn = PLANNERS.get(name) or EXTRA[name]
         start = time.perf_counter()
         try:
-            plan = fn(demands, options, models, None)
+            plan = plan_offerings(fn, demands, options, models)
         except TooLarge as exc:
             rows.append(Row(name, None, (), 0.0, str(exc)))
             continue
@@ -161,7 +162,8 @@ def print_plan(plan: Plan, demands: Sequence[Demand], source: str) -> None:
     for col in ("instance", "$/hour", "GPU", "workload", "batch", "MPS %", "rate rps", "latency ms", "budget ms"):
         table.add_column(col, justify="left" if col in ("instance", "GPU", "workload") else "right")
     for k, inst in enumerate(plan.instances):
-        head = [f"{k} {inst.instance_type}", f"{inst.price_per_hour:.3f}"]
+        spot = " (spot)" if inst.capacity_type == "spot" else ""
+        head = [f"{k} {inst.instance_type}{spot}", f"{inst.price_per_hour:.3f}"]
         for g in inst.gpus:
             for p in g.placements:
                 table.add_row(
@@ -178,8 +180,14 @@ def print_plan(plan: Plan, demands: Sequence[Demand], source: str) -> None:
     console = _console()
     console.print(table)
     console.print(
-        f"[bold]{plan.cost_per_hour:.2f} $/hour[/bold]: {len(plan.instances)} instances, "
-        f"{plan.gpu_count} GPUs" + (f"; {plan.stats['fallback']}" if "fallback" in plan.stats else "")
+        f"[bold]{plan.cost_per_hour:.2f} $/hour[/bold]: {len(plan.instances)} instances{_spot_count(plan)}, "
+        f"{plan.gpu_count} GPUs"
+        + "".join(f"; {plan.stats[k]}" for k in ("fallback", "on_demand_floor") if k in plan.stats)
     )
     for u in plan.unplaced:
         console.print(f"[red]unplaced[/red] {u.workload}: {u.reason}")
+
+
+def _spot_count(plan: Plan) -> str:
+    n = sum(i.capacity_type == "spot" for i in plan.instances)
+    return f" ({n} spot)" if n else ""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -61,11 +62,44 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--compare",
         action="store_true",
-        help="run igniter under each forecast, ffd, gslice, gpulets, static peak, reactive and oracle side by side",
+        help="run igniter under each forecast, ffd, gslice, gpulets, static peak, reactive and oracle side by side "
+        "(on-demand only), plus a spot line when the policy buys spot",
     )
+    add_spot_args(p)
     add_trace_args(p)
     p.set_defaults(func=run)
     return p
+
+
+def add_spot_args(p: argparse.ArgumentParser) -> None:
+    """Spot what-ifs: interruptions of the simulated spot market, prices and the on-demand floor."""
+    p.add_argument(
+        "--spot-interruptions-per-hour",
+        type=float,
+        default=0.0,
+        metavar="RATE",
+        help="interruption warnings per spot instance-hour (Poisson, seeded by --seed; default 0)",
+    )
+    p.add_argument(
+        "--interruption-warning-s",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="seconds from a warning until EC2 takes the instance (default 120, as EC2 gives)",
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the interruption draws (default 0)")
+    p.add_argument(
+        "--spot-price-ratio",
+        type=float,
+        metavar="R",
+        help="give every type without one a spot price of R x its on-demand price (e.g. 0.35)",
+    )
+    p.add_argument(
+        "--min-on-demand-fraction",
+        type=float,
+        metavar="F",
+        help="on-demand floor for every workload instead of the policy's (0 .. 1)",
+    )
 
 
 def add_trace_args(p: argparse.ArgumentParser) -> None:
@@ -137,9 +171,20 @@ def run(args: argparse.Namespace) -> int:
         policy = policy.model_copy(
             update={"scaling": policy.scaling.model_copy(update={"interval_s": args.interval_s})}
         )
+    if args.spot_price_ratio is not None or args.min_on_demand_fraction is not None:
+        from autoscaler.sim.whatif import with_spot
+
+        policy = with_spot(policy, args.spot_price_ratio, args.min_on_demand_fraction)
     started = time.perf_counter()
     opts = sim.SimOptions(
-        args.planner, args.forecast, _headroom(args.headroom), args.strategy, rate_stat=args.rate_stat
+        args.planner,
+        args.forecast,
+        _headroom(args.headroom),
+        args.strategy,
+        rate_stat=args.rate_stat,
+        spot_interruptions_per_hour=args.spot_interruptions_per_hour,
+        interruption_warning_s=args.interruption_warning_s,
+        seed=args.seed,
     )
     if args.compare:
         results = sim.compare(policy, trace, opts, progress=None if args.json else _progress)
@@ -158,6 +203,19 @@ def _check_options(args: argparse.Namespace, policy: Any) -> None:
     _headroom(args.headroom)
     if args.interval_s is not None and not 0 < args.interval_s <= MAX_INTERVAL_S:
         raise InputError("--interval-s", str(args.interval_s), f"must be positive, at most {MAX_INTERVAL_S:g}")
+    _check_spot_options(args)
+
+
+def _check_spot_options(args: argparse.Namespace) -> None:
+    finite = math.isfinite
+    if not (finite(args.spot_interruptions_per_hour) and args.spot_interruptions_per_hour >= 0):
+        raise InputError("--spot-interruptions-per-hour", str(args.spot_interruptions_per_hour), "must be 0 or more")
+    if not (finite(args.interruption_warning_s) and args.interruption_warning_s >= 0):
+        raise InputError("--interruption-warning-s", str(args.interruption_warning_s), "must be 0 or more")
+    if args.spot_price_ratio is not None and not (finite(args.spot_price_ratio) and args.spot_price_ratio > 0):
+        raise InputError("--spot-price-ratio", str(args.spot_price_ratio), "must be positive")
+    if args.min_on_demand_fraction is not None and not 0 <= args.min_on_demand_fraction <= 1:
+        raise InputError("--min-on-demand-fraction", str(args.min_on_demand_fraction), "must be between 0 and 1")
 
 
 def _check_size(policy: Any, trace: Any) -> None:

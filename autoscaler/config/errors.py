@@ -48,6 +48,8 @@ def _describe(err: ErrorDetails) -> str:
     ctx = err.get("ctx") or {}
     if kind == "less_than_equal" and isinstance(ctx.get("le"), int | float):
         return f"{err.get('input')} is above the ceiling {ctx['le']:,} (docs/operations.md, Limits)"
+    if kind == "value_error":  # a validator's own message; pydantic prefixes "Value error, "
+        return str(err.get("msg", "invalid value")).removeprefix("Value error, ")
     return str(err.get("msg", "invalid value"))
 
 

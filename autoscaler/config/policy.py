@@ -6,6 +6,8 @@ silently falling back to a default.
 
 from __future__ import annotations
 
+import math
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +41,7 @@ Price = Annotated[float, Field(gt=0, le=limits.MAX_PRICE_PER_HOUR)]
 Seconds = Annotated[float, Field(gt=0, le=limits.MAX_SECONDS)]
 Delay = Annotated[float, Field(ge=0, le=limits.MAX_SECONDS)]
 Timeout = Annotated[float, Field(gt=0, le=limits.MAX_TIMEOUT_S)]
+Fraction = Annotated[float, Field(ge=0, le=1)]
 
 
 class _Frozen(BaseModel):
@@ -53,7 +56,12 @@ class InstanceType(_Frozen):
     gpu: Name
     gpus: Annotated[int, Field(ge=1, le=16)] = 1
     price_per_hour: Price
-    max_instances: Annotated[int, Field(ge=0, le=limits.MAX_INSTANCES_CEILING)] | None = None
+    max_instances: Annotated[int, Field(ge=0, le=limits.MAX_INSTANCES_CEILING)] | None = Field(
+        default=None, description="instances of this type at most, on-demand and spot each (separate EC2 quotas)"
+    )
+    spot_price_per_hour: Price | None = Field(
+        default=None, description="when set (and scaling.spot.enabled), the type may also be bought as spot"
+    )
 
 
 class Workload(_Frozen):
@@ -69,6 +77,9 @@ class Workload(_Frozen):
         "absorb traffic returning after a quiet period",
     )
     model_dir: str | None = Field(default=None, description="model directory on the agents (model.pt + model.yaml)")
+    min_on_demand_fraction: Fraction | None = Field(
+        default=None, description="this workload's on-demand floor (default: scaling.spot.min_on_demand_fraction)"
+    )
 
 
 class ProviderConfig(_Frozen):
@@ -138,6 +149,48 @@ def _headroom(value: Any) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 10:
         return float(value)
     raise ValueError(f"must be 'auto' or a finite number from 0 to 10 (got {value!r})")
+
+
+class SpotConfig(_Frozen):
+    """Spot capacity: only types with a spot_price_per_hour are ever bought as spot, so the default
+    (enabled) changes nothing for a policy without spot prices; `enabled: false` stops buying spot
+    without deleting the prices. SkyPilot's base_ondemand_fallback_replicas is the model for the floor."""
+
+    enabled: bool = True
+    min_on_demand_fraction: Fraction = Field(
+        default=0.3, description="share of each workload's planned rate that stays on on-demand instances"
+    )
+    interruption_queue: Annotated[str, Field(pattern=r"^https?://\S+$")] | None = Field(
+        default=None, description="SQS queue URL that EventBridge feeds with EC2 interruption and health events"
+    )
+    queue_poll_s: NonNeg = Field(
+        default=10.0,
+        description="between ticks, the interruption queue is checked this often and a notice ticks at once "
+        "(a spot warning gives 2 minutes; 0: the queue is read at ticks only)",
+    )
+
+
+class DisruptionBudget(_Frozen):
+    """Karpenter's node budget: voluntary disruptions (scale-in, consolidation) in flight at once."""
+
+    max_unavailable: int | str = Field(default="10%", description="a count, or a percentage of the fleet (rounded up)")
+
+    @field_validator("max_unavailable", mode="before")
+    @classmethod
+    def _count_or_percent(cls, value: Any) -> int | str:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str) and re.fullmatch(r"(\d+(\.\d+)?)%", value.strip()):
+            if float(value.strip().rstrip("%")) <= 100:
+                return value.strip()
+        raise ValueError(f'expected a count (0 or more) or a percentage such as "10%", got {value!r}')
+
+    def limit(self, fleet_size: int) -> int:
+        """The budget as a count for a fleet of `fleet_size` instances (a percentage rounds up)."""
+        value = self.max_unavailable
+        if isinstance(value, int):
+            return value
+        return math.ceil(float(value.rstrip("%")) * fleet_size / 100.0 - 1e-9)
 
 
 Listen = Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$", description="HOST:PORT")]
@@ -227,6 +280,8 @@ class ScalingConfig(_Frozen):
         default=1, description="seasonal forecast: periods to look back over"
     )
     planner: Literal["igniter", "ffd", "gslice", "gpulets", "exact"] = "igniter"
+    spot: SpotConfig = Field(default_factory=SpotConfig)
+    disruption_budget: DisruptionBudget = Field(default_factory=DisruptionBudget)
     status_listen: str | None = Field(
         default=None,
         description="HOST:PORT of the status endpoint (default 127.0.0.1:9464); HOST is an IP address, "
@@ -355,6 +410,17 @@ class Policy(_Frozen):
 
     def instance_type(self, name: str) -> InstanceType:
         return next(t for t in self.instance_types if t.name == name)
+
+    def on_demand_floor(self, workload: str) -> float:
+        """The share of a workload's rate that must stay on on-demand capacity (1 without spot)."""
+        if not self.buys_spot():
+            return 1.0
+        own = self.workload(workload).min_on_demand_fraction
+        return self.scaling.spot.min_on_demand_fraction if own is None else own
+
+    def buys_spot(self) -> bool:
+        """Whether any type may be bought as spot: spot enabled and at least one spot price."""
+        return self.scaling.spot.enabled and any(t.spot_price_per_hour is not None for t in self.instance_types)
 
 
 class _FieldError(ValueError):

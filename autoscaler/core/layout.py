@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Any
 
 from agents.spec import Assignment, ServerSpec
+from autoscaler.config.offerings import ON_DEMAND, SPOT, CapacityType, offering_key
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
 
 
@@ -59,6 +60,12 @@ class SlotSpec:
     price_per_hour: float
     gpus: tuple[str, ...]  # GPU type name per index
     servers: tuple[PlannedServer, ...]
+    _: KW_ONLY
+    capacity_type: CapacityType = ON_DEMAND
+
+    @property
+    def offering(self) -> str:
+        return offering_key(self.instance_type, self.capacity_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +103,7 @@ class Layout:
                 {
                     "slot": s.slot,
                     "instance_type": s.instance_type,
+                    "capacity_type": s.capacity_type,
                     "price_per_hour": s.price_per_hour,
                     "gpus": list(s.gpus),
                     "servers": [asdict(v) for v in s.servers],
@@ -115,6 +123,7 @@ def layout_from_json(data: Mapping[str, Any]) -> Layout:
             float(s["price_per_hour"]),
             tuple(s["gpus"]),
             tuple(PlannedServer(**v) for v in s["servers"]),
+            capacity_type=s.get("capacity_type", ON_DEMAND),
         )
         for s in data["slots"]
     )
@@ -132,6 +141,7 @@ def layout_to_plan(layout: Layout) -> Plan:
                 GpuOut(i, gpu, tuple(_placement(v) for v in s.servers if v.gpu_index == i))
                 for i, gpu in enumerate(s.gpus)
             ),
+            capacity_type=s.capacity_type,
         )
         for s in layout.slots
     )
@@ -162,7 +172,7 @@ class LayoutInput:
 
     fleet: str
     previous: Layout | None
-    extra_slots: Mapping[str, str]  # slot -> instance type: live slots the previous layout lacks
+    extra_slots: Mapping[str, str]  # slot -> offering (offering_key): live slots the previous layout lacks
     taken_slots: frozenset[str]  # every slot name ever used (never reused: launch tokens)
     reserved_servers: Mapping[str, frozenset[tuple[str, int]]]  # slot -> (name, index) still running
     workloads: Mapping[str, WorkloadInfo]
@@ -179,10 +189,13 @@ def layout_from_plan(plan: Plan, inp: LayoutInput) -> Layout:
     slots: list[SlotSpec] = []
     pending: list[tuple[int, str, int, PlacementOut]] = []
     for i, inst in enumerate(plan.instances):
-        slot = matches.get(i) or _new_slot(inp.fleet, inst.instance_type, taken)
+        slot = matches.get(i) or _new_slot(inp.fleet, inst, taken)
         kept, rest = _keep_servers(inst, prev.get(slot), inp.workloads, inp.running.get(slot, ()))
         names |= {k.name for k in kept}
-        slots.append(SlotSpec(slot, inst.instance_type, inst.price_per_hour, tuple(g.gpu for g in inst.gpus), kept))
+        gpus = tuple(g.gpu for g in inst.gpus)
+        slots.append(
+            SlotSpec(slot, inst.instance_type, inst.price_per_hour, gpus, kept, capacity_type=inst.capacity_type)
+        )
         pending.extend((i, slot, gi, p) for gi, p in rest)
     slots = _name_new(slots, pending, names, inp)
     return Layout(plan.planner, tuple(slots), plan.unplaced, dict(inp.rates))
@@ -201,8 +214,9 @@ class _Candidate:
 
 
 def _candidates(inp: LayoutInput) -> dict[str, list[_Candidate]]:
-    """Existing slots (previous layout, then live slots it lacks) by instance type."""
-    pairs = [(s.slot, s.instance_type, s.servers) for s in (inp.previous.slots if inp.previous else ())]
+    """Existing slots (previous layout, then live slots it lacks) by offering: a spot slot is
+    never matched to an on-demand instance of the plan, nor the other way round."""
+    pairs = [(s.slot, s.offering, s.servers) for s in (inp.previous.slots if inp.previous else ())]
     seen = {p[0] for p in pairs}
     pairs.extend((slot, itype, ()) for slot, itype in sorted(inp.extra_slots.items()) if slot not in seen)
     out: dict[str, list[_Candidate]] = {}
@@ -239,7 +253,7 @@ def _match_slots(plan: Plan, inp: LayoutInput) -> dict[int, str]:
         want = Counter((g.index, p.workload) for g in inst.gpus for p in g.placements)
         shares = _share_map((g.index, p.workload, p.mps_percent) for g in inst.gpus for p in g.placements)
         wl = Counter(w for _, w in want.elements())
-        for c in by_type.get(inst.instance_type, ()):
+        for c in by_type.get(inst.key, ()):
             kept = sum(min(v, c.shares.get(k, 0.0)) for k, v in shares.items())
             scored.append(
                 (-round(kept, 6), -_shared(want, c.placements), -_shared(wl, c.workloads), c.ordinal, i, c.slot)
@@ -264,8 +278,10 @@ def _ordinal(slot: str) -> int:
     return int(tail) if tail.isdigit() else -1
 
 
-def _new_slot(fleet: str, instance_type: str, taken: set[str]) -> str:
-    prefix = f"{fleet}-{instance_type}-"
+def _new_slot(fleet: str, inst: InstanceOut, taken: set[str]) -> str:
+    """`<fleet>-<type>-<n>`, or `<fleet>-<type>-spot-<n>` for spot: the name says how it is bought."""
+    spot = "spot-" if inst.capacity_type == SPOT else ""
+    prefix = f"{fleet}-{inst.instance_type}-{spot}"
     n = 1 + max((_ordinal(s) for s in taken if s.startswith(prefix)), default=-1)
     taken.add(prefix + str(n))
     return prefix + str(n)
@@ -330,7 +346,14 @@ def _name_new(
         name = _fresh_name(p.workload, names)
         extra.setdefault(i, []).append(_spec(name, _fresh_index(used), gi, p, inp.workloads))
     return [
-        SlotSpec(s.slot, s.instance_type, s.price_per_hour, s.gpus, s.servers + tuple(extra.get(i, [])))
+        SlotSpec(
+            s.slot,
+            s.instance_type,
+            s.price_per_hour,
+            s.gpus,
+            s.servers + tuple(extra.get(i, [])),
+            capacity_type=s.capacity_type,
+        )
         for i, s in enumerate(slots)
     ]
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
-from autoscaler.fleet.base import Instance
+from autoscaler.config.offerings import ON_DEMAND, offering_key
+from autoscaler.fleet.base import Instance, Notice
 
 
 class State(StrEnum):
@@ -23,6 +24,7 @@ class State(StrEnum):
     RUNNING = "running"  # running; its agent has not answered yet
     READY = "ready"  # its agent answers (or agents are not contacted): can take servers
     DRAINING = "draining"  # servers told to stop before termination
+    GOING_AWAY = "going_away"  # the cloud will take it (spot interruption, retirement): replaced, then let go
     TERMINATING = "terminating"  # terminate called; waiting for the provider to drop it
     FAILED = "failed"  # launch refused; nothing to keep
     TERMINATED = "terminated"  # gone for good (kept for history)
@@ -44,6 +46,11 @@ class Reason(StrEnum):
     RELEASE = "release"  # a failed launch attempt is closed
     VANISHED = "vanished"  # the provider no longer lists it (terminated outside us)
     GONE = "gone"  # terminate confirmed by the provider's listing
+    INTERRUPTION = "interruption"  # EC2 Spot Instance Interruption Warning: reclaimed in about 2 minutes
+    REBALANCE = "rebalance"  # EC2 Instance Rebalance Recommendation: elevated risk of interruption
+    STATE_CHANGE = "state_change"  # EC2 Instance State-change Notification: stopping, shutting down, ...
+    SCHEDULED_CHANGE = "scheduled_change"  # AWS Health scheduled change (retirement, maintenance)
+    LET_GO = "let_go"  # going away and its replacement serves (or it serves nothing): terminate it
 
 
 S, R = State, Reason
@@ -71,12 +78,18 @@ TRANSITIONS: dict[tuple[State, Reason], State] = {
     (S.READY, R.VANISHED): S.TERMINATED,
     (S.DRAINING, R.VANISHED): S.TERMINATED,
     (S.TERMINATING, R.GONE): S.TERMINATED,
+    (S.GOING_AWAY, R.LET_GO): S.TERMINATING,
+    (S.GOING_AWAY, R.VANISHED): S.TERMINATED,
 }
+GOING_AWAY_REASONS = (R.INTERRUPTION, R.REBALANCE, R.STATE_CHANGE, R.SCHEDULED_CHANGE)
+for _st in (S.PENDING, S.RUNNING, S.READY):
+    for _r in GOING_AWAY_REASONS:
+        TRANSITIONS[(_st, _r)] = S.GOING_AWAY
 for _st in (S.REQUESTED, S.PENDING, S.RUNNING, S.READY, S.DRAINING):
     TRANSITIONS[(_st, R.DUPLICATE)] = S.TERMINATED if _st is S.REQUESTED else S.TERMINATING
 
 USABLE = frozenset({S.REQUESTED, S.PENDING, S.RUNNING, S.READY})  # may carry the slot's servers
-LIVE = USABLE | {S.DRAINING}  # an instance we still own and want
+LIVE = USABLE | {S.DRAINING, S.GOING_AWAY}  # an instance we still own (and pay for)
 OPEN = LIVE | {S.TERMINATING, S.FAILED}  # not yet closed
 
 
@@ -96,10 +109,17 @@ class Record:
     updated_at: float
     instance_id: str | None = None
     plan_generation: int = 0  # the plan's generation it was launched under
+    capacity_type: str = ON_DEMAND  # on-demand or spot: the offering it was launched from
+    leaves_at: float | None = None  # GOING_AWAY: when the cloud takes it (None: no deadline, e.g. rebalance)
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.slot, self.attempt)
+
+    @property
+    def offering(self) -> str:
+        """The (type, capacity type) it was bought as, as planner.types.offering_key names it."""
+        return offering_key(self.instance_type, self.capacity_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +140,9 @@ def transition(record: Record, reason: Reason, now: float, detail: str = "", **f
     return Change(replace(record, state=target, updated_at=now, **fields), record.state, reason, detail)
 
 
-def new_record(slot: str, attempt: int, instance_type: str, now: float, plan_generation: int = 0) -> Record:
+def new_record(
+    slot: str, attempt: int, instance_type: str, now: float, plan_generation: int = 0, capacity_type: str = ON_DEMAND
+) -> Record:
     """A record in the NEW pseudo-state, to be moved by REQUEST or DISCOVERED."""
     return Record(
         slot=slot,
@@ -131,6 +153,7 @@ def new_record(slot: str, attempt: int, instance_type: str, now: float, plan_gen
         updated_at=now,
         instance_id=None,
         plan_generation=plan_generation,
+        capacity_type=capacity_type,
     )
 
 
@@ -206,11 +229,51 @@ def _discover(
         key = (inst.slot, inst.attempt)
         if inst.id in known or key in open_keys or key in closed or not inst.slot:
             continue
-        rec = new_record(inst.slot, key[1], inst.instance_type, now, inst.plan_generation)
+        rec = new_record(inst.slot, key[1], inst.instance_type, now, inst.plan_generation, inst.capacity_type)
         out.append(transition(rec, R.DISCOVERED, now, f"{inst.id} carries the fleet tag", instance_id=inst.id))
         open_keys.add(key)
         if inst.state == "running":
             out.append(transition(out[-1].record, R.BOOTED, now))
+    return out
+
+
+NOTICE_REASONS: dict[str, Reason] = {
+    "interruption": R.INTERRUPTION,
+    "rebalance": R.REBALANCE,
+    "state_change": R.STATE_CHANGE,
+    "scheduled_change": R.SCHEDULED_CHANGE,
+}
+
+
+# How soon the cloud takes an instance after a notice that carries no deadline of its own: a spot
+# warning gives two minutes; a stopping or shutting-down instance is going now. A rebalance
+# recommendation sets no deadline (the instance may live on for hours).
+TAKEN_AFTER_S: dict[str, float] = {"interruption": 120.0, "state_change": 0.0}
+
+
+def leaves_at(notice: Notice, now: float) -> float | None:
+    """When the instance a notice names is taken: its deadline, else the kind's usual delay."""
+    if notice.deadline is not None:
+        return notice.deadline
+    after = TAKEN_AFTER_S.get(notice.kind)
+    return None if after is None else now + after
+
+
+def going_away(records: Sequence[Record], notices: Sequence[Notice], now: float) -> list[Change]:
+    """GOING_AWAY transitions for the records the notices name (by instance id), each with when
+    the cloud takes it (`leaves_at`). A notice for an instance we do not own, or one already
+    going, draining or terminating, changes nothing."""
+    by_id = {r.instance_id: r for r in records if r.instance_id and r.state in (S.PENDING, S.RUNNING, S.READY)}
+    out: list[Change] = []
+    for n in notices:
+        reason = NOTICE_REASONS.get(n.kind)
+        if reason is None:
+            continue
+        for iid in n.instance_ids:
+            rec = by_id.pop(iid, None)
+            if rec is not None:
+                when = f"; goes at {n.deadline:.0f}" if n.deadline is not None else ""
+                out.append(transition(rec, reason, now, f"{n.detail}{when}", leaves_at=leaves_at(n, now)))
     return out
 
 

@@ -2,7 +2,9 @@
 
 Order: launches; agent configurations of planned slots (servers added, resized, or kept while they
 retire); configurations that only remove retiring servers; drains; terminations (replacements of
-instances not ready in time, surplus instances, stale attempts, orphans).
+instances not ready in time, surplus instances, stale attempts, going instances let go
+(going_away.py), orphans). A slot whose instance is going away (spot interruption) has no usable
+record, so it is launched again at once.
 
 Make-before-break: a server the layout no longer wants (it moved, was resized under a new name, or
 its slot is surplus) keeps running until every server the layout wants for its workload reports
@@ -28,8 +30,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
+from autoscaler.config.offerings import ON_DEMAND, offering_key
+from autoscaler.core.disruption import allowed_slots
+from autoscaler.core.going_away import Leaving, leaving
 from autoscaler.core.layout import Layout, PlannedServer
 from autoscaler.core.lifecycle import LIVE, USABLE, Reason, Record, State
 
@@ -40,6 +45,12 @@ class Launch:
     instance_type: str
     attempt: int
     reason: str
+    _: KW_ONLY
+    capacity_type: str = ON_DEMAND
+
+    @property
+    def offering(self) -> str:
+        return offering_key(self.instance_type, self.capacity_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +89,14 @@ class FleetView:
     ready_servers: frozenset[str] = frozenset()  # server names that report ready
     max_attempt: Mapping[str, int] = field(default_factory=dict)  # slot -> highest attempt ever used
     orphans: Sequence[tuple[str, str]] = ()  # (slot, instance id): ours, listed, no record
-    prices: Mapping[str, float] = field(default_factory=dict)
+    prices: Mapping[str, float] = field(default_factory=dict)  # offering (offering_key) -> $/h
     agent_seen: Mapping[tuple[str, int], float] = field(default_factory=dict)  # last answer per (slot, attempt)
+    leaving: Mapping[tuple[str, int], tuple[PlannedServer, ...]] = field(default_factory=dict)  # GOING_AWAY: servers
     # Retiring servers the gateway has drained (no session left, or its drain timed out); a server
     # leaves its agent's assignment only once it is in this set. None: no gateway, all count drained.
     drained: frozenset[str] | None = None
+    # Going (GOING_AWAY) records whose servers the gateway has all drained; None: no gateway.
+    going_drained: frozenset[tuple[str, int]] | None = None
 
 
 GpuFits = Callable[[str, Sequence[PlannedServer]], bool]  # (instance type, one GPU's servers) -> fits
@@ -98,6 +112,8 @@ class Limits:
     ready_timeout_s: float = 900.0
     max_cost_per_hour: float | None = None
     gpu_fits: GpuFits = shares_fit  # colocation.gpu_fits adds the performance model's latency test
+    max_unavailable: int | None = None  # voluntary disruptions in flight at most (disruption.py); None: any
+    drain_timeout_s: float = 0.0  # the gateway's longest drain: a going instance drains this long before it goes
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +121,7 @@ class Diff:
     actions: tuple[Action, ...]
     notes: tuple[str, ...] = ()  # things deliberately not done (budget), for logs and status
     settling: bool = False  # servers start on ready instances while others wait for them
+    to_drain: tuple[tuple[str, int], ...] = ()  # going records whose servers the gateway drains (going_away.py)
 
 
 def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
@@ -121,11 +138,31 @@ def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
     grow = _configure_desired(layout, current, view, keep, notes, waiting, limits.gpu_fits, coming)
     settling = bool(grow) and (any(keep.values()) or len(notes) > before)
     shrink, drains, ends = _retire_surplus(current, desired, view, keep)
-    ends = replaced + ends + _closeouts(view.records, extra) + _orphans(view)
+    drains, ends = _within_disruption_budget(drains, ends, current, view, limits, notes)
+    going = leaving(view.records, view.leaving, _covered(layout, view), view.going_drained, now, limits.drain_timeout_s)
+    ends = replaced + ends + _closeouts(view.records, extra) + _let_go(going) + _orphans(view)
     actions, held = _hold_undrained(launches + grow + shrink + drains + ends, view)
     if held:
         notes.append(f"waiting for the gateway to drain {', '.join(sorted(held))}")
-    return Diff(tuple(actions), tuple(notes), settling or bool(held))
+    return Diff(tuple(actions), tuple(notes), settling or bool(held), going.to_drain)
+
+
+def _within_disruption_budget(
+    drains: list[Action],
+    ends: list[Action],
+    current: Mapping[str, Record],
+    view: FleetView,
+    limits: Limits,
+    notes: list[str],
+) -> tuple[list[Action], list[Action]]:
+    """Surplus slots retired now only as far as the disruption budget allows (disruption.py)."""
+    ok, held = allowed_slots([current[a.slot] for a in ends], view.records, view.applied, limits.max_unavailable)
+    notes.extend(held)
+    return [a for a in drains if a.slot in ok], [a for a in ends if a.slot in ok]
+
+
+def _let_go(going: Leaving) -> list[Action]:
+    return [Terminate(r.slot, r.attempt, r.instance_id, Reason.LET_GO, why) for r, why in going.let_go]
 
 
 def _current_records(records: Sequence[Record]) -> tuple[dict[str, Record], list[Record]]:
@@ -142,15 +179,21 @@ def _current_records(records: Sequence[Record]) -> tuple[dict[str, Record], list
 def _still_needed(layout: Layout, view: FleetView) -> dict[str, tuple[PlannedServer, ...]]:
     """Per slot, applied servers the layout dropped but whose workload is not yet covered."""
     names_by_slot = {s.slot: {v.name for v in s.servers} for s in layout.slots}
-    applied = _applied_keys(view)
-    covered: dict[str, bool] = {}
-    for _, srv in layout.servers():
-        covered[srv.workload] = covered.get(srv.workload, True) and _is_ready(srv, view, applied)
+    covered = _covered(layout, view)
     out: dict[str, tuple[PlannedServer, ...]] = {}
     for slot, servers in view.applied.items():
         retiring = [s for s in servers if s.name not in names_by_slot.get(slot, set())]
         out[slot] = tuple(s for s in retiring if not covered.get(s.workload, True))
     return out
+
+
+def _covered(layout: Layout, view: FleetView) -> dict[str, bool]:
+    """Workload -> whether every server the layout plans for it reports ready at its planned size."""
+    applied = _applied_keys(view)
+    covered: dict[str, bool] = {}
+    for _, srv in layout.servers():
+        covered[srv.workload] = covered.get(srv.workload, True) and _is_ready(srv, view, applied)
+    return covered
 
 
 def _is_ready(srv: PlannedServer, view: FleetView, applied: Mapping[str, tuple[object, ...]]) -> bool:
@@ -169,16 +212,23 @@ def _launches(
     """Launch slots with no usable record; replace those not ready in time, or whose agent is lost."""
     launches: list[Action] = []
     replaced: list[Action] = []
+    going = {r.slot for r in view.records if r.state is State.GOING_AWAY}
     for spec in layout.slots:
         rec = current.get(spec.slot)
         nxt = view.max_attempt.get(spec.slot, -1) + 1
+        ct = spec.capacity_type
         if rec is None:
-            launches.append(Launch(spec.slot, spec.instance_type, nxt, "planned"))
+            why = "replace: going away" if spec.slot in going else "planned"
+            launches.append(Launch(spec.slot, spec.instance_type, nxt, why, capacity_type=ct))
         elif rec.state is State.REQUESTED:
-            launches.append(Launch(spec.slot, spec.instance_type, rec.attempt, "resume interrupted launch"))
+            launches.append(
+                Launch(spec.slot, spec.instance_type, rec.attempt, "resume interrupted launch", capacity_type=ct)
+            )
         elif (end := _replace_reason(rec, view, now, limits)) is not None:
             replaced.append(end)
-            launches.append(Launch(spec.slot, spec.instance_type, nxt, f"replace: {end.reason.value}"))
+            launches.append(
+                Launch(spec.slot, spec.instance_type, nxt, f"replace: {end.reason.value}", capacity_type=ct)
+            )
     return launches, replaced
 
 
@@ -212,14 +262,14 @@ def _within_budget(
         return launches
     gone = {(a.slot, a.attempt) for a in replaced if isinstance(a, Terminate)}
     cost = sum(
-        view.prices.get(r.instance_type, 0.0)
+        view.prices.get(r.offering, 0.0)
         for r in view.records
-        if r.state in LIVE and r.key not in gone and r.state is not State.REQUESTED
+        if r.state in LIVE and r.key not in gone and r.state not in (State.REQUESTED, State.GOING_AWAY)
     )
     out: list[Action] = []
     for a in launches:
         assert isinstance(a, Launch)
-        price = view.prices.get(a.instance_type, 0.0)
+        price = view.prices.get(a.offering, 0.0)
         if cost + price > limits.max_cost_per_hour + 1e-9:
             notes.append(
                 f"launch of {a.slot} ({a.instance_type}) blocked by max_cost_per_hour "

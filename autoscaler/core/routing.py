@@ -26,7 +26,7 @@ come last.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from autoscaler.core.layout import Layout, PlannedServer
@@ -170,16 +170,24 @@ def desired_routes(
     applied: Mapping[str, Sequence[PlannedServer]],
     readiness: Readiness,
     draining: frozenset[str],
+    aliases: Mapping[str, str] | None = None,
 ) -> dict[str, tuple[Route, ...]]:
-    """Per workload, the servers its backend should hold. `applied`: slot -> servers its agent was
-    told to run (with the addresses the actuator recorded; a server without one is left out);
-    `draining`: servers reconcile wants to remove."""
-    planned = {s.name: s for _, s in (layout.servers() if layout else ())}
+    """Per workload, the servers its backend should hold. `applied`: instance -> servers its agent
+    was told to run (with the addresses the actuator recorded; a server without one is left out),
+    under their gateway names; `aliases`: gateway name -> layout name for the servers the layout
+    may still plan (GatewayNames.aliases; None: the names are the layout's); `draining`: servers
+    reconcile wants to remove."""
+    in_layout = {s.name: s for _, s in (layout.servers() if layout else ())}
+    planned: dict[str, PlannedServer] = {}
     by_workload: dict[str, list[PlannedServer]] = {}
     for servers in applied.values():
         for s in servers:
-            if s.address:
-                by_workload.setdefault(s.workload, []).append(s)
+            if not s.address:
+                continue
+            by_workload.setdefault(s.workload, []).append(s)
+            own = s.name if aliases is None else aliases.get(s.name)
+            if own in in_layout:
+                planned[s.name] = in_layout[own]
     return {w: _workload_routes(servers, planned, readiness, draining) for w, servers in sorted(by_workload.items())}
 
 
@@ -209,6 +217,64 @@ def _workload_routes(
         )
         for s in sorted(servers, key=lambda v: v.name)
     )
+
+
+# -- names -----------------------------------------------------------------------------------------
+def gateway_name(name: str, attempt: int) -> str:
+    """A server's name at the gateway: its own on a slot's first instance, `<name>.a<attempt>` on a
+    later one. A going instance (spot interruption) and its replacement run the slot's servers at
+    the same time, and a backend cannot hold two servers of one name; a name fixed by the attempt
+    never changes while the server runs, so no rename (a delete and an add under load) is needed.
+    (A layout name always ends in `-<n>`, so no gateway name is another server's layout name.)"""
+    return name if attempt == 0 else f"{name}.a{attempt}"
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayNames:
+    """What the agents were told to run, under the gateway's names (see gateway_name): every
+    current instance's servers and every going instance's, which the layout no longer counts."""
+
+    applied: Mapping[str, tuple[PlannedServer, ...]]  # instance ("slot#attempt") -> servers, renamed
+    aliases: Mapping[str, str]  # gateway name -> layout name: current instances' servers only
+    going: Mapping[tuple[str, int], tuple[str, ...]]  # going record -> its servers' gateway names
+
+    def to_gateway(self, names: Iterable[str]) -> frozenset[str]:
+        """Current instances' servers (layout names) under their gateway names."""
+        back = {v: k for k, v in self.aliases.items()}
+        return frozenset(back[n] for n in names if n in back)
+
+    def to_layout(self, names: Iterable[str]) -> frozenset[str]:
+        """Gateway names of current instances' servers under their layout names (others left out)."""
+        return frozenset(self.aliases[n] for n in names if n in self.aliases)
+
+    def going_servers(self, keys: Iterable[tuple[str, int]]) -> frozenset[str]:
+        return frozenset(n for k in keys for n in self.going.get(k, ()))
+
+    def going_drained(self, drained: frozenset[str]) -> frozenset[tuple[str, int]]:
+        """The going records whose servers are all drained."""
+        return frozenset(k for k, names in self.going.items() if all(n in drained for n in names))
+
+
+def gateway_names(
+    current: Mapping[str, tuple[int, Sequence[PlannedServer]]],
+    going: Mapping[tuple[str, int], Sequence[PlannedServer]],
+) -> GatewayNames:
+    """`current`: slot -> (its current record's attempt, the servers applied to it); `going`:
+    (slot, attempt) of each going record -> the servers applied to it."""
+    applied: dict[str, tuple[PlannedServer, ...]] = {}
+    aliases: dict[str, str] = {}
+    for slot, (attempt, servers) in sorted(current.items()):
+        applied[f"{slot}#{attempt}"] = _renamed(servers, attempt)
+        aliases.update({gateway_name(s.name, attempt): s.name for s in servers})
+    names: dict[tuple[str, int], tuple[str, ...]] = {}
+    for (slot, attempt), servers in sorted(going.items()):
+        applied[f"{slot}#{attempt}"] = _renamed(servers, attempt)
+        names[(slot, attempt)] = tuple(gateway_name(s.name, attempt) for s in servers)
+    return GatewayNames(applied, aliases, names)
+
+
+def _renamed(servers: Sequence[PlannedServer], attempt: int) -> tuple[PlannedServer, ...]:
+    return tuple(replace(s, name=gateway_name(s.name, attempt)) for s in servers)
 
 
 # -- the diff --------------------------------------------------------------------------------------

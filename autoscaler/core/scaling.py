@@ -42,17 +42,26 @@ def hold_rates(forecast: Mapping[str, float], current: Mapping[str, float]) -> d
     return {w: max(r, current.get(w, 0.0)) for w, r in forecast.items()}
 
 
-def next_wake(now: float, booting: Sequence[float], boot_s: float, settle_s: float, settling: bool) -> float | None:
+def next_wake(
+    now: float,
+    booting: Sequence[float],
+    boot_s: float,
+    settle_s: float,
+    settling: bool,
+    due: Sequence[float] = (),
+) -> float | None:
     """When to tick before the next interval, or None. An instance launched at t is expected to be
     ready at t + boot_s: ticking then puts its servers to work at once instead of up to a whole
     interval later (the forecast's horizon, boot_s + interval_s, counts on it). A diff that left
     make-before-break work waiting on servers it just started (`settling`) ticks after settle_s.
+    `due`: other times a tick is needed (a going instance's drain begins); those past are done.
     Never sooner than settle_s from now; a boot overdue by more than boot_s is left to the interval.
     `booting`: the launch times of instances not ready yet. settle_s 0 turns wake-ups off."""
     if settle_s <= 0:
         return None
     soonest = now + settle_s
     times = [t + boot_s for t in booting if now - (t + boot_s) < boot_s]
+    times.extend(t for t in due if t > now)
     if settling:
         times.append(soonest)
     return max(min(times), soonest) if times else None

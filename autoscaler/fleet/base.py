@@ -36,14 +36,18 @@ or still in its closing state), unless the backoff holds it back. See docs/opera
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, Protocol, runtime_checkable
+
+from autoscaler.config.offerings import ON_DEMAND
 
 TAG_FLEET = "igniter:fleet"
 TAG_SLOT = "igniter:slot"
 TAG_PLAN_GENERATION = "igniter:generation"  # the plan generation an instance was launched under
 TAG_ATTEMPT = "igniter:attempt"
+TAG_CAPACITY = "igniter:capacity-type"  # on-demand | spot, set at launch
 
 InstanceState = Literal["pending", "running", "stopping", "terminated"]
 
@@ -69,6 +73,7 @@ class Instance:
     port_base: int | None = None
     state_dir: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    capacity_type: str = ON_DEMAND  # how it was bought: on-demand or spot
 
 
 class OnRecord(StrEnum):
@@ -129,13 +134,18 @@ class ProviderError(Exception):
 
 
 class CapacityError(ProviderError):
-    """The type has no capacity (InsufficientInstanceCapacity, InstanceLimitExceeded, Unsupported)."""
+    """The offering (type, capacity type) has no capacity: InsufficientInstanceCapacity,
+    InstanceLimitExceeded, Unsupported; for spot also MaxSpotInstanceCountExceeded and
+    SpotMaxPriceTooLow. Only that offering is unavailable: a type's spot shortage leaves its
+    on-demand offering alone, and the other way round."""
 
     kind = ProviderFault.CAPACITY
 
-    def __init__(self, instance_type: str, message: str) -> None:
-        super().__init__(f"{instance_type}: {message}")
+    def __init__(self, instance_type: str, message: str, capacity_type: str = ON_DEMAND) -> None:
+        where = instance_type if capacity_type == ON_DEMAND else f"{instance_type} ({capacity_type})"
+        super().__init__(f"{where}: {message}")
         self.instance_type = instance_type
+        self.capacity_type = capacity_type
 
 
 class ThrottledError(ProviderError):
@@ -164,9 +174,17 @@ class Provider(Protocol):
         ...
 
     def launch(
-        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+        self,
+        slot: str,
+        instance_type: str,
+        plan_generation: int,
+        *,
+        attempt: int = 0,
+        salt: str = "",
+        capacity_type: str = ON_DEMAND,
     ) -> Instance:
-        """Start an instance for `slot` (idempotent: returns the existing one if present).
+        """Start an instance for `slot` (idempotent: returns the existing one if present), bought
+        on-demand or as spot (`capacity_type`; a backend without spot treats both alike).
 
         `salt` is the state file's random epoch: it keeps launch tokens unique when a slot name is
         reused after the state was lost."""
@@ -196,6 +214,40 @@ class HostKeySource(Protocol):
     def host_keys(self, instance: Instance) -> list[str] | None: ...
 
 
+NoticeKind = Literal["interruption", "rebalance", "state_change", "scheduled_change", "ignored", "malformed"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Notice:
+    """One message from the interruption queue, parsed: what the cloud says will happen to which
+    instances. `ignored` (an event that needs nothing, e.g. a state change to running) and
+    `malformed` (not an event we can read) carry no instances; every notice is deleted once the
+    tick has handled it (`token` identifies the message to the source)."""
+
+    kind: NoticeKind
+    instance_ids: tuple[str, ...] = ()
+    at: float = 0.0  # when the event happened (epoch seconds; 0 if the message did not say)
+    deadline: float | None = None  # when the instance goes (interruption: event + 2 min; scheduled start)
+    detail: str = ""
+    token: str = ""
+
+
+class InterruptionSource(Protocol):
+    """Where interruption and maintenance notices arrive (EC2: an SQS queue that EventBridge feeds).
+
+    `receive` returns what has arrived since the last call (never raises: a source that fails
+    logs it and returns nothing this tick); `done` deletes the messages of handled notices, so a
+    crash between the two only means the next tick sees them again (handling is idempotent).
+    `poll`, called between ticks, says whether a notice naming instances has arrived; what it
+    saw is kept for the next `receive` (the service then ticks at once)."""
+
+    def receive(self) -> list[Notice]: ...
+
+    def poll(self) -> bool: ...
+
+    def done(self, notices: Sequence[Notice]) -> None: ...
+
+
 def launch_token(fleet: str, slot: str, attempt: int, salt: str = "") -> str:
     """A request token derived from fleet, slot, attempt (and the state's epoch): a retried or
     repeated launch of the same attempt carries the same token, a replacement a new one.
@@ -212,5 +264,13 @@ def tag_int(tags: dict[str, str], key: str) -> int:
         return 0
 
 
-def fleet_tags(fleet: str, slot: str, plan_generation: int, attempt: int) -> dict[str, str]:
-    return {TAG_FLEET: fleet, TAG_SLOT: slot, TAG_PLAN_GENERATION: str(plan_generation), TAG_ATTEMPT: str(attempt)}
+def fleet_tags(
+    fleet: str, slot: str, plan_generation: int, attempt: int, capacity_type: str = ON_DEMAND
+) -> dict[str, str]:
+    return {
+        TAG_FLEET: fleet,
+        TAG_SLOT: slot,
+        TAG_PLAN_GENERATION: str(plan_generation),
+        TAG_ATTEMPT: str(attempt),
+        TAG_CAPACITY: capacity_type,
+    }

@@ -3,11 +3,16 @@
 - Launch: look for the slot's instance (fleet + slot + attempt tags) first; only if none is pending
   or running call RunInstances with the type's launch template, the instance type, tags applied at
   launch (TagSpecifications) and a ClientToken derived from fleet, slot and attempt, so neither a
-  retried request nor a launch repeated after a crash starts a second instance.
+  retried request nor a launch repeated after a crash starts a second instance. A spot launch is
+  the same RunInstances with InstanceMarketOptions (spot, one-time, terminate on interruption):
+  no spot request outlives its instance, and an interrupted instance is replaced by the loop, not
+  restarted by EC2. Every launch carries `igniter:capacity-type`.
 - Discovery is by the `igniter:fleet` tag only; termination refuses any instance without it.
 - Throttling is retried by botocore's standard retry mode; what is left is classified into the
-  rows of fleet/base.py's error table: CapacityError, ThrottledError (also: EC2 unreachable),
-  NotFoundError, AuthError (credentials or IAM refused), PermanentError.
+  rows of fleet/base.py's error table: CapacityError (try another offering: the type's spot or
+  on-demand twin, or another type), ThrottledError (also: EC2 unreachable), NotFoundError,
+  AuthError (credentials or IAM refused), PermanentError. On a spot launch,
+  MaxSpotInstanceCountExceeded and SpotMaxPriceTooLow are capacity errors of the spot offering too.
 - Host keys (the HostKeySource capability): read from the instance's console output
   (GetConsoleOutput), where cloud-init prints them; see fleet/console.py for why that is trusted.
 """
@@ -23,9 +28,11 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
 
+from autoscaler.config.offerings import ON_DEMAND, SPOT
 from autoscaler.config.policy import ProviderConfig
 from autoscaler.fleet.base import (
     TAG_ATTEMPT,
+    TAG_CAPACITY,
     TAG_FLEET,
     TAG_PLAN_GENERATION,
     TAG_SLOT,
@@ -53,6 +60,13 @@ CAPACITY_CODES = frozenset(
         "MaxSpotInstanceCountExceeded",
     }
 )
+# On a spot launch: no spot capacity at any price we pay, the account's spot limit, or a spot
+# price above the launch template's MaxPrice. Each marks only the type's spot offering unavailable.
+SPOT_CAPACITY_CODES = frozenset({"MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow", "InsufficientCapacity"})
+SPOT_MARKET = {
+    "MarketType": "spot",
+    "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
+}
 THROTTLE_CODES = frozenset(
     {"RequestLimitExceeded", "Throttling", "ThrottlingException", "ServiceUnavailable", "InternalError", "Unavailable"}
 )
@@ -90,13 +104,13 @@ def make_client(cfg: ProviderConfig, max_attempts: int = 5) -> Any:
     return boto3.client("ec2", region_name=cfg.region, endpoint_url=cfg.endpoint_url, config=config)
 
 
-def classify(exc: Exception, instance_type: str = "") -> ProviderError:
+def classify(exc: Exception, instance_type: str = "", capacity_type: str = ON_DEMAND) -> ProviderError:
     """Map a boto error to the provider error that tells the controller whether to retry."""
     if isinstance(exc, ClientError):
         code = str(exc.response.get("Error", {}).get("Code", ""))
         message = str(exc.response.get("Error", {}).get("Message", code))
-        if code in CAPACITY_CODES:
-            return CapacityError(instance_type, f"{code}: {message}")
+        if code in CAPACITY_CODES or (capacity_type == SPOT and code in SPOT_CAPACITY_CODES):
+            return CapacityError(instance_type, f"{code}: {message}", capacity_type)
         if code in THROTTLE_CODES:
             return ThrottledError(f"{code}: {message}")
         if code in AUTH_CODES:
@@ -126,16 +140,23 @@ class Ec2Provider:
         return sorted(self._describe(filters), key=lambda i: i.id)
 
     def launch(
-        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+        self,
+        slot: str,
+        instance_type: str,
+        plan_generation: int,
+        *,
+        attempt: int = 0,
+        salt: str = "",
+        capacity_type: str = ON_DEMAND,
     ) -> Instance:
         existing = self._find(slot, attempt)
         if existing is not None:
             return existing
-        request = self._run_request(slot, instance_type, plan_generation, attempt, salt)
+        request = self._run_request(slot, instance_type, plan_generation, attempt, salt, capacity_type)
         try:
             reply = self.client.run_instances(**request)
         except (ClientError, BotoCoreError) as exc:
-            raise classify(exc, instance_type) from exc
+            raise classify(exc, instance_type, capacity_type) from exc
         return self._to_instance(reply["Instances"][0])
 
     def terminate(self, instance_id: str) -> None:
@@ -201,9 +222,12 @@ class Ec2Provider:
 
     # -- helpers ----------------------------------------------------------------------------------
     def _run_request(
-        self, slot: str, instance_type: str, plan_generation: int, attempt: int, salt: str
+        self, slot: str, instance_type: str, plan_generation: int, attempt: int, salt: str, capacity_type: str
     ) -> dict[str, Any]:
-        tags = [{"Key": k, "Value": v} for k, v in fleet_tags(self.fleet, slot, plan_generation, attempt).items()]
+        tags = [
+            {"Key": k, "Value": v}
+            for k, v in fleet_tags(self.fleet, slot, plan_generation, attempt, capacity_type).items()
+        ]
         tags.append({"Key": "Name", "Value": slot})
         request: dict[str, Any] = {
             "MinCount": 1,
@@ -213,6 +237,8 @@ class Ec2Provider:
             "ClientToken": launch_token(self.fleet, slot, attempt, salt),
             "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
         }
+        if capacity_type == SPOT:
+            request["InstanceMarketOptions"] = SPOT_MARKET
         if self.cfg.subnets:
             request["SubnetId"] = self.cfg.subnets[zlib.crc32(slot.encode()) % len(self.cfg.subnets)]
         return request
@@ -263,6 +289,7 @@ class Ec2Provider:
             plan_generation=tag_int(tags, TAG_PLAN_GENERATION),
             attempt=tag_int(tags, TAG_ATTEMPT),
             tags=tags,
+            capacity_type=SPOT if raw.get("InstanceLifecycle") == "spot" else tags.get(TAG_CAPACITY, ON_DEMAND),
         )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from agents.launch import resolve_agent_command
 from agents.node.status import agent_running
+from autoscaler.config.offerings import ON_DEMAND
 from autoscaler.fleet.base import TAG_FLEET, Instance, InstanceState, PermanentError, fleet_tags
 
 PORT_STRIDE = 100
@@ -54,8 +55,17 @@ class LocalProvider:
         return sorted(out, key=lambda i: i.id)
 
     def launch(
-        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+        self,
+        slot: str,
+        instance_type: str,
+        plan_generation: int,
+        *,
+        attempt: int = 0,
+        salt: str = "",
+        capacity_type: str = ON_DEMAND,
     ) -> Instance:
+        """Start an agent process for the slot's attempt (local processes have no spot market:
+        `capacity_type` is only recorded, so a policy with spot prices runs here unchanged)."""
         iid = f"local-{slot}-a{attempt}"
         existing = self._read(self.root / iid)
         if existing and not existing.get("terminated") and self._state(existing) is not None:
@@ -67,6 +77,7 @@ class LocalProvider:
             "instance_type": instance_type,
             "attempt": attempt,
             "generation": plan_generation,
+            "capacity_type": capacity_type,
             "launched_at": self.clock(),
             "port_base": self._free_port_base(),
             "terminated": False,
@@ -140,7 +151,8 @@ class LocalProvider:
         return "pending" if self._alive(int(meta.get("pid") or 0), state_dir) else None
 
     def _instance(self, meta: dict[str, Any], state: InstanceState) -> Instance:
-        tags = fleet_tags(self.fleet, meta["slot"], int(meta["generation"]), int(meta["attempt"]))
+        capacity = str(meta.get("capacity_type", ON_DEMAND))
+        tags = fleet_tags(self.fleet, meta["slot"], int(meta["generation"]), int(meta["attempt"]), capacity)
         tags.update({"igniter:state_dir": str(self.root / meta["id"]), "igniter:port_base": str(meta["port_base"])})
         return Instance(
             id=meta["id"],
@@ -154,6 +166,7 @@ class LocalProvider:
             port_base=int(meta["port_base"]),
             state_dir=str(self.root / meta["id"]),
             tags=tags,
+            capacity_type=capacity,
         )
 
     def _metas(self) -> list[dict[str, Any]]:

@@ -6,14 +6,24 @@ the listing. An instance is `pending` for `boot_s` of simulated time after its l
 `running`. Unlike the test fake it also keeps what a what-if question needs: every instance's
 lifetime (launch to terminate) for cost and instance-hours, and the next time something changes
 on its own (a boot completing), so the simulator can tell an idle tick from a busy one.
+
+Spot interruptions: with `interruptions_per_hour` > 0, each spot instance draws, at launch, the
+time of its interruption warning from a Poisson process of that rate per instance-hour (an
+exponential wait; `rng` is seeded by the caller, so a run repeats exactly). `interruptions`
+(an InterruptionSource) delivers the warning at the first tick after it; EC2 takes the instance
+`warning_s` after the warning, whatever the autoscaler did: it leaves the listing then, and its
+bill ends.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from autoscaler.fleet.base import TAG_ATTEMPT, TAG_SLOT, Instance, PermanentError, fleet_tags
+import numpy as np
+
+from autoscaler.config.offerings import ON_DEMAND, SPOT, offering_key
+from autoscaler.fleet.base import TAG_ATTEMPT, TAG_SLOT, Instance, Notice, PermanentError, fleet_tags
 
 
 @dataclass
@@ -24,6 +34,7 @@ class Lifetime:
     price_per_hour: float
     start: float
     end: float | None = None
+    capacity_type: str = ON_DEMAND
 
     def hours(self, until: float) -> float:
         end = until if self.end is None else min(self.end, until)
@@ -34,30 +45,46 @@ class Lifetime:
 class SimProvider:
     fleet: str
     clock: Callable[[], float]
-    prices: Mapping[str, float]  # instance type -> $/h
+    prices: Mapping[str, float]  # offering (config.offerings.offering_key) -> $/h
     boot_s: float = 180.0
+    interruptions_per_hour: float = 0.0  # per spot instance (Poisson)
+    warning_s: float = 120.0  # from the interruption warning to EC2 taking the instance
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     launches: int = 0
     terminations: int = 0
     lifetimes: dict[str, Lifetime] = field(default_factory=dict)
+    warnings: dict[str, float] = field(default_factory=dict)  # spot instance id -> when its warning comes (drawn)
+    interrupted: int = 0  # spot instances EC2 took (after their warning)
     _live: dict[str, Instance] = field(default_factory=dict)
     _by_key: dict[tuple[str, str], str] = field(default_factory=dict)
+    _warned: set[str] = field(default_factory=set)
 
     def list_instances(self) -> list[Instance]:
         now = self.clock()
+        self._reclaim(now)
         for iid, inst in self._live.items():
             if inst.state == "pending" and now - inst.launched_at >= self.boot_s:
                 self._live[iid] = replace(inst, state="running")
         return sorted(self._live.values(), key=lambda i: i.id)
 
     def launch(
-        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+        self,
+        slot: str,
+        instance_type: str,
+        plan_generation: int,
+        *,
+        attempt: int = 0,
+        salt: str = "",
+        capacity_type: str = ON_DEMAND,
     ) -> Instance:
-        """Start (or return the existing) instance of (slot, attempt); unknown types are permanent errors."""
+        """Start (or return the existing) instance of (slot, attempt); an offering the policy does
+        not have is a permanent error."""
         found = self._by_key.get((slot, str(attempt)))
         if found is not None and found in self._live:
             return self._live[found]
-        if instance_type not in self.prices:
-            raise PermanentError(f"{instance_type}: not an instance type of the policy")
+        key = offering_key(instance_type, capacity_type)
+        if key not in self.prices:
+            raise PermanentError(f"{key}: not an offering of the policy")
         self.launches += 1
         now = self.clock()
         inst = Instance(
@@ -69,11 +96,14 @@ class SimProvider:
             address=None,
             plan_generation=plan_generation,
             attempt=attempt,
-            tags=fleet_tags(self.fleet, slot, plan_generation, attempt),
+            tags=fleet_tags(self.fleet, slot, plan_generation, attempt, capacity_type),
+            capacity_type=capacity_type,
         )
         self._live[inst.id] = inst
         self._by_key[(slot, str(attempt))] = inst.id
-        self.lifetimes[inst.id] = Lifetime(instance_type, self.prices[instance_type], now)
+        self.lifetimes[inst.id] = Lifetime(instance_type, self.prices[key], now, None, capacity_type)
+        if capacity_type == SPOT and self.interruptions_per_hour > 0:
+            self.warnings[inst.id] = now + float(self.rng.exponential(3600.0 / self.interruptions_per_hour))
         return inst
 
     def terminate(self, instance_id: str) -> None:
@@ -86,6 +116,52 @@ class SimProvider:
 
     def close(self) -> None:
         return None
+
+    def _reclaim(self, now: float) -> None:
+        """EC2 takes every spot instance whose warning came `warning_s` ago or more."""
+        for iid in [i for i, t in self.warnings.items() if t + self.warning_s <= now and i in self._live]:
+            inst = self._live.pop(iid)
+            self._by_key.pop((inst.tags[TAG_SLOT], inst.tags[TAG_ATTEMPT]), None)
+            self.lifetimes[iid].end = self.warnings[iid] + self.warning_s
+            self.interrupted += 1
+
+    def alive(self, instance_id: str, at: float) -> bool:
+        """Whether the instance still runs at `at` (not terminated, not yet taken by EC2)."""
+        warn = self.warnings.get(instance_id)
+        return instance_id in self._live and (warn is None or warn + self.warning_s > at)
+
+    def reclaims_between(self, start: float, end: float) -> list[float]:
+        """When EC2 takes spot instances in (start, end), sorted: the fleet changes there on its own."""
+        return sorted(
+            {
+                t + self.warning_s
+                for i, t in self.warnings.items()
+                if i in self._live and start < t + self.warning_s < end
+            }
+        )
+
+    def next_warning(self, after: float) -> float | None:
+        """When the next warning not yet delivered comes (after `after`), for an instance still held."""
+        due = [t for i, t in self.warnings.items() if t > after and i in self._live and i not in self._warned]
+        return min(due, default=None)
+
+    def due_warnings(self, now: float) -> list[Notice]:
+        """Interruption warnings that have come by `now` for instances still held (each once)."""
+        due = [(iid, t) for iid, t in self.warnings.items() if t <= now and iid in self._live]
+        out = []
+        for iid, t in sorted(due, key=lambda x: x[1]):
+            if iid not in self._warned:
+                self._warned.add(iid)
+                out.append(
+                    Notice(
+                        kind="interruption",
+                        instance_ids=(iid,),
+                        at=t,
+                        deadline=t + self.warning_s,
+                        detail="simulated spot interruption",
+                    )
+                )
+        return out
 
     # -- what the simulator reads -------------------------------------------------------------------
     def boot_all(self) -> None:
@@ -100,9 +176,14 @@ class SimProvider:
         times = [i.launched_at + self.boot_s for i in self._live.values() if i.state == "pending"]
         return min(times, default=None)
 
-    def cost_per_hour(self) -> float:
-        """What the instances held right now cost per hour (pending ones are billed too)."""
-        return sum(self.prices[i.instance_type] for i in self._live.values())
+    def cost_per_hour(self, at: float | None = None) -> float:
+        """What the instances held right now (or still held at `at`) cost per hour (pending ones are
+        billed too)."""
+        return sum(
+            self.prices[offering_key(i.instance_type, i.capacity_type)]
+            for i in self._live.values()
+            if at is None or self.alive(i.id, at)
+        )
 
     def instance_hours(self, until: float) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -110,5 +191,36 @@ class SimProvider:
             out[life.instance_type] = out.get(life.instance_type, 0.0) + life.hours(until)
         return out
 
+    def interruptions(self, until: float) -> int:
+        """Spot instances whose interruption warning came while the fleet held them."""
+        return sum(
+            1
+            for iid, t in self.warnings.items()
+            if t <= until and (self.lifetimes[iid].end is None or t < self.lifetimes[iid].end)
+        )
+
+    def spot_instance_hours(self, until: float) -> float:
+        return sum(life.hours(until) for life in self.lifetimes.values() if life.capacity_type == SPOT)
+
     def cost_usd(self, until: float) -> float:
         return sum(life.price_per_hour * life.hours(until) for life in self.lifetimes.values())
+
+
+@dataclass
+class SimInterruptions:
+    """The InterruptionSource of a simulated fleet: its provider's due warnings, at each tick."""
+
+    provider: SimProvider
+    delivered: int = 0
+
+    def receive(self) -> list[Notice]:
+        notices = self.provider.due_warnings(self.provider.clock())
+        self.delivered += len(notices)
+        return notices
+
+    def done(self, notices: Sequence[Notice]) -> None:
+        return None
+
+    def poll(self) -> bool:
+        first = self.provider.next_warning(-float("inf"))
+        return first is not None and first <= self.provider.clock()

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
+from autoscaler.config.offerings import offering_key
 from autoscaler.core.layout import PlannedServer, assignment_json
 from autoscaler.core.lifecycle import Reason, Record, State, new_record, transition
 from autoscaler.core.reconcile import Action, Configure, Drain, Launch, Terminate
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 class Outcome:
     done: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
-    capacity: list[str] = field(default_factory=list)  # instance types that reported no capacity
+    capacity: list[str] = field(default_factory=list)  # offerings (offering_key) that reported no capacity
     errors: dict[str, int] = field(default_factory=dict)  # kind -> count, for metrics
     notes: list[str] = field(default_factory=list)  # decisions the tick report shows (backoff, quarantine)
 
@@ -105,7 +106,12 @@ class Actuator:
         aid = self.store.begin_action(self.tick, "launch", a.slot, _detail(a), self.clock())
         try:
             inst = self.provider.launch(
-                a.slot, a.instance_type, self.state.plan_generation, attempt=a.attempt, salt=self.store.epoch
+                a.slot,
+                a.instance_type,
+                self.state.plan_generation,
+                attempt=a.attempt,
+                salt=self.store.epoch,
+                capacity_type=a.capacity_type,
             )
         except ProviderError as exc:
             self._launch_failed(a, rec, aid, exc)
@@ -114,13 +120,15 @@ class Actuator:
         self._provider_ok()
         self.store.apply([transition(rec, Reason.LAUNCHED, self.clock(), a.reason, instance_id=inst.id)])
         self.store.finish_action(aid, "done", self.clock())
-        self.outcome.done.append(f"launch {a.slot} {a.instance_type} -> {inst.id}")
+        self.outcome.done.append(f"launch {a.slot} {a.offering} -> {inst.id}")
 
     def _intend_launch(self, a: Launch) -> Record:
         """The REQUESTED record, committed before the provider is called."""
         now = self.clock()
         existing = next((r for r in self.store.open_records() if r.key == (a.slot, a.attempt)), None)
-        base = existing or new_record(a.slot, a.attempt, a.instance_type, now, self.state.plan_generation)
+        base = existing or new_record(
+            a.slot, a.attempt, a.instance_type, now, self.state.plan_generation, a.capacity_type
+        )
         change = transition(base, Reason.REQUEST, now, a.reason)
         self.store.apply([change])
         return change.record
@@ -133,7 +141,9 @@ class Actuator:
             self.store.apply([transition(rec, Reason.LAUNCH_FAILED, now, str(exc))])
         self.store.finish_action(aid, "failed", now, str(exc))
         if decision.retry is Retry.REPLAN:
-            self.outcome.capacity.append(exc.instance_type if isinstance(exc, CapacityError) else a.instance_type)
+            capacity = exc.capacity_type if isinstance(exc, CapacityError) else a.capacity_type
+            itype = exc.instance_type if isinstance(exc, CapacityError) else a.instance_type
+            self.outcome.capacity.append(offering_key(itype or a.instance_type, capacity))
         self._provider_failed(f"launch {a.slot}", exc)
 
     # -- agents -----------------------------------------------------------------------------------
@@ -265,4 +275,9 @@ def fingerprint(servers: tuple[PlannedServer, ...]) -> str:
 
 
 def _detail(a: Launch) -> dict[str, object]:
-    return {"instance_type": a.instance_type, "attempt": a.attempt, "reason": a.reason}
+    return {
+        "instance_type": a.instance_type,
+        "capacity_type": a.capacity_type,
+        "attempt": a.attempt,
+        "reason": a.reason,
+    }

@@ -11,24 +11,25 @@ scaling.choose, layout_from_plan and reconcile.diff.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.colocation import gpu_fits
 from autoscaler.core.forecast import ForecastConfig, forecast_all, season_windows
 from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo, layout_from_plan, layout_to_plan
-from autoscaler.core.lifecycle import LIVE, State, SyncInput, sync
+from autoscaler.core.lifecycle import LIVE, USABLE, Record, State, SyncInput, going_away, sync
 from autoscaler.core.reconcile import Diff, FleetView, Limits, diff
-from autoscaler.core.routing import GatewayView, removals
+from autoscaler.core.routing import GatewayNames, GatewayView
 from autoscaler.core.scaling import choose, hold_rates, next_wake
 from autoscaler.core.slo_guard import update as guard_update
-from autoscaler.fleet.base import Instance, OnRecord, Provider, ProviderError, Retry
+from autoscaler.fleet.base import Instance, InterruptionSource, Notice, OnRecord, Provider, ProviderError, Retry
 from autoscaler.gateway.base import Gateway
 from autoscaler.leader.base import NotLeader
 from autoscaler.loop.actuator import Actuator, Outcome, quarantine
-from autoscaler.loop.gateway_step import GatewayReport, GatewayStep
+from autoscaler.loop.gateway_step import GatewayReport, GatewayStep, fleet_names
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.store import Store
 from autoscaler.loop.tuning import Seen, ready_capacity, tune
@@ -54,6 +55,7 @@ class Deps:
     clock: Callable[[], float]
     contact: bool = True  # False: agents are never contacted (transport none)
     gate: HostKeyGate | None = None  # SSH to cloud nodes: contact an agent only once its host key is pinned
+    interruptions: InterruptionSource | None = None  # spot interruption / maintenance notices (EC2: SQS)
     gateway: Gateway | None = None  # the data plane; None: no gateway (servers count as drained at once)
 
 
@@ -63,6 +65,7 @@ class Observation:
     instances: Mapping[str, Instance]
     statuses: Mapping[str, AgentStatus]  # slot -> status of agents that answered
     reading: Reading
+    notices: tuple[Notice, ...] = ()  # read from the interruption source this tick
     gateway: GatewayView | None = None  # what the gateway runs (None: no gateway, or it failed)
 
 
@@ -144,6 +147,7 @@ class Controller:
         try:
             obs = self.observe(start)
             orphans = self.sync(obs)
+            obs = self.interrupted(obs, report)
             planned = self.forecast(obs, report)
             corrections = self.guard(obs)
             self.converge(obs, orphans, planned, corrections, report)
@@ -174,8 +178,17 @@ class Controller:
     def _wake(self, now: float, settling: bool) -> float | None:
         """An early tick for instances due to finish booting, or for make-before-break work."""
         sc = self.policy.scaling
-        booting = [r.created_at for r in self.store.open_records() if r.state in BOOTING]
-        return next_wake(now, booting, sc.boot_s, sc.settle_s, settling)
+        records = self.store.open_records()
+        booting = [r.created_at for r in records if r.state in BOOTING]
+        return next_wake(now, booting, sc.boot_s, sc.settle_s, settling, self._drains_due(records))
+
+    def _drains_due(self, records: Sequence[Record]) -> list[float]:
+        """With a gateway, a going instance's drain must begin drain_timeout_s before the cloud
+        takes it (going_away.taken_soon): a tick then, whatever the interval."""
+        if self.routing is None:
+            return []
+        lead = self.policy.gateway.drain_timeout_s
+        return [r.leaves_at - lead for r in records if r.state is State.GOING_AWAY and r.leaves_at is not None]
 
     def observe(self, now: float) -> Observation:
         """The provider's instances, the agents' status, the rates (each behind its interface)."""
@@ -187,9 +200,10 @@ class Controller:
         statuses = self._statuses(instances)
         if isinstance(self.deps.rates.source, StatusFed):
             self.deps.rates.source.feed(statuses)
+        notices = tuple(self.deps.interruptions.receive()) if self.deps.interruptions is not None else ()
         gateway = self.routing.observe(self.policy, now) if self.routing is not None else None
         reading = self.deps.rates.read(now, [w.name for w in self.policy.workloads])
-        return Observation(now, instances, statuses, reading, gateway)
+        return Observation(now, instances, statuses, reading, notices, gateway)
 
     def _statuses(self, instances: Mapping[str, Instance]) -> dict[str, AgentStatus]:
         if not self.deps.contact:
@@ -197,7 +211,9 @@ class Controller:
         out: dict[str, AgentStatus] = {}
         for rec in self.store.open_records():
             inst = instances.get(rec.instance_id or "")
-            if rec.state in LIVE and inst is not None and inst.state == "running" and self._reachable(inst):
+            if rec.state not in LIVE or rec.state is State.GOING_AWAY:
+                continue  # a going instance's servers carry the slot's names: they must not look like its replacement's
+            if inst is not None and inst.state == "running" and self._reachable(inst):
                 try:
                     out[rec.slot] = parse_status(self.deps.transport.status(inst))
                 except TransportError as exc:
@@ -245,6 +261,27 @@ class Controller:
             )
         self._remember_agents(agents_ok, obs.now)
         return orphans
+
+    def interrupted(self, obs: Observation, report: TickReport) -> Observation:
+        """Notices -> GOING_AWAY transitions (lifecycle.going_away), persisted before the messages
+        are deleted, so a crash in between only replays them; reconcile then replaces those
+        instances in this tick's diff. Every notice read is deleted once handled. The going
+        instances' agent answers are dropped from the observation: their servers carry their
+        slots' names and must not pass for the replacements'."""
+        if not obs.notices:
+            return obs
+        changes = going_away(self.store.open_records(), obs.notices, obs.now)
+        self.store.apply(changes)
+        for ch in changes:
+            log.warning("%s#%d going away (%s): %s", ch.record.slot, ch.record.attempt, ch.reason, ch.detail)
+            report.notes.append(f"{ch.record.slot} going away: {ch.reason} {ch.detail}".rstrip())
+        for n in obs.notices:
+            if n.kind == "malformed":
+                report.outcome.error("interruptions", f"malformed interruption message deleted: {n.detail}")
+        assert self.deps.interruptions is not None
+        self.deps.interruptions.done(obs.notices)
+        gone = {ch.record.slot for ch in changes}
+        return replace(obs, statuses={s: st for s, st in obs.statuses.items() if s not in gone})
 
     def _remember_agents(self, answered: frozenset[str], now: float) -> None:
         """When each live instance's agent last answered (a silent one is replaced, see reconcile)."""
@@ -321,12 +358,15 @@ class Controller:
     ) -> None:
         """Plan -> diff -> act; a capacity error marks the type unavailable and re-plans this tick."""
         previous = self.store.current_layout()
-        for round_ in range(1, len(self.policy.instance_types) + 2):
+        events = list(report.notes)  # what happened before planning (instances going away)
+        for round_ in range(1, len(offering_prices(self.policy)) + 2):
             report.rounds = round_
             layout, report.decision = self.plan(obs.now, planned, corrections, previous, bool(obs.reading.missing))
             report.layout = layout
             actions = self._diff(layout, obs, orphans)
-            report.notes = list(actions.notes) + [f"unplaced {u.workload}: {u.reason}" for u in layout.unplaced]
+            report.notes = (
+                events + list(actions.notes) + [f"unplaced {u.workload}: {u.reason}" for u in layout.unplaced]
+            )
             report.settling = actions.settling
             outcome = self.act(obs, actions.actions, report)
             report.notes.extend(n for n in outcome.notes if n not in report.notes)
@@ -371,10 +411,10 @@ class Controller:
 
     def _layout_input(self, previous: Layout | None, rates: Mapping[str, float]) -> LayoutInput:
         records = self.store.all_records()
-        live = {r.slot: r.instance_type for r in records if r.state in LIVE}
+        live = {r.slot: r.offering for r in records if r.state in LIVE}
         reserved: dict[str, set[tuple[str, int]]] = {}
         running: dict[str, tuple[PlannedServer, ...]] = {}
-        current = {r.key for r in records if r.state in LIVE}
+        current = {r.key for r in records if r.state in LIVE and r.state is not State.GOING_AWAY}
         for (slot, attempt), (_, servers) in self.store.applied().items():
             reserved.setdefault(slot, set()).update((s.name, s.index) for s in servers)
             if (slot, attempt) in current:
@@ -406,8 +446,12 @@ class Controller:
     def view(self, obs: Observation, orphans: list[Instance]) -> FleetView:
         """The fleet for reconcile: open records, what each agent runs, which servers are ready."""
         records = self.store.open_records()
-        current = {r.slot: r for r in sorted(records, key=lambda r: r.attempt) if r.state in LIVE}
+        serving = [r for r in sorted(records, key=lambda r: r.attempt) if r.state in LIVE]
+        current = {r.slot: r for r in serving if r.state is not State.GOING_AWAY}
         applied_all = self.store.applied()
+        leaving = {
+            r.key: applied_all[r.key][1] for r in serving if r.state is State.GOING_AWAY and r.key in applied_all
+        }
         applied = {s: applied_all[r.key][1] for s, r in current.items() if r.key in applied_all}
         stale = frozenset(
             s
@@ -417,7 +461,7 @@ class Controller:
             and (obs.statuses[s].assignment_generation or 0) < applied_all[r.key][0]
         )
         ready = self._ready_servers(current, applied, obs)
-        prices = {t.name: t.price_per_hour for t in self.policy.instance_types}
+        prices = offering_prices(self.policy)
         return FleetView(
             records=records,
             applied=applied,
@@ -427,6 +471,7 @@ class Controller:
             orphans=[(i.slot, i.id) for i in orphans],
             prices=prices,
             agent_seen=self.state.agent_seen,
+            leaving=leaving,
         )
 
     def _ready_servers(
@@ -435,7 +480,7 @@ class Controller:
         """Servers their agents report ready; with a gateway, only those it also sends requests
         to, so a replacement covers its workload (and the old server may go) once it serves."""
         ready = self._agent_ready(current, applied, obs)
-        return ready & obs.gateway.serving() if obs.gateway is not None else ready
+        return ready & self._gateway_names().to_layout(obs.gateway.serving()) if obs.gateway is not None else ready
 
     def _agent_ready(
         self, current: Mapping[str, Any], applied: Mapping[str, tuple[Any, ...]], obs: Observation
@@ -447,26 +492,36 @@ class Controller:
         )
 
     def _diff(self, layout: Layout, obs: Observation, orphans: list[Instance]) -> Diff:
-        """reconcile.diff; with a gateway, a server leaves its agent's assignment only once drained:
-        the servers the diff would remove begin draining, and those drained are removed."""
+        """reconcile.diff; with a gateway, through its drains (GatewayStep.gated_diff): a server
+        leaves its agent's assignment, and a going instance the fleet, only once drained."""
         view, limits = self.view(obs, orphans), self._limits()
         if self.routing is None:
             return diff(layout, view, obs.now, limits)
-        removing = removals(diff(layout, view, obs.now, limits).actions, view.applied)
-        progress = self.routing.drain(removing, self.state.gateway_drains, obs.now, self.policy.gateway.drain_timeout_s)
-        self.state = replace(self.state, gateway_drains=dict(progress.started))
-        return diff(layout, replace(view, drained=progress.drained), obs.now, limits)
+        book = self.state.gateway_drains
+        actions, book = self.routing.gated_diff(
+            layout, view, obs.now, limits, self._gateway_names(), book, self.policy.gateway.drain_timeout_s
+        )
+        self.state = replace(self.state, gateway_drains=book)
+        return actions
+
+    def _gateway_names(self) -> GatewayNames:
+        return fleet_names(self.store.open_records(), self.store.applied())
 
     def route(self, obs: Observation, report: TickReport) -> None:
         """The gateway follows what the agents were told to run this tick (see gateway_step)."""
         if self.routing is None:
             return
-        current = {r.slot: r for r in sorted(self.store.open_records(), key=lambda r: r.attempt) if r.state in LIVE}
+        live = sorted((r for r in self.store.open_records() if r.state in LIVE), key=lambda r: r.attempt)
+        current = {r.slot: r for r in live if r.state is not State.GOING_AWAY}
         applied_all = self.store.applied()
         applied = {s: applied_all[r.key][1] for s, r in current.items() if r.key in applied_all}
-        silent = frozenset(v.name for slot, servers in applied.items() if slot not in obs.statuses for v in servers)
-        readiness = self.routing.readiness(self._agent_ready(current, applied, obs), silent)
-        report.gateway = self.routing.route(layout=report.layout, applied=applied, readiness=readiness)
+        report.gateway = self.routing.route_fleet(
+            layout=report.layout,
+            names=fleet_names(live, applied_all),
+            applied=applied,
+            asked=frozenset(obs.statuses),
+            ready=self._agent_ready(current, applied, obs),
+        )
         if report.gateway.error:
             report.outcome.error("gateway", f"gateway: {report.gateway.error}")
         for message in report.gateway.failed:
@@ -493,19 +548,25 @@ class Controller:
         return outcome
 
     def _limits(self) -> Limits:
+        fleet = sum(r.state in LIVE for r in self.store.open_records())
         return Limits(
-            self.policy.provider.ready_timeout_s, self.policy.scaling.max_cost_per_hour, gpu_fits(self.policy)
+            self.policy.provider.ready_timeout_s,
+            self.policy.scaling.max_cost_per_hour,
+            gpu_fits(self.policy),
+            self.policy.scaling.disruption_budget.limit(fleet),
+            self.policy.gateway.drain_timeout_s if self.routing is not None else 0.0,
         )
 
     def _caps(self, now: float) -> dict[str, int]:
-        """Unavailable types (recent capacity error) are capped at the instances already running."""
+        """Unavailable offerings (a recent capacity error, per type and capacity type: `<type>` or
+        `<type>@spot`) are capped at the instances already running."""
         until = self.state.unavailable
-        live = [r.instance_type for r in self.store.open_records() if r.state in LIVE and r.instance_id]
+        live = [r.offering for r in self.store.open_records() if r.state in USABLE and r.instance_id]
         return {t: live.count(t) for t, end in until.items() if end > now}
 
-    def _mark_unavailable(self, types: list[str], now: float) -> None:
+    def _mark_unavailable(self, offerings: list[str], now: float) -> None:
         until = {t: e for t, e in self.state.unavailable.items() if e > now}
-        for t in types:
+        for t in offerings:
             until[t] = now + self.policy.provider.unavailable_s
             log.warning(
                 "%s has no capacity: unavailable until +%.0f s; re-planning", t, self.policy.provider.unavailable_s

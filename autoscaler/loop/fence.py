@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from autoscaler.config.offerings import ON_DEMAND
 from autoscaler.fleet.base import Instance, Provider
 from autoscaler.leader.base import Fence
 from autoscaler.loop import faults
@@ -27,11 +28,20 @@ class FencedProvider:
         return self.inner.list_instances()
 
     def launch(
-        self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0, salt: str = ""
+        self,
+        slot: str,
+        instance_type: str,
+        plan_generation: int,
+        *,
+        attempt: int = 0,
+        salt: str = "",
+        capacity_type: str = ON_DEMAND,
     ) -> Instance:
         token = self.fence.check(f"launch {slot}")
         faults.record("launch", slot, token)
-        return self.inner.launch(slot, instance_type, plan_generation, attempt=attempt, salt=salt)
+        return self.inner.launch(
+            slot, instance_type, plan_generation, attempt=attempt, salt=salt, capacity_type=capacity_type
+        )
 
     def terminate(self, instance_id: str) -> None:
         token = self.fence.check(f"terminate {instance_id}")

@@ -2,12 +2,18 @@
 
 1. observe: make sure the gateway runs with the policy's configuration (it starts again if it
    died, and reloads when workloads or the listen address changed), then read it;
-2. drain: the retiring servers reconcile would remove begin draining; those the gateway shows
-   drained (no session left, or drain_timeout_s since their drain began, on the injected clock)
-   are the FleetView's `drained`, so reconcile removes nothing that still holds a request;
+2. drain: the retiring servers reconcile would remove, and the servers of going instances
+   (spot interruptions) it would drain, begin draining; those the gateway shows drained (no
+   session left, or drain_timeout_s since their drain began, on the injected clock) are the
+   FleetView's `drained` and `going_drained`, so reconcile removes nothing, and lets no going
+   instance go, that still holds a request (`gated_diff`);
 3. route: after the act step, the servers the agents were told to run get the weights the plan
    gives them (once ready and checked), retiring ones drain, and those gone from every
    assignment leave the gateway (core.routing).
+
+Names: a going instance's servers and its replacement's are the slot's, so the gateway knows
+them by core.routing.gateway_name (the replacement's carry its attempt); the drain book and the
+readiness sets are in those names, and `fleet_names` maps them from the controller's records.
 
 The drain book (server -> when its drain began) is the controller state's `gateway_drains`
 (loop/state.py, saved with the tick), so a restart of the autoscaler neither restarts a drain's
@@ -17,14 +23,17 @@ timeout nor forgets it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autoscaler.config.policy import Policy
 from autoscaler.core.layout import Layout, PlannedServer
+from autoscaler.core.lifecycle import LIVE, Record, State
+from autoscaler.core.reconcile import Diff, FleetView, Limits, diff
 from autoscaler.core.routing import (
     AddServer,
     DrainProgress,
+    GatewayNames,
     GatewayView,
     Readiness,
     Route,
@@ -34,8 +43,12 @@ from autoscaler.core.routing import (
     describe,
     desired_routes,
     drain_progress,
+    gateway_names,
+    removals,
 )
 from autoscaler.gateway.base import Gateway, GatewayError, spec_from
+
+Key = tuple[str, int]
 
 
 @dataclass(kw_only=True)
@@ -101,14 +114,63 @@ class GatewayStep:
         self.removing, self.drains = removing, dict(progress.started)
         return progress
 
-    def route(
-        self, *, layout: Layout | None, applied: Mapping[str, Sequence[PlannedServer]], readiness: Readiness
+    def gated_diff(
+        self,
+        layout: Layout,
+        view: FleetView,
+        now: float,
+        limits: Limits,
+        names: GatewayNames,
+        book: Mapping[str, float],
+        timeout_s: float,
+    ) -> tuple[Diff, dict[str, float]]:
+        """reconcile.diff through the gateway's drains, and the drain book after it: the servers
+        the diff would take out of their agents' assignments, and those of the going instances
+        it would drain, begin draining (or go on); then the diff again, told which are drained,
+        so nothing that still holds a request is removed or let go. The book is kept in the
+        gateway's names: a going instance's servers and its replacement's are different ones."""
+        first = diff(layout, replace(view, going_drained=frozenset()), now, limits)
+        removing = names.to_gateway(removals(first.actions, view.applied)) | names.going_servers(first.to_drain)
+        progress = self.drain(removing, book, now, timeout_s)
+        done = replace(
+            view, drained=names.to_layout(progress.drained), going_drained=names.going_drained(progress.drained)
+        )
+        return diff(layout, done, now, limits), dict(progress.started)
+
+    def route_fleet(
+        self,
+        *,
+        layout: Layout | None,
+        names: GatewayNames,
+        applied: Mapping[str, Sequence[PlannedServer]],
+        asked: frozenset[str],
+        ready: frozenset[str],
     ) -> GatewayReport:
-        """Weights, drains, adds and deletes; nothing without a view of the gateway this tick."""
+        """`route` for the fleet as the controller sees it: `applied` (slot -> servers) and `ready`
+        (servers their agents report ready) in the layout's names, `asked`: the slots whose agent
+        answered. A going instance's agent is not asked: its servers count as silent (they keep
+        serving while the gateway's health check passes, until they are drained)."""
+        unasked = (v.name for slot, servers in applied.items() if slot not in asked for v in servers)
+        silent = names.to_gateway(unasked) | names.going_servers(names.going)
+        readiness = self.readiness(names.to_gateway(ready), silent)
+        return self.route(layout=layout, applied=names.applied, readiness=readiness, aliases=names.aliases)
+
+    def route(
+        self,
+        *,
+        layout: Layout | None,
+        applied: Mapping[str, Sequence[PlannedServer]],
+        readiness: Readiness,
+        aliases: Mapping[str, str] | None = None,
+    ) -> GatewayReport:
+        """Weights, drains, adds and deletes; nothing without a view of the gateway this tick.
+        `applied` and `readiness` in the gateway's names (core.routing.GatewayNames)."""
         report = GatewayReport(ok=self.view is not None, error=self.error)
         if self.view is None:
             return report
-        self.routes = desired_routes(layout=layout, applied=applied, readiness=readiness, draining=self.removing)
+        self.routes = desired_routes(
+            layout=layout, applied=applied, readiness=readiness, draining=self.removing, aliases=aliases
+        )
         ops, report.failed = self.gateway.route(self.routes, self.view)
         report.ops = [describe(op) for op in ops]
         report.draining = sorted(n for n in self.removing if n in self.drains and _still_applied(n, applied))
@@ -123,6 +185,19 @@ class GatewayStep:
     def readiness(self, ready: frozenset[str], silent: frozenset[str]) -> Readiness:
         view = self.view or GatewayView()
         return Readiness(ready=ready, silent=silent, healthy=view.healthy(), serving=view.serving())
+
+
+def fleet_names(
+    records: Sequence[Record], applied: Mapping[Key, tuple[int, tuple[PlannedServer, ...]]]
+) -> GatewayNames:
+    """The servers the gateway should know, under its names: those applied to each slot's newest
+    live record that is not going away, and those of every going one (`applied`: Store.applied)."""
+    live = sorted((r for r in records if r.state in LIVE), key=lambda r: r.attempt)
+    current = {r.slot: r for r in live if r.state is not State.GOING_AWAY}
+    return gateway_names(
+        {s: (r.attempt, applied[r.key][1]) for s, r in current.items() if r.key in applied},
+        {r.key: applied[r.key][1] for r in live if r.state is State.GOING_AWAY and r.key in applied},
+    )
 
 
 def _still_applied(name: str, applied: Mapping[str, Sequence[PlannedServer]]) -> bool:

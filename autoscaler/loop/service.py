@@ -3,6 +3,9 @@
 - The tick runs every scaling.interval_s (coalesce, max_instances=1, misfire grace of one interval),
   the first one at start, and once more early when a tick asks for it (TickReport.wake_at:
   instances due to finish booting, make-before-break work settling; scaling.settle_s 0 turns it off).
+- With an interruption queue, it is checked every scaling.spot.queue_poll_s between ticks, and a
+  notice that names instances ticks at once: a spot warning gives two minutes, less than a long
+  interval (0 turns the check off: the queue is then read by the ticks only).
 - SIGTERM / SIGINT: the tick in progress finishes, then the process exits 0.
 - SIGHUP, or a change of the policy file's mtime, reloads the policy before the next tick; an
   invalid policy is rejected with the error logged and the running one stays. Changes to `fleet`,
@@ -131,6 +134,17 @@ class Service:
         finally:
             self.ticking.release()
 
+    def poll_job(self) -> None:
+        """Between ticks: a notice on the interruption queue ticks now (the notice is kept for that
+        tick's receive). A tick already running skips this one; the next poll finds the notice still
+        kept and tries again."""
+        source = self.controller.deps.interruptions
+        try:
+            if source is not None and self.fence.held and source.poll():
+                self.tick_job()
+        except Exception:
+            log.exception("interruption poll failed")
+
     def _book_wake(self, wake_at: float | None) -> None:
         """Book the early tick, unless the scheduler is shutting down: its shutdown holds the job
         store's lock while it waits for this very tick, so adding a job then would deadlock."""
@@ -189,6 +203,9 @@ class Service:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": max(1, int(interval))}
         )
         self.scheduler.add_job(self.tick_job, "interval", seconds=interval, id="tick", next_run_time=datetime.now())
+        poll_s = self.policy.scaling.spot.queue_poll_s
+        if self.controller.deps.interruptions is not None and poll_s > 0:
+            self.scheduler.add_job(self.poll_job, "interval", seconds=poll_s, id="interruptions")
         self.scheduler.start()
         while not self.stop.wait(0.2):
             pass

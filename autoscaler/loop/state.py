@@ -90,7 +90,9 @@ class ControllerState:
     slo_guard: GuardState = field(default_factory=GuardState)  # correction factors (core/slo_guard.py)
     cheaper_since: float | None = None  # since when a cheaper plan than the held one exists (scaling.choose)
     plan_generation: int = 0  # the plan's generation: +1 whenever the layout's shape changes
-    unavailable: Mapping[str, float] = field(default_factory=dict)  # instance type -> no capacity until then
+    unavailable: Mapping[str, float] = field(
+        default_factory=dict
+    )  # offering (<type>, <type>@spot) -> no capacity until
     quarantined: Mapping[str, Quarantine] = field(default_factory=dict)  # instance id -> why it is not contacted
     backoff: Backoff = field(default_factory=Backoff)  # provider mutations wait (throttled, unauthorised)
     rejected: Mapping[Key, str] = field(

@@ -23,6 +23,7 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from autoscaler.config.offerings import offering_prices
 from autoscaler.core.lifecycle import LIVE, describe_table
 from autoscaler.loop.controller import Controller, TickReport
 from autoscaler.loop.gateway_step import snapshot
@@ -37,6 +38,12 @@ class Metrics:
         self.cost = Gauge("igniter_fleet_cost_per_hour", "Hourly price of the instances the fleet holds", registry=r)
         self.instances = Gauge(
             "igniter_instances", "Instance records by type and lifecycle state", ["instance_type", "state"], registry=r
+        )
+        self.by_capacity = Gauge(
+            "igniter_instances_by_capacity_type",
+            "Live instance records by capacity type (on-demand, spot) and lifecycle state",
+            ["capacity_type", "state"],
+            registry=r,
         )
         self.planned = Gauge(
             "igniter_planned_capacity_rps", "Predicted throughput the layout provides", ["workload"], registry=r
@@ -82,6 +89,8 @@ class Metrics:
             self.errors.labels(kind).inc(n)
         self.cost.set(fleet["cost_per_hour"])
         _reset(self.instances, {(i["instance_type"], i["state"]): n for i, n in _count(fleet["instances"])})
+        by_capacity = Count((i["capacity_type"], i["state"]) for i in fleet["instances"])
+        _reset(self.by_capacity, dict(by_capacity))
         capacity = report.layout.capacity() if report.layout else {}
         _reset(self.planned, {(w,): capacity.get(w, 0.0) for w in report.forecast})
         _reset(self.forecast, {(w,): v for w, v in report.forecast.items()})
@@ -107,22 +116,24 @@ def fleet_snapshot(controller: Controller) -> dict[str, Any]:
     and the decisions that hold parts of it back (unavailable types, quarantined nodes, backoff)."""
     store = controller.store
     state = controller.current_state()
-    prices = {t.name: t.price_per_hour for t in controller.policy.instance_types}
+    prices = offering_prices(controller.policy)
     applied = store.applied()
     instances = [
         {
             "slot": r.slot,
             "attempt": r.attempt,
             "instance_type": r.instance_type,
+            "capacity_type": r.capacity_type,
             "state": r.state.value,
             "instance_id": r.instance_id,
             "created_at": r.created_at,
             "updated_at": r.updated_at,
+            "leaves_at": r.leaves_at,
             "servers": [s.name for s in applied.get(r.key, (0, ()))[1]],
         }
         for r in store.open_records()
     ]
-    cost = sum(prices.get(r.instance_type, 0.0) for r in store.open_records() if r.state in LIVE and r.instance_id)
+    cost = sum(prices.get(r.offering, 0.0) for r in store.open_records() if r.state in LIVE and r.instance_id)
     return {
         "fleet": controller.policy.fleet,
         "cost_per_hour": round(cost, 6),

@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS instances (
   slot TEXT NOT NULL, attempt INTEGER NOT NULL, instance_type TEXT NOT NULL, state TEXT NOT NULL,
   instance_id TEXT, generation INTEGER NOT NULL DEFAULT 0,
-  created_at REAL NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (slot, attempt));
+  created_at REAL NOT NULL, updated_at REAL NOT NULL, capacity_type TEXT NOT NULL DEFAULT 'on-demand',
+  leaves_at REAL, PRIMARY KEY (slot, attempt));
 CREATE TABLE IF NOT EXISTS instance_history (
   id INTEGER PRIMARY KEY AUTOINCREMENT, slot TEXT NOT NULL, attempt INTEGER NOT NULL,
   from_state TEXT NOT NULL, to_state TEXT NOT NULL, reason TEXT NOT NULL, detail TEXT NOT NULL,
@@ -89,10 +90,19 @@ class Store:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        self._migrate()
         with self._tx() as db:
             if self._get(db, "epoch") is None:
                 self._put(db, "epoch", secrets.token_hex(6))
             db.execute("UPDATE actions SET status='interrupted' WHERE status='started'")
+
+    def _migrate(self) -> None:
+        """Columns added since a state file was created (kept files stay usable after an upgrade)."""
+        cols = {r[1] for r in self._db.execute("PRAGMA table_info(instances)").fetchall()}
+        if "capacity_type" not in cols:
+            self._db.execute("ALTER TABLE instances ADD COLUMN capacity_type TEXT NOT NULL DEFAULT 'on-demand'")
+        if "leaves_at" not in cols:
+            self._db.execute("ALTER TABLE instances ADD COLUMN leaves_at REAL")
 
     def close(self) -> None:
         with self._lock:
@@ -170,8 +180,8 @@ class Store:
     def _records(self, where: str, args: tuple[Any, ...]) -> list[Record]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT slot, attempt, instance_type, state, created_at, updated_at, instance_id, generation "
-                f"FROM instances WHERE {where} ORDER BY slot, attempt",
+                "SELECT slot, attempt, instance_type, state, created_at, updated_at, instance_id, generation, "
+                f"capacity_type, leaves_at FROM instances WHERE {where} ORDER BY slot, attempt",
                 args,
             ).fetchall()
         return [
@@ -184,6 +194,8 @@ class Store:
                 updated_at=r[5],
                 instance_id=r[6],
                 plan_generation=r[7],
+                capacity_type=r[8],
+                leaves_at=r[9],
             )
             for r in rows
         ]
@@ -209,8 +221,9 @@ class Store:
                 r = ch.record
                 db.execute(
                     "INSERT INTO instances(slot, attempt, instance_type, state, instance_id, generation, created_at, "
-                    "updated_at) VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(slot, attempt) DO UPDATE SET "
-                    "state=excluded.state, instance_id=excluded.instance_id, updated_at=excluded.updated_at",
+                    "updated_at, capacity_type, leaves_at) VALUES(?,?,?,?,?,?,?,?,?,?) ON CONFLICT(slot, attempt) "
+                    "DO UPDATE SET state=excluded.state, instance_id=excluded.instance_id, "
+                    "updated_at=excluded.updated_at, leaves_at=excluded.leaves_at",
                     (
                         r.slot,
                         r.attempt,
@@ -220,6 +233,8 @@ class Store:
                         r.plan_generation,
                         r.created_at,
                         r.updated_at,
+                        r.capacity_type,
+                        r.leaves_at,
                     ),
                 )
                 db.execute(

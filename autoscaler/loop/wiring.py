@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy
-from autoscaler.fleet.base import HostKeySource, Provider
+from autoscaler.fleet.base import HostKeySource, InterruptionSource, Provider
 from autoscaler.gateway.base import Gateway, GatewayError, spec_from
 from autoscaler.leader.base import Fence, Lease
 from autoscaler.loop.controller import Controller, Deps
@@ -114,6 +114,22 @@ def make_transport(policy: Policy, pins: PinnedHostKeys | None = None) -> tuple[
     return LocalTransport(cfg.agent_command, cfg.state_dir, cfg.command_timeout_s), True
 
 
+def make_interruptions(policy: Policy) -> InterruptionSource | None:
+    """The SQS queue of scaling.spot.interruption_queue (EventBridge feeds it), or None."""
+    url = policy.scaling.spot.interruption_queue
+    if url is None:
+        return None
+    from autoscaler.fleet.interruptions import SqsInterruptions, make_sqs_client
+
+    return SqsInterruptions(url, make_sqs_client(policy.provider.region, policy.provider.endpoint_url))
+
+
+def _fenced_interruptions(source: InterruptionSource | None, fence: Fence | None) -> InterruptionSource | None:
+    """Only the leader reads the queue: a receive hides a message from everyone else for its
+    visibility timeout, and a delete removes it for good."""
+    return None if source is None else fenced(source, fence, ("receive", "done", "poll"))
+
+
 def gateway_dir(policy: Policy, state_path: Path) -> Path:
     """A local gateway's directory: gateway.state_dir, else beside the state file (like instances)."""
     cfg = policy.gateway
@@ -208,13 +224,14 @@ def default_planner(
     caps: Mapping[str, int],
     current: Plan | None,
 ) -> Plan:
-    """The policy's planner on the policy's instance types; types in `caps` may have at most that
-    many instances (a type that just reported no capacity keeps what runs, and gets no more)."""
+    """The policy's planner on the policy's offerings; offerings in `caps` (keyed by
+    planner.types.offering_key: the type on-demand, `<type>@spot` for spot) may have at most that
+    many instances (an offering that just reported no capacity keeps what runs, and gets no more)."""
     from autoscaler.planner import make_plan, planning_inputs
 
     gone = frozenset(t for t, n in caps.items() if n <= 0)
     demands, options, models = planning_inputs(policy, rates=rates, corrections=corrections, unavailable=gone)
-    options = [_capped(o, caps.get(o.name)) for o in options]
+    options = [_capped(o, caps.get(o.key)) for o in options]
     return make_plan(
         demands,
         options,
@@ -263,7 +280,8 @@ def build_controller(
         clock,
         contact,
         make_gate(policy, provider, pins),
-        None if gateway is None else fenced(gateway, fence, GATEWAY_MUTATING),
+        interruptions=_fenced_interruptions(make_interruptions(policy), fence),
+        gateway=None if gateway is None else fenced(gateway, fence, GATEWAY_MUTATING),
     )
     return Controller(policy, deps)
 

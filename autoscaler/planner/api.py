@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
+from autoscaler.config.offerings import SPOT, offering_key
 from autoscaler.config.policy import Policy
 from autoscaler.model.perfmodel import PerfModel, load_perf_model
 from autoscaler.planner import baselines, exact
@@ -19,6 +20,7 @@ from autoscaler.planner.igniter import (
     spend_idle_share,
 )
 from autoscaler.planner.limits import check_bound, check_plan_size
+from autoscaler.planner.offerings import plan_offerings
 from autoscaler.planner.repair import repair
 from autoscaler.planner.stability import remaining_demands, seed
 from autoscaler.planner.state import GpuPool
@@ -153,7 +155,9 @@ def make_plan(
     counts the placements that start or change. A positive-rate demand that no instance type can
     serve is listed in `unplaced` with a reason; rate-0 demands need (and get) no placement.
     A plan of more than `max_instances` raises TooManyInstances (limits.py), before planning
-    where a lower bound already says so.
+    where a lower bound already says so. Spot options (capacity_type spot) are planned as offerings
+    of their own, each demand keeping its `on_demand_floor` of its rate on on-demand instances
+    (planner/offerings.py).
     """
     plan = _make_plan(demands, options, models, planner, current, max_instances)
     check_plan_size(plan, max_instances)
@@ -177,6 +181,17 @@ def _make_plan(
         )
     _usable(models, options)
     check_bound(demands, options, models, max_instances)
+    return plan_offerings(lambda d, o, m, c: _run(fn, d, o, m, c), demands, options, models, current)
+
+
+def _run(
+    fn: PlannerFn,
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    current: Plan | None,
+) -> Plan:
+    """One planner on (possibly spot-translated) inputs; igniter if `exact` finds it too large."""
     try:
         plan = fn(demands, options, models, current)
     except exact.TooLarge as exc:
@@ -194,8 +209,10 @@ def planning_inputs(
     unavailable: frozenset[str] = frozenset(),
 ) -> tuple[list[Demand], list[InstanceOption], dict[str, PerfModel]]:
     """A policy's workloads (rates and SLO-guard factors overridden where given; each rate raised to
-    the workload's `min_rate_rps` floor), its instance types less the unavailable ones, and the
-    fitted model of every GPU type the policy names."""
+    the workload's `min_rate_rps` floor; each with its on-demand floor), its offerings less the
+    unavailable ones (`unavailable` holds offering keys: a type's name for on-demand, `<type>@spot`
+    for spot), and the fitted model of every GPU type the policy names. A type is offered as spot
+    only when it has a spot price and scaling.spot is enabled."""
     rates, corrections = rates or {}, corrections or {}
     demands = [
         Demand(
@@ -204,6 +221,7 @@ def planning_inputs(
             w.slo_ms,
             max(0.0, float(w.min_rate_rps), float(rates.get(w.name, w.rate_rps))),
             max(1.0, float(corrections.get(w.name, 1.0))),
+            on_demand_floor=policy.on_demand_floor(w.name),
         )
         for w in policy.workloads
     ]
@@ -211,6 +229,11 @@ def planning_inputs(
         InstanceOption(t.name, t.gpu, t.gpus, t.price_per_hour, t.max_instances)
         for t in policy.instance_types
         if t.name not in unavailable
+    ]
+    options += [
+        InstanceOption(t.name, t.gpu, t.gpus, t.spot_price_per_hour, t.max_instances, capacity_type=SPOT)
+        for t in policy.instance_types
+        if t.spot_price_per_hour is not None and policy.buys_spot() and offering_key(t.name, SPOT) not in unavailable
     ]
     models = {t.gpu: load_perf_model(policy.profiles_dir / f"{t.gpu}.yaml") for t in policy.instance_types}
     return demands, options, models

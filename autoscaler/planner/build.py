@@ -28,7 +28,7 @@ def _instance(option: InstanceOption, members: Sequence[Gpu | None]) -> Instance
         GpuOut(i, option.gpu, placements(g) if g is not None else ())
         for i, g in enumerate(list(members) + [None] * (option.gpus - len(members)))
     )
-    return InstanceOut(option.name, option.price_per_hour, gpus)
+    return InstanceOut(option.name, option.price_per_hour, gpus, capacity_type=option.capacity_type)
 
 
 def kept_instances(fleet: GpuPool) -> list[InstanceOut]:

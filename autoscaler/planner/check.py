@@ -94,14 +94,14 @@ def _check_rates(plan: Plan, demands: Sequence[Demand]) -> list[str]:
 
 
 def _check_instances(plan: Plan, options: Sequence[InstanceOption]) -> list[str]:
-    by_name = {o.name: o for o in options}
+    by_name = {o.key: o for o in options}
     count: Counter[str] = Counter()
     out = []
     for i, inst in enumerate(plan.instances):
-        o = by_name.get(inst.instance_type)
-        count[inst.instance_type] += 1
+        o = by_name.get(inst.key)
+        count[inst.key] += 1
         if o is None:
-            out.append(f"instances[{i}]: instance type {inst.instance_type!r} is not offered")
+            out.append(f"instances[{i}]: instance type {inst.instance_type!r} ({inst.capacity_type}) is not offered")
         elif len(inst.gpus) > o.gpus or any(g.gpu != o.gpu or not 0 <= g.index < o.gpus for g in inst.gpus):
             out.append(f"instances[{i}]: {len(inst.gpus)} GPUs listed on a {o.name} ({o.gpus} x {o.gpu})")
     for name, n in count.items():

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
+from autoscaler.config.offerings import SPOT_SUFFIX
 from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.shares import Prediction, predict, settle, spend_idle, violated
 from autoscaler.planner.state import Gpu, GpuPool, price_per_gpu
@@ -132,9 +133,11 @@ def place(fleet: GpuPool, task: Task, cfg: Config) -> bool:
 
 
 def place_all(fleet: GpuPool, tasks: Sequence[Task], cfg: Config) -> list[Task]:
-    """Tasks in decreasing order of lower bound (the paper's order); returns those left over."""
+    """Tasks in decreasing order of lower bound (the paper's order); returns those left over.
+    Tasks limited to some GPU types (on-demand parts, planner/offerings.py) go first, so the room
+    they leave on their GPUs is there for the unrestricted tasks to fill."""
     left = []
-    for task in sorted(tasks, key=lambda t: (-t.lower, t.tid)):
+    for task in sorted(tasks, key=lambda t: (t.demand.gpus is None, -t.lower, t.tid)):
         if not place(fleet, task, cfg):
             left.append(task)
     return left
@@ -187,12 +190,15 @@ def single_type(
     demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel]
 ) -> list[str]:
     """The prototype's one GPU type: the cheapest per GPU among those that can serve the most
-    demands (every one, when a type can)."""
+    demands (every one, when a type can); with spot offered, both offerings of that GPU type."""
     prices = price_per_gpu(options)
     served = {
         g: sum(d.rate_rps <= 0 or option_on(models[g], g, d, 1.0, False) is not None for d in demands) for g in prices
     }
-    return [min(prices, key=lambda g: (-served[g], prices[g], g))] if prices else []
+    if not prices:
+        return []
+    pick = min(prices, key=lambda g: (-served[g], prices[g], g)).removesuffix(SPOT_SUFFIX)
+    return [g for g in prices if g.removesuffix(SPOT_SUFFIX) == pick]
 
 
 def capacity_reason(task: Task) -> Unplaced:

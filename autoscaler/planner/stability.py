@@ -58,6 +58,8 @@ def _hold(fleet: GpuPool, gpu: Gpu, p: PlacementOut, d: Demand, rest: float) -> 
     model = fleet.models[gpu.gpu]
     if p.model != d.model or d.model not in model.coef or not 0 < p.mps_percent <= 100:
         return None
+    if d.gpus is not None and gpu.gpu not in d.gpus:
+        return None
     lat, thr = model.solo(d.model, p.batch, p.mps_percent)
     carry = min(rest, thr / d.correction)
     if lat * d.correction > d.slo_ms / 2.0 or carry <= 0:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from autoscaler.model.perfmodel import PerfModel
@@ -191,7 +191,7 @@ def decompose(
     """Tasks for every positive-rate demand (replicas where needed), and the demands no type serves.
 
     `prices` is the price per GPU of each type; `gpus` limits the types considered (the plain
-    algorithm uses a single type). A demand is split on the type where its split is cheapest.
+    algorithm uses a single type), and so does each demand's own `gpus`. A demand is split on the type where its split is cheapest.
     `search`: try batches below the paper's rule (see `size_on`).
     """
     tasks: list[Task] = []
@@ -200,9 +200,10 @@ def decompose(
     for d in demands:
         if d.rate_rps <= 0:
             continue
-        opts = [o for g in allowed if (o := option_on(models[g], g, d, prices[g], search)) is not None]
+        mine = [g for g in allowed if d.gpus is None or g in d.gpus]
+        opts = [o for g in mine if (o := option_on(models[g], g, d, prices[g], search)) is not None]
         if not opts:
-            unplaced.append(Unplaced(d.workload, unplaced_reason({g: models[g] for g in allowed}, d)))
+            unplaced.append(Unplaced(d.workload, unplaced_reason({g: models[g] for g in mine}, d)))
             continue
         tasks.extend(_tasks_for(d, opts, models, prices, len(tasks), search))
     return tasks, unplaced
@@ -216,12 +217,15 @@ def _tasks_for(
     start: int,
     search: bool,
 ) -> list[Task]:
-    """The cheapest option's pieces; a partial piece also gets sizes on every other type it fits."""
+    """The cheapest option's pieces; a partial piece also gets sizes on every other type it fits,
+    a whole-GPU replica on every other type with the same performance model (a spot offering's GPU
+    type and its on-demand twin, planner/offerings.py), where it is the same server."""
     best = min(opts, key=lambda o: (o.cost, len(o.pieces)))
     others = [o.gpu for o in opts if o.gpu != best.gpu]
+    twins = [g for g in others if models[g] is models[best.gpu]]
     out = []
     for i, (size, rate, full) in enumerate(best.pieces):
-        sizes = {best.gpu: size}
+        sizes = {best.gpu: size} | {g: replace(size, gpu=g) for g in twins}
         if not full:
             sizes |= {g: s for g in others if (s := size_on(models[g], g, d, rate, search)) is not None}
         pref = min(sizes, key=lambda g: sizes[g].lower * prices[g])

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
+
+from autoscaler.config.offerings import ON_DEMAND, CapacityType, offering_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,17 +17,27 @@ class Demand:
     slo_ms: float
     rate_rps: float
     correction: float = 1.0  # SLO-guard factor (>= 1) that inflates the model's predicted latency
+    _: KW_ONLY
+    on_demand_floor: float = 0.0  # share of rate_rps that must sit on on-demand instances (with spot offered)
+    gpus: frozenset[str] | None = None  # the GPU types it may be placed on (None: any)
 
 
 @dataclass(frozen=True, slots=True)
 class InstanceOption:
-    """An instance type the planner may open."""
+    """An offering the planner may open: an instance type, bought on-demand or as spot. A type with
+    a spot price is two options with the same name; `max_instances` caps each offering apart."""
 
     name: str
     gpu: str
     gpus: int
     price_per_hour: float
     max_instances: int | None = None
+    _: KW_ONLY
+    capacity_type: CapacityType = ON_DEMAND
+
+    @property
+    def key(self) -> str:
+        return offering_key(self.name, self.capacity_type)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +77,17 @@ class InstanceOut:
     instance_type: str
     price_per_hour: float
     gpus: tuple[GpuOut, ...]
+    _: KW_ONLY
+    capacity_type: CapacityType = ON_DEMAND
+
+    @property
+    def key(self) -> str:
+        return offering_key(self.instance_type, self.capacity_type)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "instance_type": self.instance_type,
+            "capacity_type": self.capacity_type,
             "price_per_hour": self.price_per_hour,
             "gpus": [g.to_json() for g in self.gpus],
         }

@@ -35,9 +35,10 @@ from typing import Any, Literal
 
 import numpy as np
 
+from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.lifecycle import State
-from autoscaler.fleet.sim import SimProvider
+from autoscaler.fleet.sim import SimInterruptions, SimProvider
 from autoscaler.loop.controller import Controller, Deps, PlanFn, TickReport
 from autoscaler.loop.store import Store
 from autoscaler.planner.types import Plan
@@ -49,6 +50,7 @@ from autoscaler.transport.fake import NoneTransport
 
 Strategy = Literal["autoscaler", "reactive", "static-peak", "oracle"]
 MAX_WAKES = 8  # early ticks per interval at most: boots and make-before-break chains are few
+SERVING = (State.READY, State.GOING_AWAY)  # records whose servers serve (a going one until EC2 takes it)
 QUIET = (
     "autoscaler.loop.controller",
     "autoscaler.loop.actuator",
@@ -67,6 +69,11 @@ class SimOptions:
     strategy: Strategy = "autoscaler"
     label: str | None = None
     rate_stat: Literal["mean", "max"] = "mean"
+    spot: bool = True  # False: the policy's spot offerings are switched off (the on-demand-only twin)
+    spot_interruptions_per_hour: float = 0.0  # per spot instance, Poisson
+    interruption_warning_s: float = 120.0  # warning to reclaim
+    seed: int = 0  # the interruption draws
+    on_demand_twin: bool = True  # with spot: also replay with spot off, for the *_on_demand_only figures
 
     def describe(self, policy: Policy) -> str:
         if self.label:
@@ -147,6 +154,8 @@ def with_overrides(policy: Policy, opts: SimOptions) -> Policy:
         update["headroom"] = opts.headroom
     if opts.strategy in ("reactive", "oracle"):
         update.update(forecast="last", headroom=0.0)
+    if not opts.spot and policy.scaling.spot.enabled:
+        update["spot"] = policy.scaling.spot.model_copy(update={"enabled": False})
     return policy.model_copy(update={"scaling": policy.scaling.model_copy(update=update)}) if update else policy
 
 
@@ -230,8 +239,15 @@ class Replay:
         self.policy, self.trace, self.opts = policy, trace, opts
         t0 = float(trace.times[0])
         self.clock = SimClock(t0)
-        prices = {t.name: t.price_per_hour for t in policy.instance_types}
-        self.provider = SimProvider(policy.fleet, self.clock, prices, boot_s=policy.scaling.boot_s)
+        self.provider = SimProvider(
+            policy.fleet,
+            self.clock,
+            offering_prices(policy),
+            boot_s=policy.scaling.boot_s,
+            interruptions_per_hour=opts.spot_interruptions_per_hour,
+            warning_s=opts.interruption_warning_s,
+            rng=np.random.default_rng(opts.seed),
+        )
         self.store = Store(":memory:")
         sc = policy.scaling
         source = (
@@ -241,7 +257,16 @@ class Replay:
         )
         rates = RateReader(source, policy.rates.stale_after_s)
         self.planner = MemoPlanner(plan_fn)
-        deps = Deps(self.provider, NoneTransport(), rates, self.store, self.planner, self.clock, contact=False)
+        deps = Deps(
+            self.provider,
+            NoneTransport(),
+            rates,
+            self.store,
+            self.planner,
+            self.clock,
+            contact=False,
+            interruptions=SimInterruptions(self.provider),
+        )
         self.controller = Controller(policy, deps)
         n = len(trace.times)
         self.capacity = {w: np.zeros(n) for w in trace.names}
@@ -274,11 +299,16 @@ class Replay:
         self.tick(t0)
         return self.provider.launches
 
-    def snapshot(self) -> dict[str, float]:
-        """Capacity per workload: the servers assigned to ready instances, re-predicted as they are
-        co-located on each GPU (simresult.feasible_capacity)."""
+    def snapshot(self, at: float) -> dict[str, float]:
+        """Capacity per workload: the servers assigned to ready instances (and to going-away ones,
+        which serve until EC2 takes them), re-predicted as they are co-located on each GPU
+        (simresult.feasible_capacity); an instance EC2 has taken by `at` serves nothing."""
         gpu_of = {t.name: t.gpu for t in self.policy.instance_types}
-        ready = {r.key: r.instance_type for r in self.store.open_records() if r.state is State.READY}
+        ready = {
+            r.key: r.instance_type
+            for r in self.store.open_records()
+            if r.state in SERVING and self.provider.alive(r.instance_id or "", at)
+        }
         gpus: dict[tuple[tuple[str, int], int], list[tuple[str, str, int, float]]] = {}
         for key, (_, servers) in self.store.applied().items():
             if key in ready:
@@ -289,15 +319,21 @@ class Replay:
         return {w: cap.get(w, 0.0) for w in self.trace.names}
 
     def record(self, start: float, end: float) -> None:
-        """The fleet as it stands now serves every trace row in [start, end)."""
+        """The fleet as it stands now serves every trace row in [start, end), less the spot
+        instances EC2 takes in between (the fleet is sampled again at each of those moments)."""
+        cuts = [start, *self.provider.reclaims_between(start, end), end]
+        for a, b in itertools.pairwise(cuts):
+            self._record(a, b)
+
+    def _record(self, start: float, end: float) -> None:
         lo = int(np.searchsorted(self.trace.times, start, "left"))
         hi = int(np.searchsorted(self.trace.times, end, "left"))
-        cap = self.snapshot()
+        cap = self.snapshot(start)
         self.tick_times.append(start)
         for w in self.trace.names:
             self.tick_capacity[w].append(cap.get(w, 0.0))
             self.capacity[w][lo:hi] = cap.get(w, 0.0)
-        self.cost[lo:hi] = self.provider.cost_per_hour()
+        self.cost[lo:hi] = self.provider.cost_per_hour(start)
 
     def run(self) -> tuple[int, int]:
         """Tick on the interval grid to the trace's end, plus the early ticks `igniter run` adds
@@ -310,13 +346,25 @@ class Replay:
         grid = [t0 + k * sc.interval_s for k in range(1, math.ceil(self.trace.duration_s / sc.interval_s))] + [end]
         self.record(t0, grid[0])
         for t, nxt in itertools.pairwise(grid):
-            wake, extra = self.tick(t).wake_at, 0
+            wake, extra = self._wake(t, self.tick(t).wake_at), 0
             while wake is not None and t < wake < nxt and extra < MAX_WAKES:
                 self.record(t, wake)
                 t, extra = wake, extra + 1
-                wake = self.tick(t).wake_at
+                wake = self._wake(t, self.tick(t).wake_at)
             self.record(t, nxt)
         return warm, int(end)
+
+    def _wake(self, now: float, asked: float | None) -> float | None:
+        """The early tick a tick asked for, or the one `igniter run`'s interruption poll makes
+        when the next spot warning arrives (at the first poll after it, every
+        scaling.spot.queue_poll_s), whichever comes first."""
+        poll_s = self.policy.scaling.spot.queue_poll_s
+        warning = self.provider.next_warning(now)
+        if poll_s <= 0 or warning is None:
+            return asked
+        t0 = float(self.trace.times[0])
+        seen = t0 + math.ceil((warning - t0) / poll_s - 1e-9) * poll_s
+        return seen if asked is None else min(asked, seen)
 
 
 def _configures(store: Store, after_tick: int) -> int:
@@ -337,7 +385,7 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         warm, end = replay.run()
     p = replay.provider
     sc = policy.scaling
-    return SimResult(
+    result = SimResult(
         label=opts.describe(policy),
         strategy=opts.strategy,
         planner="reactive" if opts.strategy == "reactive" else sc.planner,
@@ -360,6 +408,29 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         tick_capacity={w: np.array(v) for w, v in replay.tick_capacity.items()},
         tuning=replay.tuning,
     )
+    return with_spot_figures(result, policy, trace, opts, plan_fn, p, end)
+
+
+def with_spot_figures(
+    result: SimResult,
+    policy: Policy,
+    trace: Trace,
+    opts: SimOptions,
+    plan_fn: PlanFn | None,
+    provider: SimProvider,
+    end: float,
+) -> SimResult:
+    """A run that could buy spot gets its spot figures, and (with `on_demand_twin`) the cost and
+    attainment of the same replay with spot switched off, the yardstick for what spot saves."""
+    if not policy.buys_spot():
+        return result
+    result.spot_instance_hours = provider.spot_instance_hours(end)
+    result.interruptions = provider.interruptions(end)
+    if opts.on_demand_twin:
+        twin = simulate(policy, trace, replace(opts, spot=False, label=None), plan_fn)
+        result.cost_on_demand_only_usd = twin.cost_total_usd
+        result.slo_attainment_on_demand_only = twin.attainment()
+    return result
 
 
 class _quiet:
@@ -380,7 +451,10 @@ class _quiet:
 def compare_options(policy: Policy, base: SimOptions = SimOptions()) -> list[SimOptions]:
     """`--compare`: igniter under each forecast, the baseline planners, static peak, reactive, and
     the oracle (a perfect forecast: the floor for forecasting); every run keeps `base`'s headroom
-    and rate statistic. With a fixed headroom, one more line: igniter with `headroom: auto`."""
+    and rate statistic. With a fixed headroom, one more line: igniter with `headroom: auto`. With a
+    policy that buys spot, those runs are on-demand only (so they compare planners and strategies,
+    not markets) and one more line is the policy's spot run (igniter under the policy's forecast,
+    with `base`'s interruptions)."""
     forecast = base.forecast or policy.scaling.forecast
     runs = [SimOptions(planner="igniter", forecast=f) for f in ("last", "ewma", "holt", "seasonal")]
     runs += [SimOptions(planner=p, forecast=forecast) for p in ("ffd", "gslice", "gpulets")]
@@ -389,12 +463,18 @@ def compare_options(policy: Policy, base: SimOptions = SimOptions()) -> list[Sim
         SimOptions(strategy="reactive"),
         SimOptions(strategy="oracle", planner="igniter"),
     ]
-    runs = [replace(r, headroom=base.headroom, rate_stat=base.rate_stat) for r in runs]
+    runs = [replace(r, headroom=base.headroom, rate_stat=base.rate_stat, spot=False) for r in runs]
     room = policy.scaling.headroom if base.headroom is None else base.headroom
     if room != "auto":
-        auto = SimOptions(planner="igniter", forecast=forecast, headroom="auto", rate_stat=base.rate_stat)
+        auto = SimOptions(planner="igniter", forecast=forecast, headroom="auto", rate_stat=base.rate_stat, spot=False)
         runs.insert(4, replace(auto, label=f"igniter/{forecast} headroom auto"))
+    if policy.buys_spot():
+        runs.append(replace(base, planner="igniter", forecast=forecast, label=spot_label(policy, forecast)))
     return runs
+
+
+def spot_label(policy: Policy, forecast: str) -> str:
+    return f"igniter/{forecast} + spot (on-demand floor {policy.scaling.spot.min_on_demand_fraction:g})"
 
 
 def compare(
@@ -404,10 +484,15 @@ def compare(
     progress: Callable[[str], None] | None = None,
     plan_fn: PlanFn | None = None,
 ) -> list[SimResult]:
-    """Every run of `compare_options`, in order, on the same policy and trace."""
+    """Every run of `compare_options`, in order, on the same policy and trace. The spot line's
+    on-demand-only figures are those of the igniter line with the same forecast."""
     out = []
     for opts in compare_options(policy, base):
         if progress:
             progress(opts.describe(with_overrides(policy, opts)))
-        out.append(simulate(policy, trace, opts, plan_fn))
+        out.append(simulate(policy, trace, replace(opts, on_demand_twin=False), plan_fn))
+    if policy.buys_spot():
+        spot = out[-1]
+        twin = next(r for r in out if r.label == f"igniter/{spot.forecast}")
+        spot.cost_on_demand_only_usd, spot.slo_attainment_on_demand_only = twin.cost_total_usd, twin.attainment()
     return out

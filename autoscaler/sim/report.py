@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -76,6 +77,8 @@ def print_summary(result: SimResult, console: Console | None = None) -> None:
     if s["headroom_final"]:
         rows.append(("headroom at the end", _per_workload(s["headroom_final"], f"({s['headroom']})")))
         rows.append(("forecast error p99", _per_workload(s["forecast_error_p99"], "(observed / forecast - 1)")))
+    if "spot_instance_hours" in s:
+        rows.append(("spot", _spot_line(s)))
     if s["servers_over_budget"]:
         rows.append(
             (
@@ -92,6 +95,17 @@ def print_summary(result: SimResult, console: Console | None = None) -> None:
 
 def _per_workload(values: dict[str, float | None], note: str) -> str:
     return ", ".join(f"{w} {'-' if v is None else f'{v:.2f}'}" for w, v in values.items()) + f" {note}"
+
+
+def _spot_line(s: dict[str, Any]) -> str:
+    """Spot instance-hours and interruptions, and what the same replay on-demand only gave."""
+    out = f"{s['spot_instance_hours']:,.1f} spot instance-hours, {s['interruptions']} interruptions"
+    if s.get("cost_on_demand_only_usd") is not None:
+        out += (
+            f"; on-demand only: ${s['cost_on_demand_only_usd']:,.2f} (this run {_ratio(s['cost_vs_on_demand_only'])} x),"
+            f" attainment {s['slo_attainment_on_demand_only']:.4%}"
+        )
+    return out
 
 
 def _ratio(value: float | None) -> str:
@@ -124,6 +138,7 @@ def print_compare(results: Sequence[SimResult], console: Console | None = None) 
         "scaling actions",
         "servers over budget",
         "instance-hours",
+        *(["spot h / interruptions"] if any(r.spot_instance_hours is not None for r in results) else []),
     ):
         table.add_column(col, justify="left" if col in ("strategy", "instance-hours") else "right", no_wrap=True)
     for r in results:
@@ -138,8 +153,17 @@ def print_compare(results: Sequence[SimResult], console: Console | None = None) 
             str(s["scaling_actions"]),
             str(s["servers_over_budget"]),
             ", ".join(f"{k} {v:,.1f}" for k, v in s["instance_hours"].items()),
+            *_spot_cells(r, results),
         )
     console.print(table)
+
+
+def _spot_cells(r: SimResult, results: Sequence[SimResult]) -> list[str]:
+    if not any(x.spot_instance_hours is not None for x in results):
+        return []
+    if r.spot_instance_hours is None:
+        return ["-"]
+    return [f"{r.spot_instance_hours:,.1f} / {r.interruptions}"]
 
 
 def plot(results: Sequence[SimResult], path: str | Path) -> None:

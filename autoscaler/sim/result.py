@@ -93,6 +93,10 @@ class SimResult:
     tick_times: np.ndarray | None = None  # when the fleet was sampled (after each tick)
     tick_capacity: dict[str, np.ndarray] | None = None  # capacity per workload at those times
     tuning: Tuning | None = None  # headroom per tick and forecast errors (None: static peak)
+    spot_instance_hours: float | None = None  # None: the run could not buy spot
+    interruptions: int | None = None  # spot interruption warnings while the fleet held the instance
+    cost_on_demand_only_usd: float | None = None  # the same replay with spot switched off
+    slo_attainment_on_demand_only: float | None = None
 
     def attainment(self) -> float:
         """Fraction of (row, workload) pairs whose capacity covers the rate."""
@@ -168,4 +172,20 @@ class SimResult:
             "servers_over_budget": self.broken_servers,
             "tick_errors": len(self.tick_errors),
             "first_tick_error": self.tick_errors[0] if self.tick_errors else None,
+            **self._spot_summary(),
         }
+
+    def _spot_summary(self) -> dict[str, Any]:
+        """The spot fields, only for a run that could buy spot (docs/simulate.md)."""
+        if self.spot_instance_hours is None:
+            return {}
+        out: dict[str, Any] = {
+            "spot_instance_hours": round(self.spot_instance_hours, 3),
+            "interruptions": self.interruptions,
+        }
+        if self.cost_on_demand_only_usd is not None:
+            od, att = self.cost_on_demand_only_usd, self.slo_attainment_on_demand_only
+            out["cost_on_demand_only_usd"] = round(od, 2)
+            out["slo_attainment_on_demand_only"] = round(att, 6) if att is not None else None
+            out["cost_vs_on_demand_only"] = round(self.cost_total_usd / od, 4) if od > 0 else None
+        return out

@@ -34,7 +34,8 @@ def test_json_follows_the_contract(igniter):
     assert set(plan) >= {"planner", "cost_per_hour", "instances", "unplaced"}
     assert plan["cost_per_hour"] == pytest.approx(3.06)
     (inst,) = plan["instances"]
-    assert set(inst) == {"instance_type", "price_per_hour", "gpus"}
+    assert set(inst) == {"instance_type", "capacity_type", "price_per_hour", "gpus"}  # capacity_type: issue 19
+    assert inst["capacity_type"] == "on-demand"
     got = {p["workload"]: (p["batch"], p["mps_percent"]) for p in inst["gpus"][0]["placements"]}
     assert got == {"alexnet-a": (4, 10.0), "resnet50-a": (8, 30.0), "vgg19-a": (6, 37.5)}
     keys = {"workload", "model", "batch", "mps_percent", "rate_rps", "predicted_latency_ms", "predicted_throughput_rps"}

@@ -73,6 +73,32 @@ CASES = [
     ("negative headroom", {**GOOD, "scaling": {"headroom": -0.1}}, "scaling.headroom"),
     ("target of 1", {**GOOD, "scaling": {"target_attainment": 1.0}}, "scaling.target_attainment"),
     ("target too low", {**GOOD, "scaling": {"target_attainment": 0.2}}, "scaling.target_attainment"),
+    ("zero spot price", mutate("instance_types.0.spot_price_per_hour", 0), "instance_types[0].spot_price_per_hour"),
+    (
+        "on-demand floor above 1",
+        {**GOOD, "scaling": {"spot": {"min_on_demand_fraction": 1.5}}},
+        "scaling.spot.min_on_demand_fraction",
+    ),
+    (
+        "workload floor below 0",
+        mutate("workloads.1.min_on_demand_fraction", -0.1),
+        "workloads[1].min_on_demand_fraction",
+    ),
+    (
+        "queue not a URL",
+        {**GOOD, "scaling": {"spot": {"interruption_queue": "my-queue"}}},
+        "scaling.spot.interruption_queue",
+    ),
+    (
+        "budget above 100 %",
+        {**GOOD, "scaling": {"disruption_budget": {"max_unavailable": "150%"}}},
+        "scaling.disruption_budget.max_unavailable",
+    ),
+    (
+        "negative budget",
+        {**GOOD, "scaling": {"disruption_budget": {"max_unavailable": -1}}},
+        "scaling.disruption_budget.max_unavailable",
+    ),
 ]
 
 
@@ -176,6 +202,28 @@ def test_json_schema_is_current():
     schema = policy_json_schema()
     assert schema["additionalProperties"] is False
     assert set(schema["required"]) == {"instance_types", "workloads"}
+
+
+def test_spot_defaults_change_nothing_without_spot_prices(tmp_path):
+    """spot.enabled defaults to true, but only a type with a spot price is ever bought as spot."""
+    plain = load_policy(write(tmp_path, GOOD))
+    assert plain.scaling.spot.enabled and not plain.buys_spot()
+    assert plain.on_demand_floor("a") == 1.0
+    priced = mutate("instance_types.0.spot_price_per_hour", 1.1)
+    priced["workloads"][1]["min_on_demand_fraction"] = 0.5
+    spot = load_policy(write(tmp_path, priced, "spot.yaml"))
+    assert spot.buys_spot() and spot.on_demand_floor("a") == 0.3 and spot.on_demand_floor("b") == 0.5
+    off = load_policy(write(tmp_path, {**priced, "scaling": {"spot": {"enabled": False}}}, "off.yaml"))
+    assert not off.buys_spot() and off.on_demand_floor("b") == 1.0
+
+
+@pytest.mark.parametrize(
+    ("value", "fleet", "limit"), [("10%", 20, 2), ("10%", 5, 1), ("10%", 0, 0), (2, 20, 2), ("0%", 9, 0), ("25%", 9, 3)]
+)
+def test_disruption_budget_resolves_like_karpenter(tmp_path, value, fleet, limit):
+    """A percentage of the fleet, rounded up (Karpenter's budgets); a count as it is."""
+    policy = load_policy(write(tmp_path, {**GOOD, "scaling": {"disruption_budget": {"max_unavailable": value}}}))
+    assert policy.scaling.disruption_budget.limit(fleet) == limit
 
 
 def test_gateway_defaults_follow_the_provider(tmp_path):

@@ -12,11 +12,12 @@ from autoscaler.core.lifecycle import (
     Record,
     State,
     SyncInput,
+    going_away,
     new_record,
     sync,
     transition,
 )
-from autoscaler.fleet.base import Instance, fleet_tags
+from autoscaler.fleet.base import Instance, Notice, fleet_tags
 
 NOW = 1000.0
 
@@ -131,3 +132,19 @@ def test_terminating_record_still_running_is_an_orphan() -> None:
     """A terminate recorded but never sent (crash) is sent again."""
     changes, orphans = run([rec(State.TERMINATING)], [inst()])
     assert changes == [] and [o.id for o in orphans] == ["i-1"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "deadline", "leaves"),
+    [
+        ("interruption", NOW + 100, NOW + 100),  # the warning's own deadline
+        ("interruption", None, NOW + 120),  # EC2 takes a spot instance two minutes after the warning
+        ("state_change", None, NOW),  # stopping or shutting down: going now
+        ("scheduled_change", NOW + 86400, NOW + 86400),
+        ("rebalance", None, None),  # no deadline: it may live on
+    ],
+)
+def test_a_going_instance_records_when_the_cloud_takes_it(kind: str, deadline: float | None, leaves: float | None):
+    notice = Notice(kind=kind, instance_ids=("i-1",), at=NOW, deadline=deadline)  # type: ignore[arg-type]
+    (change,) = going_away([rec(State.READY)], [notice], NOW)
+    assert change.record.state is State.GOING_AWAY and change.record.leaves_at == leaves

@@ -22,6 +22,8 @@ from autoscaler.core.routing import (
     counter_rate,
     desired_routes,
     drain_progress,
+    gateway_name,
+    gateway_names,
     removals,
     route_ops,
     weights,
@@ -125,6 +127,41 @@ def test_servers_without_an_address_are_not_routed() -> None:
         layout=None, applied={"s0": servers}, readiness=Readiness(ready=frozenset()), draining=frozenset()
     )
     assert routes == {}
+
+
+def test_gateway_names_tell_a_going_instance_from_its_replacement() -> None:
+    """The slot's servers run on the going instance (attempt 0) and its replacement (attempt 1) at
+    once: at the gateway they are two servers, the replacement's named after its attempt."""
+    assert gateway_name("w-0", 0) == "w-0" and gateway_name("w-0", 3) == "w-0.a3"
+    going, new = srv("w-0", 100, address="10.0.0.1:8100"), srv("w-0", 100, address="10.0.0.2:8100")
+    names = gateway_names({"s0": (1, (new,))}, {("s0", 0): (going,)})
+    assert {k: [(s.name, s.address) for s in v] for k, v in names.applied.items()} == {
+        "s0#0": [("w-0", "10.0.0.1:8100")],
+        "s0#1": [("w-0.a1", "10.0.0.2:8100")],
+    }
+    assert names.aliases == {"w-0.a1": "w-0"} and names.going == {("s0", 0): ("w-0",)}
+    assert names.to_gateway({"w-0", "w-9"}) == {"w-0.a1"}  # layout names of current servers only
+    assert names.to_layout({"w-0", "w-0.a1"}) == {"w-0"}  # the going one is not the layout's w-0
+    assert names.going_servers([("s0", 0)]) == {"w-0"}
+    assert names.going_drained(frozenset({"w-0.a1"})) == frozenset()
+    assert names.going_drained(frozenset({"w-0"})) == {("s0", 0)}
+
+
+def test_a_going_server_keeps_its_own_rate_and_the_replacement_gets_the_layouts() -> None:
+    going, new = srv("w-0", 100, address="10.0.0.1:8100"), srv("w-0", 100, address="10.0.0.2:8100")
+    names = gateway_names({"s0": (1, (new,))}, {("s0", 0): (going,)})
+    both = frozenset({"w-0", "w-0.a1"})
+    routes = desired_routes(
+        layout=layout(replace(new, rate_rps=300)),
+        applied=names.applied,
+        readiness=Readiness(ready=frozenset({"w-0.a1"}), silent=frozenset({"w-0"}), healthy=both, serving=both),
+        draining=frozenset(),
+        aliases=names.aliases,
+    )
+    by = {r.name: r for r in routes["w"]}
+    assert (by["w-0.a1"].planned_rate_rps, by["w-0.a1"].retiring, by["w-0.a1"].weight) == (300, False, 256)
+    assert (by["w-0"].planned_rate_rps, by["w-0"].retiring, by["w-0"].weight) == (100, True, 85)
+    assert (by["w-0"].address, by["w-0.a1"].address) == ("10.0.0.1:8100", "10.0.0.2:8100")
 
 
 def test_ops_are_ordered_make_before_break() -> None:

@@ -17,7 +17,9 @@ from typing import Any
 import httpx
 
 from autoscaler.config.policy import Policy, load_policy
+from autoscaler.core.routing import GatewayNames
 from autoscaler.loop.controller import Controller
+from autoscaler.loop.gateway_step import fleet_names
 from autoscaler.loop.wiring import build_controller
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 from autoscaler.rates.reader import RateReader
@@ -118,17 +120,24 @@ def planned_names(ctl: Controller) -> set[str]:
 
 
 def converged(ctl: Controller) -> bool:
-    """The gateway sends requests to exactly the layout's servers and holds no other; the agents run
+    """The gateway sends requests to exactly the layout's servers (under their gateway names: a
+    slot's later instance names them after its attempt) and holds no other; the agents run
     exactly those."""
     assert ctl.deps.gateway is not None
     view = ctl.deps.gateway.observe()
     want = planned_names(ctl)
+    at_gateway = gateway_names(ctl).to_gateway(want)
     return (
         bool(want)
-        and set(view.serving()) == want
-        and {s.name for s in view.servers.values()} == want
+        and len(at_gateway) == len(want)
+        and set(view.serving()) == at_gateway
+        and {s.name for s in view.servers.values()} == at_gateway
         and agents_run(ctl) == want
     )
+
+
+def gateway_names(ctl: Controller) -> GatewayNames:
+    return fleet_names(ctl.store.open_records(), ctl.store.applied())
 
 
 def agents_run(ctl: Controller) -> set[str]:

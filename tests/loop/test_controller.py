@@ -40,7 +40,14 @@ def test_first_tick_launches_then_configures_then_idles(tmp_path: Path) -> None:
 
 def test_scale_out_is_immediate_scale_in_waits(tmp_path: Path) -> None:
     policy = make_policy(
-        tmp_path, scaling={"interval_s": 30, "scale_down_delay_s": 300, "headroom": 0.0, "forecast": "last"}
+        tmp_path,
+        scaling={
+            "interval_s": 30,
+            "scale_down_delay_s": 300,
+            "headroom": 0.0,
+            "forecast": "last",
+            "disruption_budget": {"max_unavailable": 2},  # both surplus instances at once (10 % of 5 is 1)
+        },
     )
     clock = Clock()
     ctl, prov, tr, rates = make_controller(policy, clock)

@@ -92,3 +92,25 @@ def test_identical_layout_is_not_saved_again(tmp_path: Path) -> None:
     assert again.save_layout(moved, "target", 4.0) is False and again.current_layout() == moved
     count = again._db.execute("SELECT COUNT(*) FROM layouts").fetchone()[0]
     assert count == 2
+
+
+def test_a_going_records_deadline_is_kept_and_old_files_gain_the_column(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)  # a state file from before leaves_at (and capacity_type)
+    db.executescript(
+        "CREATE TABLE instances (slot TEXT NOT NULL, attempt INTEGER NOT NULL, instance_type TEXT NOT NULL, "
+        "state TEXT NOT NULL, instance_id TEXT, generation INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, "
+        "updated_at REAL NOT NULL, PRIMARY KEY (slot, attempt));"
+        "INSERT INTO instances VALUES('s0', 0, 'p3', 'ready', 'i-1', 1, 1.0, 2.0);"
+    )
+    db.commit()
+    db.close()
+    store = Store(path)
+    [rec] = store.open_records()
+    assert rec.leaves_at is None and rec.capacity_type == "on-demand"
+    store.apply([transition(rec, Reason.INTERRUPTION, 3.0, "spot terminate", leaves_at=123.0)])
+    store.close()
+    [going] = Store(path).open_records()
+    assert (going.state, going.leaves_at) == (State.GOING_AWAY, 123.0)

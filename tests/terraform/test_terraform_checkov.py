@@ -69,6 +69,9 @@ def test_only_the_reviewed_skips(report: dict[str, Any]) -> None:
         ("CKV_AWS_109", "aws_iam_policy_document.ssh_key_kms"),
         ("CKV_AWS_111", "aws_iam_policy_document.ssh_key_kms"),
         ("CKV_AWS_356", "aws_iam_policy_document.ssh_key_kms"),
+        ("CKV_AWS_109", "aws_iam_policy_document.interruptions_key"),  # the same standard key policy
+        ("CKV_AWS_111", "aws_iam_policy_document.interruptions_key"),
+        ("CKV_AWS_356", "aws_iam_policy_document.interruptions_key"),
         ("CKV2_AWS_57", "aws_secretsmanager_secret.ssh_key"),
         ("CKV_AWS_119", "aws_dynamodb_table.leader"),
         ("CKV2_AWS_20", "aws_lb.gateway"),

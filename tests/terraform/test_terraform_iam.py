@@ -10,11 +10,13 @@ from tests.terraform.tfhelpers import FLEET_TAG, blocks, unwrap
 
 MUTATING = {"ec2:RunInstances", "ec2:TerminateInstances", "ec2:CreateTags"}
 LEASE = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}  # leader/dynamodb.py
-# Exactly what autoscaler/ calls (fleet/ec2.py, rates/cloudwatch.py, leader/dynamodb.py) plus what
-# launching needs.
+QUEUE = {"sqs:ReceiveMessage", "sqs:DeleteMessage"}  # fleet/interruptions.py: the interruption queue only
+# Exactly what autoscaler/ calls (fleet/ec2.py, fleet/interruptions.py, rates/cloudwatch.py,
+# leader/dynamodb.py) plus what launching needs.
 ALLOWED_ACTIONS = (
     MUTATING
     | LEASE
+    | QUEUE
     | {
         "ec2:DescribeInstances",
         "ec2:GetConsoleOutput",

@@ -27,6 +27,10 @@ module "autoscaler" {
   node_security_group_ids = [module.fleet.node_security_group_id]
   node_ssh_port           = module.fleet.ssh_port
 
+  # Spot interruption and maintenance notices: receive and delete on this queue only.
+  interruption_queue_arn         = module.fleet.interruption_queue_arn
+  interruption_queue_kms_key_arn = module.fleet.interruption_queue_kms_key_arn
+
   create_host     = var.create_autoscaler_host
   vpc_id          = module.fleet.vpc_id
   host_subnet_id  = module.fleet.subnet_ids[0]
@@ -76,6 +80,7 @@ locals {
     }
     scaling = {
       status_listen = module.autoscaler.status_listen
+      spot          = { interruption_queue = module.fleet.interruption_queue_url }
     }
     gateway = module.gateway.policy_snippet.gateway
   }

@@ -1,7 +1,9 @@
 # The autoscaler's role, least privilege: exactly the calls autoscaler/ uses, each as narrow as IAM
 # allows. What it can do, and why (docs/deploy.md has the table):
 #   - launch instances only from the fleet's launch templates, into the fleet's subnets and
-#     security groups, and only when the new instance is tagged igniter:fleet=<name>;
+#     security groups, and only when the new instance is tagged igniter:fleet=<name>; spot
+#     launches too (RunInstances with InstanceMarketOptions: its spot request, from the fleet's
+#     templates, and its instance, tagged for the fleet like any other);
 #   - tag resources only while launching them (TagSpecifications), the instance only with the
 #     fleet tag;
 #   - terminate only instances tagged igniter:fleet=<name>;
@@ -11,6 +13,7 @@
 #   - describe instances (the call takes no resources);
 #   - read CloudWatch metrics (request rates) and its SSH key from Secrets Manager;
 #   - read and conditionally write its own fleet's item of the leader lease table, nothing else;
+#   - receive and delete the messages of the fleet's interruption queue, that queue only;
 #   - pass the node role, and only the node role, to EC2.
 
 data "aws_partition" "current" {}
@@ -100,6 +103,7 @@ data "aws_iam_policy_document" "autoscaler" {
       [
         "${local.ec2_arn}:volume/*",
         "${local.ec2_arn}:network-interface/*",
+        "${local.ec2_arn}:spot-instances-request/*",
         "arn:${local.partition}:ec2:${local.region}::image/*",
       ],
       local.subnet_arns,
@@ -200,6 +204,34 @@ data "aws_iam_policy_document" "autoscaler" {
     sid       = "ReadRequestRateMetrics"
     actions   = ["cloudwatch:GetMetricData"]
     resources = ["*"]
+  }
+
+  # Spot interruption and maintenance notices (autoscaler/fleet/interruptions.py): read and delete,
+  # on the fleet's queue only. DeleteMessageBatch is authorised as sqs:DeleteMessage.
+  dynamic "statement" {
+    for_each = var.interruption_queue_arn == null ? [] : [var.interruption_queue_arn]
+
+    content {
+      sid       = "ReadAndDeleteInterruptionNotices"
+      actions   = ["sqs:ReceiveMessage", "sqs:DeleteMessage"]
+      resources = [statement.value]
+    }
+  }
+
+  dynamic "statement" {
+    for_each = var.interruption_queue_kms_key_arn == null ? [] : [var.interruption_queue_kms_key_arn]
+
+    content {
+      sid       = "DecryptInterruptionNoticesThroughSqs"
+      actions   = ["kms:Decrypt"]
+      resources = [statement.value]
+
+      condition {
+        test     = "StringEquals"
+        variable = "kms:ViaService"
+        values   = ["sqs.${local.region}.amazonaws.com"]
+      }
+    }
   }
 
   statement {

@@ -99,6 +99,28 @@ variable "ebs_kms_key_arn" {
   }
 }
 
+variable "interruption_queue_arn" {
+  description = "ARN of the fleet's interruption queue (fleet module output interruption_queue_arn). The role may receive and delete its messages only; null: no queue."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.interruption_queue_arn == null || can(regex("^arn:aws[a-z-]*:sqs:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_-]+$", var.interruption_queue_arn))
+    error_message = "interruption_queue_arn must be an SQS queue ARN."
+  }
+}
+
+variable "interruption_queue_kms_key_arn" {
+  description = "KMS key the interruption queue is encrypted with (fleet module output interruption_queue_kms_key_arn): kms:Decrypt through SQS only. Null for a queue without a customer managed key."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.interruption_queue_kms_key_arn == null || can(regex("^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/.+$", var.interruption_queue_kms_key_arn))
+    error_message = "interruption_queue_kms_key_arn must be a KMS key ARN."
+  }
+}
+
 variable "tags" {
   description = "Tags added to every resource this module creates. Must not contain igniter:fleet: the host would then count as a fleet node the autoscaler may terminate."
   type        = map(string)

@@ -77,3 +77,18 @@ output "model_dir" {
   description = "Directory on the nodes the models are synced into (workloads[].model_dir lives below it)."
   value       = var.model_dir
 }
+
+output "interruption_queue_url" {
+  description = "URL of the interruption queue: the policy's scaling.spot.interruption_queue (null without the queue)."
+  value       = one(aws_sqs_queue.interruptions[*].url)
+}
+
+output "interruption_queue_arn" {
+  description = "ARN of the interruption queue: pass it to the autoscaler module, whose role may receive and delete its messages only."
+  value       = one(aws_sqs_queue.interruptions[*].arn)
+}
+
+output "interruption_queue_kms_key_arn" {
+  description = "KMS key of the interruption queue: pass it to the autoscaler module (kms:Decrypt through SQS only)."
+  value       = one(aws_kms_key.interruptions[*].arn)
+}

@@ -357,6 +357,18 @@ variable "enable_ssm_session_manager" {
   default     = false
 }
 
+variable "create_interruption_queue" {
+  description = "Create the SQS queue and the EventBridge rules that send it spot interruption warnings, rebalance recommendations, instance state changes and AWS Health scheduled changes (output interruption_queue_url: the policy's scaling.spot.interruption_queue)."
+  type        = bool
+  default     = true
+}
+
+variable "create_spot_service_linked_role" {
+  description = "Create the account's EC2 Spot service-linked role (AWSServiceRoleForEC2Spot), which spot launches need. Off by default: there is one per account, and creating it twice fails."
+  type        = bool
+  default     = false
+}
+
 variable "permissions_boundary_arn" {
   description = "Optional IAM permissions boundary for the roles this module creates."
   type        = string

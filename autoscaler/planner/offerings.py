@@ -1,0 +1,266 @@
+"""Spot and on-demand: two offerings of one instance type, with different prices. Pure.
+
+Every planner (igniter, the baselines, exact) plans on GPU types with prices; spot adds no new
+algorithm, only a translation around it:
+
+- A spot offering becomes a GPU type of its own, `<gpu>@spot` (same performance model, the spot
+  price), on an option named `<type>@spot`, so the planner's price-per-capacity choice is what
+  draws capacity to spot, and an unavailable spot offering simply is not there.
+- Each demand is split in two parts (SkyPilot's base_ondemand_fallback_replicas, as a share of
+  the rate): `on_demand_floor` of its rate under the workload's own name, allowed on on-demand
+  GPU types only, and the rest as `<workload>@spot`, allowed anywhere (spot when it is cheaper,
+  on-demand when spot is unavailable). Parts of different workloads share GPUs freely.
+- The current plan is translated the same way, so stability keeps what runs: a workload's
+  on-demand placements are labelled as its on-demand part until they carry the floor, the rest
+  as its flexible part.
+- The plan comes back under the real names: spot instances carry `capacity_type: spot` and the
+  spot price, placements and unplaced entries the workload's own name.
+
+When on-demand capacity cannot take a floor (every on-demand offering unavailable or at
+max_instances), that workload is planned once more without its floor (spot rather than nothing);
+`stats["on_demand_floor"]` names the workloads. Without spot offerings nothing is translated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+
+from autoscaler.config.offerings import ON_DEMAND, SPOT, SPOT_SUFFIX
+from autoscaler.model.perfmodel import PerfModel
+from autoscaler.planner.state import price_per_gpu
+from autoscaler.planner.tasks import max_batch, option_on
+from autoscaler.planner.types import Demand, GpuOut, InstanceOption, InstanceOut, PlacementOut, Plan, Unplaced
+
+Run = Callable[[Sequence[Demand], Sequence[InstanceOption], Mapping[str, PerfModel], Plan | None], Plan]
+EPS = 1e-9
+
+
+def plan_offerings(
+    run: Run,
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    current: Plan | None = None,
+) -> Plan:
+    """`run` on the translated inputs, the plan translated back; see the module docstring."""
+    if not any(o.capacity_type == SPOT for o in options):
+        return run(demands, options, models, current)
+    virtual = [_virtual_option(o) for o in options]
+    vmodels = {**models, **{o.gpu: models[_real(o.gpu)] for o in virtual}}
+    before = on_demand_rates(current) if current is not None else {}
+    parts = split(demands, virtual, vmodels, before=before)
+    vcurrent = to_virtual(current, parts) if current is not None else None
+    plan = run(parts, virtual, vmodels, vcurrent)
+    short = _floor_short(plan, demands)
+    if short:
+        plan = run(split(demands, virtual, vmodels, short, before), virtual, vmodels, vcurrent)
+        plan = replace(plan, stats={**plan.stats, "on_demand_floor": f"not met for {', '.join(sorted(short))}"})
+    return to_real(plan)
+
+
+def split(
+    demands: Iterable[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    waived: frozenset[str] = frozenset(),
+    before: Mapping[str, float] | None = None,
+) -> list[Demand]:
+    """Each demand as its on-demand part (at least the floor, on-demand GPU types only; see
+    `on_demand_rate`, and `sticky` against the current plan's on-demand rates `before`) and its
+    flexible part (`<workload>@spot`, anywhere); empty parts are left out."""
+    od_gpus = frozenset(o.gpu for o in options if o.capacity_type == ON_DEMAND)
+    prices = price_per_gpu(options)
+    out: list[Demand] = []
+    for d in demands:
+        floor = 0.0 if d.workload in waived else min(max(d.on_demand_floor, 0.0), 1.0)
+        od = on_demand_rate(d, floor, od_gpus, prices, models)
+        if before is not None and d.workload in before and floor > 0:
+            od = sticky(before[d.workload], floor * d.rate_rps, od, d.rate_rps)
+        if od > 0 or d.rate_rps <= 0:
+            out.append(replace(d, rate_rps=od, gpus=od_gpus))
+        if d.rate_rps - od > EPS * max(d.rate_rps, 1.0):
+            out.append(replace(d, workload=d.workload + SPOT_SUFFIX, rate_rps=d.rate_rps - od, gpus=None))
+    return out
+
+
+STICKY = 0.5  # an on-demand part may stay up to this much above its floor (or its fresh cut) to move nothing
+
+
+def sticky(before: float, need: float, fresh: float, rate: float) -> float:
+    """The on-demand part's rate against the current plan: what its on-demand placements carried
+    (`before`) while that is at least the floor and at most the fresh cut or the floor plus
+    STICKY, whichever is more, so that a rate change moves the flexible part alone; the nearest
+    bound otherwise. Without it both parts follow every rate change and a plan moves about twice
+    the servers (and the cut's choice between whole replicas and the exact floor flips)."""
+    hi = min(rate, max(fresh, need * (1 + STICKY)))
+    return min(max(before, need), hi)
+
+
+def on_demand_rates(plan: Plan) -> dict[str, float]:
+    """Per workload, the rate a plan puts on on-demand instances."""
+    out: dict[str, float] = {}
+    for inst in plan.instances:
+        if inst.capacity_type == ON_DEMAND:
+            for g in inst.gpus:
+                for p in g.placements:
+                    out[p.workload] = out.get(p.workload, 0.0) + p.rate_rps
+    return out
+
+
+def on_demand_rate(
+    d: Demand, floor: float, od_gpus: frozenset[str], prices: Mapping[str, float], models: Mapping[str, PerfModel]
+) -> float:
+    """The on-demand part's rate: at least floor x rate, chosen among a few cuts by the cost of
+    the two parts' lower bounds (as tasks.decompose prices a demand). The exact floor adds a server
+    the unsplit workload would not have, and a small server costs more share per request; so the
+    cut may also fall on whole replicas of the on-demand type (k x its carry), on everything but
+    whole replicas of the flexible type (rate - j x its carry), or take the whole rate."""
+    need, rate = floor * d.rate_rps, d.rate_rps
+    if need <= 0 or rate <= 0:
+        return 0.0
+    if need >= rate * (1 - 1e-12):
+        return rate
+    cuts = {need, rate}
+    od_carry, flex_carry = _carry(d, od_gpus, prices, models), _carry(d, set(prices), prices, models)
+    if od_carry:
+        cuts.add(math.ceil(need / od_carry - 1e-9) * od_carry)
+    if flex_carry:
+        cuts.add(rate - math.floor((rate - need) / flex_carry + 1e-9) * flex_carry)
+    ok = sorted(c for c in cuts if need * (1 - 1e-12) <= c <= rate)
+    return min(ok, key=lambda c: _cost(d, c, od_gpus, prices, models) + _cost(d, rate - c, set(prices), prices, models))
+
+
+def _cost(
+    d: Demand, rate: float, gpus: Iterable[str], prices: Mapping[str, float], models: Mapping[str, PerfModel]
+) -> float:
+    """The cheapest lower-bound cost of serving `rate` of `d` on one of `gpus` (inf: none can)."""
+    if rate <= EPS * max(d.rate_rps, 1.0):
+        return 0.0
+    part = replace(d, rate_rps=rate)
+    costs = [o.cost for g in gpus if (o := option_on(models[g], g, part, prices[g])) is not None]
+    return min(costs, default=math.inf)
+
+
+def _carry(
+    d: Demand, gpus: Iterable[str], prices: Mapping[str, float], models: Mapping[str, PerfModel]
+) -> float | None:
+    """What one whole-GPU replica of `d` carries on the cheapest (per request) of `gpus`."""
+    best: tuple[float, float] | None = None
+    for g in gpus:
+        model = models[g]
+        if d.model not in model.coef:
+            continue
+        top = max_batch(model, d.model, d.slo_ms / 2.0 / d.correction)
+        if top == 0:
+            continue
+        carry = model.solo(d.model, top, 100.0)[1] / d.correction
+        if carry > 0 and (best is None or prices[g] / carry < best[0]):
+            best = (prices[g] / carry, carry)
+    return None if best is None else best[1]
+
+
+def _virtual_option(o: InstanceOption) -> InstanceOption:
+    if o.capacity_type == ON_DEMAND:
+        return o
+    return replace(o, name=o.name + SPOT_SUFFIX, gpu=o.gpu + SPOT_SUFFIX)
+
+
+def _real(name: str) -> str:
+    return name.removesuffix(SPOT_SUFFIX)
+
+
+def _floor_short(plan: Plan, demands: Sequence[Demand]) -> frozenset[str]:
+    """Workloads whose on-demand part found no capacity while their flexible part was placed."""
+    placed = {p.workload for i in plan.instances for g in i.gpus for p in g.placements}
+    names = {d.workload for d in demands if d.on_demand_floor > 0 and d.rate_rps > 0}
+    return frozenset(
+        u.workload
+        for u in plan.unplaced
+        if u.workload in names and u.workload + SPOT_SUFFIX in placed and u.reason.startswith("no capacity")
+    )
+
+
+def to_virtual(plan: Plan, parts: Sequence[Demand]) -> Plan:
+    """A real plan in the planner's terms: spot instances on their `@spot` option and GPU type,
+    their placements the flexible part's. A workload's on-demand placements go to its on-demand
+    part (the one in `parts`, from `split`) if it has no flexible part, to the flexible part if it
+    has no on-demand part, and otherwise to the on-demand part until they can carry its rate
+    (largest share first, as stability holds them), the rest to the flexible part."""
+    od_rate = {d.workload: d.rate_rps for d in parts if not d.workload.endswith(SPOT_SUFFIX)}
+    flex = {_real(d.workload) for d in parts if d.workload.endswith(SPOT_SUFFIX)}
+    to_od = _on_demand_labels(plan, {w: r if w in flex else math.inf for w, r in od_rate.items()})
+    instances = []
+    for i, inst in enumerate(plan.instances):
+        spot = inst.capacity_type == SPOT
+        gpus = tuple(
+            GpuOut(
+                g.index,
+                g.gpu + SPOT_SUFFIX if spot else g.gpu,
+                tuple(
+                    _renamed(p, p.workload if not spot and to_od[(i, g.index, k)] else p.workload + SPOT_SUFFIX)
+                    for k, p in enumerate(g.placements)
+                ),
+            )
+            for g in inst.gpus
+        )
+        name = inst.instance_type + SPOT_SUFFIX if spot else inst.instance_type
+        instances.append(InstanceOut(name, inst.price_per_hour, gpus, capacity_type=inst.capacity_type))
+    return Plan(plan.planner, tuple(instances), plan.unplaced, plan.moved, plan.stats)
+
+
+def _on_demand_labels(plan: Plan, floor: Mapping[str, float]) -> dict[tuple[int, int, int], bool]:
+    """(instance, GPU, placement) -> whether an on-demand placement goes to its workload's
+    on-demand part: while the ones before it (largest share first) carry less than `floor`."""
+    rows = [
+        (-p.mps_percent, i, g.index, k, p)
+        for i, inst in enumerate(plan.instances)
+        if inst.capacity_type == ON_DEMAND
+        for g in inst.gpus
+        for k, p in enumerate(g.placements)
+    ]
+    carried: dict[str, float] = {}
+    out: dict[tuple[int, int, int], bool] = {}
+    for _, i, gi, k, p in sorted(rows, key=lambda x: x[:4]):
+        have = carried.get(p.workload, 0.0)
+        out[(i, gi, k)] = have < floor.get(p.workload, 0.0) - EPS
+        carried[p.workload] = have + p.predicted_throughput_rps
+    return out
+
+
+def to_real(plan: Plan) -> Plan:
+    """The planner's plan under the real names (see the module docstring)."""
+    instances = tuple(
+        InstanceOut(
+            _real(inst.instance_type),
+            inst.price_per_hour,
+            tuple(
+                GpuOut(g.index, _real(g.gpu), tuple(_renamed(p, _real(p.workload)) for p in g.placements))
+                for g in inst.gpus
+            ),
+            capacity_type=SPOT if inst.instance_type.endswith(SPOT_SUFFIX) else ON_DEMAND,
+        )
+        for inst in plan.instances
+    )
+    unplaced: dict[str, Unplaced] = {}
+    for u in plan.unplaced:
+        unplaced.setdefault(_real(u.workload), Unplaced(_real(u.workload), u.reason))
+    return Plan(plan.planner, instances, tuple(unplaced[w] for w in sorted(unplaced)), plan.moved, plan.stats)
+
+
+def _renamed(p: PlacementOut, workload: str) -> PlacementOut:
+    return p if p.workload == workload else replace(p, workload=workload)
+
+
+def on_demand_share(plan: Plan) -> dict[str, float]:
+    """Per workload, the fraction of its planned rate on on-demand instances (1.0 with no rate)."""
+    total: dict[str, float] = {}
+    od: dict[str, float] = {}
+    for inst in plan.instances:
+        for g in inst.gpus:
+            for p in g.placements:
+                total[p.workload] = total.get(p.workload, 0.0) + p.rate_rps
+                if inst.capacity_type == ON_DEMAND:
+                    od[p.workload] = od.get(p.workload, 0.0) + p.rate_rps
+    return {w: od.get(w, 0.0) / t if t > 0 else 1.0 for w, t in total.items()}
