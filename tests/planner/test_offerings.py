@@ -138,3 +138,16 @@ def test_a_floor_of_1_plans_exactly_as_without_spot_also_against_a_current_plan(
         with_spot = make_plan(floored(scaled, 1.0), spot, models, current=spot_cur)
         assert with_spot.instances == plain.instances and with_spot.moved == plain.moved, step
         od_cur, spot_cur = plain, with_spot
+
+
+@pytest.mark.parametrize("floor", [0.1, 0.2, 0.3])
+def test_a_spot_plan_never_costs_more_than_on_demand_alone(floor):
+    """motivation-3 fills one GPU: each floor on an on-demand GPU beside a spot one cost 1.35 x."""
+    demands, options, models = scenario("motivation-3.yaml")
+    spot = [*options, *(spot_of(o) for o in options)]
+    mixed = make_plan(floored(demands, floor), spot, models)
+    alone = make_plan(demands, options, models)
+    assert not mixed.unplaced
+    assert mixed.cost_per_hour <= alone.cost_per_hour + 1e-9
+    for d in demands:
+        assert od_rate(mixed, d.workload) >= floor * d.rate_rps - 1e-6
