@@ -9,6 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from agents.spec import parse_assignment
+from dataclasses import replace
+
 from autoscaler.core.layout import (
     LayoutInput,
     WorkloadInfo,
@@ -169,23 +171,42 @@ def test_resized_running_server_is_replaced_when_its_gpu_has_room() -> None:
     first = layout_from_plan(Plan("x", (instance("a"),)), inp())
     nxt = _resize(first, 60.0, first.slots[0].servers)
     [srv] = nxt.slots[0].servers
-    assert (srv.name, srv.index, srv.batch, srv.mps_percent) == ("a-1", 1, 8, 60.0)
+    assert (srv.name, srv.index, srv.batch, srv.mps_percent, srv.replaces) == ("a-1", 1, 8, 60.0, "a-0")
 
 
-def test_resized_server_restarts_in_place_without_room() -> None:
-    """80 % planned next to the running 30 % would over-subscribe the GPU: same name, restarted."""
+def test_resized_server_is_replaced_even_without_room() -> None:
+    """80 % planned next to the running 30 %: still a new server that `replaces` it (before, the same
+    name, restarted in place). reconcile hands over or uses surge where the GPU cannot hold both."""
     first = layout_from_plan(Plan("x", (instance("a"),)), inp())
     [srv] = _resize(first, 80.0, first.slots[0].servers).slots[0].servers
-    assert (srv.name, srv.index, srv.mps_percent) == ("a-0", 0, 80.0)
+    assert (srv.name, srv.index, srv.mps_percent, srv.replaces) == ("a-1", 1, 80.0, "a-0")
 
 
-def test_retiring_servers_count_against_room_for_a_replacement() -> None:
-    """b-0 (30 %) still runs on the GPU, retiring: 50 % + 30 % + 30 % > 100 %, so in place."""
+def test_retiring_servers_no_longer_decide_between_replace_and_restart() -> None:
+    """b-0 (30 %) still runs on the GPU, retiring: 50 % + 30 % + 30 % > 100 % used to mean a restart
+    in place; a resize is now always a new server, with or without room."""
     first = layout_from_plan(Plan("x", (instance("a", "b"),)), inp())
     [srv] = _resize(first, 50.0, first.slots[0].servers).slots[0].servers
-    assert (srv.name, srv.mps_percent) == ("a-0", 50.0)
+    assert (srv.name, srv.mps_percent, srv.replaces) == ("a-1", 50.0, "a-0")
     [srv] = _resize(first, 40.0, first.slots[0].servers).slots[0].servers
     assert (srv.name, srv.mps_percent) == ("a-1", 40.0)
+
+
+def test_a_resized_server_that_still_does_its_job_stays_as_it_runs() -> None:
+    """With a judge (resize.py): the running a-0 (30 %, batch 4) carries the placement's rate and
+    the GPU fits with it, so it stays as it runs, under its name; one that falls short is replaced."""
+    from autoscaler.core.rollout import shares_judge
+
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    running = first.slots[0].servers
+    plan = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a", mps=60.0, batch=8),)),)),))
+    base = LayoutInput("f", first, {}, frozenset({"f-p3-0"}), {"f-p3-0": frozenset({("a-0", 0)})}, INFO, {"a": 200.0})
+    keep = layout_from_plan(plan, replace(base, running={"f-p3-0": running}, judge=shares_judge))
+    [srv] = keep.slots[0].servers
+    assert (srv.name, srv.batch, srv.mps_percent) == ("a-0", running[0].batch, running[0].mps_percent)
+    short = [replace(running[0], predicted_throughput_rps=1.0)]
+    again = layout_from_plan(plan, replace(base, running={"f-p3-0": tuple(short)}, judge=shares_judge))
+    assert [s.name for s in again.slots[0].servers] == ["a-1"]
 
 
 def test_matching_weighs_shares_so_a_big_server_stays_where_it_runs() -> None:
