@@ -16,13 +16,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.colocation import gpu_fits
+from autoscaler.core.colocation import server_judge
 from autoscaler.core.forecast import ForecastConfig, forecast_all, season_windows
 from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo, layout_from_plan, layout_to_plan
 from autoscaler.core.lifecycle import LIVE, State, SyncInput, sync
-from autoscaler.core.reconcile import FleetView, Limits, diff
+from autoscaler.core.reconcile import Diff, FleetView, Limits, diff
 from autoscaler.core.scaling import choose, hold_rates, next_wake
 from autoscaler.core.slo_guard import update as guard_update
+from autoscaler.core.surge import TypeInfo, is_surge_slot
 from autoscaler.fleet.base import Instance, OnRecord, Provider, ProviderError, Retry
 from autoscaler.leader.base import NotLeader
 from autoscaler.loop.actuator import Actuator, Outcome, quarantine
@@ -73,6 +74,10 @@ class TickReport:
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     settling: bool = False  # make-before-break work waits on servers just started: tick again soon
+    draining: list[str] = field(default_factory=list)  # servers that may leave once the gateway drained them
+    breaches: list[dict[str, Any]] = field(default_factory=list)  # invariant broken: a policy limit left no room
+    converged: bool = False  # the fleet is the layout (no move under way)
+    surge_slots: list[str] = field(default_factory=list)  # surge instances kept or launched this tick
     wake_at: float | None = None  # tick again then, before the next interval (scaling.next_wake)
     outcome: Outcome = field(default_factory=Outcome)
     rounds: int = 0
@@ -90,6 +95,10 @@ class TickReport:
             "missing": self.missing,
             "notes": self.notes,
             "settling": self.settling,
+            "draining": self.draining,
+            "breaches": self.breaches,
+            "converged": self.converged,
+            "surge_slots": self.surge_slots,
             "wake_at": self.wake_at,
             "rounds": self.rounds,
             "done": self.outcome.done,
@@ -105,7 +114,7 @@ BOOTING = (State.REQUESTED, State.PENDING, State.RUNNING)
 
 class Controller:
     def __init__(self, policy: Policy, deps: Deps) -> None:
-        self.policy = policy
+        self.set_policy(policy)
         self.deps = deps
         self.store = deps.store
         self.state = ControllerState()  # the tick's working copy (see loop/state.py)
@@ -304,14 +313,23 @@ class Controller:
             layout, report.decision = self.plan(obs.now, planned, corrections, previous, bool(obs.reading.missing))
             report.layout = layout
             actions = diff(layout, self.view(obs, orphans), obs.now, self._limits())
-            report.notes = list(actions.notes) + [f"unplaced {u.workload}: {u.reason}" for u in layout.unplaced]
-            report.settling = actions.settling
+            self._report_moves(actions, layout, report)
             outcome = self.act(obs, actions.actions, report)
             report.notes.extend(n for n in outcome.notes if n not in report.notes)
             if not outcome.capacity:
                 return
             self._mark_unavailable(outcome.capacity, obs.now)
             report.outcome.capacity.clear()
+
+    def _report_moves(self, actions: Diff, layout: Layout, report: TickReport) -> None:
+        """The diff's account of the moves, and the capacity before the change for the next tick."""
+        report.notes = list(actions.notes) + [f"unplaced {u.workload}: {u.reason}" for u in layout.unplaced]
+        report.settling = actions.settling
+        report.draining = sorted(actions.draining)
+        report.breaches = [b.to_json() for b in actions.breaches]
+        report.converged = actions.converged
+        report.surge_slots = sorted(actions.surge_slots)
+        self.state = replace(self.state, rollout_baseline=actions.baseline)
 
     def plan(
         self,
@@ -349,7 +367,7 @@ class Controller:
 
     def _layout_input(self, previous: Layout | None, rates: Mapping[str, float]) -> LayoutInput:
         records = self.store.all_records()
-        live = {r.slot: r.instance_type for r in records if r.state in LIVE}
+        live = {r.slot: r.instance_type for r in records if r.state in LIVE and not is_surge_slot(r.slot)}
         reserved: dict[str, set[tuple[str, int]]] = {}
         running: dict[str, tuple[PlannedServer, ...]] = {}
         current = {r.key for r in records if r.state in LIVE}
@@ -366,6 +384,7 @@ class Controller:
             workloads=self._workload_info(),
             rates=dict(rates),
             running=running,
+            judge=self.judge,
         )
 
     def _workload_info(self) -> dict[str, WorkloadInfo]:
@@ -405,6 +424,9 @@ class Controller:
             orphans=[(i.slot, i.id) for i in orphans],
             prices=prices,
             agent_seen=self.state.agent_seen,
+            rates=dict(obs.reading.rates),
+            drained=None,  # no gateway yet: a retiring server counts as drained at once
+            baseline=self.state.rollout_baseline,
         )
 
     def _ready_servers(
@@ -435,8 +457,20 @@ class Controller:
         return outcome
 
     def _limits(self) -> Limits:
+        types = {
+            t.name: TypeInfo(
+                name=t.name, gpu=t.gpu, gpus=t.gpus, price_per_hour=t.price_per_hour, max_instances=t.max_instances
+            )
+            for t in self.policy.instance_types
+        }
         return Limits(
-            self.policy.provider.ready_timeout_s, self.policy.scaling.max_cost_per_hour, gpu_fits(self.policy)
+            ready_timeout_s=self.policy.provider.ready_timeout_s,
+            max_cost_per_hour=self.policy.scaling.max_cost_per_hour,
+            judge=self.judge,
+            max_surge=self.policy.scaling.max_surge,
+            max_instances=self.policy.scaling.instance_limit,
+            types=types,
+            fleet=self.policy.fleet,
         )
 
     def _caps(self, now: float) -> dict[str, int]:
@@ -479,6 +513,7 @@ class Controller:
 
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
+        self.judge = server_judge(policy)
 
 
 def _signature(layout: Layout) -> tuple[Any, ...]:

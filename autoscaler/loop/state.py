@@ -95,6 +95,8 @@ class ControllerState:
     rejected: Mapping[Key, str] = field(
         default_factory=dict
     )  # attempt -> fingerprint of the assignment its agent refused
+    rollout_baseline: Mapping[str, float] | None = None  # capacity per workload when the change under way
+    # began (reconcile's Diff.baseline: the invariant's "before"); None while the fleet is at rest
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"version": SCHEMA_VERSION}
@@ -164,4 +166,5 @@ _CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     ),
     "backoff": (lambda b: b.to_json(), Backoff.from_json),
     "rejected": (_keyed_out, _keyed_in(str)),
+    "rollout_baseline": (lambda v: None if v is None else dict(v), lambda d: {str(k): float(v) for k, v in d.items()}),
 }

@@ -61,7 +61,17 @@ CASES = [
     ("missing profile", mutate("instance_types.0.gpu", "a100"), "instance_types[0].gpu"),
     ("missing field", mutate("workloads.0.slo_ms", DELETE), "workloads[0].slo_ms"),
     ("bad scaling", {**GOOD, "scaling": {"forecast": "magic"}}, "scaling.forecast"),
+    ("negative max_surge", {**GOOD, "scaling": {"max_surge": -1}}, "scaling.max_surge"),
+    ("max_surge not a count", {**GOOD, "scaling": {"max_surge": "lots"}}, "scaling.max_surge"),
+    ("max_surge a bool", {**GOOD, "scaling": {"max_surge": True}}, "scaling.max_surge"),
 ]
+
+
+def test_max_surge_is_a_count_or_a_percentage(tmp_path):
+    """scaling.max_surge: default None (1, or 10 % of the fleet if larger), a count, or "N%"."""
+    assert load_policy(write(tmp_path, GOOD)).scaling.max_surge is None
+    for value in (0, 3, "25%", "12.5%"):
+        assert load_policy(write(tmp_path, {**GOOD, "scaling": {"max_surge": value}})).scaling.max_surge == value
 
 
 @pytest.mark.parametrize(("label", "data", "field"), CASES, ids=[c[0] for c in CASES])

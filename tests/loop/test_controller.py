@@ -271,15 +271,17 @@ def test_ready_instance_whose_agent_goes_silent_is_replaced(tmp_path: Path) -> N
 
 
 def test_resize_is_make_before_break_when_the_gpu_has_room(tmp_path: Path) -> None:
-    """The live-demo bug: a resized server kept its name and was restarted in place. With room on
-    the GPU the agent gets old and new side by side, then the old one alone goes; without room it
-    is restarted in place. No assignment ever puts more than 100 % on a GPU."""
+    """The live-demo bug: a resized server kept its name and was restarted in place. Now a resized
+    server always gets a new name and port: the agent runs old and new side by side and the old
+    one goes once the new one serves, with room on the GPU (30 % -> 60 %) or without it (60 % ->
+    80 %: 140 % assigned while the new server starts, a handover: it takes the old one's load once
+    ready). A server that already carries its placement's rate is left as it runs instead."""
     from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 
-    share = {"mps": 30.0}
+    want = {"mps": 30.0, "rate": 100.0}
 
     def planner(policy, rates, corrections, caps, current):  # type: ignore[no-untyped-def]
-        place = PlacementOut("alex", "alexnet", 4, share["mps"], 100.0, 5.0, 120.0)
+        place = PlacementOut("alex", "alexnet", 4, want["mps"], want["rate"], 5.0, 120.0)
         return Plan("one", (InstanceOut("p3.2xlarge", 3.06, (GpuOut(0, "v100", (place,)),)),))
 
     clock = Clock()
@@ -287,17 +289,30 @@ def test_resize_is_make_before_break_when_the_gpu_has_room(tmp_path: Path) -> No
     settle(ctl, clock, 3)
     names = lambda: [(s["name"], s["port"], s["mps_percent"]) for s in tr.applies[-1][1]["servers"]]  # noqa: E731
     assert [n[0] for n in names()] == ["alex-0"]
-    share["mps"] = 60.0
+    want.update(mps=60.0, rate=5000.0)  # more than alex-0 carries: it must be replaced
     clock.advance(30)
     assert ctl.tick().ok
     assert sorted(n[0] for n in names()) == ["alex-0", "alex-1"]  # both: make-before-break
     settle(ctl, clock, 2)
     assert [n[0] for n in names()] == ["alex-1"] and names()[0][2] == 60.0
-    share["mps"] = 80.0  # 60 + 80 > 100: in place
+    want.update(mps=80.0, rate=9000.0)  # 60 + 80 > 100: a handover, never a restart in place
+    clock.advance(30)
+    assert ctl.tick().ok
+    assert sorted((n[0], n[2]) for n in names()) == [("alex-0", 80.0), ("alex-1", 60.0)]
     settle(ctl, clock, 2)
-    assert [(n[0], n[2]) for n in names()] == [("alex-1", 80.0)]
-    for _, body in tr.applies:
-        assert sum(s["mps_percent"] for s in body["servers"] if s["gpu_index"] == 0) <= 100.0
+    assert [(n[0], n[2]) for n in names()] == [("alex-0", 80.0)]
+    for (_, before), (_, after) in zip(tr.applies, tr.applies[1:]):  # never a restart in place
+        old = {s["name"]: (s["port"], s["mps_percent"], s["batch"]) for s in before["servers"]}
+        for s in after["servers"]:
+            assert old.get(s["name"], (s["port"], s["mps_percent"], s["batch"])) == (
+                s["port"],
+                s["mps_percent"],
+                s["batch"],
+            )
+    want.update(mps=50.0, rate=10.0)  # alex-0 (80 %) carries 10 req/s as it is: left alone
+    before = len(tr.applies)
+    settle(ctl, clock, 2)
+    assert len(tr.applies) == before
 
 
 def test_min_rate_floor_shows_in_the_rate_planned_for(tmp_path: Path) -> None:
