@@ -23,7 +23,9 @@ operator's minimum (each workload's min_rate_rps at its 99.9th percentile, chose
 from the replayed hour, a 900 s scale-down delay, headroom 0.1), and resampled to 60 s means.
 Every number comes from a simulation run here; nothing is hard-coded.
 
-Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure] [--scales 0.7,0.85]
+Issue 14's targets (reconfiguration without outage, surge cost) come first: see _rollout.py.
+
+Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure|rollout] [--scales 0.7,0.85]
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 import itertools  # noqa: E402
 
+import _rollout as rollout  # noqa: E402
 import numpy as np  # noqa: E402
 from _machine import describe  # noqa: E402
 
@@ -386,7 +389,11 @@ def plan_quality(sc: Scenario) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="ServeGen: the first 3 days only")
-    ap.add_argument("--only", choices=["servegen", "azure"])
+    ap.add_argument(
+        "--only",
+        choices=["servegen", "azure", "rollout"],
+        help="one scenario; rollout: issue 14's targets (reconfiguration without outage, _rollout.py)",
+    )
     ap.add_argument(
         "--scales",
         default=",".join(f"{f:g}" for f in SCALES),
@@ -395,6 +402,8 @@ def main() -> None:
     args = ap.parse_args()
     scales = tuple(float(x) for x in args.scales.split(",") if x.strip())
     print(f"machine: {describe()}")
+    if args.only in (None, "rollout"):
+        rollout.report(args.quick)
     for sc in scenarios(args.quick, args.only):
         report(sc, scales)
 

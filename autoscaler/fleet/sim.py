@@ -24,6 +24,7 @@ class Lifetime:
     price_per_hour: float
     start: float
     end: float | None = None
+    slot: str = ""
 
     def hours(self, until: float) -> float:
         end = until if self.end is None else min(self.end, until)
@@ -73,7 +74,7 @@ class SimProvider:
         )
         self._live[inst.id] = inst
         self._by_key[(slot, str(attempt))] = inst.id
-        self.lifetimes[inst.id] = Lifetime(instance_type, self.prices[instance_type], now)
+        self.lifetimes[inst.id] = Lifetime(instance_type, self.prices[instance_type], now, slot=slot)
         return inst
 
     def terminate(self, instance_id: str) -> None:
@@ -104,11 +105,18 @@ class SimProvider:
         """What the instances held right now cost per hour (pending ones are billed too)."""
         return sum(self.prices[i.instance_type] for i in self._live.values())
 
-    def instance_hours(self, until: float) -> dict[str, float]:
+    def instance_hours(self, until: float, slots: Callable[[str], bool] | None = None) -> dict[str, float]:
+        """Hours per instance type, of every instance or of those whose slot `slots` accepts."""
         out: dict[str, float] = {}
         for life in self.lifetimes.values():
-            out[life.instance_type] = out.get(life.instance_type, 0.0) + life.hours(until)
+            if slots is None or slots(life.slot):
+                out[life.instance_type] = out.get(life.instance_type, 0.0) + life.hours(until)
         return out
 
-    def cost_usd(self, until: float) -> float:
-        return sum(life.price_per_hour * life.hours(until) for life in self.lifetimes.values())
+    def cost_usd(self, until: float, slots: Callable[[str], bool] | None = None) -> float:
+        """The bill, of every instance or of those whose slot `slots` accepts."""
+        return sum(
+            life.price_per_hour * life.hours(until)
+            for life in self.lifetimes.values()
+            if slots is None or slots(life.slot)
+        )

@@ -36,7 +36,11 @@ from typing import Any, Literal
 import numpy as np
 
 from autoscaler.config.policy import Policy
+from autoscaler.core.colocation import cached_judge
+from autoscaler.core.layout import Layout
 from autoscaler.core.lifecycle import State
+from autoscaler.core.rollout import loading
+from autoscaler.core.surge import is_surge_slot
 from autoscaler.fleet.sim import SimProvider
 from autoscaler.loop.controller import Controller, Deps, PlanFn, TickReport
 from autoscaler.loop.store import Store
@@ -223,6 +227,48 @@ class MemoPlanner:
         return plan
 
 
+class Moves:
+    """What changes of plan did to capacity, for `reconfig_short_steps`. A change begins at a tick
+    that brings a new layout (or, at rest, any work to do) and lasts until the fleet is at rest
+    again (TickReport.converged); every row meanwhile is judged against the capacity the fleet had
+    just before that tick (NaN for rows at rest). A layout that follows another before the first
+    is done starts a new change: a workload planned to grow that grows late is a forecast's
+    shortfall (it never had the capacity), one that lost capacity it had is the change's.
+    Also counts the ticks where a policy limit broke the invariant (TickReport.breaches), by limit."""
+
+    def __init__(self, names: list[str], n: int) -> None:
+        self.base = {w: np.full(n, np.nan) for w in names}
+        self.last: dict[str, float] = {}
+        self.pre: dict[str, float] = {}
+        self.change: dict[str, float] | None = None
+        self.layout: Any = None
+        self.breaches: dict[str, int] = {}
+
+    def begin(self) -> None:
+        self.pre = dict(self.last)
+
+    def end(self, report: TickReport) -> None:
+        layout = _signature(report.layout)
+        if report.converged:
+            self.change = None
+        elif self.change is None or layout != self.layout:
+            self.change = self.pre
+        self.layout = layout
+        for b in report.breaches:
+            self.breaches[b["limit"]] = self.breaches.get(b["limit"], 0) + 1
+
+    def record(self, lo: int, hi: int, cap: Mapping[str, float]) -> None:
+        for w, arr in self.base.items():
+            arr[lo:hi] = np.nan if self.change is None else self.change.get(w, 0.0)
+        self.last = dict(cap)
+
+
+def _signature(layout: Any) -> Any:
+    if layout is None:
+        return None
+    return tuple((s.slot, tuple(sorted(v.agent_key() for v in s.servers))) for s in layout.slots)
+
+
 class Replay:
     """One run of the controller over a trace; `run()` returns the SimResult."""
 
@@ -252,11 +298,17 @@ class Replay:
         self.broken = 0
         self.unplaced: dict[str, str] = {}
         self.ticks = 0
+        self.moves = Moves(trace.names, n)
+        self.verdict = cached_judge(policy)
+        self.layout: Layout | None = None  # the layout of the last tick
 
     def tick(self, now: float) -> TickReport:
         self.clock.t = now
+        self.moves.begin()
         report = self.controller.tick()
         self.ticks += 1
+        self.moves.end(report)
+        self.layout = report.layout or self.layout
         if not report.ok and report.error:
             self.errors.append(f"t={now:g}: {report.error}")
         if report.layout is not None:
@@ -271,30 +323,42 @@ class Replay:
         self.tick(t0)
         return self.provider.launches
 
-    def snapshot(self) -> dict[str, float]:
+    def snapshot(self, commit: bool = False) -> dict[str, float]:
         """Capacity per workload: the servers assigned to ready instances, re-predicted as they are
-        co-located on each GPU (simresult.feasible_capacity)."""
+        co-located on each GPU (simresult.feasible_capacity). A server counts the moment it is
+        assigned (the simulator's instances are up at boot_s, their servers at once); in a
+        handover (a resized server started beside the one it `replaces`) the successor takes over
+        the old one's load at once too (rollout.loading), as reconcile judges it once it reports
+        ready. `commit` adds the servers over budget to the run's count."""
         gpu_of = {t.name: t.gpu for t in self.policy.instance_types}
         ready = {r.key: r.instance_type for r in self.store.open_records() if r.state is State.READY}
+        wanted = frozenset(s.agent_key() for _, s in self.layout.servers()) if self.layout else frozenset()
         gpus: dict[tuple[tuple[str, int], int], list[tuple[str, str, int, float]]] = {}
         for key, (_, servers) in self.store.applied().items():
-            if key in ready:
-                for s in servers:
-                    gpus.setdefault((key, s.gpu_index), []).append((s.workload, s.model, s.batch, s.mps_percent))
-        cap, broken = feasible_capacity(self.policy, ((gpu_of[ready[k]], v) for (k, _), v in gpus.items()))
-        self.broken += broken
+            if key not in ready:
+                continue
+            for gi in {s.gpu_index for s in servers}:
+                on = [s for s in servers if s.gpu_index == gi]
+                for s in loading(on, {v.name for v in on}, wanted):
+                    gpus.setdefault((key, gi), []).append((s.workload, s.model, s.batch, s.mps_percent))
+        cap, broken = feasible_capacity(
+            self.policy, ((gpu_of[ready[k]], v) for (k, _), v in gpus.items()), self.verdict
+        )
+        if commit:
+            self.broken += broken
         return {w: cap.get(w, 0.0) for w in self.trace.names}
 
     def record(self, start: float, end: float) -> None:
         """The fleet as it stands now serves every trace row in [start, end)."""
         lo = int(np.searchsorted(self.trace.times, start, "left"))
         hi = int(np.searchsorted(self.trace.times, end, "left"))
-        cap = self.snapshot()
+        cap = self.snapshot(commit=True)
         self.tick_times.append(start)
         for w in self.trace.names:
             self.tick_capacity[w].append(cap.get(w, 0.0))
             self.capacity[w][lo:hi] = cap.get(w, 0.0)
         self.cost[lo:hi] = self.provider.cost_per_hour()
+        self.moves.record(lo, hi, cap)
 
     def run(self) -> tuple[int, int]:
         """Tick on the interval grid to the trace's end, plus the early ticks `igniter run` adds
@@ -334,6 +398,8 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         warm, end = replay.run()
     p = replay.provider
     sc = policy.scaling
+    surge = [life for life in p.lifetimes.values() if is_surge_slot(life.slot)]
+    surge_launches = len(surge)
     return SimResult(
         label=opts.describe(policy),
         strategy=opts.strategy,
@@ -346,8 +412,8 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         cost_total_usd=p.cost_usd(end),
         static_peak_cost_usd=peak_cost,
         instance_hours=p.instance_hours(end),
-        launches=p.launches - warm,
-        terminations=p.terminations,
+        launches=p.launches - warm - surge_launches,  # the plan's own; surge is counted apart
+        terminations=p.terminations - sum(1 for life in surge if life.end is not None),
         reconfigurations=_configures(replay.store, 2),
         ticks=replay.ticks,
         tick_errors=replay.errors,
@@ -355,6 +421,11 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         broken_servers=replay.broken,
         tick_times=np.array(replay.tick_times),
         tick_capacity={w: np.array(v) for w, v in replay.tick_capacity.items()},
+        change_base=replay.moves.base,
+        surge_instance_hours=sum(p.instance_hours(end, is_surge_slot).values()),
+        surge_cost_usd=p.cost_usd(end, is_surge_slot),
+        surge_launches=surge_launches,
+        breaches=dict(replay.moves.breaches),
     )
 
 

@@ -72,7 +72,10 @@ def test_the_engine_drives_the_real_controller_and_store(make_policy):
     assert isinstance(replay.controller, Controller)
     kinds = {a["kind"] for a in replay.store.actions()}
     assert {"launch", "configure"} <= kinds
-    assert replay.ticks == 2 + 9  # warm start (2) and one per interval after t0
+    times = [float(t) for t in replay.tick_times]
+    settles = [t for t in times if t % policy.scaling.interval_s]  # make-before-break links (settle_s)
+    assert all(t % policy.scaling.interval_s == policy.scaling.settle_s for t in settles)
+    assert replay.ticks == 2 + 9 + len(settles)  # warm start (2), one per interval after t0, settle ticks
     assert replay.store.history()  # lifecycle transitions recorded as for `igniter run`
 
 
