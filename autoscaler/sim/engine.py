@@ -95,11 +95,15 @@ class TraceRates:
     """RateSource: what a request counter read every interval reports, i.e. the mean (or with
     stat "max", the busiest row, like CloudWatch's Maximum) of the trace rows of the last
     `window_s`; the latest row when rows are coarser than the window. At the trace's first
-    instant it reports the first window, so the warm fleet is sized for the traffic about to come."""
+    instant it reports the first `warm_s` (default: the window), so the warm fleet is sized for the
+    traffic about to come: the replay runs it from boot_s + interval_s, the time the first plan
+    that reacts to the trace needs to serve (a fleet sized for the first row alone starts empty
+    for a workload idle at that instant and short when its traffic arrives a minute later)."""
 
-    def __init__(self, trace: Trace, window_s: float, stat: str = "mean") -> None:
+    def __init__(self, trace: Trace, window_s: float, stat: str = "mean", warm_s: float | None = None) -> None:
         self.times = trace.times
         self.window_s = window_s
+        self.warm_s = window_s if warm_s is None else max(warm_s, window_s)
         self.stat = stat
         self.rates = trace.rates
         self.prefix = {w: np.concatenate([[0.0], np.cumsum(v)]) for w, v in trace.rates.items()}
@@ -107,7 +111,7 @@ class TraceRates:
     def _rows(self, now: float) -> tuple[int, int]:
         t0 = float(self.times[0])
         if now <= t0:
-            return 0, max(1, int(np.searchsorted(self.times, t0 + self.window_s, "left")))
+            return 0, max(1, int(np.searchsorted(self.times, t0 + self.warm_s, "left")))
         hi = int(np.searchsorted(self.times, now, "right"))
         return min(int(np.searchsorted(self.times, now - self.window_s, "right")), hi - 1), hi
 
@@ -283,7 +287,7 @@ class Replay:
         source = (
             FutureRates(trace, sc.boot_s + sc.interval_s)
             if opts.strategy == "oracle"
-            else TraceRates(trace, sc.interval_s, opts.rate_stat)
+            else TraceRates(trace, sc.interval_s, opts.rate_stat, warm_s=sc.boot_s + sc.interval_s)
         )
         rates = RateReader(source, policy.rates.stale_after_s)
         self.planner = MemoPlanner(plan_fn)

@@ -15,7 +15,7 @@ from autoscaler.sim.engine import SimResult
 def _console() -> Console:
     """A console that does not squash tables when the output is a file or a pipe."""
     console = Console()
-    return console if console.is_terminal else Console(width=160)
+    return console if console.is_terminal else Console(width=200)
 
 
 def _money(x: float) -> str:
@@ -72,7 +72,25 @@ def print_summary(result: SimResult, console: Console | None = None) -> None:
             f"{s['reconfigurations']} reconfigurations",
         ),
         ("instance-hours", ", ".join(f"{k} {v:,.1f}" for k, v in s["instance_hours"].items()) or "none"),
+        (
+            "reconfiguration",
+            f"{s['outage_steps']} outage rows (traffic, no capacity), {s['reconfig_short_steps']} short rows "
+            "a change of plan caused",
+        ),
+        (
+            "surge",
+            f"{s['surge_instance_hours']:,.2f} instance-hours ({s['surge_launches']} launches), "
+            f"${s['surge_cost_usd']:,.2f} = {s['surge_cost_fraction']:.2%} of the cost",
+        ),
     ]
+    if s["invariant_breaches"]:
+        rows.append(
+            (
+                "invariant breaches",
+                ", ".join(f"{n} tick(s) by {k}" for k, n in s["invariant_breaches"].items())
+                + " (a policy limit left no room for surge)",
+            )
+        )
     if s["servers_over_budget"]:
         rows.append(
             (
@@ -115,6 +133,9 @@ def print_compare(results: Sequence[SimResult], console: Console | None = None) 
         "of the time",
         "worst shortfall",
         "scaling actions",
+        "outage",
+        "reconfig",
+        "surge h",
         "servers over budget",
         "instance-hours",
     ):
@@ -129,6 +150,9 @@ def print_compare(results: Sequence[SimResult], console: Console | None = None) 
             f"{s['slo_attainment_time']:.4f}",
             f"{s['worst_shortfall']:.1%}",
             str(s["scaling_actions"]),
+            str(s["outage_steps"]),
+            str(s["reconfig_short_steps"]),
+            f"{s['surge_instance_hours']:,.2f}",
             str(s["servers_over_budget"]),
             ", ".join(f"{k} {v:,.1f}" for k, v in s["instance_hours"].items()),
         )

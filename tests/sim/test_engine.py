@@ -182,3 +182,24 @@ def test_min_rate_floor_keeps_a_server_through_a_zero_gap(make_policy):
     assert short_times(bare)[0] == 1200.0 and bare.capacity["a"][19] == 0.0
     assert short_times(floored) == [] and floored.capacity["a"].min() >= 500.0
     assert floored.cost_total_usd > bare.cost_total_usd
+
+
+def test_the_warm_fleet_covers_a_workload_idle_at_the_first_row(make_policy):
+    """The warm fleet is sized for the first boot_s + interval_s (what any first plan must cover):
+    a workload with no traffic at the first instant and traffic a minute later is not left empty."""
+    result = simulate(make_policy(), trace_of({"a": [0.0] + [500.0] * 12}))
+    assert result.outage_steps() == 0 and result.summary()["outage_steps"] == 0
+
+
+def test_outage_and_reconfiguration_rows_are_counted_apart_from_the_forecasts_misses():
+    """outage: traffic and no capacity; reconfig short: short, and the capacity before the change
+    under way (change_base, NaN at rest) would have covered the row."""
+    from autoscaler.sim.result import SimResult
+
+    trace = trace_of({"a": [100.0, 100.0, 300.0, 100.0, 100.0]})
+    capacity = {"a": np.array([150.0, 0.0, 200.0, 50.0, 150.0])}
+    base = {"a": np.array([np.nan, 150.0, 150.0, 150.0, np.nan])}
+    r = SimResult("t", "oracle", "igniter", "last", 0.0, trace, capacity, np.zeros(5), 1.0, 1.0, {}, change_base=base)
+    assert r.outage_steps() == 1  # row 1
+    assert r.reconfig_short_steps() == 2  # rows 1 and 3; row 2 (300 > 150 before) is the forecast's
+    assert r.summary()["outage_steps"] == 1 and r.summary()["reconfig_short_steps"] == 2
