@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from agents.spec import Assignment, ServerSpec
-from autoscaler.core.resize import Judge, keep_as_running
+from autoscaler.core.resize import Judge, stay_as_running
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
 
 
@@ -299,7 +299,12 @@ def _keep_servers(
             pool.remove(old)
             matched.append((old, g.index, p))
     resized = _resized(matched, running, info)
-    stay = _stay(inst, matched, running, info, judge, resized) if resized and judge else {}
+    stay = {}
+    if resized and judge:
+        spec = lambda name, gi, p: _spec(name, 0, gi, p, info)  # noqa: E731
+        stay = stay_as_running(
+            inst, [(o.name, gi, p) for o, gi, p in matched if o.name in resized], running, judge, spec
+        )
     live = {s.name for s in running}
     kept = tuple(
         stay.get(o.name) or _successor(_spec(o.name, o.index, gi, p, info), o, live)
@@ -315,27 +320,6 @@ def _successor(spec: PlannedServer, old: PlannedServer, live: set[str]) -> Plann
     if spec.name in live or not old.replaces or old.replaces not in live:
         return spec
     return replace(spec, replaces=old.replaces)
-
-
-def _stay(
-    inst: InstanceOut,
-    matched: list[tuple[PlannedServer, int, PlacementOut]],
-    running: tuple[PlannedServer, ...],
-    info: Mapping[str, WorkloadInfo],
-    judge: Judge,
-    resized: set[str],
-) -> dict[str, PlannedServer]:
-    """The resized running servers that may stay as they run (resize.keep_as_running)."""
-    live = {s.name: s for s in running}
-    planned: dict[int, list[PlannedServer]] = {}
-    spec_of: dict[int, PlannedServer] = {}  # id(placement) -> its planned spec
-    for g in inst.gpus:
-        planned[g.index] = []
-        for i, p in enumerate(g.placements):
-            spec_of[id(p)] = _spec(f"?{g.index}.{i}", 0, g.index, p, info)
-            planned[g.index].append(spec_of[id(p)])
-    pairs = [(live[o.name], spec_of[id(p)]) for o, _, p in matched if o.name in resized]
-    return keep_as_running(inst.instance_type, planned, pairs, judge)
 
 
 def _resized(

@@ -4,11 +4,11 @@ One tick, in named steps (`diff`):
 1. records: the newest usable record per slot (older usable attempts are duplicates).
 2. launches: slots the layout has and the fleet lacks; replacements of instances not ready in
    time or whose agent went silent; none that would lift the cost above max_cost_per_hour.
-3. moves: which servers each ready GPU runs after this tick (rollout.py states and keeps the
-   invariant: no workload's ready capacity falls below its floor while its replacement does not
-   serve; blocking.py tells moves that wait from moves that would wait forever; surge.py gives
-   those stand-ins on borrowed room or surge instances, or, where a policy limit leaves no room,
-   removes the blockers first and reports a Breach).
+3. moves (moves.py): which servers each ready GPU runs after this tick. rollout.py states and
+   keeps the invariant (no workload's ready capacity falls below its floor while its replacement
+   does not serve); blocking.py tells moves that wait from moves that would wait forever; surge.py
+   starts those early as stand-ins on borrowed room or surge instances, or, where a policy limit
+   leaves no room, removes the servers in their way first and reports a Breach.
 4. configures: an assignment for each ready instance whose servers changed, or whose agent is behind.
 5. retire: surplus and idle surge instances whose servers have all left are drained and
    terminated; those not ready yet are terminated at once.

@@ -18,6 +18,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # layout imports this module
     from autoscaler.core.layout import PlannedServer
+    from autoscaler.planner.types import InstanceOut, PlacementOut
+
+Spec = Callable[[str, int, "PlacementOut"], "PlannedServer"]  # (name, GPU index, placement) -> planned server
 
 Judge = Callable[[str, Sequence["PlannedServer"]], Sequence[tuple[bool, float]]]
 
@@ -46,3 +49,24 @@ def keep_as_running(
             planned[new.gpu_index] = [kept if s is cur else s for s in trial]
             out[cur.name] = kept
     return out
+
+
+def stay_as_running(
+    inst: InstanceOut,
+    resized: Sequence[tuple[str, int, PlacementOut]],
+    running: Sequence[PlannedServer],
+    judge: Judge,
+    spec: Spec,
+) -> dict[str, PlannedServer]:
+    """For one planned instance: of its resized running servers ((name, GPU index, placement)),
+    those that may stay as they run (`keep_as_running`), by name."""
+    live = {s.name: s for s in running}
+    planned: dict[int, list[PlannedServer]] = {}
+    spec_of: dict[int, PlannedServer] = {}  # id(placement) -> its planned server
+    for g in inst.gpus:
+        planned[g.index] = []
+        for i, p in enumerate(g.placements):
+            spec_of[id(p)] = spec(f"?{g.index}.{i}", g.index, p)
+            planned[g.index].append(spec_of[id(p)])
+    pairs = [(live[name], spec_of[id(p)]) for name, _, p in resized]
+    return keep_as_running(inst.instance_type, planned, pairs, judge)

@@ -2,40 +2,45 @@
 
 **The invariant.** At every moment each workload's *ready capacity* (the summed predicted
 throughput of its servers that report ready and are not draining, each judged by the performance
-model beside the neighbours it actually has on its GPU) stays at or above its *floor*:
+model beside the neighbours it actually loads its GPU with, see `loading`) stays at or above its
+*floor*:
 
     floor(w)  = min(before(w), demand(w))
-    before(w) = max(w's capacity when the current change began, its ready capacity now without
-                stand-ins)
+    before(w) = max(w's capacity when the current change began, its ready capacity now, less the
+                stand-ins whose planned server already runs)
     demand(w) = max(w's observed rate now, the rate the target layout was planned for)
 
 demand is at least the current rate, so the floor is at least min(current rate, capacity before
 the change): the promise in DESIGN.md. A change may lower a workload's capacity to what it still
 needs (a scale-in), never below what it had while its replacement does not serve yet. The only
-exception is a limit the policy sets (max_instances, max_cost_per_hour, scaling.max_surge 0) that
-makes keeping it impossible: reconcile then forces the removal (`RolloutInput.forced`) and reports
-a Breach (surge.py). `Tick.result().short()` lists every workload left below its floor.
+exception is a limit the policy sets (max_instances, max_cost_per_hour, the surge budget) that
+makes keeping it impossible: surge.py then forces servers out (`Tick.force_out`) and reports a
+Breach; `RolloutStep.short()` lists every workload a tick left below its floor.
 
 `before` takes the larger of the two because capacity that arrived during a long change is the
-capacity "before" the next part of it (a workload that grew must not be moved back down). A
-stand-in (a temporary copy of a server in the way of a move, see surge.py) is left out of "now"
-while its original still runs, so that it does not raise the bar for the very server it stands in
-for. Surge is the change's scaffolding, never capacity to protect: once the planned server a
-stand-in copies serves, the stand-in carries nothing (that server took its load) and leaves. The capacity when
-the change began is threaded through the controller's state (`baseline`), since one change spans
-several ticks.
+capacity "before" the next part of it (a workload that grew must not be moved back down). The
+capacity when the change began is threaded through the controller's state (`baseline`), since a
+change spans several ticks.
+
+**Stand-ins** (surge.py: a planned server that cannot start where it is planned starts early
+elsewhere, as `<name>-s<k>`) carry their workload's new capacity until the planned server serves:
+while it has not started they stay whatever the floors say (the move is under way), and once it
+serves they carry nothing (it took their load) and leave. Surge is scaffolding, never capacity to
+protect.
 
 **One tick** (`Tick`), on the GPUs of ready instances:
 1. stop: each running server the layout no longer wants there (it moved, was resized under a new
-   name, its slot is surplus, or it is a stand-in) leaves if no floor breaks without it; servers
-   in the way of a planned server go first, stand-ins last (one not ready yet stays while its
-   workload's new servers are not ready either, unless it is in the way). With a gateway, a server that may leave
-   drains first (the gateway sends it nothing new, so it no longer counts as capacity) and leaves
-   the assignment once the gateway reports it drained (`drained`).
-2. start: each planned server not running yet starts if its GPU can hold it beside everything
-   still there: the judge predicts every server on the GPU within its latency budget (MPS shares
-   above 100 % are judged as the proportional split MPS gives when all are busy, see
-   colocation.py) and no floor breaks (a new neighbour slows the others down).
+   name, its instance is surplus, it is a stand-in) leaves if no floor breaks without it; servers
+   in the way of a planned server go first, stand-ins last, and one still starting stays while
+   its workload's new servers are not ready either (it may serve first), unless it is in the way.
+   With a gateway, a server that may leave drains first (the gateway sends it nothing new, so it
+   no longer counts as capacity) and leaves its agent's assignment once the gateway reports it
+   drained (`drained`).
+2. start: each planned server not running yet starts if its GPU can hold it once it serves: the
+   judge predicts every server there within its latency budget (MPS shares above 100 % are judged
+   as the proportional split MPS gives when all are busy, see colocation.py) and no floor breaks
+   (a new neighbour slows the others down). A resize hands over: the successor (`replaces`) takes
+   its predecessor's load once ready, so the two are never judged busy together.
 3. what could not start is blocked; blocking.py decides whether it waits or needs surge capacity.
 A server started now counts as capacity only once it reports ready, so make-before-break takes two
 ticks at least: start beside, then stop.
