@@ -167,7 +167,9 @@ class ScalingConfig(_Frozen):
     @classmethod
     def _surge(cls, value: Any) -> int | str | None:
         """A count of instances (0, 1, 2, ...) or a percentage of the planned fleet ("10%")."""
-        if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        if value is None or (
+            isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limits.MAX_INSTANCES_CEILING
+        ):
             return value
         if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)?%", value.strip()):
             return value.strip()

@@ -46,13 +46,13 @@ class Terminate:
 Action = Launch | Configure | Drain | Terminate
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FleetView:
     """The fleet as the controller knows it after observing and syncing."""
 
     records: Sequence[Record]  # open records (see lifecycle.OPEN)
     applied: Mapping[str, tuple[PlannedServer, ...]]  # slot -> servers last applied to its agent
-    stale_agents: frozenset[str] = frozenset()  # slots whose agent reports an older generation
+    stale_agents: frozenset[str] = frozenset()  # slots whose agent reports an older assignment generation
     ready_servers: frozenset[str] = frozenset()  # server names that report ready
     max_attempt: Mapping[str, int] = field(default_factory=dict)  # slot -> highest attempt ever used
     orphans: Sequence[tuple[str, str]] = ()  # (slot, instance id): ours, listed, no record
@@ -88,6 +88,7 @@ class Limits:
     gpu_fits: GpuFits = shares_fit  # used when `judge` is None
     judge: Judge | None = None  # colocation.server_judge: the performance model per server
     max_surge: int | str | None = None  # scaling.max_surge (None: 1, or 10 % of the fleet if larger)
+    max_instances: int | None = None  # scaling.max_instances: the most instances the fleet holds, surge included
     types: Mapping[str, TypeInfo] = field(default_factory=dict)  # the policy's instance types
     fleet: str = "igniter"  # names surge slots
 

@@ -217,6 +217,7 @@ def _surge_input(
             if is_surge_slot(s)
         ],
         live_by_type=live_by_type,
+        max_instances=limits.max_instances,
         cost_per_hour=cost,
         max_cost_per_hour=limits.max_cost_per_hour,
         taken_slots=frozenset(view.max_attempt) | frozenset(current),

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -126,12 +125,40 @@ class RolloutStep:
     converged: bool = False  # every GPU runs exactly what the layout wants, all of it ready
 
 
+class Amounts(dict[str, float]):
+    """Req/s per workload; a workload not in it has 0."""
+
+    def __missing__(self, key: str) -> float:
+        return 0.0
+
+    def plus(self, other: Mapping[str, float]) -> Amounts:
+        out = Amounts(self)
+        for k, v in other.items():
+            out[k] = out[k] + v
+        return out
+
+    def minus(self, other: Mapping[str, float]) -> Amounts:
+        """Less `other`, never below 0 (float rounding)."""
+        out = Amounts(self)
+        for k, v in other.items():
+            out[k] = max(0.0, out[k] - v)
+        return out
+
+    @staticmethod
+    def total(parts: Iterable[Mapping[str, float]]) -> Amounts:
+        out = Amounts()
+        for p in parts:
+            for k, v in p.items():
+                out[k] = out[k] + v
+        return out
+
+
 @dataclass(frozen=True, slots=True)
 class _Part:
     """One GPU's judgement: capacity per workload (ready, not draining), what its ready stand-ins
     carry per original, and the servers within budget."""
 
-    capacity: Counter[str]
+    capacity: Amounts
     stand_ins: Mapping[str, float]
     ok: frozenset[str]
 
@@ -158,10 +185,10 @@ class Tick:
             v.name for g in inp.gpus for v in g.running if (o := original_of(v.name)) in running and o in inp.ready
         }
         self.parts = {k: self._judge(k, v) for k, v in self.on.items()}
-        self.cap: Counter[str] = _total(p.capacity for p in self.parts.values())
+        self.cap = Amounts.total(p.capacity for p in self.parts.values())
         self.before = dict(self.cap)
         self.baseline = dict(inp.baseline) if inp.baseline is not None else dict(self.cap)
-        now = self.cap - self._paired()
+        now = self.cap.minus(self._paired())
         self.floor = {
             w: min(max(self.baseline.get(w, 0.0), now.get(w, 0.0)), inp.demand.get(w, math.inf))
             for w in set(self.cap) | set(self.baseline)
@@ -189,7 +216,7 @@ class Tick:
         gone: frozenset[str] = frozenset(),
         serving: frozenset[str] = frozenset(),
     ) -> _Part:
-        cap: Counter[str] = Counter()
+        cap = Amounts()
         stand: dict[str, float] = {}
         verdict = self._verdict(key, servers, serving)
         for s, good, thr in verdict:
@@ -199,10 +226,10 @@ class Tick:
                     stand[orig] = stand.get(orig, 0.0) + thr
         return _Part(cap, stand, frozenset(s.name for s, good, _ in verdict if good))
 
-    def _paired(self) -> Counter[str]:
+    def _paired(self) -> Amounts:
         """Per workload, what its ready stand-ins carry while their originals still run."""
         running = {s.name: s.workload for servers in self.on.values() for s in servers}
-        out: Counter[str] = Counter()
+        out = Amounts()
         for part in self.parts.values():
             for orig, thr in part.stand_ins.items():
                 if orig in running:
@@ -225,7 +252,7 @@ class Tick:
         return True
 
     def _commit(self, key: GpuKey, servers: list[PlannedServer], part: _Part) -> None:
-        self.cap = self.cap - self.parts[key].capacity + part.capacity
+        self.cap = self.cap.minus(self.parts[key].capacity).plus(part.capacity)
         self.on[key], self.parts[key] = servers, part
 
     # -- 1. stop ------------------------------------------------------------------------------------
@@ -371,13 +398,6 @@ def loading(
     nothing new and it leaves at the next tick."""
     taken = {s.replaces for s in servers if s.replaces and s.name in ready and s.agent_key() in wanted}
     return [s for s in servers if s.name in ready and (s.name not in taken or s.agent_key() in wanted)]
-
-
-def _total(parts: Iterable[Counter[str]]) -> Counter[str]:
-    out: Counter[str] = Counter()
-    for p in parts:
-        out.update(p)
-    return out
 
 
 def step(inp: RolloutInput) -> RolloutStep:

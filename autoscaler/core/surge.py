@@ -98,6 +98,7 @@ class SurgeInput:
     budget: int  # surge instances allowed at once
     slots: Sequence[SurgeSlot]  # live surge instances
     live_by_type: Mapping[str, int]  # live instances per type, launches of this tick included
+    max_instances: int | None = None  # the most instances the fleet may hold (scaling.max_instances)
     cost_per_hour: float  # the fleet's hourly cost, launches of this tick included
     max_cost_per_hour: float | None
     taken_slots: frozenset[str]  # every slot name ever used
@@ -257,12 +258,15 @@ class _Allocator:
             return "max_surge"
         if self.live_surge >= self.inp.budget:
             return "busy"
+        cap = self.inp.max_instances
+        if cap is not None and sum(self.live_by_type.values()) >= cap:
+            return "max_instances"
         why = "max_instances"
         for t in options:
             if t.max_instances is not None and self.live_by_type.get(t.name, 0) >= t.max_instances:
                 continue
-            cap = self.inp.max_cost_per_hour
-            if cap is not None and self.cost + t.price_per_hour > cap + 1e-9:
+            cost_cap = self.inp.max_cost_per_hour
+            if cost_cap is not None and self.cost + t.price_per_hour > cost_cap + 1e-9:
                 why = "max_cost_per_hour"
                 continue
             verdict = self.inp.judge(t.name, [b])

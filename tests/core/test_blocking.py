@@ -7,7 +7,20 @@ from autoscaler.core.layout import PlannedServer
 
 
 def srv(name: str, workload: str, mps: float = 50.0) -> PlannedServer:
-    return PlannedServer(name, workload, "alexnet", 0, 0, 4, mps, 100.0, 5.0, 100.0, "/m", 5.0)
+    return PlannedServer(
+        name=name,
+        workload=workload,
+        model="alexnet",
+        gpu_index=0,
+        index=0,
+        batch=4,
+        mps_percent=mps,
+        rate_rps=100.0,
+        predicted_latency_ms=5.0,
+        predicted_throughput_rps=100.0,
+        model_dir="/m",
+        max_queue_delay_ms=5.0,
+    )
 
 
 def block(slot: str, waiting: list[PlannedServer], blockers: list[PlannedServer]) -> Blockage:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import replace
 
 import pytest
 from pydantic import ValidationError
 
 from agents.spec import parse_assignment
-from dataclasses import replace
-
 from autoscaler.core.layout import (
     LayoutInput,
     WorkloadInfo,
@@ -200,7 +199,15 @@ def test_a_resized_server_that_still_does_its_job_stays_as_it_runs() -> None:
     first = layout_from_plan(Plan("x", (instance("a"),)), inp())
     running = first.slots[0].servers
     plan = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a", mps=60.0, batch=8),)),)),))
-    base = LayoutInput("f", first, {}, frozenset({"f-p3-0"}), {"f-p3-0": frozenset({("a-0", 0)})}, INFO, {"a": 200.0})
+    base = LayoutInput(
+        fleet="f",
+        previous=first,
+        extra_slots={},
+        taken_slots=frozenset({"f-p3-0"}),
+        reserved_servers={"f-p3-0": frozenset({("a-0", 0)})},
+        workloads=INFO,
+        rates={"a": 200.0},
+    )
     keep = layout_from_plan(plan, replace(base, running={"f-p3-0": running}, judge=shares_judge))
     [srv] = keep.slots[0].servers
     assert (srv.name, srv.batch, srv.mps_percent) == ("a-0", running[0].batch, running[0].mps_percent)

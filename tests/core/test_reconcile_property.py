@@ -36,7 +36,22 @@ def gpu(draw: Callable[..., Any], slot: str, names: list[str]) -> tuple[PlannedS
         used += int(mps // 10)
         name = f"{w}-{len(names)}"
         names.append(name)
-        out.append(PlannedServer(name, w, "alexnet", 0, len(out), 4, mps, mps, 5.0, mps * 10.0, "/m", 5.0))
+        out.append(
+            PlannedServer(
+                name=name,
+                workload=w,
+                model="alexnet",
+                gpu_index=0,
+                index=len(out),
+                batch=4,
+                mps_percent=mps,
+                rate_rps=mps,
+                predicted_latency_ms=5.0,
+                predicted_throughput_rps=mps * 10.0,
+                model_dir="/m",
+                max_queue_delay_ms=5.0,
+            )
+        )
     return tuple(out)
 
 

@@ -19,7 +19,21 @@ K0, K1 = ("s0", 0), ("s1", 0)
 def srv(
     name: str, workload: str, mps: float, thr: float, batch: int = 4, index: int = 0, replaces: str = ""
 ) -> PlannedServer:
-    return PlannedServer(name, workload, "alexnet", 0, index, batch, mps, thr, 5.0, thr, "/m", 5.0, replaces)
+    return PlannedServer(
+        name=name,
+        workload=workload,
+        model="alexnet",
+        gpu_index=0,
+        index=index,
+        batch=batch,
+        mps_percent=mps,
+        rate_rps=thr,
+        predicted_latency_ms=5.0,
+        predicted_throughput_rps=thr,
+        model_dir="/m",
+        max_queue_delay_ms=5.0,
+        replaces=replaces,
+    )
 
 
 def gpu(key: tuple[str, int], running: Sequence[PlannedServer], wanted: Sequence[PlannedServer]) -> Gpu:
@@ -144,8 +158,34 @@ def test_a_starting_server_loads_nothing_but_must_fit_once_it_serves() -> None:
     """The real model: a new neighbour that would push a server over its budget once busy never starts."""
     policy = load_policy(REPO / "policies" / "servegen-sim.yaml")
     judge = server_judge(policy)
-    large = PlannedServer("m-large-0", "m-large", "vgg19", 0, 0, 5, 65.0, 100.0, 5.0, 100.0, "/m", 5.0)
-    small = PlannedServer("m-small-0", "m-small", "alexnet", 0, 1, 14, 35.0, 100.0, 5.0, 100.0, "/m", 5.0)
+    large = PlannedServer(
+        name="m-large-0",
+        workload="m-large",
+        model="vgg19",
+        gpu_index=0,
+        index=0,
+        batch=5,
+        mps_percent=65.0,
+        rate_rps=100.0,
+        predicted_latency_ms=5.0,
+        predicted_throughput_rps=100.0,
+        model_dir="/m",
+        max_queue_delay_ms=5.0,
+    )
+    small = PlannedServer(
+        name="m-small-0",
+        workload="m-small",
+        model="alexnet",
+        gpu_index=0,
+        index=1,
+        batch=14,
+        mps_percent=35.0,
+        rate_rps=100.0,
+        predicted_latency_ms=5.0,
+        predicted_throughput_rps=100.0,
+        model_dir="/m",
+        max_queue_delay_ms=5.0,
+    )
     assert not all(ok for ok, _ in judge("g4dn.xlarge", [large, small]))
     g = Gpu(key=K0, instance_type="g4dn.xlarge", running=(large,), wanted=(large, small))
     out = step(RolloutInput(gpus=(g,), ready=frozenset({"m-large-0"}), demand={}, judge=judge))

@@ -41,8 +41,8 @@ class PaperFleet:
 
     def view(self) -> FleetView:
         return FleetView(
-            list(self.records.values()),
-            dict(self.applied),
+            records=list(self.records.values()),
+            applied=dict(self.applied),
             ready_servers=frozenset(self.ready),
             max_attempt={**self.attempts, **{s: r.attempt for s, r in self.records.items()}},
             prices=self.prices,
@@ -97,7 +97,13 @@ class PaperFleet:
     def _act(self, a: object) -> None:
         if isinstance(a, Launch):
             self.records[a.slot] = Record(
-                a.slot, a.attempt, a.instance_type, State.PENDING, self.now, self.now, f"i-{a.slot}"
+                slot=a.slot,
+                attempt=a.attempt,
+                instance_type=a.instance_type,
+                state=State.PENDING,
+                created_at=self.now,
+                updated_at=self.now,
+                instance_id=f"i-{a.slot}",
             )
             self.launched[a.slot] = self.steps
             self.attempts[a.slot] = a.attempt
@@ -114,7 +120,18 @@ class PaperFleet:
 
 def fleet(slots: list[SlotSpec], applied: dict[str, tuple[PlannedServer, ...]], **kw: object) -> PaperFleet:
     """Every slot in `applied` is a ready instance running its servers, all of them ready."""
-    records = {s: Record(s, 0, "p3", State.READY, NOW - 60, NOW - 60, f"i-{s}") for s in applied}
+    records = {
+        s: Record(
+            slot=s,
+            attempt=0,
+            instance_type="p3",
+            state=State.READY,
+            created_at=NOW - 60,
+            updated_at=NOW - 60,
+            instance_id=f"i-{s}",
+        )
+        for s in applied
+    }
     pf = PaperFleet(Layout("x", tuple(slots)), records, dict(applied), **kw)  # type: ignore[arg-type]
     pf.ready = {s.name for v in applied.values() for s in v}
     pf.history.append(pf.capacity())

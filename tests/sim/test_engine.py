@@ -199,7 +199,20 @@ def test_outage_and_reconfiguration_rows_are_counted_apart_from_the_forecasts_mi
     trace = trace_of({"a": [100.0, 100.0, 300.0, 100.0, 100.0]})
     capacity = {"a": np.array([150.0, 0.0, 200.0, 50.0, 150.0])}
     base = {"a": np.array([np.nan, 150.0, 150.0, 150.0, np.nan])}
-    r = SimResult("t", "oracle", "igniter", "last", 0.0, trace, capacity, np.zeros(5), 1.0, 1.0, {}, change_base=base)
+    r = SimResult(
+        label="t",
+        strategy="oracle",
+        planner="igniter",
+        forecast="last",
+        headroom=0.0,
+        trace=trace,
+        capacity=capacity,
+        cost_per_hour=np.zeros(5),
+        cost_total_usd=1.0,
+        static_peak_cost_usd=1.0,
+        instance_hours={},
+        change_base=base,
+    )
     assert r.outage_steps() == 1  # row 1
     assert r.reconfig_short_steps() == 2  # rows 1 and 3; row 2 (300 > 150 before) is the forecast's
     assert r.summary()["outage_steps"] == 1 and r.summary()["reconfig_short_steps"] == 2

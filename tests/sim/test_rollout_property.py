@@ -36,17 +36,17 @@ def replay(policy: Policy, trace: Trace, opts: SimOptions, plan_fn: Any = None) 
     _, end = rep.run()
     p = rep.provider
     result = SimResult(
-        "t",
-        opts.strategy,
-        policy.scaling.planner,
-        policy.scaling.forecast,
-        0.0,
-        trace,
-        rep.capacity,
-        rep.cost,
-        p.cost_usd(end),
-        0.0,
-        p.instance_hours(end),
+        label="t",
+        strategy=opts.strategy,
+        planner=policy.scaling.planner,
+        forecast=policy.scaling.forecast,
+        headroom=0.0,
+        trace=trace,
+        capacity=rep.capacity,
+        cost_per_hour=rep.cost,
+        cost_total_usd=p.cost_usd(end),
+        static_peak_cost_usd=0.0,
+        instance_hours=p.instance_hours(end),
         change_base=rep.moves.base,
     )
     return result, reports
