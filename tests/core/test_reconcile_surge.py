@@ -51,6 +51,14 @@ def test_max_instances_forbidding_the_surge_is_a_breach() -> None:
     assert not launches(d) and [b.limit for b in d.breaches] == ["max_instances"]
 
 
+def test_the_fleets_instance_limit_forbidding_the_surge_is_a_breach() -> None:
+    """scaling.max_instances counts surge instances too: at the limit, the swap breaks, reported."""
+    d = run(SWAP, SWAP_RECORDS, SWAP_APPLIED, ready={"a-0", "b-0"}, limits=Limits(types=P3, max_instances=2))
+    assert not launches(d) and [b.limit for b in d.breaches] == ["max_instances"]
+    d = run(SWAP, SWAP_RECORDS, SWAP_APPLIED, ready={"a-0", "b-0"}, limits=Limits(types=P3, max_instances=3))
+    assert len(launches(d)) == 1 and not d.breaches
+
+
 def test_max_cost_per_hour_forbidding_the_surge_is_a_breach() -> None:
     d = run(SWAP, SWAP_RECORDS, SWAP_APPLIED, ready={"a-0", "b-0"}, limits=Limits(types=P3, max_cost_per_hour=8.0))
     assert not launches(d) and [b.limit for b in d.breaches] == ["max_cost_per_hour"]

@@ -30,6 +30,7 @@ FULL = ControllerState(
     quarantined={"i-1": Quarantine(slot="f-p3-0", reason="host key mismatch", since=5.0)},
     backoff=Backoff(failures=2, until=60.0, reason="throttled: RequestLimitExceeded"),
     rejected={("f-p3-1", 2): "abc123"},
+    rollout_baseline={"a": 1200.0, "b": 0.0},
 )
 
 
