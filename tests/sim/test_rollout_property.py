@@ -53,14 +53,17 @@ def replay(policy: Policy, trace: Trace, opts: SimOptions, plan_fn: Any = None) 
 
 
 def check(result: SimResult, reports: Sequence[Any], limits: set[str]) -> None:
-    """The invariant, as the simulator counts it and as each tick report states it."""
+    """The invariant, as the simulator counts it and as each tick report states it. A plan that
+    leaves a workload out (a type's max_instances leaves no room: "unplaced" in the report) is the
+    limit's, not a change's: the rows are then not held to it."""
     breaches = [b for r in reports for b in r.breaches]
     assert {b["limit"] for b in breaches} <= limits, breaches
     for r in reports:
         assert r.ok, r.error
         if not r.breaches:
             assert not any(n.startswith("invariant:") for n in r.notes), r.notes
-    if not breaches:
+    unplaced = any(r.layout is not None and r.layout.unplaced for r in reports)
+    if not breaches and not unplaced:
         assert result.outage_steps() == 0
         assert result.reconfig_short_steps() == 0
 
@@ -100,7 +103,7 @@ def trace_of(rates: Mapping[str, list[float]]) -> Trace:
     return Trace("p.csv", np.arange(n) * 60.0, {k: np.array(v) for k, v in rates.items()}, 60.0)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scenarios())
 def test_random_rates_never_cost_an_outage_nor_a_reconfiguration_shortfall(make_policy, case) -> None:  # type: ignore[no-untyped-def]
     top, rates = case
@@ -108,10 +111,11 @@ def test_random_rates_never_cost_an_outage_nor_a_reconfiguration_shortfall(make_
     capped = any(t.get("max_instances") for t in top["instance_types"])
     result, reports = replay(policy, trace_of(rates), SimOptions(strategy="oracle"))
     check(result, reports, {"max_instances", "max_surge"} if capped else set())
-    assert reports[-1].converged and not reports[-1].surge_slots  # the end is at rest, surge retired
+    assert not reports[-1].surge_slots  # surge retired by the end
+    assert reports[-1].converged or reports[-1].layout.unplaced  # at rest, or held back by a limit
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scenarios())
 def test_the_policys_own_forecast_never_causes_an_outage(make_policy, case) -> None:  # type: ignore[no-untyped-def]
     top, rates = case
