@@ -395,8 +395,9 @@ def loading(
     """The servers that load a GPU: those ready (one still starting loads its model and runs no
     kernels), except a retiring one (its agent key not in `wanted`) whose successor (a ready
     server on the same GPU that `replaces` it) has taken over its load: the gateway sends it
-    nothing new and it leaves at the next tick."""
-    taken = {s.replaces for s in servers if s.replaces and s.name in ready and s.agent_key() in wanted}
+    nothing new and it leaves at the next tick. That holds even if a later plan no longer wants
+    the successor either: its load is still with the successor."""
+    taken = {s.replaces for s in servers if s.replaces and s.name in ready}
     return [s for s in servers if s.name in ready and (s.name not in taken or s.agent_key() in wanted)]
 
 

@@ -196,3 +196,25 @@ def test_over_subscribed_shares_are_judged_as_the_proportional_split() -> None:
     assert split([60.0, 30.0]) == [60.0, 30.0]
     assert split([80.0, 70.0]) == pytest.approx([80.0 / 1.5, 70.0 / 1.5])
     assert shares_judge("p3", [srv("a", "a", 80.0, 1.0), srv("b", "b", 70.0, 1.0)]) == [(False, 0.0), (False, 0.0)]
+
+
+def test_a_ready_successor_keeps_its_predecessors_load_even_when_a_later_plan_drops_it() -> None:
+    """A handover half done when the plan changes (the successor is no longer wanted either): the
+    predecessor still carries nothing and loads nothing, so its neighbours are not judged as if
+    three busy servers shared the GPU (which made a server there look worthless, and go)."""
+    from autoscaler.core.rollout import loading
+
+    old = srv("b-0", "b", 65.0, 300.0)
+    new = srv("b-1", "b", 55.0, 280.0, index=1, replaces="b-0")
+    other = srv("c-0", "c", 10.0, 60.0, index=2)
+    wanted = {other.agent_key()}  # the newest plan wants neither b server here
+    assert names(loading([old, new, other], {"b-0", "b-1", "c-0"}, wanted)) == ["b-1", "c-0"]
+    assert names(loading([old, new, other], {"b-0", "c-0"}, wanted)) == ["b-0", "c-0"]  # b-1 not ready
+    renamed = srv("b-0", "b", 30.0, 200.0, index=3)  # a new server reusing the name, wanted
+    assert names(loading([renamed, new], {"b-0", "b-1"}, {renamed.agent_key()})) == ["b-0", "b-1"]
+    out = step(
+        RolloutInput(
+            gpus=(gpu(K0, [old, new, other], [other]),), ready=frozenset({"b-0", "b-1", "c-0"}), demand={"c": 50.0}
+        )
+    )
+    assert "c-0" in names(out.assign[K0]) and out.after["c"] > 0
