@@ -17,7 +17,7 @@ from autoscaler.core.actions import FleetView, Launch, Limits, fleet_cost
 from autoscaler.core.blocking import Blockage, Progress, resolve
 from autoscaler.core.layout import Layout, PlannedServer, SlotSpec
 from autoscaler.core.lifecycle import Record, State
-from autoscaler.core.rollout import Gpu, GpuKey, Judge, RolloutInput, RolloutStep, Tick
+from autoscaler.core.rollout import Gpu, GpuKey, Judge, RolloutInput, RolloutStep, Tick, original_of
 from autoscaler.core.surge import SurgeInput, SurgePlan, SurgeSlot, allocate, is_surge_slot, surge_budget
 
 
@@ -36,6 +36,8 @@ def plan_moves(
     notes: list[str],
 ) -> Moves:
     """Stops, starts, and stand-ins where a move would otherwise wait forever (module docstring)."""
+    if (rest := _at_rest(layout, current, view)) is not None:
+        return Moves(rest, SurgePlan())
     judge = limits.server_judge()
     tick = Tick(_rollout_input(layout, current, view, limits, judge))
     tick.stop()
@@ -59,7 +61,60 @@ def plan_moves(
     step = tick.result()
     for w, gap in sorted(step.short().items()):
         notes.append(f"invariant: {w} is {gap:.1f} req/s below its floor {step.floor[w]:.1f} (a limit left no room)")
+    notes.extend(_held(layout, tick, step))
     return Moves(step, plan)
+
+
+def _held(layout: Layout, tick: Tick, step: RolloutStep) -> list[str]:
+    """Retiring servers kept although every planned server of their workload serves: the plan
+    carries less than the workload's floor (a forecast below the observed rate, or a plan whose
+    predictions the co-location judges lower). They stay until the plan catches up; say so."""
+    pending = tick.inp.pending
+    planned = {s.agent_key() for _, s in layout.servers()}
+    kept: dict[str, list[str]] = defaultdict(list)
+    for servers in step.assign.values():
+        handed = {s.replaces for s in servers if s.replaces}
+        for s in servers:
+            if s.agent_key() not in planned and s.name not in handed and s.workload not in pending:
+                kept[s.workload].append(s.name)
+    return [
+        f"{w} keeps {', '.join(sorted(names))}: its planned servers serve but carry less than its floor "
+        f"{step.floor.get(w, 0.0):.1f} req/s without them"
+        for w, names in sorted(kept.items())
+        if names and not any(original_of(n) for n in names)
+    ]
+
+
+def _at_rest(layout: Layout, current: Mapping[str, Record], view: FleetView) -> RolloutStep | None:
+    """The step when nothing is to move (most ticks): every instance is a planned one, and every
+    ready one runs exactly its planned servers, all of them ready. None otherwise."""
+    specs = {s.slot: s for s in layout.slots}
+    assign: dict[GpuKey, tuple[PlannedServer, ...]] = {}
+    for slot, rec in current.items():
+        spec = specs.get(slot)
+        if spec is None:
+            return None
+        if rec.state is not State.READY:
+            continue
+        applied = view.applied.get(slot, ())
+        if sorted(v.agent_key() for v in applied) != sorted(v.agent_key() for v in spec.servers):
+            return None
+        if any(v.name not in view.ready_servers for v in spec.servers):
+            return None
+        for v in applied:
+            assign[(slot, v.gpu_index)] = (*assign.get((slot, v.gpu_index), ()), v)
+    return RolloutStep(
+        assign=assign,
+        started=frozenset(),
+        stopped=frozenset(),
+        draining=frozenset(),
+        blocked={},
+        before={},
+        after={},
+        floor={},
+        baseline={},
+        converged=True,
+    )
 
 
 def _rollout_input(

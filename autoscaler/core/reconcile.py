@@ -177,8 +177,15 @@ def _within_budget(
 
 
 def _retiring_left(step: RolloutStep, layout: Layout) -> bool:
+    """A server the layout no longer wants still runs, other than one whose successor is beside it
+    (a handover: once the successor serves it carries nothing, and the next tick removes it; no
+    early tick is needed for that)."""
     wanted = {s.agent_key() for _, s in layout.servers()}
-    return any(s.agent_key() not in wanted for servers in step.assign.values() for s in servers)
+    for servers in step.assign.values():
+        handed = {s.replaces for s in servers if s.replaces}
+        if any(s.agent_key() not in wanted and s.name not in handed for s in servers):
+            return True
+    return False
 
 
 # -- 4, 5. configures and retirement ------------------------------------------------------------------

@@ -111,8 +111,10 @@ def test_random_rates_never_cost_an_outage_nor_a_reconfiguration_shortfall(make_
     capped = any(t.get("max_instances") for t in top["instance_types"])
     result, reports = replay(policy, trace_of(rates), SimOptions(strategy="oracle"))
     check(result, reports, {"max_instances", "max_surge"} if capped else set())
-    assert not reports[-1].surge_slots  # surge retired by the end
-    assert reports[-1].converged or reports[-1].layout.unplaced  # at rest, or held back by a limit
+    last = reports[-1]
+    assert not last.surge_slots  # surge retired by the end
+    held = any(" keeps " in n and "carry less than its floor" in n for n in last.notes)
+    assert last.converged or last.layout.unplaced or held  # at rest, or held back by a limit or a short plan
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
