@@ -27,7 +27,7 @@ tools: $(TSTAMP)
 
 # Debian packages the tests and the demo start for real, as PACKAGE:COMMAND. Installed when missing
 # and this runs as root with apt; otherwise make stops at once and names them.
-DEBS := openssh-server:/usr/sbin/sshd openssh-client:ssh-keygen haproxy:haproxy
+DEBS := openssh-server:/usr/sbin/sshd openssh-client:ssh-keygen haproxy:haproxy socat:socat
 debs:
 	@missing=$$(for d in $(DEBS); do c=$${d#*:}; command -v $$c >/dev/null 2>&1 || echo $${d%%:*}; done | sort -u | tr '\n' ' '); \
 	if [ -n "$$missing" ]; then \

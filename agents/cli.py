@@ -16,6 +16,7 @@ import threading
 import traceback
 from pathlib import Path
 
+from pydantic import ValidationError
 from rich.console import Console
 
 from agents.errors import InputError
@@ -25,6 +26,7 @@ from agents.node.daemon import AgentLocked, Daemon, lock_state_dir
 from agents.node.gpu import GpuMonitor, NoGpu, NvmlMonitor
 from agents.node.mps import Mps, NoMps, NvidiaMps
 from agents.node.supervisor import RestartPolicy
+from agents.spec import ServerLimits
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,6 +41,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--backoff-initial", type=float, default=1.0, help="first restart delay in seconds (doubles, at most 30)"
     )
+    limits = ServerLimits()
+    for flag, default, what in (
+        ("--drain-timeout", limits.drain_timeout_s, "seconds a removed server may take to answer what it holds"),
+        ("--read-timeout", limits.read_timeout_s, "seconds a client has to send a whole request"),
+        ("--idle-timeout", limits.idle_timeout_s, "seconds a connection may stay open without a request"),
+        ("--max-connections", limits.max_connections, "open connections per server; past it requests get 503"),
+    ):
+        run.add_argument(flag, type=type(default), default=default, help=f"{what} (default {default:g})")
     apply = sub.add_parser("apply", help="validate an assignment and hand it to the agent")
     apply.add_argument("--state-dir", type=Path, required=True)
     apply.add_argument("file", help="assignment JSON file, or - for stdin")
@@ -71,7 +81,28 @@ def _hardware(args: argparse.Namespace) -> tuple[str, Mps, GpuMonitor]:
     return "cuda", NvidiaMps(args.state_dir.resolve() / "mps"), monitor
 
 
+PRIVATE_UMASK = 0o077  # what run and apply create (and the servers and MPS daemon they start) is private
+
+
+def _limits(args: argparse.Namespace) -> ServerLimits:
+    """The servers' limits from the flags; a bad value is exit 2 naming the flag."""
+    values = {
+        "drain_timeout_s": args.drain_timeout,
+        "read_timeout_s": args.read_timeout,
+        "idle_timeout_s": args.idle_timeout,
+        "max_connections": args.max_connections,
+    }
+    try:
+        return ServerLimits(**values)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        flag = "--" + str(err["loc"][0]).removesuffix("_s").replace("_", "-")
+        raise InputError("igniter-agent run", flag, err["msg"]) from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    limits = _limits(args)  # before anything is created: bad input changes nothing
+    os.umask(PRIVATE_UMASK)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # HUP too: a closed terminal stops cleanly
@@ -79,7 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     lock = lock_state_dir(args.state_dir)
     device, mps, gpus = _hardware(args)
     policy = RestartPolicy(initial_backoff_s=args.backoff_initial)
-    daemon = Daemon(args.state_dir.resolve(), mps, gpus, device, policy)
+    daemon = Daemon(args.state_dir.resolve(), mps, gpus, device, policy, limits=limits)
     logging.getLogger("igniter-agent").info("pid %d, state dir %s, device %s", os.getpid(), args.state_dir, device)
     try:
         daemon.run(stop, args.interval)
@@ -89,12 +120,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_apply(args: argparse.Namespace) -> int:
+    os.umask(PRIVATE_UMASK)
     source = "<stdin>" if args.file == "-" else args.file
-    try:
-        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    try:  # bytes: the strict parser names the line where UTF-8 breaks instead of a decode traceback
+        data = sys.stdin.buffer.read() if args.file == "-" else Path(args.file).read_bytes()
     except OSError as exc:
         raise InputError(source, "", f"cannot read: {exc.strerror or exc}") from None
-    assignment, changed = apply_assignment(args.state_dir, text, source, args.force, not args.skip_model_check)
+    assignment, changed = apply_assignment(args.state_dir, data, source, args.force, not args.skip_model_check)
     verb = "handed over" if changed else "unchanged (already handed over)"
     print(f"generation {assignment.generation} with {len(assignment.servers)} server(s) {verb} to {args.state_dir}")
     if args.wait is None:

@@ -42,4 +42,5 @@ def from_validation(source: str | Path, exc: ValidationError, prefix: Iterable[i
     loc = [p for p in (*prefix, *err["loc"]) if p not in ("function-after", "function-before")]
     kind = err.get("type", "")
     message = {"extra_forbidden": "unknown key (check the spelling)", "missing": "required field is missing"}.get(kind)
-    return InputError(source, field_path(loc), message or str(err.get("msg", "invalid value")))
+    text = str(err.get("msg", "invalid value")).removeprefix("Value error, ")  # our validators' own words
+    return InputError(source, field_path(loc), message or text)

@@ -5,7 +5,7 @@ Parsed once into frozen pydantic objects so every later step can trust them; err
 
 from __future__ import annotations
 
-import json
+import ipaddress
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agents import strictjson
 from agents.errors import InputError, from_validation
 
 DataType = Literal["BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "BF16", "FP32", "FP64"]
@@ -32,7 +33,9 @@ Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Unknown keys are errors, and so is every NaN or Inf (JSON's 1e999 parses to Inf)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class TensorSpec(_Frozen):
@@ -79,12 +82,41 @@ class ServerSpec(_Frozen):
     port: Annotated[int, Field(ge=1, le=65535)]
     max_queue_delay_ms: Annotated[float, Field(ge=0, le=10_000)] = 5.0
     host: Annotated[str, Field(min_length=1)] = "127.0.0.1"
+    drain_timeout_s: Annotated[float, Field(ge=0, le=3600)] | None = None
+
+    @field_validator("host")
+    @classmethod
+    def _ip_address(cls, host: str) -> str:
+        """The address to bind: an IP (the VM's private address, 0.0.0.0, 127.0.0.1), never a name."""
+        try:
+            return str(ipaddress.ip_address(host))
+        except ValueError:
+            raise ValueError(f"must be an IP address such as 127.0.0.1 or 0.0.0.0, got {host!r}") from None
+
+    def restart_key(self) -> ServerSpec:
+        """What a running process depends on: a change of drain_timeout_s alone needs no restart."""
+        return self.model_copy(update={"drain_timeout_s": None})
+
+
+class ServerLimits(_Frozen):
+    """What one inference server grants its clients; the agent's flags set them for every server.
+
+    read_timeout_s bounds the whole request (headers and body) from its first byte, so a client
+    that trickles bytes (slowloris) cannot hold a connection; idle_timeout_s closes connections
+    that carry no request, from the connect and between keep-alive requests; past
+    max_connections open connections a request gets 503; drain_timeout_s bounds a graceful stop.
+    """
+
+    read_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    idle_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
+    max_connections: Annotated[int, Field(ge=1, le=65536)] = 1024
+    drain_timeout_s: Annotated[float, Field(ge=0, le=3600)] = 30.0
 
 
 class Assignment(_Frozen):
     """What the autoscaler wants this VM to run; `generation` orders assignments."""
 
-    generation: Annotated[int, Field(ge=0)]
+    generation: Annotated[int, Field(ge=0, le=2**63 - 1)]
     servers: list[ServerSpec]
 
     def by_name(self) -> dict[str, ServerSpec]:
@@ -113,12 +145,13 @@ _SERVER_KEYS: list[Check] = [
 _TENSOR_KEYS: list[Check] = [("name", lambda t: t.name, "tensor name")]
 
 
-def parse_assignment(text: str, source: str) -> Assignment:
-    """Parse and validate assignment JSON; raise InputError naming the file and field."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(source, f"line {exc.lineno}", f"invalid JSON: {exc.msg}") from None
+def parse_assignment(text: str | bytes, source: str) -> Assignment:
+    """Parse and validate assignment JSON (UTF-8 bytes or text); raise InputError naming the file
+    and the field, or the line for what is wrong before there are fields (encoding, nesting, syntax,
+    duplicate keys)."""
+    if isinstance(text, bytes):
+        text = strictjson.decode_utf8(text, source)
+    data = strictjson.loads(text, source)
     if not isinstance(data, dict):
         raise InputError(source, "", f"expected a JSON object, got {type(data).__name__}")
     try:
@@ -129,13 +162,36 @@ def parse_assignment(text: str, source: str) -> Assignment:
     return assignment
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """safe_load, except that a key given twice in one mapping is an error with its line (PyYAML
+    keeps the last value silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise _DuplicateKey(line, f"duplicate key {key!r} (first on line {seen[key]})")
+            seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
 def load_model_config(model_dir: str | Path) -> ModelConfig:
     """Read <model_dir>/model.yaml; errors name that file and the field."""
     path = Path(model_dir) / "model.yaml"
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(path, "", f"cannot read: {exc.strerror or exc}") from None
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # a SafeLoader
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(path, "", f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    except _DuplicateKey as exc:
+        raise InputError(path, f"line {exc.line}", str(exc)) from None
     except yaml.YAMLError as exc:
         raise InputError(path, "", f"YAML syntax error: {exc}") from None
     if not isinstance(data, dict):

@@ -3,10 +3,15 @@
 For batch 1 and 8: requests/s and latency p50/p99 of (a) the TorchScript model called directly in
 this process and (b) the same model behind `python -m agents.server` on 127.0.0.1, driven by
 closed-loop HTTP clients sending one-item requests (1 client at batch 1; 8 clients at batch 8, so
-the dynamic batcher can fill batches). Each figure is the median of several runs. Client and server
-share this machine's CPUs, so on a small VM the client's own cost is part of the server numbers.
+the dynamic batcher can fill batches). Two clients: httpx with KServe v2 JSON bodies (encoded once,
+up front), and tritonclient (a client nobody here wrote) with binary tensors in and, where the
+server advertises `binary_tensor_data`, out. Each figure is the median of several runs. Client and
+server share this machine's CPUs, so on a small VM the client's own cost is part of the numbers;
+the server's CPU time per request (from /proc) is the figure other load on the machine disturbs least.
 
     .venv/bin/python benchmarks/server_overhead.py [--seconds 3] [--runs 3] [--json]
+
+Run from another checkout's root (PYTHONPATH=.) to measure that checkout's server with this client.
 """
 
 from __future__ import annotations
@@ -116,33 +121,83 @@ def start_server(model_dir: Path, batch: int) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("server did not become ready")
 
 
-def client_loop(url: str, body: bytes, stop_at: float, out: list[float]) -> None:
-    """One closed-loop client on a keep-alive connection; the body is encoded once, up front."""
-    headers = {"Content-Type": "application/json"}
-    with httpx.Client(timeout=30) as client:
-        while time.perf_counter() < stop_at:
-            t0 = time.perf_counter()
-            reply = client.post(f"{url}/v2/models/bench/infer", content=body, headers=headers)
-            reply.raise_for_status()
-            out.append(time.perf_counter() - t0)
-
-
-def through_server(url: str, clients: int, seconds: float) -> dict[str, float]:
+def httpx_client(url: str) -> Callable[[], None]:
+    """One keep-alive httpx client sending the same v2 JSON body, encoded once."""
     x = torch.randn(1, 3, 32, 32)
     body = json.dumps(
         {"inputs": [{"name": "x", "shape": [1, 3, 32, 32], "datatype": "FP32", "data": x.flatten().tolist()}]}
     ).encode()
-    client_loop(url, body, time.perf_counter() + 0.5, [])  # warm the connection path
+    client = httpx.Client(timeout=30)
+    headers = {"Content-Type": "application/json"}
+
+    def send() -> None:
+        client.post(f"{url}/v2/models/bench/infer", content=body, headers=headers).raise_for_status()
+
+    return send
+
+
+def triton_client(url: str) -> Callable[[], None]:
+    """One tritonclient HTTP client: binary input; binary output where the server offers it."""
+    import tritonclient.http as triton
+
+    client = triton.InferenceServerClient(url.removeprefix("http://"), connection_timeout=30, network_timeout=30)
+    binary_out = "binary_tensor_data" in client.get_server_metadata().get("extensions", [])
+    x = triton.InferInput("x", [1, 3, 32, 32], "FP32")
+    x.set_data_from_numpy(np.random.default_rng(0).standard_normal((1, 3, 32, 32), dtype=np.float32))
+    outputs = [triton.InferRequestedOutput("y", binary_data=binary_out)]
+
+    def send() -> None:
+        client.infer("bench", [x], outputs=outputs).as_numpy("y")
+
+    return send
+
+
+CLIENTS = {"httpx_json": httpx_client, "tritonclient": triton_client}
+
+
+def client_loop(
+    make: Callable[[str], Callable[[], None]],
+    url: str,
+    start: threading.Barrier,
+    stop_at: list[float],
+    out: list[float],
+) -> None:
+    """One closed-loop client, made in its own thread (tritonclient's gevent needs that), warmed,
+    then sending the next request as soon as the last answer is in."""
+    send = make(url)
+    for _ in range(20):
+        send()
+    start.wait()
+    while time.perf_counter() < stop_at[0]:
+        t0 = time.perf_counter()
+        send()
+        out.append(time.perf_counter() - t0)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def through_server(
+    make: Callable[[str], Callable[[], None]], url: str, clients: int, seconds: float, pid: int
+) -> dict[str, float]:
+    """Closed-loop clients for `seconds`; also the server's own CPU time per request, which other
+    load on a shared machine disturbs far less than throughput."""
     results: list[list[float]] = [[] for _ in range(clients)]
-    start = time.perf_counter()
-    threads = [threading.Thread(target=client_loop, args=(url, body, start + seconds, r)) for r in results]
+    start, stop_at = threading.Barrier(clients + 1), [float("inf")]
+    threads = [threading.Thread(target=client_loop, args=(make, url, start, stop_at, r)) for r in results]
     for thread in threads:
         thread.start()
+    start.wait()
+    begun, cpu_before = time.perf_counter(), cpu_seconds(pid)
+    stop_at[0] = begun + seconds
     for thread in threads:
         thread.join()
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - begun, cpu_seconds(pid) - cpu_before
     latencies = [v for r in results for v in r]
-    return summarise(latencies, len(latencies), elapsed)
+    return {**summarise(latencies, len(latencies), elapsed), "server_cpu_ms": 1000.0 * cpu / max(1, len(latencies))}
 
 
 def median_of(runs: int, measure: Callable[[], dict[str, float]]) -> dict[str, float]:
@@ -168,34 +223,49 @@ def machine() -> dict[str, Any]:
     }
 
 
+def server_version(url: str) -> str:
+    meta = httpx.get(f"{url}/v2", timeout=5).json()
+    return f"{meta.get('name')} {meta.get('version')} extensions={meta.get('extensions')}"
+
+
 def bench(seconds: float, runs: int) -> dict[str, Any]:
     torch.set_num_threads(1)  # as the server does: several servers share the CPUs
-    rows = []
+    rows, version = [], ""
     with tempfile.TemporaryDirectory() as tmp:
         model = make_model(Path(tmp))
         for batch in (1, 8):
-            direct = median_of(runs, lambda batch=batch: in_process(model, batch, seconds))
+            row: dict[str, Any] = {"batch": batch, "clients": batch}
+            row["in_process"] = median_of(runs, lambda batch=batch: in_process(model, batch, seconds))
             proc, url = start_server(Path(tmp), batch)
             try:
-                served = median_of(runs, lambda url=url, batch=batch: through_server(url, batch, seconds))
+                version = server_version(url)
+                for name, make in CLIENTS.items():
+                    row[name] = median_of(
+                        runs, lambda m=make, u=url, b=batch, p=proc.pid: through_server(m, u, b, seconds, p)
+                    )
             finally:
                 proc.terminate()
                 proc.wait(10)
-            rows.append({"batch": batch, "clients": batch, "in_process": direct, "server": served})
-    return {"machine": machine(), "seconds_per_run": seconds, "runs": runs, "results": rows}
+            rows.append(row)
+    return {"machine": machine(), "server": version, "seconds_per_run": seconds, "runs": runs, "results": rows}
+
+
+MODES = ("in_process", *CLIENTS)
 
 
 def render(report: dict[str, Any]) -> str:
     m = report["machine"]
     lines = [
         f"machine: {m['cpu_count']} CPUs, {m['cpu_model']}; python {m['python']}, torch {m['torch']}",
+        f"server: {report['server']}",
         f"median of {report['runs']} runs x {report['seconds_per_run']:g} s; rps counts items (one per request)",
-        f"{'batch':>5} {'mode':<11} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}",
+        f"{'batch':>5} {'mode':<13} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'server CPU ms/req':>18}",
     ]
     for row in report["results"]:
-        for mode in ("in_process", "server"):
+        for mode in MODES:
             r = row[mode]
-            lines.append(f"{row['batch']:>5} {mode:<11} {r['rps']:>9.1f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f}")
+            cpu = f"{r['server_cpu_ms']:>18.3f}" if "server_cpu_ms" in r else f"{'':>18}"
+            lines.append(f"{row['batch']:>5} {mode:<13} {r['rps']:>9.1f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {cpu}")
     return "\n".join(lines)
 
 

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import yaml
 
-from autoscaler.config.policy import AgentsConfig, LeaderConfig, ProviderConfig, RatesConfig, ScalingConfig
+from autoscaler.config.policy import (
+    AgentsConfig,
+    GatewayConfig,
+    LeaderConfig,
+    ProviderConfig,
+    RatesConfig,
+    ScalingConfig,
+)
 from autoscaler.core.lifecycle import TRANSITIONS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
@@ -32,6 +39,7 @@ def test_documented_defaults_match_the_schema() -> None:
         ("scaling", ScalingConfig),
         ("rates", RatesConfig),
         ("leader", LeaderConfig),
+        ("gateway", GatewayConfig),
     ):
         defaults = model().model_dump()
         for key, value in doc[section].items():

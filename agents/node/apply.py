@@ -8,10 +8,11 @@ assignment is a harmless no-op (SSH retries are safe).
 from __future__ import annotations
 
 import fcntl
+import os
 from pathlib import Path
 
 from agents.errors import InputError
-from agents.fsutil import atomic_write_text, read_json
+from agents.fsutil import atomic_write_text, open_private, read_json
 from agents.node.daemon import ASSIGNMENT_FILE
 from agents.spec import Assignment, check_model_dirs, parse_assignment
 
@@ -49,14 +50,13 @@ def _check_order(new: Assignment, old: Assignment | None, source: str) -> bool:
 
 
 def apply_assignment(
-    state_dir: Path, text: str, source: str, force: bool = False, check_models: bool = True
+    state_dir: Path, text: str | bytes, source: str, force: bool = False, check_models: bool = True
 ) -> tuple[Assignment, bool]:
     """Validate and write; returns the assignment and whether anything changed. Raises InputError."""
     assignment = parse_assignment(text, source)
     if check_models:
         check_model_dirs(assignment, source)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    with open(state_dir / APPLY_LOCK, "a") as lock:
+    with os.fdopen(open_private(state_dir / APPLY_LOCK), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not force and not _check_order(assignment, current(state_dir), source):
             return assignment, False

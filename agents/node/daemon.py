@@ -1,8 +1,14 @@
 """The agent loop: desired assignment -> running servers; supervise them; write status.
 
 Each step is observe -> diff -> act -> report: read the assignment file if it changed, diff it
-against the servers we run (by name; any spec change is a restart), stop what must go, start what
-must come, tick every server's state machine, and write status.json atomically.
+against the servers we run (by name; any spec change is a restart), start draining what must go,
+start what must come, tick every server's state machine, and write status.json atomically.
+
+Removal is make-before-break on this side too: a removed server drains (it answers everything it
+has accepted, refuses new requests, then exits) while the loop goes on, listed under `draining` and
+never among `servers`, so nothing routes to it again. A new server whose port a draining one still
+holds starts as soon as that one is gone. The autoscaler runs a resized server under a new name
+and port beside the old one, so the old one drains while the new one already serves.
 """
 
 from __future__ import annotations
@@ -18,11 +24,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from agents.errors import InputError
-from agents.fsutil import atomic_write_json
+from agents.fsutil import atomic_write_json, open_private
 from agents.node.gpu import GpuMonitor
 from agents.node.mps import Mps
 from agents.node.supervisor import ManagedServer, RestartPolicy, ServerFiles, launch_server, stop_all
-from agents.spec import Assignment, ServerSpec, parse_assignment
+from agents.spec import Assignment, ServerLimits, ServerSpec, parse_assignment
 
 log = logging.getLogger("igniter-agent")
 ASSIGNMENT_FILE = "assignment.json"
@@ -41,12 +47,17 @@ class Changes:
 
 
 def server_changes(running: Mapping[str, ServerSpec], desired: Mapping[str, ServerSpec]) -> Changes:
-    """Pure: new names start, missing names stop, changed specs restart, equal specs stay put."""
+    """Pure: new names start, missing names stop, changed specs restart, equal specs stay put
+    (a different drain_timeout_s alone is no restart: the running process does not depend on it)."""
+
+    def same(name: str, spec: ServerSpec) -> bool:
+        return name in running and running[name].restart_key() == spec.restart_key()
+
     return Changes(
         start=tuple(spec for name, spec in desired.items() if name not in running),
         stop=tuple(name for name in running if name not in desired),
-        restart=tuple(spec for name, spec in desired.items() if name in running and running[name] != spec),
-        keep=tuple(name for name, spec in desired.items() if running.get(name) == spec),
+        restart=tuple(spec for name, spec in desired.items() if name in running and not same(name, spec)),
+        keep=tuple(name for name, spec in desired.items() if same(name, spec)),
     )
 
 
@@ -56,8 +67,7 @@ class AgentLocked(RuntimeError):
 
 def lock_state_dir(state_dir: Path) -> TextIO:
     """Hold an exclusive lock for the agent's lifetime: two agents on one directory would fight."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(state_dir / LOCK_FILE, "a+")
+    handle = os.fdopen(open_private(state_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT), "r+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -85,8 +95,11 @@ class Daemon:
         device: str = "cpu",
         policy: RestartPolicy = RestartPolicy(),
         clock: Callable[[], float] = time.monotonic,
+        limits: ServerLimits = ServerLimits(),
     ) -> None:
         self.state_dir = state_dir
+        self.limits = limits
+        self.leaving: list[ManagedServer] = []
         self.mps = mps
         self.gpus = gpus
         self.device = device
@@ -97,19 +110,28 @@ class Daemon:
         self.assignment_error: str | None = None
         self._seen: tuple[int, int, int] | None = None
 
+    def drain_timeout(self, spec: ServerSpec) -> float:
+        """The assignment's drain_timeout_s for this server, else the agent's --drain-timeout."""
+        return spec.drain_timeout_s if spec.drain_timeout_s is not None else self.limits.drain_timeout_s
+
     def launch(self, spec: ServerSpec, files: ServerFiles) -> Any:
         """Start one server with the GPU share MPS gives it (MPS is started first when needed)."""
         self.mps.ensure_running()
-        return launch_server(spec, self.mps.server_env(spec), self.device, files)
+        limits = self.limits.model_copy(update={"drain_timeout_s": self.drain_timeout(spec)})
+        return launch_server(spec, self.mps.server_env(spec), self.device, files, limits)
 
     def step(self) -> None:
-        """One loop: pick up a new assignment, advance every server, report."""
+        """One loop: pick up a new assignment, advance every server (draining ones too), report."""
         desired = self._read_assignment()
         if desired is not None and desired != self.applied:
             self.converge(desired)
         now = self.clock()
-        for server in self.servers.values():
+        for server in self.leaving:
             server.tick(now)
+        self.leaving = [server for server in self.leaving if server.state == "draining"]
+        held = {server.spec.port for server in self.leaving if server.holds_port()}
+        for server in self.servers.values():
+            server.tick(now, hold=server.spec.port in held)
         self.write_status()
 
     def _read_assignment(self) -> Assignment | None:
@@ -124,7 +146,7 @@ class Daemon:
             return None
         self._seen = key
         try:
-            assignment = parse_assignment(path.read_text(encoding="utf-8"), str(path))
+            assignment = parse_assignment(path.read_bytes(), str(path))
         except (InputError, OSError) as exc:
             self.assignment_error = str(exc)  # keep running what we have; say why in status
             log.error(
@@ -151,15 +173,23 @@ class Daemon:
             retry,
             [n for n in changes.keep if n not in retry],
         )
-        leaving = [*changes.stop, *(spec.name for spec in changes.restart), *retry]
-        stop_all([self.servers.pop(name) for name in leaving])
         now = self.clock()
+        for name in (*changes.stop, *(spec.name for spec in changes.restart), *retry):
+            self._retire(self.servers.pop(name), now)
+        for name in set(changes.keep) - set(retry):
+            self.servers[name].spec = desired.by_name()[name]  # drain_timeout_s may have changed
         for spec in (*changes.start, *changes.restart, *(desired.by_name()[name] for name in retry)):
             self.servers[spec.name] = ManagedServer(
                 spec, ServerFiles.under(self.state_dir, spec.name), self.launch, self.policy, now
             )
         self.servers = {spec.name: self.servers[spec.name] for spec in desired.servers}
         self.applied = desired
+
+    def _retire(self, server: ManagedServer, now: float) -> None:
+        """Start its drain; it stays supervised (and listed as draining) until its process is gone."""
+        server.drain(now, self.drain_timeout(server.spec))
+        if server.state == "draining":
+            self.leaving.append(server)
 
     def status(self) -> dict[str, Any]:
         """The document `igniter-agent status --json` prints (its top-level keys are a contract)."""
@@ -173,6 +203,7 @@ class Daemon:
             "device": self.device,
             "mps": self.mps.describe(),
             "assignment_error": self.assignment_error,
+            "draining": [server.describe() for server in self.leaving],
         }
 
     def write_status(self) -> None:
@@ -191,9 +222,10 @@ class Daemon:
             self.shutdown()
 
     def shutdown(self) -> None:
-        """No server outlives the agent: SIGTERM all, SIGKILL stragglers, record them stopped."""
-        log.info("stopping %d server(s)", len(self.servers))
-        stop_all(list(self.servers.values()))
+        """No server outlives the agent: drain all (bounded), SIGKILL stragglers, record them stopped."""
+        log.info("stopping %d server(s)", len(self.servers) + len(self.leaving))
+        stop_all([*self.servers.values(), *self.leaving], self.drain_timeout, self.clock)
+        self.leaving = []
         self.mps.stop()
         self.write_status()
         self.gpus.close()

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from agents.fsutil import private_dir
 from agents.spec import ServerSpec
 
 CONTROL_BINARY = "nvidia-cuda-mps-control"
@@ -97,8 +98,8 @@ class NvidiaMps:
             return
         if shutil.which(self._binary) is None and os.sep not in self._binary:
             raise MpsError(f"{self._binary} not found on PATH (install the NVIDIA driver utilities)")
-        self.pipe_dir.mkdir(parents=True, exist_ok=True)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.pipe_dir)
+        private_dir(self.log_dir)
         done = self._run([self._binary, "-d"], env=self._env(), capture_output=True, text=True, timeout=30)
         if done.returncode != 0:
             raise MpsError(f"{self._binary} -d failed ({done.returncode}): {(done.stderr or done.stdout).strip()}")

@@ -2,7 +2,9 @@
 
 States: starting -> ready (the server's stats file says so) -> crashed -> starting again after the
 backoff (1 s, doubling, at most 30 s) ... -> failed after 5 crashes in 5 minutes, until the next
-assignment. stopped is where the daemon leaves it on purpose.
+assignment. A server the assignment drops goes draining -> stopped: SIGTERM makes it refuse new
+requests and answer those it holds; it is SIGKILLed only if it is still there a grace period after
+its drain timeout. stopped is where the daemon leaves it on purpose.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.fsutil import read_json
-from agents.spec import ServerSpec
+from agents.fsutil import open_private, private_dir, read_json
+from agents.spec import ServerLimits, ServerSpec
 
 log = logging.getLogger("igniter-agent")
 PR_SET_PDEATHSIG = 1
-STATES = ("starting", "ready", "failed", "stopped")
+STATES = ("starting", "ready", "failed", "draining", "stopped")
+KILL_GRACE_S = 10.0  # after its drain timeout a server still stops its batcher and closes connections
 LOG_ROTATE_BYTES = 5 * 2**20
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True) if sys.platform == "linux" else None
@@ -69,10 +72,25 @@ class ServerFiles:
         return cls(state_dir / "run" / f"{name}.stats.json", state_dir / "logs" / f"{name}.log")
 
 
-def launch_server(spec: ServerSpec, env: dict[str, str], device: str, files: ServerFiles) -> subprocess.Popen:
+def server_args(limits: ServerLimits) -> list[str]:
+    """The limits as the server's flags (agents/server/main.py)."""
+    return [
+        "--read-timeout",
+        f"{limits.read_timeout_s:g}",
+        "--idle-timeout",
+        f"{limits.idle_timeout_s:g}",
+        "--max-connections",
+        str(limits.max_connections),
+        "--drain-timeout",
+        f"{limits.drain_timeout_s:g}",
+    ]
+
+
+def launch_server(
+    spec: ServerSpec, env: dict[str, str], device: str, files: ServerFiles, limits: ServerLimits = ServerLimits()
+) -> subprocess.Popen:
     """Start `python -m agents.server` for one spec; output goes to its log file."""
-    files.stats.parent.mkdir(parents=True, exist_ok=True)
-    files.log.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(files.stats.parent)
     files.stats.unlink(missing_ok=True)
     _rotate(files.log)
     cmd = [
@@ -87,8 +105,9 @@ def launch_server(spec: ServerSpec, env: dict[str, str], device: str, files: Ser
         str(files.stats),
         "--parent-pid",
         str(os.getpid()),
+        *server_args(limits),
     ]
-    with open(files.log, "ab") as log:
+    with os.fdopen(open_private(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab") as log:
         return subprocess.Popen(
             cmd,
             stdin=subprocess.DEVNULL,
@@ -150,14 +169,19 @@ class ManagedServer:
         self.last_error: str | None = None
         self.stats: dict[str, Any] = {}
         self.next_start_at: float | None = now
+        self.kill_at: float | None = None
         self._started_once = False
 
-    def tick(self, now: float) -> None:
-        """Advance the state machine: start when due, notice exits, pick up readiness and stats."""
+    def tick(self, now: float, hold: bool = False) -> None:
+        """Advance the state machine: start when due (unless `hold`: its port is still being drained
+        by another process), notice exits, pick up readiness and stats."""
+        if self.state == "draining":
+            self._drain_tick(now)
+            return
         if self.state in ("failed", "stopped"):
             return
         if self.proc is None:
-            if self.next_start_at is not None and now >= self.next_start_at:
+            if self.next_start_at is not None and now >= self.next_start_at and not hold:
                 self._start(now)
             return
         returncode = self.proc.poll()
@@ -211,6 +235,37 @@ class ManagedServer:
             self.state, self.next_start_at = "starting", now + delay
             log.warning("server %s: %s; restarting in %.1f s", self.spec.name, message, delay)
 
+    def drain(self, now: float, timeout_s: float) -> None:
+        """Stop gracefully: SIGTERM now (the server drains), SIGKILL if still there after the grace."""
+        self.next_start_at = None
+        if self.proc is None or self.proc.poll() is not None:
+            self._reap()
+            return
+        self.state, self.kill_at = "draining", now + timeout_s + KILL_GRACE_S
+        self.proc.terminate()
+        log.info("server %s: draining (at most %.0f s)", self.spec.name, timeout_s)
+
+    def _drain_tick(self, now: float) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            log.info("server %s: drained, %s", self.spec.name, describe_exit(self.proc.returncode, None))
+            self._reap()
+            return
+        self._refresh_stats()
+        if self.kill_at is not None and now >= self.kill_at:
+            log.warning("server %s: still running past its drain timeout; SIGKILL", self.spec.name)
+            self.proc.kill()
+            self.kill_at = None
+
+    def _reap(self) -> None:
+        if self.proc is not None:
+            self.proc.wait()
+        self.proc, self.state, self.kill_at = None, "stopped", None
+
+    def holds_port(self) -> bool:
+        """A draining process still has its port bound."""
+        return self.state == "draining" and self.proc is not None
+
     def terminate(self) -> None:
         """Ask the server to finish (SIGTERM); `wait_stopped` completes the stop."""
         self.state = "stopped"
@@ -253,13 +308,21 @@ class ManagedServer:
             "compute_ms_p50": stats.get("compute_ms_p50"),
             "started_at": stats.get("started_at"),
             "last_error": self.last_error,
+            "in_flight": stats.get("in_flight", 0),
         }
 
 
-def stop_all(servers: list[ManagedServer], grace_s: float = 5.0) -> None:
-    """SIGTERM every server at once, then wait for all with one shared deadline."""
+def stop_all(
+    servers: list[ManagedServer],
+    timeout_for: Callable[[ServerSpec], float],
+    clock: Callable[[], float] = time.monotonic,
+    poll_s: float = 0.05,
+) -> None:
+    """Drain every server at once and wait until all are gone (each SIGKILLed past its own bound)."""
     for server in servers:
-        server.terminate()
-    deadline = time.monotonic() + grace_s
-    for server in servers:
-        server.wait_stopped(deadline)
+        if server.state != "draining":
+            server.drain(clock(), timeout_for(server.spec))
+    while any(server.state == "draining" for server in servers):
+        time.sleep(poll_s)
+        for server in servers:
+            server.tick(clock())

@@ -1,48 +1,45 @@
-"""The serving half of an inference server: model, KServe v2 REST handlers, batching, stats.
+"""The serving half of an inference server: the model, its batcher and metrics, and the drain state.
 
-Imported by agents/server.py only after its cheap start-up checks pass, because importing torch
-costs seconds and a crash-looping server should fail fast.
+Imported by agents/server/main.py only after its cheap start-up checks pass, because importing torch
+costs seconds and a crash-looping server should fail fast. The HTTP side (routes.py, http.py) reads
+this state; the batcher thread runs the model.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import sys
 import threading
 import time
-import traceback
 import warnings
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import pydantic_core
 import torch
 
-from agents.fsutil import atomic_write_json
 from agents.server import tensors
-from agents.server.batcher import Batcher, BatchError
+from agents.server.batcher import Batcher
 from agents.server.metrics import ServerMetrics
-from agents.spec import ModelConfig, ServerSpec, load_model_config
-
-MAX_BODY_BYTES = 256 * 1024 * 1024
-STATS_INTERVAL_S = 0.5
-_INFER = re.compile(r"^/v2/models/([^/]+)(?:/versions/[^/]+)?/infer$")
-_MODEL = re.compile(r"^/v2/models/([^/]+)(?:/versions/[^/]+)?(/ready)?$")
+from agents.spec import ModelConfig, ServerLimits, ServerSpec
 
 
 class App:
-    """What the HTTP handlers share: the spec, the model's tensors contract, the batcher, metrics."""
+    """What the HTTP handlers share: the spec, the model's tensors contract, the batcher, metrics.
 
-    def __init__(self, spec: ServerSpec, config: ModelConfig, device: str) -> None:
+    `in_flight` counts infer requests accepted and not yet answered; it is only changed on the
+    event loop's thread, and a drain waits for it to reach 0.
+    """
+
+    def __init__(self, spec: ServerSpec, config: ModelConfig, device: str, limits: ServerLimits) -> None:
         self.spec = spec
         self.config = config
         self.device = device
+        self.limits = limits
         self.ready = threading.Event()
+        self.draining = False
+        self.in_flight = 0
         self.started_at = time.time()
         self.model: torch.jit.ScriptModule | None = None
-        self.metrics = ServerMetrics(spec.workload, lambda: self.batcher.depth())
+        self.metrics = ServerMetrics(spec.workload, lambda: self.batcher.depth(), lambda: self.in_flight)
         self.batcher = Batcher(self.run, spec.batch, spec.max_queue_delay_ms / 1000.0, self.metrics.observe_batch)
 
     def run(self, inputs: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -55,11 +52,23 @@ class App:
                 torch.cuda.synchronize()
         return [o.cpu() for o in outputs]
 
+    def begin_drain(self) -> None:
+        """From now on: not ready (health checks fail), new infer requests refused, the rest finish."""
+        self.draining = True
+        self.ready.clear()
+        self.batcher.flush()
+
+    def busy(self) -> bool:
+        """Anything accepted and not yet answered: a drain waits until this is False."""
+        return self.in_flight > 0 or self.batcher.depth() > 0
+
     def stats(self) -> dict[str, Any]:
         """The per-server document the agent merges into its status."""
         return {
             "pid": os.getpid(),
             "ready": self.ready.is_set(),
+            "draining": self.draining,
+            "in_flight": self.in_flight,
             "error": None,
             "device": self.device,
             "started_at": self.started_at,
@@ -96,130 +105,6 @@ def _check_outputs(outputs: list[torch.Tensor], config: ModelConfig, batch: int)
             )
 
 
-class Handler(BaseHTTPRequestHandler):
-    """KServe v2 REST subset; every error is a JSON `{"error": ...}` with a 4xx/5xx code."""
-
-    protocol_version = "HTTP/1.1"
-    server_version = "igniter-server/0.1"
-    disable_nagle_algorithm = True  # headers and body are separate writes: Nagle + delayed ACK adds 40 ms
-
-    @property
-    def app(self) -> App:
-        return self.server.app  # type: ignore[attr-defined]
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Access logs would dominate the server's log; errors are logged where they happen."""
-
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path == "/metrics":
-            self._send(200, self.app.metrics.exposition(), "text/plain; version=0.0.4")
-        elif path == "/v2/health/live":
-            self._json(200, {"live": True})
-        elif path == "/v2/health/ready":
-            self._json(200 if self.app.ready.is_set() else 503, {"ready": self.app.ready.is_set()})
-        elif path == "/v2":
-            self._json(200, {"name": "igniter-server", "version": "0.1", "extensions": []})
-        elif match := _MODEL.match(path):
-            self._model_get(match.group(1), bool(match.group(2)))
-        else:
-            self._json(404, {"error": f"no route GET {path}"})
-
-    def _model_get(self, name: str, ready_only: bool) -> None:
-        if name != self.app.spec.workload:
-            self._json(404, {"error": f"unknown model {name!r}; this server serves {self.app.spec.workload!r}"})
-        elif ready_only:
-            self._json(200 if self.app.ready.is_set() else 503, {"name": name, "ready": self.app.ready.is_set()})
-        else:
-            self._json(200, tensors.metadata(self.app.config, name))
-
-    def do_POST(self) -> None:
-        started = time.perf_counter()
-        match = _INFER.match(self.path.split("?", 1)[0])
-        body = self._read_body()
-        if body is None:
-            return
-        if match is None:
-            self._json(404, {"error": f"no route POST {self.path}"})
-            return
-        code, reply, items = self._infer(match.group(1), body)
-        self._json(code, reply)
-        self.app.metrics.observe_request(code, time.perf_counter() - started, items)
-
-    def _infer(self, name: str, body: bytes) -> tuple[int, dict[str, Any], int]:
-        """Decode, batch, encode; map each failure to its HTTP code."""
-        app = self.app
-        if name != app.spec.workload:
-            return 404, {"error": f"unknown model {name!r}; this server serves {app.spec.workload!r}"}, 0
-        if not app.ready.is_set():
-            return 503, {"error": "model is not ready yet"}, 0
-        try:
-            decoded = tensors.decode(body, app.config, app.spec.batch, self._header_length())
-            outputs = app.batcher.submit(decoded.tensors, decoded.n)
-            return 200, tensors.encode(outputs, app.config, decoded, name), decoded.n
-        except tensors.BadRequest as exc:
-            return 400, {"error": str(exc)}, 0
-        except BatchError as exc:
-            return exc.status, {"error": str(exc)}, 0
-        except Exception as exc:  # a bug of ours: answer 500 and log it, never drop the connection
-            traceback.print_exc()
-            return 500, {"error": f"internal error: {type(exc).__name__}: {exc}"}, 0
-
-    def _header_length(self) -> int | None:
-        """The binary tensor extension's JSON header size, if the client uses it."""
-        value = self.headers.get("Inference-Header-Content-Length")
-        if value is None:
-            return None
-        if not value.strip().isdigit():
-            raise tensors.BadRequest(f"Inference-Header-Content-Length must be a number, got {value!r}")
-        return int(value)
-
-    def _read_body(self) -> bytes | None:
-        """The request body, or None after answering 411/413/400 for a body we will not read."""
-        length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
-            self.close_connection = True
-            self._json(411 if length is None else 400, {"error": "a numeric Content-Length header is required"})
-            return None
-        if int(length) > MAX_BODY_BYTES:
-            self.close_connection = True
-            self._json(413, {"error": f"body of {length} bytes exceeds {MAX_BODY_BYTES}"})
-            return None
-        return self.rfile.read(int(length))
-
-    def _json(self, code: int, obj: dict[str, Any]) -> None:
-        self._send(code, pydantic_core.to_json(obj), "application/json")
-
-    def _send(self, code: int, body: bytes, ctype: str) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 256  # bursts of concurrent clients must not overflow the listen backlog
-
-    def __init__(self, app: App) -> None:
-        super().__init__((app.spec.host, app.spec.port), Handler)
-        self.app = app
-
-
-def _every(interval_s: float, stop: threading.Event, fn: Any) -> threading.Thread:
-    """Run fn every interval until stop is set, on a daemon thread."""
-
-    def loop() -> None:
-        while not stop.wait(interval_s):
-            fn()
-
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    return thread
-
-
 def pick_device(requested: str) -> str:
     """`cuda` means the GPU must work (CUDA_VISIBLE_DEVICES leaves this process one: cuda:0)."""
     if requested == "cpu":
@@ -227,24 +112,3 @@ def pick_device(requested: str) -> str:
     if not torch.cuda.is_available():
         raise RuntimeError("device cuda requested but torch sees no CUDA device")
     return "cuda:0"
-
-
-def serve(spec: ServerSpec, device: str, stats_file: Path | None, stop: threading.Event) -> None:
-    """Bind, load, warm up, serve until stop; stats go to stats_file every half second."""
-    app = App(spec, load_model_config(spec.model_dir), pick_device(device))
-    write_stats = (lambda: atomic_write_json(stats_file, app.stats())) if stats_file else (lambda: None)
-    httpd = Server(app)
-    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
-    write_stats()
-    _every(STATS_INTERVAL_S, stop, write_stats)
-    load_torchscript(app)
-    app.batcher.start()
-    app.ready.set()
-    write_stats()
-    print(f"igniter-server {spec.name}: ready on {spec.host}:{spec.port} ({app.device})", file=sys.stderr, flush=True)
-    stop.wait()
-    app.ready.clear()
-    httpd.shutdown()
-    app.batcher.stop()
-    httpd.server_close()
-    write_stats()

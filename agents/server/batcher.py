@@ -1,21 +1,26 @@
 """Dynamic batching: merge concurrent requests up to `max_batch` items, waiting at most `max_delay_s`.
 
 One thread owns the model, so the model never runs concurrently with itself (as with Triton's
-dynamic batcher); HTTP threads only enqueue and wait. The wait is measured from the oldest queued
-request's arrival, and whatever is already queued when it expires still joins the batch.
+dynamic batcher); the HTTP side only enqueues and awaits a future, so the event loop keeps serving
+while a batch runs. The wait is measured from the oldest queued request's arrival, and whatever is
+already queued when it expires still joins the batch.
 """
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 import torch
 
 RunFn = Callable[[list[torch.Tensor]], list[torch.Tensor]]
+WAIT_SLICE_S = 0.05  # a long queue delay is waited in slices, so a flush or stop is seen at once
 BatchHook = Callable[[int, float], None]
 
 
@@ -34,17 +39,21 @@ class Pending:
     inputs: list[torch.Tensor]
     n: int
     arrived: float = field(default_factory=time.monotonic)
-    done: threading.Event = field(default_factory=threading.Event)
-    outputs: list[torch.Tensor] | None = None
-    error: BatchError | None = None
+    result: Future[list[torch.Tensor]] = field(default_factory=Future)
 
     def signature(self) -> tuple:
         """Requests merge only when every input has the same per-item shape."""
         return tuple(tuple(t.shape[1:]) for t in self.inputs)
 
     def finish(self, outputs: list[torch.Tensor] | None, error: BatchError | None = None) -> None:
-        self.outputs, self.error = outputs, error
-        self.done.set()
+        """Hand over the result; a request whose waiter gave up (timeout, cancelled) just drops it."""
+        try:
+            if error is not None:
+                self.result.set_exception(error)
+            else:
+                self.result.set_result(outputs or [])
+        except InvalidStateError:
+            pass
 
 
 class Batcher:
@@ -57,41 +66,62 @@ class Batcher:
         self._on_batch = on_batch or (lambda size, seconds: None)
         self._queue: queue.Queue[Pending] = queue.Queue()
         self._carry: Pending | None = None
+        self._collecting = 0  # requests taken into the batch being filled (still waiting, for depth())
         self._stopping = threading.Event()
+        self._flushing = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
+    def flush(self) -> None:
+        """Stop waiting for more requests: a draining server gets no new ones, so run what is queued now."""
+        self._flushing.set()
+
     def stop(self, timeout: float = 5.0) -> None:
         """Finish the batch in flight, then fail whatever is still queued with 503."""
         self._stopping.set()
-        self._thread.join(timeout)
+        if self._thread.ident is not None:  # never started when the model failed to load
+            self._thread.join(timeout)
         for item in self._drain():
             item.finish(None, BatchError("server is shutting down", 503))
 
     def depth(self) -> int:
-        """Requests waiting for a batch (the queue-depth gauge)."""
-        return self._queue.qsize() + (self._carry is not None)
+        """Requests waiting for a batch (the queue-depth gauge), the one being filled included."""
+        return self._queue.qsize() + (self._carry is not None) + self._collecting
 
-    def submit(self, inputs: list[torch.Tensor], n: int, timeout: float = 60.0) -> list[torch.Tensor]:
-        """Enqueue one request and block until its outputs (sliced from the batch) are ready."""
+    def enqueue(self, inputs: list[torch.Tensor], n: int) -> Future[list[torch.Tensor]]:
+        """Queue one request; its future gets the request's rows of the batch (or a BatchError)."""
         if self._stopping.is_set():
             raise BatchError("server is shutting down", 503)
         item = Pending(inputs, n)
         self._queue.put(item)
-        if not item.done.wait(timeout):
-            raise BatchError(f"no result within {timeout:.0f} s", 504)
-        if item.error is not None:
-            raise item.error
-        assert item.outputs is not None
-        return item.outputs
+        return item.result
+
+    def submit(self, inputs: list[torch.Tensor], n: int, timeout: float = 60.0) -> list[torch.Tensor]:
+        """Enqueue one request and block until its outputs (sliced from the batch) are ready."""
+        try:
+            return self.enqueue(inputs, n).result(timeout)
+        except FutureTimeout:
+            raise BatchError(f"no result within {timeout:.0f} s", 504) from None
+
+    async def infer(self, inputs: list[torch.Tensor], n: int, timeout: float = 60.0) -> list[torch.Tensor]:
+        """`submit` for the event loop: awaits the batch instead of blocking a thread."""
+        try:
+            async with asyncio.timeout(timeout):
+                return await asyncio.wrap_future(self.enqueue(inputs, n))
+        except TimeoutError:
+            raise BatchError(f"no result within {timeout:.0f} s", 504) from None
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
             group = self._collect()
-            if group:
+            if group and self._stopping.is_set():  # stopped while the batch filled: it will not run
+                for item in group:
+                    item.finish(None, BatchError("server is shutting down", 503))
+            elif group:
                 self._execute(group)
+            self._collecting = 0
 
     def _take(self, timeout: float | None) -> Pending | None:
         """Next request: the one held back from the last batch first."""
@@ -109,16 +139,22 @@ class Batcher:
         if first is None:
             return []
         group, total = [first], first.n
+        self._collecting = 1
         deadline = first.arrived + self._max_delay_s
         while total < self._max_batch:
-            item = self._take(max(0.0, deadline - time.monotonic()))
+            remaining = deadline - time.monotonic()
+            urgent = self._flushing.is_set() or self._stopping.is_set()
+            item = self._take(0.0 if urgent or remaining <= 0 else min(remaining, WAIT_SLICE_S))
             if item is None:
-                break
+                if urgent or remaining <= 0:
+                    break
+                continue
             if total + item.n > self._max_batch or item.signature() != first.signature():
                 self._carry = item
                 break
             group.append(item)
             total += item.n
+            self._collecting = len(group)
         return group
 
     def _execute(self, group: list[Pending]) -> None:

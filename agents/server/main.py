@@ -2,9 +2,10 @@
 
 `python -m agents.server --spec JSON` is what the agent starts, once per assigned server. It binds
 its port first (so the agent sees "starting" and port conflicts early), then loads and warms the
-model, then reports ready (agents/serving.py does that part). It exits when told (SIGTERM) or when
-its agent is gone. Cheap checks run before torch is imported, so a broken model directory fails
-in a fraction of a second instead of after the import.
+model, then reports ready (agents/server/lifecycle.py does that part). SIGTERM drains it: no new
+requests, every accepted one answered, then exit 0. It exits at once when its agent is gone.
+Cheap checks run before torch is imported, so a broken model directory fails in a fraction of a
+second instead of after the import.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import zipfile
 from pathlib import Path
 
 from agents.fsutil import atomic_write_json
-from agents.spec import ServerSpec, load_model_config
+from agents.spec import ServerLimits, ServerSpec, load_model_config
 
 
 def watch_parent(parent_pid: int, stop: threading.Event) -> None:
@@ -57,10 +58,16 @@ def _start(args: argparse.Namespace, stop: threading.Event) -> None:
     preflight(spec)
     import torch  # seconds: only once the cheap checks passed
 
-    from agents.server.app import serve
+    from agents.server.lifecycle import serve
 
     torch.set_num_threads(max(1, args.threads))
-    serve(spec, args.device, args.stats_file, stop)
+    limits = ServerLimits(
+        read_timeout_s=args.read_timeout,
+        idle_timeout_s=args.idle_timeout,
+        max_connections=args.max_connections,
+        drain_timeout_s=args.drain_timeout,
+    )
+    serve(spec, args.device, args.stats_file, limits, stop)
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -70,6 +77,15 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--stats-file", type=Path)
     parser.add_argument("--parent-pid", type=int, help="exit when this process is no longer the parent")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (servers share the CPUs)")
+    defaults = ServerLimits()
+    parser.add_argument(
+        "--read-timeout", type=float, default=defaults.read_timeout_s, help="seconds for a whole request"
+    )
+    parser.add_argument("--idle-timeout", type=float, default=defaults.idle_timeout_s, help="seconds without a request")
+    parser.add_argument("--max-connections", type=int, default=defaults.max_connections)
+    parser.add_argument(
+        "--drain-timeout", type=float, default=defaults.drain_timeout_s, help="bound of a graceful stop"
+    )
     return parser.parse_args(argv)
 
 

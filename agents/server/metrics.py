@@ -53,7 +53,7 @@ def percentiles(values: list[float], qs: tuple[float, ...] = (50, 99)) -> list[f
 class ServerMetrics:
     """Everything one inference server counts, labelled with its workload."""
 
-    def __init__(self, workload: str, queue_depth: Callable[[], int]) -> None:
+    def __init__(self, workload: str, queue_depth: Callable[[], int], in_flight: Callable[[], int] = lambda: 0) -> None:
         self.workload = workload
         self.registry = CollectorRegistry()
         labels = ["workload"]
@@ -79,6 +79,10 @@ class ServerMetrics:
         )
         gauge = Gauge("igniter_queue_depth", "Requests waiting for a batch", labels, registry=self.registry)
         gauge.labels(workload).set_function(queue_depth)
+        accepted = Gauge(
+            "igniter_requests_in_flight", "Infer requests accepted and not yet answered", labels, registry=self.registry
+        )
+        accepted.labels(workload).set_function(in_flight)
         self._lock = threading.Lock()
         self._totals = {"requests_total": 0, "items_total": 0, "batches_total": 0, "errors_total": 0}
         self._latency_ms = Window()

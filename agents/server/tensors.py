@@ -36,6 +36,10 @@ class BadRequest(Exception):
     """A client error: the HTTP layer answers 400 with this message."""
 
 
+class NotRepresentable(Exception):
+    """A model output that JSON cannot carry (NaN, Inf): the HTTP layer answers 500, never bare NaN."""
+
+
 class _Loose(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -61,13 +65,29 @@ class InferRequest(_Loose):
 
 
 @dataclass(frozen=True)
+class Wanted:
+    """One output to return, and whether as raw bytes (the binary tensor extension) or JSON data."""
+
+    name: str
+    binary: bool
+
+
+@dataclass(frozen=True)
 class Decoded:
     """A validated request: one tensor per model input (model.yaml order), all with batch n."""
 
     tensors: list[torch.Tensor]
     n: int
     request_id: str | None
-    wanted: list[str]
+    wanted: list[Wanted]
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A reply: the JSON document, plus the raw output bytes that follow it when any output is binary."""
+
+    header: dict[str, Any]
+    blobs: list[bytes]
 
 
 def parse_request(body: bytes) -> InferRequest:
@@ -162,7 +182,25 @@ def _to_tensor(index: int, item: RequestInput, spec: TensorSpec, chunks: dict[in
     expected = math.prod(item.shape)
     if tensor.numel() != expected:
         raise BadRequest(f"{where}.data: shape {item.shape} needs {expected} values, got {tensor.numel()}")
+    _check_finite(tensor, where + (".data" if item.data is not None else ""))
     return tensor.reshape(item.shape)
+
+
+def all_finite(tensor: torch.Tensor) -> bool:
+    """No NaN or Inf in a float tensor. A finite sum proves it in one cheap pass (NaN and Inf make
+    the sum non-finite); only a non-finite sum, which overflow can also cause, needs the full check."""
+    if not tensor.is_floating_point() or not tensor.numel() or math.isfinite(float(tensor.sum())):
+        return True
+    return bool(torch.isfinite(tensor).all())
+
+
+def _check_finite(tensor: torch.Tensor, where: str) -> None:
+    """KServe v2 JSON has no NaN or Inf (and a JSON number past FP16's range becomes Inf): refuse them."""
+    if not all_finite(tensor):
+        bad = int((~torch.isfinite(tensor)).sum())
+        raise BadRequest(
+            f"{where}: {bad} value(s) are NaN, Inf or beyond {DATATYPES[tensor.dtype]}'s range; inputs must be finite"
+        )
 
 
 def _convert(data: list[Any], dtype: torch.dtype, where: str) -> torch.Tensor:
@@ -202,15 +240,32 @@ def _common_batch(tensors: list[torch.Tensor], config: ModelConfig, max_batch: i
     return n
 
 
-def _wanted_outputs(req: InferRequest, config: ModelConfig) -> list[str]:
-    """Requested outputs (all when none are named); unknown names are client errors."""
+def _wanted_outputs(req: InferRequest, config: ModelConfig) -> list[Wanted]:
+    """Requested outputs (all when none are named); unknown names are client errors.
+
+    Binary is per output (`parameters.binary_data`), defaulting to the request's
+    `parameters.binary_data_output`, as tritonclient sends them.
+    """
     names = [o.name for o in config.outputs]
+    default = _flag(req.parameters, "binary_data_output", "parameters")
     if not req.outputs:
-        return names
+        return [Wanted(name, default) for name in names]
+    wanted = []
     for i, out in enumerate(req.outputs):
         if out.name not in names:
             raise BadRequest(f"outputs[{i}].name: unknown output {out.name!r}; the model returns {names}")
-    return [o.name for o in req.outputs]
+        if (out.parameters or {}).get("class_count", 0):
+            raise BadRequest(f"outputs[{i}].parameters.class_count: the classification extension is not supported")
+        binary = _flag(out.parameters, "binary_data", f"outputs[{i}].parameters")
+        wanted.append(Wanted(out.name, binary if "binary_data" in (out.parameters or {}) else default))
+    return wanted
+
+
+def _flag(parameters: dict[str, Any] | None, key: str, where: str) -> bool:
+    value = (parameters or {}).get(key, False)
+    if not isinstance(value, bool):
+        raise BadRequest(f"{where}.{key}: must be true or false, got {value!r}")
+    return value
 
 
 def as_tensor_list(result: Any, config: ModelConfig) -> list[torch.Tensor]:
@@ -230,19 +285,38 @@ def as_tensor_list(result: Any, config: ModelConfig) -> list[torch.Tensor]:
     return values
 
 
-def encode(outputs: list[torch.Tensor], config: ModelConfig, decoded: Decoded, model: str) -> dict[str, Any]:
-    """The v2 response body for one request's slice of a batch."""
+def encode(outputs: list[torch.Tensor], config: ModelConfig, decoded: Decoded, model: str) -> Encoded:
+    """The v2 response for one request's slice of a batch: JSON data, or raw bytes for binary outputs."""
     by_name = {spec.name: (spec, t) for spec, t in zip(config.outputs, outputs)}
-    body: dict[str, Any] = {"model_name": model, "model_version": "1", "outputs": []}
+    header: dict[str, Any] = {"model_name": model, "model_version": "1", "outputs": []}
     if decoded.request_id is not None:
-        body["id"] = decoded.request_id
-    for name in decoded.wanted:
-        spec, tensor = by_name[name]
-        tensor = tensor.detach().to("cpu", TORCH_DTYPES[spec.datatype])
-        body["outputs"].append(
-            {"name": name, "datatype": spec.datatype, "shape": list(tensor.shape), "data": tensor.reshape(-1).tolist()}
+        header["id"] = decoded.request_id
+    blobs: list[bytes] = []
+    for want in decoded.wanted:
+        spec, tensor = by_name[want.name]
+        tensor = tensor.detach().to("cpu", TORCH_DTYPES[spec.datatype]).contiguous()
+        entry: dict[str, Any] = {"name": want.name, "datatype": spec.datatype, "shape": list(tensor.shape)}
+        if want.binary:
+            blobs.append(raw_bytes(tensor))
+            entry["parameters"] = {"binary_data_size": len(blobs[-1])}
+        else:
+            entry["data"] = _json_data(tensor, want.name)
+        header["outputs"].append(entry)
+    return Encoded(header, blobs)
+
+
+def raw_bytes(tensor: torch.Tensor) -> bytes:
+    """Little-endian element bytes in row-major order, as the binary tensor extension sends them."""
+    return tensor.reshape(-1).view(torch.uint8).numpy().tobytes()
+
+
+def _json_data(tensor: torch.Tensor, name: str) -> list[Any]:
+    if not all_finite(tensor):
+        raise NotRepresentable(
+            f"output {name!r}: the model returned NaN or Inf, which JSON cannot carry; "
+            "ask for it as binary data (outputs[].parameters.binary_data: true)"
         )
-    return body
+    return tensor.reshape(-1).tolist()
 
 
 def example_inputs(config: ModelConfig, batch: int) -> list[torch.Tensor]:

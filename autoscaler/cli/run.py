@@ -90,6 +90,8 @@ def _once(args: argparse.Namespace) -> int:
     finally:
         leadership.stop()
         controller.deps.transport.close()
+        if controller.deps.gateway is not None:
+            controller.deps.gateway.close()
         controller.store.close()
     print(
         f"tick {report.tick}: {report.decision or report.error}; "

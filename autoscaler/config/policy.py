@@ -7,6 +7,7 @@ silently falling back to a default.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -19,7 +20,15 @@ from autoscaler.config.listen import parse_listen
 from autoscaler.config.profile import Profile, load_profile
 from autoscaler.config.yamlio import load_mapping
 
-BUNDLED_PROFILES = Path(__file__).resolve().parents[2] / "policies" / "profiles"
+
+def bundled_profiles(source_root: Path = Path(__file__).resolve().parents[2], prefix: Path = Path(sys.prefix)) -> Path:
+    """The profiles shipped with igniter: policies/profiles beside the source tree (a checkout or an
+    editable install), else where the wheel installs them (<prefix>/share/igniter/profiles)."""
+    beside = source_root / "policies" / "profiles"
+    return beside if beside.is_dir() else prefix / "share" / "igniter" / "profiles"
+
+
+BUNDLED_PROFILES = bundled_profiles()
 
 Name = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
 Pos = Annotated[float, Field(gt=0)]
@@ -113,12 +122,67 @@ class PrometheusRates(_Frozen):
 
 
 class RatesConfig(_Frozen):
-    source: Literal["static", "agents", "cloudwatch", "prometheus"] = "static"
+    source: Literal["static", "agents", "gateway", "cloudwatch", "prometheus"] | None = Field(
+        default=None, description="default: gateway when a gateway is configured, else static"
+    )
     stale_after_s: Seconds = Field(
         default=300.0, description="how long the last good value is kept when a source fails"
     )
     cloudwatch: CloudWatchRates = Field(default_factory=CloudWatchRates)
     prometheus: PrometheusRates = Field(default_factory=PrometheusRates)
+
+
+Listen = Annotated[str, Field(pattern=r"^[^\s:]+:[0-9]{1,5}$", description="HOST:PORT")]
+
+
+class GatewayConfig(_Frozen):
+    """The data plane: one HAProxy (2.6+) per fleet, driven through its runtime API.
+
+    `kind` defaults to haproxy with the local provider and to none with ec2. Without `hosts` the
+    gateway is a haproxy process on this machine, under the state directory, that outlives
+    `igniter run` like local instances do. With `hosts` (Terraform's modules/gateway) every listed
+    gateway host runs HAProxy and the autoscaler drives each one's runtime API over SSH (the
+    agents' user, key and host-key pins), never through an open admin port."""
+
+    kind: Literal["haproxy", "none"] | None = Field(default=None, description="default: haproxy with provider local")
+    listen: Listen = Field(default="127.0.0.1:8000", description="where clients reach the KServe v2 API")
+    drain_timeout_s: Delay = Field(
+        default=30.0, description="a server leaving the plan is stopped once it holds no session, or after this"
+    )
+    check_interval_s: Annotated[float, Field(ge=0.1, le=60)] = Field(
+        default=1.0, description="HAProxy's health check of each server (GET /v2/health/ready)"
+    )
+    check_timeout_s: Annotated[float, Field(gt=0, le=60)] = Field(
+        default=5.0, description="a check not answered by then fails (3 failures in a row take a server out)"
+    )
+    connect_timeout_s: Annotated[float, Field(gt=0, le=60)] = 2.0
+    timeout_s: Annotated[float, Field(gt=0, le=3600)] = Field(default=60.0, description="longest request")
+    max_connections: Annotated[int, Field(ge=16, le=1_000_000)] = 4096
+    buffer_kb: Annotated[int, Field(ge=16, le=1024)] = Field(
+        default=64, description="HAProxy's tune.bufsize: a request retried on another server must fit in it"
+    )
+    haproxy_command: str = Field(default="haproxy", description="the haproxy binary (local gateways)")
+    state_dir: str | None = Field(default=None, description="local: default <state file dir>/<fleet>-gateway")
+    hosts: list[str] = Field(
+        default_factory=list, description="remote gateways: the gateway hosts' addresses, reached over SSH (agents.*)"
+    )
+    discover: bool = Field(
+        default=False,
+        description="remote gateways (provider ec2): every running instance tagged igniter:gateway=<fleet>",
+    )
+    host_key: str | None = Field(
+        default=None,
+        description="remote gateways: the hosts' SSH host public key ('ssh-ed25519 AAAA...', Terraform's "
+        "gateway_host_key output), pinned for every gateway host; else gateway.known_hosts is checked",
+    )
+    known_hosts: str | None = Field(default=None, description="remote gateways without host_key: the known_hosts file")
+    remote_dir: str = Field(
+        default="/var/lib/igniter-gateway", description="remote gateways: where the config and runtime sockets live"
+    )
+
+    @property
+    def remote(self) -> bool:
+        return bool(self.hosts) or self.discover
 
 
 class ScalingConfig(_Frozen):
@@ -250,9 +314,28 @@ class Policy(_Frozen):
     provider: ProviderConfig = Field(default_factory=ProviderConfig)
     agents: AgentsConfig = Field(default_factory=AgentsConfig)
     rates: RatesConfig = Field(default_factory=RatesConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     scaling: ScalingConfig = Field(default_factory=ScalingConfig)
     leader: LeaderConfig = Field(default_factory=LeaderConfig)
     source: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _defaults(self) -> Policy:
+        """Defaults that depend on other sections: the gateway's kind on the provider, the rate
+        source on the gateway. Resolved once here, so every reader sees a concrete value."""
+        kind = self.gateway.kind or ("haproxy" if self.provider.kind == "local" else "none")
+        source = self.rates.source or ("gateway" if kind != "none" else "static")
+        if source == "gateway" and kind == "none":
+            raise _FieldError("rates.source", "gateway needs a gateway (gateway.kind: haproxy)")
+        if self.gateway.discover and self.provider.kind != "ec2":
+            raise _FieldError(
+                "gateway.discover", "discovering gateway hosts needs provider ec2 (or list gateway.hosts)"
+            )
+        gateway = self.gateway.model_copy(update={"kind": kind})
+        rates = self.rates.model_copy(update={"source": source})
+        object.__setattr__(self, "gateway", gateway)
+        object.__setattr__(self, "rates", rates)
+        return self
 
     @model_validator(mode="after")
     def _unique_names(self) -> Policy:

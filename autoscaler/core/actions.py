@@ -61,6 +61,8 @@ class FleetView:
     rates: Mapping[str, float] = field(default_factory=dict)  # observed rates now (a missing one: keep all)
     drained: frozenset[str] | None = None  # retiring servers the gateway reports drained; None: no gateway
     baseline: Mapping[str, float] | None = None  # capacity when the current change began (Diff.baseline)
+    draining_book: frozenset[str] = frozenset()  # servers the gateway began draining in an earlier tick
+    busy_agents: frozenset[tuple[str, int]] = frozenset()  # drained instances whose agent still stops servers
 
 
 GpuFits = Callable[[str, Sequence[PlannedServer]], bool]  # (instance type, one GPU's servers) -> fits
@@ -91,6 +93,10 @@ class Limits:
     max_instances: int | None = None  # scaling.max_instances: the most instances the fleet holds, surge included
     types: Mapping[str, TypeInfo] = field(default_factory=dict)  # the policy's instance types
     fleet: str = "igniter"  # names surge slots
+    # How long a drained instance waits for its agent to finish stopping its servers (each answers
+    # what it holds, see agents/node) before it is terminated; 0: agents are not contacted, so the
+    # instance terminates with its drain.
+    agent_drain_s: float = 0.0
 
     def server_judge(self) -> Judge:
         if self.judge is not None:

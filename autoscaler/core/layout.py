@@ -39,6 +39,7 @@ class PlannedServer:
     model_dir: str = ""
     max_queue_delay_ms: float = 0.0
     replaces: str = ""  # the running server this one resizes on the same GPU: it takes over that one's load
+    address: str = ""  # host:port where the gateway reaches it; recorded when its agent is told to run it
 
     def agent_key(self) -> tuple[Any, ...]:
         """What the agent sees; a change here needs a reconfigure (rates and predictions do not)."""
@@ -393,11 +394,14 @@ def _spec(name: str, index: int, gpu_index: int, p: PlacementOut, info: Mapping[
     )
 
 
-def assignment_json(servers: Iterable[PlannedServer], generation: int, port_base: int) -> dict[str, Any]:
+def assignment_json(
+    servers: Iterable[PlannedServer], generation: int, port_base: int, host: str = "127.0.0.1"
+) -> dict[str, Any]:
     """`igniter-agent apply` input for one instance, built as the agent's own model of it
     (agents/spec.py Assignment: the agent side owns that contract) and validated on the way, so
     the autoscaler never describes the JSON a second time nor sends what an agent would reject.
-    Fields the agent defaults (a server's `host`) are left out, as before."""
+    `host` is the address its servers bind: the instance's own address, where a gateway on
+    another host reaches them (loopback for local instances)."""
     specs = [
         ServerSpec(
             name=s.name,
@@ -407,6 +411,7 @@ def assignment_json(servers: Iterable[PlannedServer], generation: int, port_base
             mps_percent=round(s.mps_percent, 4),
             gpu_index=s.gpu_index,
             port=port_base + s.index,
+            host=host,
             max_queue_delay_ms=s.max_queue_delay_ms,
         )
         for s in sorted(servers, key=lambda v: v.index)

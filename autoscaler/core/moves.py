@@ -75,7 +75,9 @@ def _held(layout: Layout, tick: Tick, step: RolloutStep) -> list[str]:
     for servers in step.assign.values():
         handed = {s.replaces for s in servers if s.replaces}
         for s in servers:
-            if s.agent_key() not in planned and s.name not in handed and s.workload not in pending:
+            if s.agent_key() in planned or s.name in handed or s.name in step.draining:
+                continue
+            if s.workload not in pending:
                 kept[s.workload].append(s.name)
     return [
         f"{w} keeps {', '.join(sorted(names))}: its planned servers serve but carry less than its floor "
@@ -128,6 +130,7 @@ def _rollout_input(
         judge=judge,
         baseline=view.baseline,
         drained=view.drained,
+        draining=view.draining_book,
         pending=frozenset(s.workload for _, s in layout.servers() if s.name not in view.ready_servers),
         elsewhere=frozenset(s.name for slot, s in layout.servers() if slot in booting or slot not in current),
     )

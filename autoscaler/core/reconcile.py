@@ -11,13 +11,16 @@ One tick, in named steps (`diff`):
    leaves no room, removes the servers in their way first and reports a Breach.
 4. configures: an assignment for each ready instance whose servers changed, or whose agent is behind.
 5. retire: surplus and idle surge instances whose servers have all left are drained and
-   terminated; those not ready yet are terminated at once.
-6. closeouts: older attempts, interrupted drains, failed launches, orphans.
+   terminated; those not ready yet are terminated at once. With contacted agents
+   (`Limits.agent_drain_s` > 0) a drained instance is terminated only once its agent reports
+   none of its servers still stopping (`FleetView.busy_agents`), or agent_drain_s after its drain.
+6. closeouts: older attempts, drained instances (as in 5), failed launches, orphans.
 Actions come in that order: launches, configures, drains, terminations.
 
 With a gateway (`FleetView.drained` not None) a server that may leave drains first: it stays in
 its agent's assignment (`Diff.draining` names it, so the gateway sends it nothing new) until the
-gateway reports it drained; an instance terminates only once all its servers have left.
+gateway reports it drained (`FleetView.draining_book`: those whose drain began in an earlier
+tick); an instance is drained only once all its servers have left.
 
 A move completes a link per tick (start beside, then stop once the new server reports ready), so
 a diff that starts servers while others wait for them says so (`settling`): the controller then
@@ -88,11 +91,17 @@ def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
     launches = _within_budget(launches, replaced, view, limits, notes)
     moves = plan_moves(layout, current, view, limits, launches, notes)
     launches += [Launch(s, t, view.max_attempt.get(s, -1) + 1, why) for s, t, why in moves.surge.launches]
-    configures, drains, ends = _assign_and_retire(layout, current, view, moves)
-    ends = replaced + ends + _closeouts(view.records, extra) + _orphans(view)
+    configures, drains, ends = _assign_and_retire(layout, current, view, moves, limits)
+    closeouts, stopping = _closeouts(view, extra, now, limits)
+    ends = replaced + ends + closeouts + _orphans(view)
     step = moves.step
     converged = step.converged and not launches and not drains and not ends and _all_ready(layout, current)
     settling = (bool(step.started) and (bool(step.blocked) or _retiring_left(step, layout))) or bool(step.draining)
+    settling = settling or bool(stopping) or (bool(drains) and limits.agent_drain_s > 0)
+    if step.draining:
+        notes.append(f"waiting for the gateway to drain {', '.join(sorted(step.draining))}")
+    if stopping:
+        notes.append(f"waiting for the agents of {', '.join(stopping)} to stop their servers before termination")
     return Diff(
         actions=tuple(launches + configures + drains + ends),
         notes=tuple(notes),
@@ -190,7 +199,7 @@ def _retiring_left(step: RolloutStep, layout: Layout) -> bool:
 
 # -- 4, 5. configures and retirement ------------------------------------------------------------------
 def _assign_and_retire(
-    layout: Layout, current: Mapping[str, Record], view: FleetView, moves: Moves
+    layout: Layout, current: Mapping[str, Record], view: FleetView, moves: Moves, limits: Limits
 ) -> tuple[list[Action], list[Action], list[Action]]:
     """Configures of ready instances whose servers change; drains and terminations of surplus and
     idle surge instances once every server has left."""
@@ -211,6 +220,8 @@ def _assign_and_retire(
             continue
         if rec.state is State.READY and applied:
             drains.append(Drain(slot, rec.attempt, _surplus(slot)))
+            if limits.agent_drain_s > 0:
+                continue  # terminated once its agent has stopped the servers (_closeouts)
         ends.append(Terminate(slot, rec.attempt, rec.instance_id, Reason.SCALE_IN, _surplus(slot)))
     return configures, drains, ends
 
@@ -240,17 +251,29 @@ def _why(slot: str, wanted: Sequence[PlannedServer], applied: Sequence[PlannedSe
 
 
 # -- 6. closeouts -----------------------------------------------------------------------------------
-def _closeouts(records: Sequence[Record], extra: Sequence[Record]) -> list[Action]:
-    """Older usable attempts, interrupted drains and failed launches are closed."""
+def _closeouts(view: FleetView, extra: Sequence[Record], now: float, limits: Limits) -> tuple[list[Action], list[str]]:
+    """Older usable attempts, drained instances and failed launches are closed. A drained instance
+    is terminated once its agent reports none of its servers still stopping (a server answers what
+    it holds before it exits; terminating its instance first would cut those requests off), or
+    `limits.agent_drain_s` after its drain began. Also the slots that still wait for that."""
     out: list[Action] = [
         Terminate(r.slot, r.attempt, r.instance_id, Reason.DUPLICATE, "a newer attempt exists") for r in extra
     ]
-    for r in records:
+    waiting: list[str] = []
+    for r in view.records:
         if r.state is State.DRAINING:
-            out.append(Terminate(r.slot, r.attempt, r.instance_id, Reason.SCALE_IN, "drained"))
+            if r.key in view.busy_agents and now - r.updated_at < limits.agent_drain_s:
+                waiting.append(r.slot)
+                continue
+            detail = (
+                "drained"
+                if r.key not in view.busy_agents
+                else f"its agent still stops servers after {now - r.updated_at:.0f} s"
+            )
+            out.append(Terminate(r.slot, r.attempt, r.instance_id, Reason.SCALE_IN, detail))
         elif r.state is State.FAILED:
             out.append(Terminate(r.slot, r.attempt, r.instance_id, Reason.RELEASE, "failed launch"))
-    return out
+    return out, sorted(waiting)
 
 
 def _orphans(view: FleetView) -> list[Action]:

@@ -35,7 +35,8 @@ protect.
    its workload's new servers are not ready either (it may serve first), unless it is in the way.
    With a gateway, a server that may leave drains first (the gateway sends it nothing new, so it
    no longer counts as capacity) and leaves its agent's assignment once the gateway reports it
-   drained (`drained`).
+   drained (`drained`). One the gateway is draining already (`draining`) is not ready (it takes
+   no new requests) but is no starting server either: its drain goes on.
 2. start: each planned server not running yet starts if its GPU can hold it once it serves: the
    judge predicts every server there within its latency budget (MPS shares above 100 % are judged
    as the proportional split MPS gives when all are busy, see colocation.py) and no floor breaks
@@ -97,6 +98,7 @@ class RolloutInput:
     judge: Judge = shares_judge
     baseline: Mapping[str, float] | None = None  # capacity when the current change began; None: it begins now
     drained: frozenset[str] | None = None  # None: no gateway, a server may leave at once
+    draining: frozenset[str] = frozenset()  # servers the gateway began draining in an earlier tick
     pending: frozenset[str] = frozenset()  # workloads with planned servers not ready yet
     elsewhere: frozenset[str] = frozenset()  # planned servers on instances not ready yet (booting)
 
@@ -278,7 +280,8 @@ class Tick:
         return [(key, s) for _, key, _, s in sorted(out, key=lambda t: t[:3])]
 
     def _release(self, key: GpuKey, s: PlannedServer) -> bool:
-        if s.name not in self.inp.ready and s.workload in self.inp.pending and not self.unstarted(key):
+        starting = s.name not in self.inp.ready and s.name not in self.inp.draining
+        if starting and s.workload in self.inp.pending and not self.unstarted(key):
             return False  # still starting: it may serve before its replacement does, and is in no one's way
         if self._waiting_for(s):
             return False  # a stand-in whose planned server has not started: its move is under way

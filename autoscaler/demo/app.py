@@ -2,15 +2,18 @@
 
 What runs: the real controller (`igniter run`'s, built by wiring.build_controller) with the local
 provider (each instance is an `igniter-agent run --no-gpu` process that starts real KServe v2
-inference servers for a tiny TorchScript model) and the local transport. A load generator replays
-one day of the ServeGen trace, compressed into the demo's duration and scaled down to tens of
-requests per second, as real HTTP requests to the servers that report ready. The controller's rate
-source is the load generator's offered-request count (what a load balancer reports), scaled back up:
-every request sent stands for `1 / send_per_planned` planned ones, so the planner sizes a fleet of
-real GPU types from real profiles while this 2-core machine only serves tens of requests.
+inference servers for a tiny TorchScript model), the local transport and the fleet's gateway (a
+real haproxy, on 127.0.0.1:8000 when that is free). A load generator replays one day of the
+ServeGen trace, compressed into the demo's duration and scaled down to tens of requests per
+second, as real HTTP requests to the gateway, one URL per workload, as a real client sends them;
+the gateway spreads them over the workload's servers in the plan's proportions and drains servers
+before they go. The controller's rate source is the gateway's request counter per workload, scaled
+back up: every request sent stands for `1 / send_per_planned` planned ones, so the planner sizes a
+fleet of real GPU types from real profiles while this 2-core machine only serves tens of requests.
 
-It ends by itself, terminates every instance through the provider, sweeps any process left that
-carries the demo's temporary directory, prints a summary, and removes the directory. SIGINT and
+It ends by itself, terminates every instance through the provider, stops the gateway, sweeps any
+process left that carries the demo's temporary directory, prints a summary, and removes the
+directory. SIGINT and
 SIGTERM take the same path; a watchdog kills everything if teardown ever hangs.
 """
 
@@ -31,12 +34,13 @@ from rich.live import Live
 from rich.logging import RichHandler
 
 from autoscaler.config.policy import load_policy
-from autoscaler.demo.loadgen import LoadGen, OfferedRates
+from autoscaler.demo.loadgen import GatewayRates, LoadGen
 from autoscaler.demo.procs import Watchdog, pids_with, sweep
 from autoscaler.demo.setup import DemoConfig, slice_trace, tiny_model, write_policy
 from autoscaler.demo.stats import Recorder, Router, build_frame, print_summary
 from autoscaler.demo.view import Frame, one_line, render
 from autoscaler.loop.controller import Controller, TickReport
+from autoscaler.rates.gateway import GatewayRates as GatewayCounter
 from autoscaler.rates.reader import RateReader
 from autoscaler.sim.traces import Trace
 
@@ -56,6 +60,8 @@ class Demo:
         self.router = Router(root / "instances")
         self.recorder = Recorder()
         self.report: TickReport | None = None
+        self.url = ""
+        self.gateway_view: Any = None
         self.stop_at = time.monotonic() + REPLAY_END_S
 
     def schedule(self, elapsed: float) -> dict[str, float]:
@@ -78,8 +84,13 @@ class Demo:
         policy = load_policy(write_policy(self.root, model_dir, self.cfg, self.trace.peak()))
         self.controller = build_controller(policy, self.root / "state.sqlite")
         self.controller.deps.provider.stop_timeout_s = 5.0  # type: ignore[attr-defined]
-        self.gen = LoadGen(self.schedule, self.router.endpoints, seed=self.cfg.seed)
-        source = OfferedRates(self.gen, self.cfg.interval_s, 1.0 / self.cfg.send_per_planned, self.schedule(0.0))
+        gateway = self.controller.deps.gateway
+        assert gateway is not None
+        self.url = f"http://{policy.gateway.listen}"
+        self.gen = LoadGen(self.schedule, lambda workload: [self.url], seed=self.cfg.seed)
+        source = GatewayRates(
+            self.gen, GatewayCounter(gateway.observe), 1.0 / self.cfg.send_per_planned, self.schedule(0.0)
+        )
         self.controller.deps.rates = RateReader(source, policy.rates.stale_after_s)
         self.router.start()
 
@@ -103,10 +114,19 @@ class Demo:
         while time.monotonic() < deadline:
             report = self.tick()
             show(self.frame())
-            if report.layout and report.layout.servers() and self.router.all_ready(report.layout):
+            if report.layout and report.layout.servers() and self._serving(report.layout):
                 return True
             time.sleep(1.0)
         return False
+
+    def _serving(self, layout: Any) -> bool:
+        """Every planned server reports ready and the gateway sends it requests."""
+        assert self.controller is not None and self.controller.deps.gateway is not None
+        try:
+            serving = self.controller.deps.gateway.observe().serving()
+        except Exception:
+            return False
+        return self.router.all_ready(layout) and {s.name for _, s in layout.servers()} <= serving
 
     def replay(self, show: Any) -> None:
         """The load runs; the controller ticks every interval; the view refreshes twice a second."""
@@ -132,8 +152,24 @@ class Demo:
                     provider.terminate(inst.id)
             except Exception as exc:
                 self.console.print(f"[yellow]terminating through the provider failed: {exc}[/yellow]")
+            self._stop_gateway()
             self.controller.store.close()
         return sweep(str(self.root))
+
+    def _stop_gateway(self) -> None:
+        """Read the gateway's counters for the summary, then stop it."""
+        assert self.controller is not None
+        gateway = self.controller.deps.gateway
+        if gateway is None:
+            return
+        try:
+            self.gateway_view = gateway.observe()
+        except Exception:
+            self.gateway_view = None
+        try:
+            gateway.stop()
+        except Exception as exc:
+            self.console.print(f"[yellow]stopping the gateway failed: {exc}[/yellow]")
 
 
 def _terminate_as_interrupt(signum: int, frame: Any) -> None:

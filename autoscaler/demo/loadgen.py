@@ -1,10 +1,12 @@
 """A load generator for the live demo: replays a rate schedule as real KServe v2 requests.
 
 Arrivals are Poisson at the schedule's current rate (open loop: a slow server does not slow the
-sender, as real users do not wait for each other). Each request goes to one of the workload's
-servers that report ready, round robin; a request with no ready server is counted as refused.
-It only ever connects to 127.0.0.1. Counters are kept per workload for the rate source (what a
-load balancer would count) and for the final summary (client-side latency percentiles).
+sender, as real users do not wait for each other). Each request goes to the workload's URL, as a
+real client's would: in the demo that is the gateway's one URL per workload, which picks the
+server (`endpoints` may list several base URLs; they are taken round robin). A request is refused
+when there is no URL, or when the gateway answers 503 (no server of the workload can take it);
+any other error or timeout is failed. It only ever connects to 127.0.0.1. Counters are kept per
+workload for the final summary (client-side latency percentiles).
 """
 
 from __future__ import annotations
@@ -13,12 +15,14 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import httpx
 import numpy as np
+
+from autoscaler.rates.base import RateSource
 
 SLICE_S = 0.05
 BODY = {"inputs": [{"name": "x", "shape": [1, 8], "datatype": "FP32", "data": [0.1 * i for i in range(8)]}]}
@@ -99,15 +103,17 @@ class LoadGen:
     def _send(self, workload: str, url: str) -> None:
         start = time.perf_counter()
         try:
-            ok = self.client.post(url, json=BODY).status_code == 200
+            code = self.client.post(url, json=BODY).status_code
         except httpx.HTTPError:
-            ok = False
+            code = 0
         ms = (time.perf_counter() - start) * 1000.0
         with self.lock:
             c = self.counts[workload]
-            if ok:
+            if code == 200:
                 c.ok += 1
                 c.latencies_ms.append(ms)
+            elif code == 503:
+                c.refused += 1
             else:
                 c.failed += 1
 
@@ -135,6 +141,26 @@ class LoadGen:
             self._thread.join(timeout=5)
         self.pool.shutdown(wait=True, cancel_futures=True)
         self.client.close()
+
+
+class GatewayRates:
+    """RateSource for the demo controller: what the gateway measured (rates/gateway.py, each
+    workload backend's request counter), times `scale` (planned per sent). Before the load starts
+    it reports `initial` (the schedule's first rates), so the fleet the replay starts on is sized
+    for the traffic about to arrive."""
+
+    def __init__(self, gen: LoadGen, measured: RateSource, scale: float, initial: Mapping[str, float]) -> None:
+        self.gen, self.measured, self.scale, self.initial = gen, measured, scale, dict(initial)
+
+    def read(self, now: float, workloads: Sequence[str]) -> dict[str, float | None]:
+        got = self.measured.read(now, workloads)  # read every tick, so the first window is a full one
+        if not self.gen.started:
+            return {w: self.initial.get(w) for w in workloads}
+        return {w: _times(got.get(w), self.scale) for w in workloads}
+
+
+def _times(value: float | None, scale: float) -> float | None:
+    return None if value is None else value * scale
 
 
 class OfferedRates:

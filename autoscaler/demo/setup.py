@@ -82,6 +82,15 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+def gateway_port(preferred: int = 8000) -> int:
+    """The gateway's port: 8000 (the default) when it is free, else a free one."""
+    if port_is_free(preferred):
+        return preferred
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def slice_trace(cfg: DemoConfig) -> Trace:
     """One day of the ServeGen trace, only the demo's workloads."""
     day = window(read_wide(TRACE), cfg.day * 86400.0, (cfg.day + 1) * 86400.0)
@@ -89,7 +98,8 @@ def slice_trace(cfg: DemoConfig) -> Trace:
 
 
 def write_policy(root: Path, model_dir: Path, cfg: DemoConfig, peak: dict[str, float]) -> Path:
-    """The demo policy: local provider and transport, one instance type, the tiny model for both."""
+    """The demo policy: local provider and transport, a gateway (haproxy) under the demo's
+    directory, one instance type, the tiny model for both workloads."""
     data = {
         "fleet": f"demo-{root.name[-8:].lower().replace('_', '-')}",
         "instance_types": [
@@ -118,7 +128,14 @@ def write_policy(root: Path, model_dir: Path, cfg: DemoConfig, peak: dict[str, f
             "ready_timeout_s": 90,
         },
         "agents": {"transport": "local", "state_dir": str(root / "agent"), "command_timeout_s": 20},
-        "rates": {"source": "static", "stale_after_s": 30},
+        "gateway": {
+            "kind": "haproxy",
+            "listen": f"127.0.0.1:{gateway_port()}",
+            "state_dir": str(root / "gateway"),
+            "check_interval_s": 0.5,
+            "drain_timeout_s": 10,
+        },
+        "rates": {"source": "gateway", "stale_after_s": 30},
         "scaling": {
             "interval_s": cfg.interval_s,
             "boot_s": cfg.boot_s,

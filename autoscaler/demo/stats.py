@@ -235,6 +235,12 @@ def print_summary(console: Console, demo: Any, wall_s: float, state: str, left: 
             }
         )
     console.print(summary_table(rows, "demo summary: requests"))
+    view = getattr(demo, "gateway_view", None)
+    if view is not None:
+        per = ", ".join(
+            f"{w} {b.requests_total} requests ({b.errors_5xx} 5xx)" for w, b in sorted(view.backends.items())
+        )
+        console.print(f"through the gateway at {demo.url} (one URL per workload): {per}")
     replay = [s for s in rec.samples if s["elapsed"] > 0]
     inst = [s["instances"] for s in replay] or [0]
     dollars = sum(a["cost_per_hour"] * (b["elapsed"] - a["elapsed"]) / 3600.0 for a, b in itertools.pairwise(replay))

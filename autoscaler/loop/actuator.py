@@ -57,6 +57,12 @@ class Actuator:
     tick: int | None
     clock: Callable[[], float]
     outcome: Outcome = field(default_factory=Outcome)
+    host_override: str | None = None  # agents.host_override: where this machine reaches the instances
+
+    def host(self, inst: Instance) -> str:
+        """The address an instance's servers bind and the gateway reaches them at: the instance's
+        own (private) address, loopback for local instances."""
+        return self.host_override or inst.address or "127.0.0.1"
 
     def run(self, actions: tuple[Action, ...]) -> Outcome:
         handlers = {Launch: self.launch, Configure: self.configure, Drain: self.drain, Terminate: self.terminate}
@@ -143,12 +149,14 @@ class Actuator:
             )
             return
         gen = self._assignment_generation_for(rec, a.servers)
-        body = assignment_json(a.servers, gen, self._port_base(inst))
+        host, base = self.host(inst), self._port_base(inst)
+        body = assignment_json(a.servers, gen, base, host)
         aid = self.store.begin_action(
             self.tick, "configure", a.slot, {"reason": a.reason, "assignment": body}, self.clock()
         )
         if self._apply(inst, body, aid, f"configure {a.slot}", rec.key, mark):
-            self.store.set_applied(rec.key, a.servers, gen, self.clock())
+            servers = tuple(replace(s, address=f"{host}:{base + s.index}") for s in a.servers)
+            self.store.set_applied(rec.key, servers, gen, self.clock())
             self.outcome.done.append(f"configure {a.slot} generation {gen}: {a.reason}")
 
     def drain(self, a: Drain) -> None:
@@ -159,7 +167,8 @@ class Actuator:
         self.store.apply([transition(rec, Reason.DRAIN, self.clock(), a.reason)])
         gen = self.store.next_assignment_generation(self.assignment_generation.get(a.slot, 0) + 1)
         aid = self.store.begin_action(self.tick, "drain", a.slot, {"reason": a.reason}, self.clock())
-        if self._apply(inst, assignment_json((), gen, self._port_base(inst)), aid, f"drain {a.slot}", rec.key, None):
+        body = assignment_json((), gen, self._port_base(inst), self.host(inst))
+        if self._apply(inst, body, aid, f"drain {a.slot}", rec.key, None):
             self.store.set_applied(rec.key, (), gen, self.clock())
             self.outcome.done.append(f"drain {a.slot}")
 

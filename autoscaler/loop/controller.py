@@ -11,7 +11,7 @@ scaling.choose, layout_from_plan and reconcile.diff.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -19,14 +19,17 @@ from autoscaler.config.policy import Policy
 from autoscaler.core.colocation import server_judge
 from autoscaler.core.forecast import ForecastConfig, forecast_all, season_windows
 from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo, layout_from_plan, layout_to_plan
-from autoscaler.core.lifecycle import LIVE, State, SyncInput, sync
+from autoscaler.core.lifecycle import LIVE, Record, State, SyncInput, sync
 from autoscaler.core.reconcile import Diff, FleetView, Limits, diff
+from autoscaler.core.routing import GatewayView
 from autoscaler.core.scaling import choose, hold_rates, next_wake
 from autoscaler.core.slo_guard import update as guard_update
 from autoscaler.core.surge import TypeInfo, is_surge_slot
 from autoscaler.fleet.base import Instance, OnRecord, Provider, ProviderError, Retry
+from autoscaler.gateway.base import Gateway
 from autoscaler.leader.base import NotLeader
 from autoscaler.loop.actuator import Actuator, Outcome, quarantine
+from autoscaler.loop.gateway_step import GatewayReport, GatewayStep
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.store import Store
 from autoscaler.planner.limits import TooManyInstances
@@ -51,6 +54,7 @@ class Deps:
     clock: Callable[[], float]
     contact: bool = True  # False: agents are never contacted (transport none)
     gate: HostKeyGate | None = None  # SSH to cloud nodes: contact an agent only once its host key is pinned
+    gateway: Gateway | None = None  # the data plane; None: no gateway (servers count as drained at once)
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class Observation:
     instances: Mapping[str, Instance]
     statuses: Mapping[str, AgentStatus]  # slot -> status of agents that answered
     reading: Reading
+    gateway: GatewayView | None = None  # what the gateway runs (None: no gateway, or it failed)
 
 
 @dataclass
@@ -80,6 +85,7 @@ class TickReport:
     surge_slots: list[str] = field(default_factory=list)  # surge instances kept or launched this tick
     wake_at: float | None = None  # tick again then, before the next interval (scaling.next_wake)
     outcome: Outcome = field(default_factory=Outcome)
+    gateway: GatewayReport | None = None
     rounds: int = 0
     duration_s: float = 0.0
     quarantined: dict[str, str] = field(default_factory=dict)  # instance id -> why it is not contacted
@@ -106,10 +112,17 @@ class TickReport:
             "cost_per_hour": self.layout.cost_per_hour if self.layout else None,
             "quarantined": self.quarantined,
             "backoff_until": self.backoff_until,
+            "gateway": self.gateway.summary() if self.gateway else None,
         }
 
 
 BOOTING = (State.REQUESTED, State.PENDING, State.RUNNING)
+# How long a drained instance waits for its agent to stop its servers before it is terminated: the
+# agent's default drain timeout (30 s, igniter-agent run --drain-timeout) and kill grace (10 s),
+# with room for its next status. Its servers were drained in the gateway first, so they finish
+# what they hold well within it.
+AGENT_DRAIN_WAIT_S = 60.0
+Key = tuple[str, int]
 
 
 class Controller:
@@ -119,6 +132,7 @@ class Controller:
         self.store = deps.store
         self.state = ControllerState()  # the tick's working copy (see loop/state.py)
         self._saved: ControllerState | None = None  # as saved at the end of the last tick
+        self.routing = GatewayStep(deps.gateway) if deps.gateway is not None else None
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
@@ -142,6 +156,7 @@ class Controller:
             planned = self.forecast(obs, report)
             corrections = self.guard(obs)
             self.converge(obs, orphans, planned, corrections, report)
+            self.route(obs, report)
         except (ProviderError, TransportError) as exc:
             report.ok, report.error = False, f"{type(exc).__name__}: {exc}"
             report.outcome.error("provider", f"tick aborted: {report.error}")
@@ -181,7 +196,9 @@ class Controller:
         statuses = self._statuses(instances)
         if isinstance(self.deps.rates.source, StatusFed):
             self.deps.rates.source.feed(statuses)
-        return Observation(now, instances, statuses, self.deps.rates.read(now, [w.name for w in self.policy.workloads]))
+        gateway = self.routing.observe(self.policy, now) if self.routing is not None else None
+        reading = self.deps.rates.read(now, [w.name for w in self.policy.workloads])
+        return Observation(now, instances, statuses, reading, gateway)
 
     def _statuses(self, instances: Mapping[str, Instance]) -> dict[str, AgentStatus]:
         if not self.deps.contact:
@@ -312,7 +329,7 @@ class Controller:
             report.rounds = round_
             layout, report.decision = self.plan(obs.now, planned, corrections, previous, bool(obs.reading.missing))
             report.layout = layout
-            actions = diff(layout, self.view(obs, orphans), obs.now, self._limits())
+            actions = self._diff(layout, obs, orphans)
             self._report_moves(actions, layout, report)
             outcome = self.act(obs, actions.actions, report)
             report.notes.extend(n for n in outcome.notes if n not in report.notes)
@@ -425,11 +442,36 @@ class Controller:
             prices=prices,
             agent_seen=self.state.agent_seen,
             rates=dict(obs.reading.rates),
-            drained=None,  # no gateway yet: a retiring server counts as drained at once
             baseline=self.state.rollout_baseline,
+            busy_agents=self._busy_agents(records, applied_all, obs),
         )
 
+    def _busy_agents(
+        self, records: Sequence[Record], applied: Mapping[Key, tuple[int, Any]], obs: Observation
+    ) -> frozenset[Key]:
+        """Drained instances whose agent may still be stopping servers: it reports some still
+        draining or running, holds an older assignment than its drain, or did not answer."""
+        if not self.deps.contact:
+            return frozenset()
+        out = set()
+        for r in records:
+            if r.state is not State.DRAINING:
+                continue
+            st = obs.statuses.get(r.slot)
+            gen = applied[r.key][0] if r.key in applied else 0
+            if st is None or st.draining or st.servers or (st.assignment_generation or 0) < gen:
+                out.add(r.key)
+        return frozenset(out)
+
     def _ready_servers(
+        self, current: Mapping[str, Any], applied: Mapping[str, tuple[Any, ...]], obs: Observation
+    ) -> frozenset[str]:
+        """Servers their agents report ready; with a gateway, only those it also sends requests
+        to, so a replacement covers its workload (and the old server may go) once it serves."""
+        ready = self._agent_ready(current, applied, obs)
+        return ready & obs.gateway.serving() if obs.gateway is not None else ready
+
+    def _agent_ready(
         self, current: Mapping[str, Any], applied: Mapping[str, tuple[Any, ...]], obs: Observation
     ) -> frozenset[str]:
         if self.deps.contact:
@@ -437,6 +479,37 @@ class Controller:
         return frozenset(
             s.name for slot, servers in applied.items() if current[slot].state is State.READY for s in servers
         )
+
+    def _diff(self, layout: Layout, obs: Observation, orphans: list[Instance]) -> Diff:
+        """reconcile.diff; with a gateway, make-before-break goes through it: a server leaves its
+        agent's assignment only once the gateway has drained it (`FleetView.drained`), and the
+        servers reconcile lets go (`Diff.draining`: their successors serve already) begin draining
+        in the gateway, which the drain book in the controller state remembers across ticks."""
+        view, limits = self.view(obs, orphans), self._limits()
+        if self.routing is None:
+            return diff(layout, view, obs.now, limits)
+        book, timeout = self.state.gateway_drains, self.policy.gateway.drain_timeout_s
+        names = [s.name for servers in view.applied.values() for s in servers]
+        drained = self.routing.drained(book, names, obs.now, timeout)
+        actions = diff(layout, replace(view, drained=drained, draining_book=frozenset(book)), obs.now, limits)
+        self.state = replace(self.state, gateway_drains=self.routing.drain(actions.draining, book, obs.now))
+        return actions
+
+    def route(self, obs: Observation, report: TickReport) -> None:
+        """The gateway follows what the agents were told to run this tick (see gateway_step)."""
+        if self.routing is None:
+            return
+        current = {r.slot: r for r in sorted(self.store.open_records(), key=lambda r: r.attempt) if r.state in LIVE}
+        applied_all = self.store.applied()
+        applied = {s: applied_all[r.key][1] for s, r in current.items() if r.key in applied_all}
+        silent = frozenset(v.name for slot, servers in applied.items() if slot not in obs.statuses for v in servers)
+        readiness = self.routing.readiness(self._agent_ready(current, applied, obs), silent)
+        report.gateway = self.routing.route(layout=report.layout, applied=applied, readiness=readiness)
+        if report.gateway.error:
+            report.outcome.error("gateway", f"gateway: {report.gateway.error}")
+        for message in report.gateway.failed:
+            report.outcome.error("gateway", f"gateway: {message}")
+        report.settling = report.settling or self.routing.settling(report.gateway)
 
     def act(self, obs: Observation, actions: tuple[Any, ...], report: TickReport) -> Outcome:
         agent_gen = {s: st.assignment_generation or 0 for s, st in obs.statuses.items()}
@@ -451,6 +524,7 @@ class Controller:
             tick=report.tick,
             clock=self.deps.clock,
             outcome=report.outcome,
+            host_override=self.policy.agents.host_override,
         )
         outcome = actuator.run(actions)
         self.state = actuator.state
@@ -471,6 +545,7 @@ class Controller:
             max_instances=self.policy.scaling.instance_limit,
             types=types,
             fleet=self.policy.fleet,
+            agent_drain_s=AGENT_DRAIN_WAIT_S if self.deps.contact else 0.0,
         )
 
     def _caps(self, now: float) -> dict[str, int]:

@@ -34,7 +34,7 @@ from autoscaler.loop.status import StatusServer, StatusState
 from autoscaler.loop.wiring import build_controller, make_leadership, make_rates
 
 log = logging.getLogger(__name__)
-RESTART_SECTIONS = ("fleet", "provider", "agents", "leader")
+RESTART_SECTIONS = ("fleet", "provider", "agents", "leader")  # `gateway` changes apply at once (a reload)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -161,9 +161,12 @@ class Service:
         for section in RESTART_SECTIONS:
             if getattr(old, section) != getattr(new, section):
                 log.warning("policy reload: `%s` changed; it takes effect after a restart", section)
+        if (new.gateway.kind, new.gateway.hosts) != (old.gateway.kind, old.gateway.hosts):
+            log.warning("policy reload: gateway.kind or gateway.hosts changed; it takes effect after a restart")
+            new = new.model_copy(update={"gateway": old.gateway})
         new = new.model_copy(update={s: getattr(old, s) for s in RESTART_SECTIONS})
         if new.rates != old.rates or new.workloads != old.workloads:
-            self.controller.deps.rates = make_rates(new)
+            self.controller.deps.rates = make_rates(new, self.controller.deps.gateway)
         self.controller.set_policy(new)
         if new.scaling.interval_s != old.scaling.interval_s and self.scheduler is not None:
             self.scheduler.reschedule_job("tick", trigger="interval", seconds=new.scaling.interval_s)
@@ -212,6 +215,8 @@ class Service:
         if leadership is not None:
             leadership.stop()
         self.controller.deps.transport.close()
+        if self.controller.deps.gateway is not None:
+            self.controller.deps.gateway.close()  # the gateway itself keeps running, as instances do
         self.controller.deps.provider.close()
         self.controller.store.close()
 

@@ -1,4 +1,4 @@
-"""The status endpoint: /healthz, /metrics (Prometheus), /v1/plan, /v1/fleet, /v1/leader.
+"""The status endpoint: /healthz, /metrics (Prometheus), /v1/plan, /v1/fleet, /v1/gateway, /v1/leader.
 
 It listens on scaling.status_listen (127.0.0.1:9464 by default; a private address lets Prometheus
 on another host scrape it). With scaling.status_token_file, /v1/* requires that bearer token;
@@ -24,6 +24,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from autoscaler.core.lifecycle import LIVE, describe_table
 from autoscaler.loop.controller import Controller, TickReport
+from autoscaler.loop.gateway_step import snapshot
+from autoscaler.loop.metrics_gateway import GatewayCollector
 
 
 class Metrics:
@@ -67,6 +69,8 @@ class Metrics:
             ["limit"],
             registry=r,
         )
+        self.gateway = GatewayCollector()
+        r.register(self.gateway)
 
     def update(self, report: TickReport, fleet: dict[str, Any], corrections: dict[str, float]) -> None:
         self.ticks.labels("ok" if report.ok else "error").inc()
@@ -137,6 +141,7 @@ class StatusState:
     metrics: Metrics = field(default_factory=Metrics)
     plan: dict[str, Any] = field(default_factory=lambda: {"layout": None})
     fleet: dict[str, Any] = field(default_factory=lambda: {"instances": []})
+    gateway: dict[str, Any] = field(default_factory=lambda: {"kind": "none", "workloads": {}})
     healthy: bool = True
     last_error: str | None = None
     leader: dict[str, Any] = field(default_factory=lambda: {"role": "leader"})
@@ -173,9 +178,13 @@ class StatusState:
             "ok": report.ok,
             "error": report.error,
         }
+        routing = controller.routing
+        gateway = snapshot(routing, controller.policy) if routing is not None else {"kind": "none", "workloads": {}}
         with self.lock:
             self.metrics.update(report, fleet, corrections)
+            self.metrics.gateway.set(gateway)
             self.plan, self.fleet, self.healthy, self.last_error = plan, fleet, report.ok, report.error
+            self.gateway = gateway
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -193,6 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "/v1/plan": lambda: self._json(200, state.plan),
                 "/v1/fleet": lambda: self._json(200, state.fleet),
                 "/v1/leader": lambda: self._json(200, state.leader),
+                "/v1/gateway": lambda: self._json(200, state.gateway),
             }
             path = self.path.split("?", 1)[0]
             route = routes.get(path)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy
 from autoscaler.fleet.base import HostKeySource, Provider
+from autoscaler.gateway.base import Gateway, GatewayError, spec_from
 from autoscaler.leader.base import Fence, Lease
 from autoscaler.loop.controller import Controller, Deps
 from autoscaler.loop.fence import FencedProvider, FencedTransport
@@ -113,12 +114,75 @@ def make_transport(policy: Policy, pins: PinnedHostKeys | None = None) -> tuple[
     return LocalTransport(cfg.agent_command, cfg.state_dir, cfg.command_timeout_s), True
 
 
-def make_rates(policy: Policy) -> RateReader:
-    return RateReader(_source(policy), policy.rates.stale_after_s)
+def gateway_dir(policy: Policy, state_path: Path) -> Path:
+    """A local gateway's directory: gateway.state_dir, else beside the state file (like instances)."""
+    cfg = policy.gateway
+    return _relative(policy, cfg.state_dir) if cfg.state_dir else state_path.parent / f"{policy.fleet}-gateway"
 
 
-def _source(policy: Policy) -> RateSource:
+def make_gateway(policy: Policy, state_path: Path, provider: Provider | None = None) -> Gateway | None:
+    """The fleet's gateway (nothing is started here: the first tick ensures it); None for kind none."""
+    cfg = policy.gateway
+    if cfg.kind == "none":
+        return None
+    if cfg.remote:
+        return _remote_gateway(policy, state_path, provider)
+    from autoscaler.gateway.local import LocalHaproxy
+
+    return LocalHaproxy(gateway_dir(policy, state_path), cfg.haproxy_command)
+
+
+def _remote_gateway(policy: Policy, state_path: Path, provider: Provider | None) -> Gateway:
+    """Gateway hosts over SSH: discovered ones pinned from their consoles (their own pin file,
+    <state>.gateway.known_hosts), listed ones against gateway.host_key or gateway.known_hosts."""
+    from autoscaler.gateway.remote import HostKeyPin, RemoteGateway, discover_hosts
+    from autoscaler.transport.pins import PinnedHostKeys
+    from autoscaler.transport.ssh import SshTransport
+    from autoscaler.transport.trust import HostKeyTrust
+
+    cfg = policy.gateway
+    agents = policy.agents.model_copy(update={"host_override": None, "known_hosts": cfg.known_hosts})
+    if cfg.discover:
+        pins = PinnedHostKeys(state_path.with_suffix(".gateway.known_hosts"))
+        gate = HostKeyTrust(provider, pins, agents.port) if isinstance(provider, HostKeySource) else None
+        hosts = discover_hosts(policy.fleet, policy.provider.region, policy.provider.endpoint_url)
+        return RemoteGateway(cfg, SshTransport(agents, pins), hosts, gate)
+    pin = HostKeyPin(cfg.host_key) if cfg.host_key else None
+    return RemoteGateway(cfg, SshTransport(agents, pin))  # type: ignore[arg-type]
+
+
+GATEWAY_MUTATING = ("ensure", "apply", "route", "stop")  # what a standby must not do to the gateway
+
+
+def check_gateway(policy: Policy, state_path: Path) -> None:
+    """A local gateway that cannot start is bad input (exit 2): haproxy missing, or its listen
+    address held by another process (this fleet's own running gateway is fine). Only looks: the
+    leader starts it in its first tick (an `igniter run` standby must not touch it)."""
+    cfg = policy.gateway
+    if cfg.kind == "none" or cfg.remote:
+        return
+    from autoscaler.gateway.local import LocalHaproxy
+
+    try:
+        LocalHaproxy(gateway_dir(policy, state_path), cfg.haproxy_command).preflight(
+            spec_from(cfg, [w.name for w in policy.workloads])
+        )
+    except GatewayError as exc:
+        raise InputError(policy.source or "<policy>", exc.field, str(exc)) from None
+
+
+def make_rates(policy: Policy, gateway: Gateway | None = None) -> RateReader:
+    return RateReader(_source(policy, gateway), policy.rates.stale_after_s)
+
+
+def _source(policy: Policy, gateway: Gateway | None = None) -> RateSource:
     kind = policy.rates.source
+    if kind == "gateway":
+        from autoscaler.rates.gateway import GatewayRates
+
+        if gateway is None:
+            raise InputError(policy.source or "<policy>", "rates.source", "gateway needs gateway.kind haproxy")
+        return GatewayRates(gateway.observe)
     if kind == "agents":
         from autoscaler.rates.agents import AgentsRates
 
@@ -176,25 +240,30 @@ def build_controller(
     fence: Fence | None = None,
 ) -> Controller:
     """A controller with real dependencies; raises InputError for a policy that cannot run. The
-    state file is opened first: a bad one is refused before any provider exists. With `fence`
-    (`igniter run`), launches, terminations and agent applies go out only while it holds."""
+    gateway is checked first (its binary and listen address: a gateway that cannot start is exit 2
+    before anything is touched, not even the state file), then the state file is opened: a bad one
+    is refused before any provider exists. With `fence` (`igniter run`), launches, terminations,
+    agent applies and the gateway's changes (start, reload, routing) go out only while it holds."""
+    check_gateway(policy, state_path)
     store = store or Store(state_path)
     try:
         provider = make_provider(policy, state_path, clock)
         pins = make_pins(policy, state_path, provider)
         transport, contact = make_transport(policy, pins)
+        gateway = make_gateway(policy, state_path, provider)
     except BaseException:
         store.close()
         raise
     deps = Deps(
         provider if fence is None else FencedProvider(provider, fence),
         transport if fence is None else FencedTransport(transport, fence),
-        make_rates(policy),
+        make_rates(policy, gateway),
         store,
         default_planner,
         clock,
         contact,
         make_gate(policy, provider, pins),
+        None if gateway is None else fenced(gateway, fence, GATEWAY_MUTATING),
     )
     return Controller(policy, deps)
 

@@ -58,18 +58,27 @@ class SshTransport:
         return " ".join(shlex.quote(a) for a in argv)
 
     def _call(self, instance: Instance, action: str, stdin: str | None) -> Any:
-        host = self.cfg.host_override or instance.address
-        if not host:
-            raise TransportError(f"{instance.id}: no address to reach its agent", TransportFault.NOT_READY)
+        rc, out, err = self.run(instance, self.command(action), stdin, action)
+        return parse_reply(action, rc, out, err, f"{self._host(instance)}:{self.cfg.port}")
+
+    def run(self, instance: Instance, command: str, stdin: str | None, what: str = "command") -> tuple[int, str, str]:
+        """Run one (already quoted) command on the instance over the pooled, host-key-checked
+        connection: (exit status, stdout, stderr). The gateway's runtime API goes this way too."""
+        host = self._host(instance)
         key = (instance.id, host, self.cfg.port)
         with self._lock:
             client = self._client(key)
             try:
-                rc, out, err = self._exec(client, self.command(action), stdin)
+                return self._exec(client, command, stdin)
             except (OSError, paramiko.SSHException, EOFError) as exc:
                 self._drop(key)
-                raise TransportError(f"{host}:{self.cfg.port}: {action} failed: {exc or type(exc).__name__}") from None
-        return parse_reply(action, rc, out, err, f"{host}:{self.cfg.port}")
+                raise TransportError(f"{host}:{self.cfg.port}: {what} failed: {exc or type(exc).__name__}") from None
+
+    def _host(self, instance: Instance) -> str:
+        host = self.cfg.host_override or instance.address
+        if not host:
+            raise TransportError(f"{instance.id}: no address to reach it", TransportFault.NOT_READY)
+        return host
 
     def _client(self, key: PoolKey) -> paramiko.SSHClient:
         client = self._pool.get(key)

@@ -32,6 +32,23 @@ class TwoHeads(torch.nn.Module):
         return a * 2.0 + b.to(torch.float32), torch.argmax(a, dim=1)
 
 
+class Log(torch.nn.Module):
+    """x [4] FP32 -> y [4] FP32 = log(x): NaN for negative x, a model output JSON cannot carry."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log(x)
+
+
+class Spin(torch.nn.Module):
+    """x [1] FP32 -> y [1] FP32 = x, after int(max(x)) 64x64 matmuls: a request that is as slow as it asks."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        m = torch.eye(64)
+        for _ in range(int(x.max())):
+            m = m @ m
+        return x + 0.0 * m[0, 0]
+
+
 def _script(module: torch.nn.Module) -> torch.jit.ScriptModule:
     """TorchScript is the served format; torch 2.x warns that it is deprecated, which we know."""
     with warnings.catch_warnings():
@@ -69,6 +86,18 @@ def two_heads_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "outputs:\n- {name: mix, shape: [4], datatype: FP32}\n- {name: top, shape: [], datatype: INT64}\n"
     )
     return _write_model(tmp_path_factory.mktemp("twoheads"), traced, yaml_text)
+
+
+@pytest.fixture(scope="session")
+def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    yaml_text = "inputs:\n- {name: x, shape: [4], datatype: FP32}\noutputs:\n- {name: y, shape: [4], datatype: FP32}\n"
+    return _write_model(tmp_path_factory.mktemp("log"), _script(Log()), yaml_text)
+
+
+@pytest.fixture(scope="session")
+def spin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    yaml_text = "inputs:\n- {name: x, shape: [1], datatype: FP32}\noutputs:\n- {name: y, shape: [1], datatype: FP32}\n"
+    return _write_model(tmp_path_factory.mktemp("spin"), _script(Spin()), yaml_text)
 
 
 @pytest.fixture

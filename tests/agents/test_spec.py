@@ -104,3 +104,40 @@ def test_model_dir_check_names_the_server(tmp_path: Path, cnn_dir: Path) -> None
         check_model_dirs(assignment, "a.json")
     assert info.value.field == "servers[1].model_dir"
     assert "model.pt does not exist" in info.value.message
+
+
+def test_model_yaml_duplicate_keys_name_the_line(tmp_path: Path) -> None:
+    (tmp_path / "model.yaml").write_text(
+        "inputs:\n- {name: x, shape: [3], datatype: FP32}\noutputs:\n- {name: y, shape: [1], datatype: FP32}\n"
+        "inputs:\n- {name: z, shape: [3], datatype: FP32}\n"
+    )
+    with pytest.raises(InputError) as info:
+        load_model_config(tmp_path)
+    assert str(info.value) == f"{tmp_path / 'model.yaml'}: line 5: duplicate key 'inputs' (first on line 1)"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": [{"b": 1}, {"b": 2, "c": [0, {"d": 1,\n "d": 2}]}]}', "a.json: a[1].c[1].d: duplicate key on line 2"),
+        ('{"servers": [], "x": {"servers": 1}, "servers": [1]}', "a.json: servers: duplicate key on line 1"),
+        ('{"k\\"ey": 1, "k\\"ey": 2}', 'a.json: k"ey: duplicate key on line 1'),
+    ],
+)
+def test_duplicate_json_keys_are_named_by_path_and_line(text: str, expected: str) -> None:
+    from agents.strictjson import loads
+
+    with pytest.raises(InputError) as info:
+        loads(text, "a.json")
+    assert str(info.value).startswith(expected)
+
+
+def test_strict_json_keeps_syntax_errors_first_and_allows_equal_keys_in_different_objects() -> None:
+    from agents.strictjson import loads
+
+    with pytest.raises(InputError, match=r"line 1: invalid JSON"):
+        loads('{"a": 1 "a": 2}', "a.json")
+    assert loads('[{"a": 1}, {"a": 2}, {"b": {"a": 3}}]', "a.json") == [{"a": 1}, {"a": 2}, {"b": {"a": 3}}]
+    assert loads("[" * 32 + "]" * 32, "a.json") is not None
+    with pytest.raises(InputError, match="nested deeper than 32"):
+        loads("[" * 33 + "]" * 33, "a.json")

@@ -58,6 +58,14 @@ CASES = [
     ("duplicate workload", {**GOOD, "workloads": GOOD["workloads"] + [GOOD["workloads"][0]]}, "workloads[3].name"),
     ("duplicate type", {**GOOD, "instance_types": GOOD["instance_types"] * 2}, "instance_types[1].name"),
     ("unknown model", mutate("workloads.1.model", "bert"), "workloads[1].model"),
+    ("gateway listen", {**GOOD, "gateway": {"listen": "8000"}}, "gateway.listen"),
+    ("gateway kind", {**GOOD, "gateway": {"kind": "nginx"}}, "gateway.kind"),
+    (
+        "gateway rates, no gateway",
+        {**GOOD, "gateway": {"kind": "none"}, "rates": {"source": "gateway"}},
+        "rates.source",
+    ),
+    ("discover without ec2", {**GOOD, "gateway": {"discover": True}}, "gateway.discover"),
     ("missing profile", mutate("instance_types.0.gpu", "a100"), "instance_types[0].gpu"),
     ("missing field", mutate("workloads.0.slo_ms", DELETE), "workloads[0].slo_ms"),
     ("bad scaling", {**GOOD, "scaling": {"forecast": "magic"}}, "scaling.forecast"),
@@ -159,3 +167,19 @@ def test_json_schema_is_current():
     schema = policy_json_schema()
     assert schema["additionalProperties"] is False
     assert set(schema["required"]) == {"instance_types", "workloads"}
+
+
+def test_gateway_defaults_follow_the_provider(tmp_path):
+    local = load_policy(write(tmp_path, GOOD))
+    assert (local.gateway.kind, local.gateway.listen, local.gateway.drain_timeout_s) == (
+        "haproxy",
+        "127.0.0.1:8000",
+        30,
+    )
+    assert local.rates.source == "gateway"  # the default when a gateway is configured
+    ec2 = load_policy(write(tmp_path, {**GOOD, "provider": {"kind": "ec2", "launch_templates": {"*": "lt"}}}, "e.yaml"))
+    assert ec2.gateway.kind == "none" and ec2.rates.source == "static"
+    off = load_policy(write(tmp_path, {**GOOD, "gateway": {"kind": "none"}}, "n.yaml"))
+    assert off.rates.source == "static"
+    remote = load_policy(write(tmp_path, {**GOOD, "gateway": {"kind": "haproxy", "hosts": ["10.0.1.5"]}}, "r.yaml"))
+    assert remote.gateway.remote and remote.rates.source == "gateway"

@@ -112,8 +112,10 @@ def test_assignment_contract() -> None:
         "mps_percent": 30.0,
         "gpu_index": 0,
         "port": 8101,
+        "host": "127.0.0.1",
         "max_queue_delay_ms": 20.0,
     }
+    assert assignment_json(layout.slots[0].servers, 7, 8100, "10.0.1.7")["servers"][0]["host"] == "10.0.1.7"
 
 
 def test_assignment_is_the_agents_own_model() -> None:

@@ -31,6 +31,7 @@ BASE_POLICY: dict[str, Any] = {
         {"name": "res", "model": "resnet50", "slo_ms": 40, "rate_rps": 50},
     ],
     "scaling": {"interval_s": 30, "scale_down_delay_s": 600, "headroom": 0.0, "forecast": "last"},
+    "gateway": {"kind": "none"},  # no data plane unless a test asks for one (tests/gateway)
 }
 
 

@@ -60,10 +60,53 @@ def test_scale_out_is_immediate_scale_in_waits(tmp_path: Path) -> None:
     clock.advance(30)
     report = ctl.tick()
     assert report.decision.startswith("target")
-    assert len([c for c in prov.calls if c[0] == "terminate"]) == 2
-    assert len(live(ctl)) == 3
     drained = [a for _, a in tr.applies if a["servers"] == []]
     assert len(drained) == 2  # drained before terminate
+    assert not [c for c in prov.calls if c[0] == "terminate"] and report.settling  # their agents stop servers first
+    clock.advance(policy.scaling.settle_s)
+    ctl.tick()  # the agents report nothing left running or draining
+    assert len([c for c in prov.calls if c[0] == "terminate"]) == 2
+    assert len(live(ctl)) == 3
+
+
+def test_a_drained_instance_terminates_once_its_agent_stopped_its_servers(tmp_path: Path) -> None:
+    """Its servers answer what they hold before they exit: the instance waits for its agent to
+    report none still `draining` (at most AGENT_DRAIN_WAIT_S), then terminates."""
+    from autoscaler.loop.controller import AGENT_DRAIN_WAIT_S
+
+    policy = make_policy(
+        tmp_path, scaling={"interval_s": 30, "scale_down_delay_s": 0, "headroom": 0.0, "forecast": "last"}
+    )
+    clock = Clock()
+    ctl, prov, tr, rates = make_controller(policy, clock)
+    settle(ctl, clock, 3)
+    rates.set(alex=50.0)  # one alex instance is surplus
+    clock.advance(30)
+    report = ctl.tick()
+    (gone,) = [r for r in ctl.store.open_records() if r.state is State.DRAINING]
+    assert report.settling and not [c for c in prov.calls if c[0] == "terminate"]
+    tr.draining[gone.instance_id] = ["alex-1"]  # the agent is still stopping it
+    for _ in range(3):
+        clock.advance(policy.scaling.settle_s)
+        report = ctl.tick()
+        assert not [c for c in prov.calls if c[0] == "terminate"]
+        assert any("stop their servers before termination" in n for n in report.notes), report.notes
+    tr.draining[gone.instance_id] = []
+    clock.advance(policy.scaling.settle_s)
+    ctl.tick()
+    assert [c for c in prov.calls if c[0] == "terminate"] == [("terminate", gone.instance_id)]
+    # an agent that never finishes holds it AGENT_DRAIN_WAIT_S at most
+    rates.set(alex=0.0)
+    clock.advance(30)
+    ctl.tick()
+    (stuck,) = [r for r in ctl.store.open_records() if r.state is State.DRAINING]
+    tr.draining[stuck.instance_id] = ["alex-0"]
+    clock.advance(AGENT_DRAIN_WAIT_S - 1)
+    ctl.tick()
+    assert ("terminate", stuck.instance_id) not in prov.calls
+    clock.advance(1)
+    ctl.tick()
+    assert ("terminate", stuck.instance_id) in prov.calls
 
 
 def test_growth_of_one_workload_while_another_shrinks(tmp_path: Path) -> None:

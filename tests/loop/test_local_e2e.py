@@ -1,6 +1,7 @@
 """End to end on this machine: the local provider runs real `igniter-agent run --no-gpu` processes,
-the local transport configures them, the servers answer real KServe v2 requests. Two workloads, a
-rate step up then down; the fleet follows."""
+the local transport configures them, the servers answer real KServe v2 requests, directly and
+through the fleet's gateway (a real haproxy). Two workloads, a rate step up then down; the fleet
+and the gateway follow."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from autoscaler.loop.wiring import build_controller, default_planner
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from autoscaler.transport.base import parse_status
+from tests.kit.agent import free_port
 from tests.kit.control import write_policy
 
 LOW = {"alex": 100.0, "res": 50.0}
@@ -72,6 +74,12 @@ def fleet(tmp_path: Path, tiny_model_dir: Path) -> Iterator[tuple[Controller, Ma
         provider={"kind": "local", "base_port": free_range(), "state_root": str(tmp_path / "instances")},
         agents={"transport": "local", "command_timeout_s": 30},
         scaling={"interval_s": 1, "headroom": 0.0, "forecast": "last", "scale_down_delay_s": 0},
+        gateway={
+            "kind": "haproxy",
+            "listen": f"127.0.0.1:{free_port()}",
+            "check_interval_s": 0.3,
+            "drain_timeout_s": 5,
+        },
     )
     ctl = build_controller(load_policy(path), tmp_path / "state.sqlite")
     rates = ManualRates(LOW)
@@ -83,6 +91,8 @@ def fleet(tmp_path: Path, tiny_model_dir: Path) -> Iterator[tuple[Controller, Ma
         for inst in provider.list_instances():
             provider.terminate(inst.id)
         assert provider.list_instances() == []
+        assert ctl.deps.gateway is not None
+        ctl.deps.gateway.stop()
         ctl.store.close()
 
 
@@ -114,7 +124,8 @@ def converged(ctl: Controller) -> bool:
         status = parse_status(ctl.deps.transport.status(instances[rec.instance_id]))
         if status.ready_names() != {s.name for s in spec.servers} or len(status.servers) != len(spec.servers):
             return False
-    return True
+    gateway = ctl.deps.gateway.observe()  # type: ignore[union-attr]
+    return gateway.serving() == {s.name for _, s in layout.servers()} and len(gateway.servers) == len(layout.servers())
 
 
 def run_until_converged(ctl: Controller, timeout: float = 120.0) -> None:
@@ -140,6 +151,15 @@ def answers(ctl: Controller) -> None:
         assert reply.status_code == 200, (name, reply.text)
         out = reply.json()["outputs"][0]
         assert out["shape"] == [1, 4] and min(out["data"]) >= 0.0  # relu output
+    listen = ctl.policy.gateway.listen
+    for workload in ("alex", "res"):
+        reply = httpx.post(
+            f"http://{listen}/v2/models/{workload}/infer",
+            timeout=20,
+            json={"inputs": [{"name": "x", "shape": [1, 8], "datatype": "FP32", "data": [0.5] * 8}]},
+        )
+        assert reply.status_code == 200, (workload, reply.text)
+    assert httpx.get(f"http://{listen}/v2/health/ready", timeout=5).status_code == 200
 
 
 def test_fleet_follows_a_rate_step_up_then_down(fleet: tuple[Controller, ManualRates], tiny_model_dir: Path) -> None:

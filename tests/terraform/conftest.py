@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.terraform.tfhelpers import AUTOSCALER_DIR, EXAMPLE_DIR, FLEET_DIR, load_config, terraform_bin
+from tests.terraform.tfhelpers import AUTOSCALER_DIR, EXAMPLE_DIR, FLEET_DIR, GATEWAY_DIR, load_config, terraform_bin
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +17,11 @@ def fleet() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def autoscaler() -> dict[str, Any]:
     return load_config(AUTOSCALER_DIR)
+
+
+@pytest.fixture(scope="session")
+def gateway() -> dict[str, Any]:
+    return load_config(GATEWAY_DIR)
 
 
 @pytest.fixture(scope="session")

@@ -85,11 +85,18 @@ def test_terminate_only_instances_tagged_with_the_fleet(statements: list[dict[st
 
 
 def test_console_output_only_of_instances_tagged_with_the_fleet(statements: list[dict[str, Any]]) -> None:
-    """New nodes' host keys are read from their console: only the fleet's own instances."""
-    (statement,) = _with_action(statements, "ec2:GetConsoleOutput")
-    assert statement["actions"] == ["ec2:GetConsoleOutput"]
-    assert statement["resources"] == ["${local.ec2_arn}:instance/*"]
-    assert _conditions(statement)[f"ec2:ResourceTag/{FLEET_TAG}"] == ("StringEquals", ["${var.name}"])
+    """New nodes' and gateway hosts' host keys are read from their consoles: only the fleet's own
+    instances (igniter:fleet) and the fleet's own gateway hosts (igniter:gateway)."""
+    found = _with_action(statements, "ec2:GetConsoleOutput")
+    assert len(found) == 2
+    tags = set()
+    for statement in found:
+        assert statement["actions"] == ["ec2:GetConsoleOutput"]
+        assert statement["resources"] == ["${local.ec2_arn}:instance/*"]
+        ((key, condition),) = _conditions(statement).items()
+        assert condition == ("StringEquals", ["${var.name}"])
+        tags.add(key)
+    assert tags == {f"ec2:ResourceTag/{FLEET_TAG}", "ec2:ResourceTag/igniter:gateway"}
 
 
 def test_run_instances_only_tagged_for_the_fleet_and_from_its_templates(statements: list[dict[str, Any]]) -> None:

@@ -70,10 +70,12 @@ def test_snippet_outputs_come_from_the_one_local(example: dict[str, Any]) -> Non
 
 
 def test_fixture_snippet_has_the_keys_of_the_local(
-    outputs: dict[str, Any], snippet: dict[str, Any], example: dict[str, Any]
+    outputs: dict[str, Any], snippet: dict[str, Any], example: dict[str, Any], gateway: dict[str, Any]
 ) -> None:
     expected = _key_tree(example["locals"]["policy_snippet"])
     expected["provider"]["launch_templates"] = {t: None for t in DEFAULT_INSTANCE_TYPES}
+    assert unwrap(example["locals"]["policy_snippet"]["gateway"]) == "module.gateway.policy_snippet.gateway"
+    expected["gateway"] = _key_tree(gateway["output"]["policy_snippet"]["value"]["gateway"])
     assert _key_tree(outputs["policy_snippet"]["value"]) == expected
     assert snippet == outputs["policy_snippet"]["value"]
 
@@ -127,6 +129,7 @@ def test_merged_policy_loads(tmp_path: Path, snippet: dict[str, Any]) -> None:
     assert policy.agents.server_base_port == 8100
     for itype in policy.instance_types:
         assert itype.name in policy.provider.launch_templates, f"{itype.name} has no launch template"
+    assert (policy.gateway.kind, policy.gateway.discover, policy.gateway.listen) == ("haproxy", True, "0.0.0.0:8000")
 
 
 def test_a_broken_snippet_is_reported_by_field(tmp_path: Path, snippet: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ SKIP_COMMENT = re.compile(r"#\s*checkov:skip=([A-Z0-9_]+)(?::(.*))?$")
 
 
 def test_terraform_tree_has_the_modules_and_example() -> None:
-    for rel in ("modules/fleet", "modules/autoscaler", "examples/basic"):
+    for rel in ("modules/fleet", "modules/autoscaler", "modules/gateway", "examples/basic"):
         assert list((TF_DIR / rel).glob("*.tf")), f"terraform/{rel} has no .tf files"
 
 

@@ -154,14 +154,62 @@ def test_node_starts_the_agent_as_a_systemd_service(node: dict[str, Any]) -> Non
     assert node["runcmd"] == [["/usr/local/sbin/igniter-node-setup"]]
 
 
-def test_node_installs_the_project(node: dict[str, Any], tmp_path: Path) -> None:
+INSTALL = '/opt/igniter/venv/bin/pip install --quiet "$(agent_requirement "$IGNITER_PACKAGE")"'
+
+
+def test_node_installs_the_project_with_its_agent_extra(node: dict[str, Any], tmp_path: Path) -> None:
     setup = files(node)["/usr/local/sbin/igniter-node-setup"]
-    assert 'pip install --quiet "$IGNITER_PACKAGE"' in setup
+    assert INSTALL in setup
     assert "ln -sf /opt/igniter/venv/bin/igniter-agent /usr/local/bin/igniter-agent" in setup
-    assert setup.index('pip install --quiet "$IGNITER_PACKAGE"') < setup.index(
-        "systemctl enable --now igniter-agent.service"
-    )
+    assert setup.index(INSTALL) < setup.index("systemctl enable --now igniter-agent.service")
     bash_syntax_ok(setup, tmp_path)
+
+
+def _shell_function(script: str, name: str) -> str:
+    lines = script.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == f"{name}() {{")
+    end = next(i for i in range(start, len(lines)) if lines[i].strip() == "}")
+    return "\n".join(lines[start : end + 1])
+
+
+@pytest.mark.parametrize(
+    ("package", "requirement"),
+    [
+        (PACKAGE, "igniter-autoscaler[agent]>=0.1,<1"),
+        ("igniter-autoscaler==0.1.0", "igniter-autoscaler[agent]==0.1.0"),
+        ("igniter-autoscaler", "igniter-autoscaler[agent]"),
+        ("igniter-autoscaler[agent]==0.1.0", "igniter-autoscaler[agent]==0.1.0"),
+        (
+            "git+https://github.com/ORG/REPO@v0.1.0",
+            "igniter-autoscaler[agent] @ git+https://github.com/ORG/REPO@v0.1.0",
+        ),
+        (
+            "https://example.com/igniter_autoscaler-0.1.0-py3-none-any.whl",
+            "igniter-autoscaler[agent] @ https://example.com/igniter_autoscaler-0.1.0-py3-none-any.whl",
+        ),
+        (
+            "/opt/wheels/igniter_autoscaler-0.1.0-py3-none-any.whl",
+            "/opt/wheels/igniter_autoscaler-0.1.0-py3-none-any.whl[agent]",
+        ),
+    ],
+)
+def test_node_adds_the_agent_extra_to_every_form_of_igniter_package(
+    node: dict[str, Any], package: str, requirement: str
+) -> None:
+    """Every form terraform's igniter_package validation admits gets torch and NVML on the node."""
+    function = _shell_function(files(node)["/usr/local/sbin/igniter-node-setup"], "agent_requirement")
+    done = subprocess.run(
+        ["bash", "-euc", f'{function}\nagent_requirement "$1"', "bash", package],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout == requirement + "\n"
+
+
+def test_node_state_dir_is_private_to_the_agent_user(node: dict[str, Any]) -> None:
+    setup = files(node)["/usr/local/sbin/igniter-node-setup"]
+    assert 'install -d -o "$IGNITER_AGENT_USER" -g "$IGNITER_AGENT_USER" -m 0700 "$IGNITER_STATE_DIR"' in setup
 
 
 def test_node_env_file_survives_shell_and_systemd_quoting(node: dict[str, Any], tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TF_DIR = ROOT / "terraform"
 FLEET_DIR = TF_DIR / "modules" / "fleet"
 AUTOSCALER_DIR = TF_DIR / "modules" / "autoscaler"
+GATEWAY_DIR = TF_DIR / "modules" / "gateway"
 EXAMPLE_DIR = TF_DIR / "examples" / "basic"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

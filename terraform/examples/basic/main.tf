@@ -1,5 +1,5 @@
-# A complete fleet: a new VPC, the node launch templates (one per default GPU instance type) and
-# the autoscaler's role, secret and host. After `terraform apply`, merge the policy_snippet output
+# A complete fleet: a new VPC, the node launch templates (one per default GPU instance type), the
+# autoscaler's role, secret and host, and the gateway (HAProxy hosts behind a Network Load Balancer). After `terraform apply`, merge the policy_snippet output
 # into a policy and start the service (docs/deploy.md).
 
 module "fleet" {
@@ -31,6 +31,23 @@ module "autoscaler" {
   vpc_id          = module.fleet.vpc_id
   host_subnet_id  = module.fleet.subnet_ids[0]
   igniter_package = var.igniter_package
+
+  # The host drives the gateway hosts' HAProxy over SSH.
+  gateway_security_group_ids = [module.gateway.security_group_id]
+}
+
+module "gateway" {
+  source = "../../modules/gateway"
+
+  name                          = module.fleet.fleet_name
+  vpc_id                        = module.fleet.vpc_id
+  subnet_ids                    = module.fleet.subnet_ids
+  client_cidr_blocks            = var.gateway_client_cidr_blocks
+  autoscaler_security_group_ids = module.autoscaler.security_group_ids
+  node_security_group_id        = module.fleet.node_security_group_id
+  autoscaler_ssh_public_key     = var.autoscaler_ssh_public_key
+  gateway_user                  = module.fleet.agent_user
+  ssh_port                      = module.fleet.ssh_port
 }
 
 # The part of the policy Terraform knows. Merge it into a policy that adds instance_types and
@@ -60,5 +77,6 @@ locals {
     scaling = {
       status_listen = module.autoscaler.status_listen
     }
+    gateway = module.gateway.policy_snippet.gateway
   }
 }

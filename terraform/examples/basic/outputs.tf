@@ -32,3 +32,8 @@ output "node_role_arn" {
   description = "IAM role of the GPU nodes."
   value       = module.fleet.node_role_arn
 }
+
+output "gateway_url" {
+  description = "The fleet's KServe v2 endpoint: <this>/v2/models/<workload>/infer."
+  value       = "http://${module.gateway.load_balancer_dns_name}"
+}

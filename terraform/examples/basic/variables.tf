@@ -53,3 +53,9 @@ variable "create_autoscaler_host" {
   type        = bool
   default     = true
 }
+
+variable "gateway_client_cidr_blocks" {
+  description = "Who may send inference requests to the gateway's load balancer (internal by default). Never /0."
+  type        = list(string)
+  default     = ["10.0.0.0/8"]
+}

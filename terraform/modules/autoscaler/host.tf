@@ -17,6 +17,10 @@ locals {
     }
   }
 
+  gateway_egress = {
+    for i, sg in(var.create_host ? var.gateway_security_group_ids : []) : "sg${i}" => sg
+  }
+
   internet_egress = {
     for pair in setproduct(var.create_host ? var.egress_cidr_blocks : [], [443, 80]) :
     "${pair[0]}-${pair[1]}" => { cidr = pair[0], port = pair[1] }
@@ -67,6 +71,19 @@ resource "aws_vpc_security_group_egress_rule" "to_nodes" {
   from_port                    = each.value.from
   to_port                      = each.value.to
   referenced_security_group_id = each.value.group
+
+  tags = local.tags
+}
+
+resource "aws_vpc_security_group_egress_rule" "to_gateways" {
+  for_each = local.gateway_egress
+
+  security_group_id            = aws_security_group.host[0].id
+  description                  = "SSH to the gateway hosts: HAProxy's runtime API"
+  ip_protocol                  = "tcp"
+  from_port                    = var.node_ssh_port
+  to_port                      = var.node_ssh_port
+  referenced_security_group_id = each.value
 
   tags = local.tags
 }

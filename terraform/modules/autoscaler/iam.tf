@@ -6,7 +6,8 @@
 #     fleet tag;
 #   - terminate only instances tagged igniter:fleet=<name>;
 #   - read the console output of those instances only (new nodes' SSH host keys, printed there by
-#     cloud-init: the autoscaler pins them before it first connects);
+#     cloud-init: the autoscaler pins them before it first connects), and of the fleet's gateway
+#     hosts (tagged igniter:gateway=<name>), for the same reason;
 #   - describe instances (the call takes no resources);
 #   - read CloudWatch metrics (request rates) and its SSH key from Secrets Manager;
 #   - read and conditionally write its own fleet's item of the leader lease table, nothing else;
@@ -166,6 +167,20 @@ data "aws_iam_policy_document" "autoscaler" {
     condition {
       test     = "StringEquals"
       variable = "ec2:ResourceTag/${local.fleet_tag_key}"
+      values   = [var.name]
+    }
+  }
+
+  # Gateway hosts (modules/gateway) publish their SSH host keys on the console too; the autoscaler
+  # pins them before it drives their HAProxy over SSH. Only the fleet's gateway hosts.
+  statement {
+    sid       = "ReadOwnGatewayHostsConsoleForHostKeys"
+    actions   = ["ec2:GetConsoleOutput"]
+    resources = ["${local.ec2_arn}:instance/*"]
+
+    condition {
+      test     = "StringEquals"
+      variable = "ec2:ResourceTag/igniter:gateway"
       values   = [var.name]
     }
   }

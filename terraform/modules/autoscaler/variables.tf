@@ -52,6 +52,17 @@ variable "node_security_group_ids" {
   }
 }
 
+variable "gateway_security_group_ids" {
+  description = "Security groups of the fleet's gateway hosts (the gateway module's security_group_id): the host may reach their SSH port, over which it drives HAProxy's runtime API."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for s in var.gateway_security_group_ids : can(regex("^sg-[0-9a-f]{8,17}$", s))])
+    error_message = "gateway_security_group_ids must be security group IDs."
+  }
+}
+
 variable "node_ssh_port" {
   description = "SSH port of the nodes (the policy's agents.port); the host's egress allows it to the node security groups."
   type        = number

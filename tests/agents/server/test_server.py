@@ -10,71 +10,28 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 import torch
 
-from tests.kit.agent import alive, free_port, load_scripted, port_open, wait_until
-
-
-@dataclass
-class Served:
-    proc: subprocess.Popen
-    url: str
-    workload: str
-    stats: Path
-    model: torch.jit.ScriptModule
-    port: int
-
-
-def _start(tmp: Path, model_dir: Path, name: str, **extra: object) -> Served:
-    port = free_port()
-    spec = {
-        "name": name,
-        "workload": name,
-        "model_dir": str(model_dir),
-        "batch": 8,
-        "mps_percent": 50,
-        "port": port,
-        **extra,
-    }
-    stats = tmp / f"{name}.json"
-    cmd = [sys.executable, "-m", "agents.server", "--spec", json.dumps(spec), "--stats-file", str(stats)]
-    proc = subprocess.Popen(cmd, stderr=open(tmp / f"{name}.log", "wb"))
-    url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: _ready(url) or proc.poll() is not None, 30, "server ready")
-    assert proc.poll() is None, (tmp / f"{name}.log").read_text()
-    return Served(proc, url, name, stats, load_scripted(model_dir), port)
-
-
-def _ready(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/v2/health/ready", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
-
-
-def _stop(served: Served) -> None:
-    if served.proc.poll() is None:
-        served.proc.kill()
-    served.proc.wait(10)
+from tests.agents.server.helpers import Served, start_server, stop_server
+from tests.kit.agent import alive, free_port, port_open, wait_until
 
 
 @pytest.fixture(scope="module")
 def cnn(tmp_path_factory: pytest.TempPathFactory, cnn_dir: Path) -> Iterator[Served]:
-    served = _start(tmp_path_factory.mktemp("srv"), cnn_dir, "cnn", max_queue_delay_ms=20.0)
+    served = start_server(tmp_path_factory.mktemp("srv"), cnn_dir, "cnn", max_queue_delay_ms=20.0)
     yield served
-    _stop(served)
+    stop_server(served)
 
 
 @pytest.fixture(scope="module")
 def heads(tmp_path_factory: pytest.TempPathFactory, two_heads_dir: Path) -> Iterator[Served]:
-    served = _start(tmp_path_factory.mktemp("srv"), two_heads_dir, "heads", batch=4, max_queue_delay_ms=1.0)
+    served = start_server(tmp_path_factory.mktemp("srv"), two_heads_dir, "heads", batch=4, max_queue_delay_ms=1.0)
     yield served
-    _stop(served)
+    stop_server(served)
 
 
 def _infer_cnn(client: httpx.Client, served: Served, x: torch.Tensor) -> httpx.Response:
@@ -251,13 +208,13 @@ def test_stats_file_reports_last_minute_latency(cnn: Served) -> None:
 
 
 def test_sigterm_exits_cleanly_and_frees_the_port(tmp_path: Path, cnn_dir: Path) -> None:
-    served = _start(tmp_path, cnn_dir, "short")
+    served = start_server(tmp_path, cnn_dir, "short")
     try:
         served.proc.send_signal(signal.SIGTERM)
         assert served.proc.wait(10) == 0
         assert not port_open(served.port)
     finally:
-        _stop(served)
+        stop_server(served)
 
 
 def test_server_exits_when_its_parent_is_gone(tmp_path: Path, cnn_dir: Path) -> None:

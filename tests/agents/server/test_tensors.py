@@ -71,12 +71,90 @@ def test_missing_input_is_named() -> None:
 def test_encode_returns_requested_outputs_with_declared_types() -> None:
     decoded = decode(_body(id="r1", outputs=[{"name": "z"}]), CONFIG, max_batch=4)
     body = encode([torch.tensor([[0.5, 1.0]]), torch.tensor([7])], CONFIG, decoded, "m")
-    assert body == {
+    assert body.header == {
         "model_name": "m",
         "model_version": "1",
         "id": "r1",
         "outputs": [{"name": "z", "datatype": "INT64", "shape": [1], "data": [7]}],
     }
+    assert body.blobs == []
+
+
+def test_binary_outputs_follow_the_request_default_and_per_output_flags() -> None:
+    y, z = torch.tensor([[0.5, -1.25]]), torch.tensor([7])
+    everything = decode(_body(parameters={"binary_data_output": True}), CONFIG, max_batch=4)
+    body = encode([y, z], CONFIG, everything, "m")
+    assert [o["parameters"] for o in body.header["outputs"]] == [{"binary_data_size": 8}, {"binary_data_size": 8}]
+    assert all("data" not in o for o in body.header["outputs"])
+    assert body.blobs == [y.numpy().tobytes(), z.numpy().tobytes()]
+    mixed = decode(
+        _body(parameters={"binary_data_output": True}, outputs=[{"name": "y", "parameters": {"binary_data": False}}]),
+        CONFIG,
+        max_batch=4,
+    )
+    body = encode([y, z], CONFIG, mixed, "m")
+    assert body.header["outputs"] == [{"name": "y", "datatype": "FP32", "shape": [1, 2], "data": [0.5, -1.25]}]
+    assert body.blobs == []
+
+
+def test_bool_and_bf16_outputs_have_their_raw_bytes() -> None:
+    from agents.server.tensors import raw_bytes
+
+    assert raw_bytes(torch.tensor([True, False, True])) == b"\x01\x00\x01"
+    half = torch.tensor([1.0, -2.0], dtype=torch.bfloat16)
+    assert raw_bytes(half) == half.view(torch.int16).numpy().tobytes()
+
+
+def test_binary_flags_must_be_booleans_and_classification_is_refused() -> None:
+    with pytest.raises(BadRequest, match=r"parameters\.binary_data_output: must be true or false"):
+        decode(_body(parameters={"binary_data_output": "yes"}), CONFIG, max_batch=4)
+    with pytest.raises(BadRequest, match=r"outputs\[0\].parameters.binary_data: must be true or false"):
+        decode(_body(outputs=[{"name": "y", "parameters": {"binary_data": 1}}]), CONFIG, max_batch=4)
+    with pytest.raises(BadRequest, match="classification extension is not supported"):
+        decode(_body(outputs=[{"name": "y", "parameters": {"class_count": 3}}]), CONFIG, max_batch=4)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"[NaN, 1.0]", b"[1.0, Infinity]", b"[-Infinity, 0]", b"[1e999, 0]"],
+    ids=["nan", "inf", "-inf", "overflow"],
+)
+def test_non_finite_json_inputs_are_refused(raw: bytes) -> None:
+    body = (
+        b'{"inputs": [{"name": "a", "shape": [1, 2], "datatype": "FP32", "data": '
+        + raw
+        + b'}, {"name": "b", "shape": [1, 1], "datatype": "INT8", "data": [1]}]}'
+    )
+    with pytest.raises(BadRequest, match=r"inputs\[0\]\.data: 1 value\(s\) are NaN, Inf or beyond FP32's range"):
+        decode(body, CONFIG, max_batch=4)
+
+
+def test_fp16_overflow_and_binary_nan_are_refused() -> None:
+    config = ModelConfig.model_validate(
+        {
+            "inputs": [{"name": "h", "shape": [2], "datatype": "FP16"}],
+            "outputs": [{"name": "o", "shape": [2], "datatype": "FP16"}],
+        }
+    )
+    body = json.dumps({"inputs": [{"name": "h", "shape": [1, 2], "datatype": "FP16", "data": [1.0, 70000.0]}]})
+    with pytest.raises(BadRequest, match="beyond FP16's range"):
+        decode(body.encode(), config, max_batch=2)
+    raw = torch.tensor([[float("nan"), 1.0]], dtype=torch.float16).numpy().tobytes()
+    header = json.dumps(
+        {"inputs": [{"name": "h", "shape": [1, 2], "datatype": "FP16", "parameters": {"binary_data_size": 4}}]}
+    ).encode()
+    with pytest.raises(BadRequest, match=r"inputs\[0\]: 1 value\(s\) are NaN"):
+        decode(header + raw, config, max_batch=2, header_length=len(header))
+
+
+def test_non_finite_outputs_are_an_error_in_json_and_exact_in_binary() -> None:
+    from agents.server.tensors import NotRepresentable
+
+    y, z = torch.tensor([[float("nan"), 1.0]]), torch.tensor([7])
+    with pytest.raises(NotRepresentable, match="output 'y': the model returned NaN or Inf"):
+        encode([y, z], CONFIG, decode(_body(), CONFIG, max_batch=4), "m")
+    binary = decode(_body(outputs=[{"name": "y", "parameters": {"binary_data": True}}]), CONFIG, max_batch=4)
+    assert encode([y, z], CONFIG, binary, "m").blobs == [y.numpy().tobytes()]
 
 
 def test_model_results_in_every_supported_form() -> None:

@@ -1,0 +1,157 @@
+"""HAProxy's configuration for one fleet's gateway, rendered from a GatewaySpec.
+
+The frontend serves the KServe v2 REST API for every workload, routed by path to one backend per
+workload (`/v2/models/{workload}`, `.../ready`, `.../infer`, and the same under `/versions/{v}`).
+The gateway answers by itself what is about the whole fleet: `/v2/health/live`, `/v2/health/ready`
+(200 when every workload has a server that takes requests, else 503 naming the first that has
+none), `/v2` (server metadata), and a KServe v2 JSON 404 for an unknown workload or path.
+
+Each backend balances by weighted round robin (weights change at run time without a reload) over
+servers health-checked with `GET /v2/health/ready`; a connection error marks a server down at
+once (`observe layer4`), and a request that meets a dead server is retried once on another server
+of the workload, and so is one that meets a server that is stopping (it answers 503 to what it
+did not accept before its stop): `retry-on conn-failure empty-response 503`, `option redispatch`
+(inference requests are idempotent). A retry needs the whole request in HAProxy's buffer, so it
+waits for the body before it picks a server (`option http-buffer-request`; a client that sends
+headers and body in separate writes would otherwise be forwarded before its body is in). Servers are added and removed through the runtime API; the ones running when the
+configuration is rendered for a reload are written into it, with their state carried over by the
+server-state file, so a reload drops nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from autoscaler.core.routing import ServerSeen
+from autoscaler.gateway.base import GatewaySpec, backend
+
+FRONTEND = "kserve"
+UNKNOWN = "gw_unknown"
+METADATA = {"name": "igniter-gateway", "version": "0.1", "extensions": ["binary_tensor_data"]}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Paths:
+    """Where the running gateway keeps its runtime socket and its servers' state across reloads."""
+
+    socket: str
+    state_file: str
+    pidfile: str | None = None
+
+
+def server_options(spec: GatewaySpec, weight: int) -> str:
+    """The options of one server line; `add server` takes the same (it ignores default-server).
+
+    Three failed checks in a row take a server out (a busy server answering one check late is no
+    reason to), one passed check brings it back; a refused or reset connection in live traffic
+    takes it out at once (`observe layer4`: a dead server is not waited for). Idle connections are
+    kept for reuse (`pool-max-conn -1`, `pool-purge-delay`): a server added at run time has no
+    pool unless told, and HAProxy 2.6 then opens a new connection for every request."""
+    inter = max(100, round(spec.check_interval_s * 1000))
+    return (
+        f"weight {weight} check inter {inter} fall 3 rise 1 observe layer4 error-limit 1 on-error mark-down "
+        "pool-max-conn -1 pool-purge-delay 2s"
+    )
+
+
+def render(spec: GatewaySpec, paths: Paths, servers: Sequence[ServerSeen] = ()) -> str:
+    """The whole configuration text (deterministic: the same inputs give the same bytes)."""
+    parts = [_global(spec, paths), _defaults(spec), _frontend(spec), _unknown()]
+    parts += [_backend(spec, w, [s for s in servers if s.workload == w]) for w in spec.workloads]
+    return "\n".join(parts)
+
+
+def _global(spec: GatewaySpec, paths: Paths) -> str:
+    lines = [
+        "global",
+        f"    stats socket {paths.socket} mode 600 level admin expose-fd listeners",
+        "    stats timeout 30s",
+        "    noreuseport",
+        f"    maxconn {spec.max_connections}",
+        f"    nbthread {spec.threads}" if spec.threads else "",
+        f"    tune.bufsize {spec.buffer_kb * 1024}",
+        f"    server-state-file {paths.state_file}",
+    ]
+    if paths.pidfile:
+        lines.append(f"    pidfile {paths.pidfile}")
+    return "\n".join(ln for ln in lines if ln) + "\n"
+
+
+def _defaults(spec: GatewaySpec) -> str:
+    connect = max(1, round(spec.connect_timeout_s * 1000))
+    server = max(1, round(spec.timeout_s * 1000))
+    return f"""defaults
+    mode http
+    load-server-state-from-file global
+    timeout connect {connect}
+    timeout client {server}
+    timeout server {server}
+    timeout http-request 10s
+    timeout http-keep-alive 60s
+    timeout queue 10s
+    timeout check {max(1, round(spec.check_timeout_s * 1000))}
+    retries 1
+    option redispatch 1
+    option http-buffer-request
+    retry-on conn-failure empty-response 503
+    http-reuse safe
+    http-error status 502 content-type application/json string '{_json({"error": "bad gateway: the server answered badly"})}'
+    http-error status 503 content-type application/json string '{_json({"error": "no server of this workload can take the request"})}'
+    http-error status 504 content-type application/json string '{_json({"error": "the server did not answer in time"})}'
+"""
+
+
+def _frontend(spec: GatewaySpec) -> str:
+    lines = [
+        f"frontend {FRONTEND}",
+        f"    bind {spec.listen}",
+        "    acl health_ready path /v2/health/ready",
+        f"    http-request return status 200 content-type application/json string '{_json({'live': True})}' "
+        "if { path /v2/health/live }",
+        f"    http-request return status 200 content-type application/json string '{_json(METADATA)}' if {{ path /v2 }}",
+    ]
+    for w in spec.workloads:
+        body = _json({"ready": False, "error": f"workload {w} has no server that takes requests"})
+        lines.append(
+            f"    http-request return status 503 content-type application/json string '{body}' "
+            f"if health_ready !{{ nbsrv({backend(w)}) gt 0 }}"
+        )
+    lines.append(
+        f"    http-request return status 200 content-type application/json string '{_json({'ready': True})}' "
+        "if health_ready"
+    )
+    for w in spec.workloads:
+        b, prefix = backend(w), f"/v2/models/{w}"
+        lines.append(f"    acl {b} path {prefix} {prefix}/ready {prefix}/infer")
+        lines.append(f"    acl {b} path_beg {prefix}/versions/")
+        lines.append(f"    use_backend {b} if {b}")
+    lines.append(f"    default_backend {UNKNOWN}")
+    return "\n".join(lines) + "\n"
+
+
+def _unknown() -> str:
+    model = '{"error":"unknown model %[path,field(4,/),json(utf8s)]"}'
+    route = '{"error":"no route %[method] %[path,json(utf8s)]"}'
+    return f"""backend {UNKNOWN}
+    http-request return status 404 content-type application/json lf-string '{model}' if {{ path_beg /v2/models/ }}
+    http-request return status 404 content-type application/json lf-string '{route}'
+"""
+
+
+def _backend(spec: GatewaySpec, workload: str, servers: Sequence[ServerSeen]) -> str:
+    lines = [
+        f"backend {backend(workload)}",
+        "    balance roundrobin",
+        "    option httpchk GET /v2/health/ready",
+        "    http-check expect status 200",
+    ]
+    for s in sorted(servers, key=lambda v: v.name):
+        lines.append(f"    server {s.name} {s.address} {server_options(spec, s.weight)}")
+    return "\n".join(lines) + "\n"
+
+
+def _json(value: object) -> str:
+    """JSON for a single-quoted HAProxy string (names are [A-Za-z0-9._-], so no quote to escape)."""
+    return json.dumps(value, separators=(",", ":"))

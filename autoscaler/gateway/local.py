@@ -1,0 +1,268 @@
+"""A local gateway: one haproxy process under the fleet's state directory.
+
+Like local instances it outlives `igniter run`: a later run finds it through its pid file (the
+process's command line must name this directory's configuration, so a recycled pid is never taken
+for it) and keeps driving it; `igniter down` stops it. Files in the directory: haproxy.cfg (its
+first line carries the hash of the spec it was rendered from), haproxy.pid, servers.state (the
+servers' state, carried over a reload) and the runtime socket admin.sock (mode 600; in a short
+private directory under /tmp when the state path is too long for a unix socket).
+
+Starting checks first that the listen address is free (haproxy is told `noreuseport`, so a
+second gateway cannot silently share a port either), validates the configuration with
+`haproxy -c`, then starts `haproxy -D`. A reload renders the servers that run now into the new
+configuration, saves their state, and starts the new process with `-x` (it takes over the
+listening sockets) and `-sf` (the old one finishes its requests, then exits): no connection is
+refused or dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from autoscaler.core.routing import GatewayView, Op, Route, ServerSeen
+from autoscaler.gateway import runtime
+from autoscaler.gateway.base import GatewayError, GatewaySpec, route_one, spec_hash
+from autoscaler.gateway.config import Paths, render
+
+MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
+
+
+class LocalHaproxy:
+    """The Gateway contract (gateway/base.py) for a haproxy process on this machine."""
+
+    def __init__(self, state_dir: Path, command: str = "haproxy", stop_timeout_s: float = 10.0) -> None:
+        self.dir = state_dir.expanduser().resolve()
+        self.command = command
+        self.stop_timeout_s = stop_timeout_s
+        self.cfg = self.dir / "haproxy.cfg"
+        self.pidfile = self.dir / "haproxy.pid"
+        self.paths = Paths(socket=str(socket_path(self.dir)), state_file=str(self.dir / "servers.state"))
+        self.channel = runtime.UnixSocketChannel(self.paths.socket)
+        self._spec: GatewaySpec | None = None
+
+    # -- the contract -----------------------------------------------------------------------------
+    def ensure(self, spec: GatewaySpec) -> bool:
+        pid = self.pid()
+        if pid is not None and self._rendered_for() == spec_hash(spec):
+            self._spec = spec
+            return False
+        if pid is None:
+            self._start(spec)
+        else:
+            self._reload(spec, pid)
+        return True
+
+    def preflight(self, spec: GatewaySpec) -> None:
+        """Raise the GatewayError `ensure` would, without starting anything: haproxy missing, or
+        the listen address held by a process other than this directory's gateway."""
+        self._binary()
+        if self.pid() is None:
+            check_port_free(spec.host, spec.port)
+
+    def observe(self) -> GatewayView:
+        return runtime.observe(self.channel)
+
+    def apply(self, ops: Sequence[Op]) -> list[str]:
+        spec = self._spec_or_fail()
+        return runtime.apply_ops(self.channel, ops, spec)
+
+    def route(self, desired: Mapping[str, Sequence[Route]], seen: GatewayView) -> tuple[list[Op], list[str]]:
+        return route_one(self, desired, seen)
+
+    def stop(self) -> None:
+        """Soft stop (SIGUSR1: finish the requests in flight), then SIGTERM, then SIGKILL."""
+        pid = self.pid()
+        if pid is not None:
+            for sig, wait in ((signal.SIGUSR1, self.stop_timeout_s), (signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
+                _signal(pid, sig)
+                if _wait_gone(pid, wait):
+                    break
+        for path in (self.pidfile, Path(self.paths.socket)):
+            path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        return None
+
+    # -- state ------------------------------------------------------------------------------------
+    def pid(self) -> int | None:
+        """The running haproxy of this directory, if any."""
+        try:
+            pid = int(self.pidfile.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if _alive(pid) and str(self.cfg) in _cmdline(pid) else None
+
+    def running(self) -> bool:
+        return self.pid() is not None
+
+    def _rendered_for(self) -> str | None:
+        try:
+            first = self.cfg.read_text(encoding="utf-8").split("\n", 1)[0]
+        except OSError:
+            return None
+        return first.removeprefix("# igniter-spec ").strip() if first.startswith("# igniter-spec ") else None
+
+    def _spec_or_fail(self) -> GatewaySpec:
+        if self._spec is None:
+            raise GatewayError("the gateway's configuration is not known yet (ensure comes first)")
+        return self._spec
+
+    # -- start and reload -------------------------------------------------------------------------
+    def _start(self, spec: GatewaySpec) -> None:
+        binary = self._binary()
+        check_port_free(spec.host, spec.port)
+        created = not self.dir.exists()
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._write(spec, (), binary)
+            self._run([binary, "-D", "-f", str(self.cfg), "-p", str(self.pidfile)], "start")
+            self._wait_ready()
+        except GatewayError:
+            self._undo(created)
+            raise
+        self._spec = spec
+
+    def _reload(self, spec: GatewaySpec, pid: int) -> None:
+        binary = self._binary()
+        try:
+            view = self.observe()
+            Path(self.paths.state_file).write_text(_state_dump(self.channel), encoding="utf-8")
+        except GatewayError:
+            view = GatewayView()
+        self._write(spec, list(view.servers.values()), binary)
+        argv = [binary, "-D", "-f", str(self.cfg), "-p", str(self.pidfile), "-x", self.paths.socket, "-sf", str(pid)]
+        self._run(argv, "reload")
+        self._wait_ready(old=pid)
+        self._spec = spec
+
+    def _binary(self) -> str:
+        found = shutil.which(self.command)
+        if found is None:
+            raise GatewayError(
+                f"cannot start the gateway: {self.command!r} is not installed "
+                "(Debian/Ubuntu: apt-get install haproxy; or set gateway.kind: none)",
+                retryable=False,
+                field="gateway.haproxy_command",
+            )
+        return found
+
+    def _write(self, spec: GatewaySpec, servers: Sequence[ServerSeen], binary: str) -> None:
+        """Render, validate with `haproxy -c`, then move into place."""
+        text = f"# igniter-spec {spec_hash(spec)}\n" + render(spec, self.paths, servers)
+        tmp = self.cfg.with_suffix(".cfg.new")
+        tmp.write_text(text, encoding="utf-8")
+        self._run([binary, "-c", "-q", "-f", str(tmp)], "check the configuration of")
+        os.replace(tmp, self.cfg)
+
+    def _run(self, argv: list[str], what: str) -> None:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False, cwd=self.dir)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise GatewayError(f"cannot {what} the gateway: {exc}") from None
+        if done.returncode != 0:
+            raise GatewayError(f"cannot {what} the gateway: {alerts(done.stderr + done.stdout)}", retryable=False)
+
+    def _wait_ready(self, old: int | None = None, timeout_s: float = 10.0) -> None:
+        """Until a new process (not `old`) holds the pid file and answers on the runtime socket."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            pid = self.pid()
+            if pid is not None and pid != old:
+                try:
+                    runtime.session(self.channel, ["show info"])
+                    return
+                except GatewayError:
+                    pass
+            time.sleep(0.05)
+        raise GatewayError(f"the gateway did not answer on {self.paths.socket} within {timeout_s:g} s")
+
+    def _undo(self, created: bool) -> None:
+        """A start that failed leaves nothing behind."""
+        pid = self.pid()
+        if pid is not None:
+            _signal(pid, signal.SIGTERM)
+        if created:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        else:
+            for path in (self.cfg, self.cfg.with_suffix(".cfg.new"), self.pidfile):
+                path.unlink(missing_ok=True)
+
+
+def socket_path(state_dir: Path) -> Path:
+    """`<dir>/admin.sock`, or a private directory under /tmp when that path is too long."""
+    path = state_dir / "admin.sock"
+    if len(str(path)) <= MAX_SOCKET_PATH:
+        return path
+    short = Path(tempfile.gettempdir()) / f"igniter-gw-{hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]}"
+    short.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(short, 0o700)
+    return short / "admin.sock"
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Bind the listen address once (without SO_REUSEPORT): a taken port fails here, clearly."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise GatewayError(
+                f"cannot start the gateway: cannot listen on {host}:{port}: {exc.strerror or exc} "
+                "(another process holds it; set gateway.listen)",
+                retryable=False,
+                field="gateway.listen",
+            ) from None
+
+
+def alerts(output: str) -> str:
+    """HAProxy's [ALERT] lines, without their pid prefix; else the last line it printed."""
+    found = [re.sub(r"^\[ALERT\]\s*(\(\d+\)\s*)?:\s*", "", ln).strip() for ln in output.splitlines() if "[ALERT]" in ln]
+    lines = [ln for ln in output.splitlines() if ln.strip()]
+    return "; ".join(found) or (lines[-1].strip() if lines else "no output")
+
+
+def _state_dump(channel: runtime.Channel) -> str:
+    (text,) = runtime.session(channel, ["show servers state"])
+    return text + "\n"
+
+
+def _signal(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _wait_gone(pid: int, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

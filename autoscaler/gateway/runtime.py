@@ -1,0 +1,198 @@
+"""HAProxy's runtime API: commands for the routing operations, and what `show stat` and
+`show servers state` say, parsed into a GatewayView.
+
+Commands go in one session in interactive (`prompt`) mode, so a batch costs one connection and
+each command's answer can be told apart (every answer ends at the next `\\n> ` prompt). The
+channel is a function from the session's input to its output: a unix socket here
+(UnixSocketChannel), or the same bytes piped through SSH to a gateway host (remote.py).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from autoscaler.core.routing import (
+    AddServer,
+    AdminState,
+    BackendSeen,
+    DelServer,
+    GatewayView,
+    Op,
+    ServerSeen,
+    SetState,
+    SetWeight,
+)
+from autoscaler.gateway.base import GatewayError, GatewaySpec, backend, workload_of
+from autoscaler.gateway.config import server_options
+
+Channel = Callable[[bytes], bytes]  # a whole session's input -> its output
+PROMPT = b"\n> "
+# srv_admin_state bits (HAProxy's SRV_ADMF_*): forced/inherited/config/resolution maintenance, drain
+MAINT_BITS = 0x01 | 0x02 | 0x04 | 0x20
+DRAIN_BITS = 0x08 | 0x10
+SRV_RUNNING, CHECK_UNKNOWN, CHECK_PASSED = 2, 0, 3
+
+
+class UnixSocketChannel:
+    """One connection per session to a local runtime socket."""
+
+    def __init__(self, path: str, timeout_s: float = 10.0) -> None:
+        self.path, self.timeout_s = path, timeout_s
+
+    def __call__(self, data: bytes) -> bytes:
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.settimeout(self.timeout_s)
+                sock.connect(self.path)
+                sock.sendall(data)
+                return _read_all(sock)
+        except OSError as exc:
+            raise GatewayError(f"runtime API {self.path}: {exc.strerror or exc}") from None
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def session(channel: Channel, commands: Sequence[str]) -> list[str]:
+    """Run commands in one interactive session; one answer per command, in order."""
+    if not commands:
+        return []
+    for c in commands:
+        if "\n" in c or ";" in c:
+            raise ValueError(f"runtime command with a separator: {c!r}")
+    data = ("prompt\n" + "".join(c + "\n" for c in commands) + "quit\n").encode()
+    answers = channel(data).split(PROMPT)
+    # answers[0] is what came before the first prompt (the `prompt` command's empty answer)
+    out = [a.decode(errors="replace").strip("\n") for a in answers[1 : len(commands) + 1]]
+    if len(out) < len(commands):
+        raise GatewayError(f"runtime API closed the session after {len(out)} of {len(commands)} commands")
+    return out
+
+
+# -- operations -> commands ------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One command of an operation and how its answer says it worked (None: an empty answer)."""
+
+    command: str
+    ok: str | None = None
+
+
+def steps(op: Op, spec: GatewaySpec) -> list[Step]:
+    """A server is added with weight 0 and its health check enabled, then made ready: it gets a
+    weight only once its check has passed (core.routing). Deleting takes maint first."""
+    where = f"{backend(op.workload)}/{op.name}"
+    if isinstance(op, AddServer):
+        return [
+            Step(f"add server {where} {op.address} {server_options(spec, 0)}", "New server registered."),
+            Step(f"enable health {where}"),
+            Step(f"set server {where} state ready"),
+        ]
+    if isinstance(op, SetWeight):
+        return [Step(f"set server {where} weight {op.weight}")]
+    if isinstance(op, SetState):
+        return [Step(f"set server {where} state {op.state}")]
+    assert isinstance(op, DelServer)
+    return [Step(f"set server {where} state maint"), Step(f"del server {where}", "Server deleted.")]
+
+
+def apply_ops(channel: Channel, ops: Sequence[Op], spec: GatewaySpec) -> list[str]:
+    """Every operation's commands in one session; one message per operation that failed."""
+    plan = [(op, st) for op in ops for st in steps(op, spec)]
+    answers = session(channel, [st.command for _, st in plan])
+    failed: dict[int, str] = {}
+    for (op, st), answer in zip(plan, answers):
+        good = answer == "" if st.ok is None else st.ok in answer
+        if not good and id(op) not in failed:
+            failed[id(op)] = f"{st.command}: {answer.strip() or 'no answer'}"
+    return list(failed.values())
+
+
+# -- observation -----------------------------------------------------------------------------------
+def observe(channel: Channel) -> GatewayView:
+    """Counters from `show stat`, admin state and health from `show servers state`."""
+    stat, state = session(channel, ["show stat", "show servers state"])
+    return parse_view(stat, state)
+
+
+def parse_view(stat: str, state: str) -> GatewayView:
+    rows = list(csv.DictReader(io.StringIO(stat.lstrip("# "))))
+    if not rows or "pxname" not in rows[0]:
+        raise GatewayError(f"runtime API: `show stat` gave no table: {stat[:200]!r}")
+    states = parse_servers_state(state)
+    backends: dict[str, BackendSeen] = {}
+    servers: dict[tuple[str, str], ServerSeen] = {}
+    for r in rows:
+        w = workload_of(r["pxname"])
+        if w is None:
+            continue
+        if r["svname"] == "BACKEND":
+            backends[w] = BackendSeen(
+                workload=w,
+                requests_total=_int(r.get("req_tot")),
+                errors_5xx=_int(r.get("hrsp_5xx")),
+                sessions=_int(r.get("scur")),
+                servers_up=_int(r.get("act")),
+            )
+        elif r["svname"] != "FRONTEND":
+            servers[(w, r["svname"])] = _server(w, r, states.get((r["pxname"], r["svname"]), {}))
+    return GatewayView(backends, servers)
+
+
+def _server(workload: str, r: dict[str, str], st: dict[str, str]) -> ServerSeen:
+    admin_bits = _int(st.get("srv_admin_state"))
+    admin: AdminState = "maint" if admin_bits & MAINT_BITS else "drain" if admin_bits & DRAIN_BITS else "ready"
+    addr = f"{st['srv_addr']}:{st['srv_port']}" if st.get("srv_addr") else (r.get("addr") or "")
+    weight = _int(st.get("srv_uweight", r.get("uweight")))
+    return ServerSeen(
+        workload=workload,
+        name=r["svname"],
+        address=addr,
+        admin=admin,
+        status=r.get("status") or "",
+        check_ok=_check_ok(st, weight),
+        weight=weight,
+        sessions=_int(r.get("scur")),
+        requests_total=_int(r.get("stot")),
+        errors_5xx=_int(r.get("hrsp_5xx")),
+    )
+
+
+def _check_ok(st: dict[str, str], weight: int) -> bool:
+    """Up, and its last health check passed. Right after a reload no check has run yet: a server
+    that was weighted (so it had passed before) counts as passing until its first check says
+    otherwise; a server just added (weight 0) waits for its first pass."""
+    result = _int(st.get("srv_check_result"))
+    return _int(st.get("srv_op_state")) == SRV_RUNNING and (
+        result == CHECK_PASSED or (result == CHECK_UNKNOWN and weight > 0)
+    )
+
+
+def parse_servers_state(text: str) -> dict[tuple[str, str], dict[str, str]]:
+    """`show servers state`: a version line, a `# header`, then one space-separated row per server."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    header = next((ln[2:].split() for ln in lines if ln.startswith("# ")), None)
+    if header is None:
+        return {}
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for ln in lines:
+        if ln.startswith("#") or len(ln.split()) < len(header):
+            continue
+        row = dict(zip(header, ln.split()))
+        out[(row["be_name"], row["srv_name"])] = row
+    return out
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0

@@ -1,0 +1,190 @@
+"""The data plane end to end: real haproxy on 127.0.0.1, real agents and inference servers (the
+local provider), the real controller, real requests through the gateway.
+
+- A workload split over two servers with planned rates 300 and 100 gets 75 % / 25 % of 3000
+  requests, within 5 % (absolute), as counted by the servers themselves.
+- kill -9 of one server under load: at most 0.5 % of requests fail (the gateway retries on the
+  other server), the killed server leaves the pool, and it comes back once it is ready again.
+- tritonclient (HTTP; JSON and binary tensors) gets the outputs torch computes, through the gateway.
+- GET /v1/gateway and /metrics show the servers, their weights, planned rates and counters.
+- A plan change that moves a workload to a new instance and retires the old one fails none of
+  2000+ concurrent requests (make-before-break through the gateway: drain, then stop).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import torch
+
+from autoscaler.loop.controller import Controller
+from autoscaler.loop.status import StatusServer, StatusState
+from autoscaler.transport.base import parse_status
+from tests.kit.agent import load_scripted, wait_until
+from tests.kit.fleet import (
+    FixedPlanner,
+    Load,
+    converged,
+    fleet_policy,
+    infer_url,
+    local_fleet,
+    send,
+    server_counts,
+    shares,
+    tick_until,
+)
+
+SPLIT = [("p3.8xlarge", [(0, "w", 300.0), (1, "w", 100.0)])]
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path) -> Iterator[Controller]:
+    tmp = tmp_path_factory.mktemp("split")
+    policy = fleet_policy(tmp, tiny_model_dir, ["w"])
+    with local_fleet(policy, tmp, SPLIT) as (ctl, _):
+        tick_until(ctl, lambda: converged(ctl))
+        yield ctl
+
+
+def weights_by_rate(ctl: Controller) -> dict[str, float]:
+    layout = ctl.store.current_layout()
+    assert layout is not None
+    return {s.name: s.rate_rps for _, s in layout.servers()}
+
+
+def test_each_server_receives_its_planned_share(split: Controller) -> None:
+    planned = shares({k: int(v) for k, v in weights_by_rate(split).items()})
+    before = server_counts(split)
+    load = send(infer_url(split.policy, "w"), 3000)
+    assert load.failed == 0, load.errors
+
+    def counted() -> dict[str, int] | None:  # servers publish their counters every half second
+        after = server_counts(split)
+        delta = {n: after[n] - before.get(n, 0) for n in planned}
+        return delta if sum(delta.values()) >= load.ok >= 3000 else None
+
+    got = shares(wait_until(counted, 10, "the servers to count every request"))
+    print(f"shares over {load.sent} requests: got {got}, planned {planned}")
+    for name, share in planned.items():
+        assert abs(got[name] - share) <= 0.05, (got, planned)
+
+
+def test_status_endpoint_shows_the_gateway(split: Controller) -> None:
+    state = StatusState()
+    state.publish(split, split.tick())
+    server = StatusServer(state, 0).start()
+    try:
+        body = httpx.get(f"http://127.0.0.1:{server.port}/v1/gateway", timeout=5).json()
+        metrics = httpx.get(f"http://127.0.0.1:{server.port}/metrics", timeout=5).text
+    finally:
+        server.close()
+    w = body["workloads"]["w"]
+    assert body["ok"] and body["listen"] == split.policy.gateway.listen
+    assert sorted(s["planned_rate_rps"] for s in w["servers"]) == [100.0, 300.0]
+    assert sorted(s["weight"] for s in w["servers"]) == [85, 256]
+    for s in w["servers"]:
+        assert {"name", "address", "state", "weight", "planned_rate_rps", "requests_total", "current_sessions"} <= set(
+            s
+        )
+        assert s["state"] == "ready" and s["address"].startswith("127.0.0.1:") and s["requests_total"] > 0
+    assert w["requests_total"] >= 3000 and w["errors_5xx"] == 0 and "request_rate_rps" in w
+    assert (
+        "igniter_gateway_server_weight{address=" in metrics
+        and 'igniter_gateway_requests_total{workload="w"}' in metrics
+    )
+    assert "igniter_gateway_up 1.0" in metrics
+
+
+def test_tritonclient_gets_torchs_outputs_through_the_gateway(split: Controller, tiny_model_dir: Path) -> None:
+    import tritonclient.http as triton
+
+    client = triton.InferenceServerClient(url=split.policy.gateway.listen)
+    assert client.is_server_live() and client.is_server_ready() and client.is_model_ready("w")
+    assert client.get_model_metadata("w")["inputs"][0]["name"] == "x"
+    x = np.random.default_rng(3).standard_normal((3, 8)).astype(np.float32)
+    with torch.no_grad():
+        want = load_scripted(tiny_model_dir)(torch.from_numpy(x)).numpy()
+    for binary in (False, True):
+        inp = triton.InferInput("x", list(x.shape), "FP32")
+        inp.set_data_from_numpy(x, binary_data=binary)
+        out = triton.InferRequestedOutput("y", binary_data=binary)
+        result = client.infer("w", [inp], outputs=[out])
+        np.testing.assert_allclose(result.as_numpy("y"), want, rtol=1e-5, atol=1e-6, err_msg=f"binary={binary}")
+    with pytest.raises(Exception, match="unknown model"):
+        client.infer("nope", [triton.InferInput("x", [1, 8], "FP32").set_data_from_numpy(x[:1])])
+
+
+def test_kill_9_a_server_mid_load(split: Controller) -> None:
+    ctl = split
+    victim = max(weights_by_rate(ctl), key=lambda n: weights_by_rate(ctl)[n])  # the busier one
+    load = Load(infer_url(ctl.policy, "w")).start()
+    try:
+        load.wait_for(300)
+        os.kill(_pid_of(ctl, victim), signal.SIGKILL)
+        gone = wait_until(lambda: victim not in _serving(ctl), 10, f"{victim} to leave the pool", poll=0.02)
+        left_at = load.sent
+        ctl.tick()  # its agent reports it starting again: the controller takes its weight too
+        assert victim not in _serving(ctl) and _weight(ctl, victim) == 0
+        tick_until(ctl, lambda: victim in _serving(ctl), timeout=90)  # ready again: back in the pool
+        load.wait_for(left_at + 1000)
+    finally:
+        load.close()
+    print(f"kill -9: {load.failed} of {load.sent} requests failed")
+    assert gone and load.sent >= 1300
+    assert load.failed <= 0.005 * load.sent, (load.failed, load.sent, load.errors)
+    assert _weight(ctl, victim) == 256
+
+
+def _pid_of(ctl: Controller, name: str) -> int:
+    for inst in ctl.deps.provider.list_instances():
+        for s in parse_status(ctl.deps.transport.status(inst)).servers:
+            if s.name == name and s.pid:
+                return int(s.pid)
+    raise AssertionError(f"no pid for {name}")
+
+
+def _serving(ctl: Controller) -> frozenset[str]:
+    assert ctl.deps.gateway is not None
+    return ctl.deps.gateway.observe().serving()
+
+
+def _weight(ctl: Controller, name: str) -> int:
+    assert ctl.deps.gateway is not None
+    seen = ctl.deps.gateway.observe().server(name)
+    assert seen is not None
+    return seen.weight
+
+
+def test_a_plan_change_fails_no_request(tmp_path: Path, tiny_model_dir: Path) -> None:
+    policy = fleet_policy(tmp_path, tiny_model_dir, ["m"], drain_timeout_s=30)
+    with local_fleet(policy, tmp_path, [("p3.2xlarge", [(0, "m", 200.0)])]) as (ctl, planner):
+        tick_until(ctl, lambda: converged(ctl))
+        (old,) = _serving(ctl)
+        old_slots = {i.slot for i in ctl.deps.provider.list_instances()}
+        load = Load(infer_url(policy, "m"), threads=8).start()
+        try:
+            load.wait_for(300)
+            assert isinstance(planner, FixedPlanner)
+            planner.shape = [("p3.8xlarge", [(2, "m", 200.0)])]  # a new instance; the old one is surplus
+            tick_until(ctl, lambda: converged(ctl) and old not in _serving(ctl) and _old_gone(ctl, old_slots))
+            load.wait_for(max(2000, load.sent + 300))
+        finally:
+            load.close()
+        history = [h["reason"] for h in ctl.store.history()]
+        actions = [a["kind"] for a in ctl.store.actions()]
+    print(f"plan change: {load.failed} of {load.sent} requests failed")
+    assert load.sent >= 2000 and load.failed == 0, (load.sent, load.failed, load.errors)
+    assert "drain" in history and "scale_in" in history
+    assert "drain" in actions and "terminate" in actions
+
+
+def _old_gone(ctl: Controller, old_slots: set[str]) -> bool:
+    time.sleep(0.1)
+    return not old_slots & {i.slot for i in ctl.deps.provider.list_instances()}
