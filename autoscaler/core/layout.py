@@ -179,6 +179,7 @@ def layout_from_plan(plan: Plan, inp: LayoutInput) -> Layout:
     matches = _match_slots(plan, inp)
     taken = set(inp.taken_slots) | set(matches.values())
     names = {n for srvs in inp.reserved_servers.values() for n, _ in srvs}
+    names |= {s.replaces for srvs in inp.running.values() for s in srvs if s.replaces}  # see _fresh_name
     prev = {s.slot: s for s in (inp.previous.slots if inp.previous else ())}
     slots: list[SlotSpec] = []
     pending: list[tuple[int, str, int, PlacementOut, str]] = []
@@ -362,6 +363,9 @@ def _name_new(
 
 
 def _fresh_name(workload: str, names: set[str]) -> str:
+    """The lowest `<workload>-<k>` not in `names`: no live server's name, nor the name a running
+    server `replaces` (its predecessor may have left, but the name still says who handed over to
+    whom; reused, the new server and that one would each seem to replace the other)."""
     k = 0
     while f"{workload}-{k}" in names:
         k += 1

@@ -399,8 +399,15 @@ def loading(
     kernels), except a retiring one (its agent key not in `wanted`) whose successor (a ready
     server on the same GPU that `replaces` it) has taken over its load: the gateway sends it
     nothing new and it leaves at the next tick. That holds even if a later plan no longer wants
-    the successor either: its load is still with the successor."""
-    taken = {s.replaces for s in servers if s.replaces and s.name in ready}
+    the successor either: its load is still with the successor. Two servers that each name the
+    other (a successor whose predecessor left, and a later server that took that name) cannot say
+    which took over: both load the GPU, the cautious reading (layout never reuses such a name)."""
+    names = {s.name: s for s in servers}
+    taken = {
+        s.replaces
+        for s in servers
+        if s.replaces and s.name in ready and getattr(names.get(s.replaces), "replaces", "") != s.name
+    }
     return [s for s in servers if s.name in ready and (s.name not in taken or s.agent_key() in wanted)]
 
 

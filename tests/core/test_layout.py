@@ -244,3 +244,15 @@ def test_matching_weighs_shares_so_a_big_server_stays_where_it_runs() -> None:
     assert by_slot == {"f-p3-1": {("a", 70.0), ("b", 20.0)}, "f-p3-0": {("a", 10.0)}}
     names = {s.slot: {v.name for v in s.servers if v.workload == "a"} for s in again.slots}
     assert names == {"f-p3-0": {"a-0"}, "f-p3-1": {"a-1"}}  # both keep their names and sizes
+
+
+def test_a_name_a_running_server_replaces_is_never_given_to_a_new_one() -> None:
+    """a-1 took over from a-0 (its `replaces` still says so) and a-0 has left; a resize of a-1
+    must not call its successor a-0, or each would seem to replace the other (both then count as
+    handed over and the GPU's capacity for the workload looked like nothing)."""
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    second = _resize(first, 60.0, first.slots[0].servers)
+    [a1] = second.slots[0].servers  # a-1 replaces a-0; a-0 then leaves
+    third = _resize(second, 70.0, (a1,))
+    [succ] = third.slots[0].servers
+    assert succ.name not in {"a-0", "a-1"} and succ.replaces == "a-1"

@@ -218,3 +218,15 @@ def test_a_ready_successor_keeps_its_predecessors_load_even_when_a_later_plan_dr
         )
     )
     assert "c-0" in names(out.assign[K0]) and out.after["c"] > 0
+
+
+def test_two_servers_naming_each_other_both_load_their_gpu() -> None:
+    """A successor whose predecessor left keeps `replaces`; should a later server carry that name
+    and replace it back, neither can be said to have taken over: both load the GPU (neither is
+    dropped from the judgement, which once left the workload with no capacity there at all)."""
+    from autoscaler.core.rollout import loading
+
+    a2, a0 = srv("a-2", "a", 40.0, 95.0, replaces="a-0"), srv("a-0", "a", 40.0, 102.0, index=1, replaces="a-2")
+    assert names(loading([a2, a0], {"a-0", "a-2"}, ())) == ["a-0", "a-2"]
+    a1 = srv("a-1", "a", 40.0, 102.0, index=1, replaces="a-2")
+    assert names(loading([a2, a1], {"a-1", "a-2"}, ())) == ["a-1"]  # an ordinary handover

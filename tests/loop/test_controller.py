@@ -341,9 +341,11 @@ def test_resize_is_make_before_break_when_the_gpu_has_room(tmp_path: Path) -> No
     want.update(mps=80.0, rate=9000.0)  # 60 + 80 > 100: a handover, never a restart in place
     clock.advance(30)
     assert ctl.tick().ok
-    assert sorted((n[0], n[2]) for n in names()) == [("alex-0", 80.0), ("alex-1", 60.0)]
+    # alex-2, not alex-0: alex-1 still says it replaced alex-0 (a name reused would make each seem
+    # to replace the other)
+    assert sorted((n[0], n[2]) for n in names()) == [("alex-1", 60.0), ("alex-2", 80.0)]
     settle(ctl, clock, 2)
-    assert [(n[0], n[2]) for n in names()] == [("alex-0", 80.0)]
+    assert [(n[0], n[2]) for n in names()] == [("alex-2", 80.0)]
     for (_, before), (_, after) in zip(tr.applies, tr.applies[1:]):  # never a restart in place
         old = {s["name"]: (s["port"], s["mps_percent"], s["batch"]) for s in before["servers"]}
         for s in after["servers"]:
@@ -352,7 +354,7 @@ def test_resize_is_make_before_break_when_the_gpu_has_room(tmp_path: Path) -> No
                 s["mps_percent"],
                 s["batch"],
             )
-    want.update(mps=50.0, rate=10.0)  # alex-0 (80 %) carries 10 req/s as it is: left alone
+    want.update(mps=50.0, rate=10.0)  # alex-2 (80 %) carries 10 req/s as it is: left alone
     before = len(tr.applies)
     settle(ctl, clock, 2)
     assert len(tr.applies) == before
