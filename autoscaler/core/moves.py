@@ -282,4 +282,13 @@ def _surge_input(
         names=frozenset(names),
         judge=judge,
         frozen=frozen,
+        booting=_booting(layout, current, launching),
     )
+
+
+def _booting(
+    layout: Layout, current: Mapping[str, Record], launching: Sequence[Launch]
+) -> list[tuple[str, str, tuple[PlannedServer, ...]]]:
+    """Planned instances not ready yet (booting, or launched this tick), with their servers."""
+    coming = {s for s, r in current.items() if r.state is not State.READY} | {a.slot for a in launching}
+    return [(s.slot, s.instance_type, s.servers) for s in layout.slots if s.slot in coming]

@@ -8,8 +8,11 @@ port) that carries at least the planned server's predicted throughput, judged by
 it runs. It goes, in this order of preference, where there is room:
 1. beside the servers of another ready GPU of the same GPU type that is at rest (it runs exactly
    what the layout wants): borrowed room, free and ready within one tick;
-2. on a surge instance already running or booting;
-3. on a new surge instance (`<fleet>-<type>-surge<n>`, the cheapest type with that GPU).
+2. on a surge instance already running;
+3. on paper, on a surge instance booting or on room a booting planned instance will have beside
+   its planned servers (it starts there as borrowed room once that one is ready: no later than a
+   new surge instance would be, at no extra cost);
+4. on a new surge instance (`<fleet>-<type>-surge<n>`, the cheapest type with that GPU).
 Once the stand-in serves, its workload has the capacity it was planned to get, so the servers in
 the way may leave (rollout's floors), the planned server starts in the room they leave, and the
 stand-in leaves once that one serves (the move is complete). A surge instance with nothing to do is
@@ -105,6 +108,10 @@ class SurgeInput:
     names: frozenset[str]  # server names in use (layout and applied)
     judge: Judge
     frozen: bool = False  # nothing changes and nothing is on its way: a busy budget never frees up
+    # Planned instances booting or launched this tick: (slot, type, their planned servers). Room
+    # they will have to spare takes a stand-in before a surge instance is launched (it is ready as
+    # soon as a new surge instance would be, and costs nothing extra).
+    booting: Sequence[tuple[str, str, tuple[PlannedServer, ...]]] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,6 +145,7 @@ class _Allocator:
         self.virtual = [_Virtual(s.slot, self._info(s.instance_type)) for s in inp.slots if not s.ready]
         for v in self.virtual:
             v.gpus = [[] for _ in range(v.info.gpus)]
+        self.virtual += [self._planned(slot, itype, servers) for slot, itype, servers in inp.booting]
         self.live_surge = len(inp.slots)
         self.live_by_type = dict(inp.live_by_type)
         self.cost = inp.cost_per_hour
@@ -146,6 +154,14 @@ class _Allocator:
         self.notes: list[str] = []
         self.started: list[str] = []
         self.taken = set(inp.taken_slots)
+
+    def _planned(self, slot: str, itype: str, servers: Sequence[PlannedServer]) -> _Virtual:
+        """A booting planned instance on paper: its GPUs hold its planned servers."""
+        info = self._info(itype)
+        gpus: list[list[PlannedServer]] = [[] for _ in range(info.gpus)]
+        for v in servers:
+            gpus[min(v.gpu_index, info.gpus - 1)].append(v)
+        return _Virtual(slot, info, gpus)
 
     def _info(self, itype: str) -> TypeInfo:
         return self.inp.types.get(itype) or TypeInfo(name=itype, gpu=itype, gpus=1, price_per_hour=0.0)
@@ -246,7 +262,8 @@ class _Allocator:
                     verdict = self.inp.judge(v.info.name, trial)
                     if all(ok for ok, _ in verdict) and verdict[-1][1] >= thr * (1 - EPS):
                         servers.append(trial[-1])
-                        self.keep.add(v.slot)
+                        if is_surge_slot(v.slot):
+                            self.keep.add(v.slot)
                         return True
         return False
 

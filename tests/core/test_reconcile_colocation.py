@@ -52,16 +52,30 @@ GROW_APPLIED = {"s0": (share("a-0", "a", 0, 50.0), share("b-0", "b", 1, 35.0))}
 def test_predicate_rejecting_a_full_gpu_defers_its_planned_change() -> None:
     """GPU 0 cannot hold a-0's new size beside b-0 (the predicate), and a-0 is planned under its own
     name, so it cannot start beside its old version either: GPU 0 keeps what it runs (before, a-0
-    was restarted in place once b-0 left) and a-0's new size starts early on a surge instance."""
+    was restarted in place once b-0 left) and a-0's new size starts early elsewhere: on the room the
+    booting s1 will have beside b-1 (35 % + 65 %), or, where it has none, on a surge instance."""
     records = [rec("s0"), rec("s1", State.PENDING)]
-    d = run(
-        GROW, records, GROW_APPLIED, ready={"a-0", "b-0"}, limits=Limits(gpu_fits=rejects(("a-0", 65.0), ("b-0", 35.0)))
-    )
+    limits = Limits(gpu_fits=rejects(("a-0", 65.0), ("b-0", 35.0)))
+    d = run(GROW, records, GROW_APPLIED, ready={"a-0", "b-0"}, limits=limits)
     conf = configures(d)["s0"]  # GPU 1 still gets c-0: each GPU moves on its own
     assert on_gpu(conf.servers, 0) == [("a-0", 50.0), ("b-0", 35.0)]
     assert on_gpu(conf.servers, 1) == [("c-0", 50.0)]
+    assert not [a for a in d.actions if isinstance(a, Launch)] and not d.breaches  # s1 is ready as soon as a surge
+    full = [GROW[0], slot("s1", share("b-1", "b", 0, 50.0))]  # s1 will have no room: a surge instance
+    d = run(full, records, GROW_APPLIED, ready={"a-0", "b-0"}, limits=limits)
     assert [a.reason for a in d.actions if isinstance(a, Launch)] == ["surge: stand-in for a-0 while s0 GPU 0 changes"]
     assert not d.breaches
+
+
+def test_a_stand_in_waiting_for_a_booting_instance_starts_there_once_it_is_ready() -> None:
+    """The room s1 was booting with is borrowed the tick s1 is ready: the stand-in starts beside
+    b-1 (no surge instance ever launched)."""
+    records = [rec("s0"), rec("s1")]  # s1 is ready now; its agent runs nothing yet
+    d = run(
+        GROW, records, GROW_APPLIED, ready={"a-0", "b-0"}, limits=Limits(gpu_fits=rejects(("a-0", 65.0), ("b-0", 35.0)))
+    )
+    assert not [a for a in d.actions if isinstance(a, Launch)] and not d.breaches
+    assert on_gpu(configures(d)["s1"].servers, 0) == [("a-0-s0", 65.0), ("b-1", 35.0)]
 
 
 def test_a_resize_under_a_new_name_hands_over_on_its_own_gpu() -> None:
