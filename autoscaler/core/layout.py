@@ -12,6 +12,7 @@ and refuses requests meanwhile.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -289,17 +290,17 @@ def _keep_servers(
     A kept server whose batch or share changes would be restarted in place by its agent (refusing
     requests meanwhile), so it is replaced instead: a new name and port, and reconcile keeps the
     old one until the new one serves (see `_resized`)."""
-    pool = list(prev.servers) if prev else []
+    same, placements = _running_as_planned(inst, running, info)
+    pool = [s for s in (prev.servers if prev else ()) if s.name not in {v.name for v in same}]
     matched: list[tuple[PlannedServer, int, PlacementOut]] = []
     rest: list[tuple[int, PlacementOut, str]] = []
-    for g in inst.gpus:
-        for p in g.placements:
-            old = next((s for s in pool if s.gpu_index == g.index and s.workload == p.workload), None)
-            if old is None:
-                rest.append((g.index, p, ""))
-                continue
-            pool.remove(old)
-            matched.append((old, g.index, p))
+    for g, p in placements:
+        old = next((s for s in pool if s.gpu_index == g.index and s.workload == p.workload), None)
+        if old is None:
+            rest.append((g.index, p, ""))
+            continue
+        pool.remove(old)
+        matched.append((old, g.index, p))
     resized = _resized(matched, running, info)
     stay = {}
     if resized and judge:
@@ -314,7 +315,28 @@ def _keep_servers(
         if o.name not in resized - set(stay)
     )
     rest.extend((gi, p, o.name) for o, gi, p in matched if o.name in resized and o.name not in stay)
-    return kept, rest
+    return same + kept, rest
+
+
+def _running_as_planned(
+    inst: InstanceOut, running: tuple[PlannedServer, ...], info: Mapping[str, WorkloadInfo]
+) -> tuple[tuple[PlannedServer, ...], list[tuple[GpuOut, PlacementOut]]]:
+    """Placements a running server of this slot already runs exactly as planned (same GPU,
+    workload, batch, share, model) keep that server, whatever the previous layout called the
+    placement: naming it otherwise would move it (a full GPU's move needs surge capacity) for
+    nothing. Returns those servers, and the placements left to match."""
+    free = [v for v in running if not is_stand_in(v.name)]  # a stand-in is surge, never a planned server
+    same: list[PlannedServer] = []
+    left: list[tuple[GpuOut, PlacementOut]] = []
+    for g in inst.gpus:
+        for p in g.placements:
+            cur = next((v for v in free if _spec(v.name, v.index, g.index, p, info).agent_key() == v.agent_key()), None)
+            if cur is None:
+                left.append((g, p))
+                continue
+            free.remove(cur)
+            same.append(_spec(cur.name, cur.index, g.index, p, info))
+    return tuple(same), left
 
 
 def _successor(spec: PlannedServer, old: PlannedServer, live: set[str]) -> PlannedServer:
@@ -378,6 +400,14 @@ def _fresh_index(used: set[int]) -> int:
     while k in used:
         k += 1
     return k
+
+
+STAND_IN = re.compile(r"-s\d+$")
+
+
+def is_stand_in(name: str) -> bool:
+    """A stand-in (surge.py) is named `<original>-s<k>`; layout servers (`<workload>-<k>`) never end that way."""
+    return STAND_IN.search(name) is not None
 
 
 def _spec(name: str, index: int, gpu_index: int, p: PlacementOut, info: Mapping[str, WorkloadInfo]) -> PlannedServer:

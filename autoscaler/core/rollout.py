@@ -50,26 +50,19 @@ ticks at least: start beside, then stop.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.layout import PlannedServer
+from autoscaler.core.layout import STAND_IN, PlannedServer, is_stand_in
 
 Judge = Callable[[str, Sequence[PlannedServer]], Sequence[tuple[bool, float]]]  # per server: (meets budget, req/s)
 GpuKey = tuple[str, int]  # (slot, GPU index)
 EPS = 1e-6
-_STAND_IN = re.compile(r"-s\d+$")
-
-
-def is_stand_in(name: str) -> bool:
-    """A stand-in is named `<original>-s<k>`; layout servers (`<workload>-<k>`) never end that way."""
-    return _STAND_IN.search(name) is not None
 
 
 def original_of(name: str) -> str | None:
     """The server a stand-in stands in for (None for any other server)."""
-    m = _STAND_IN.search(name)
+    m = STAND_IN.search(name)
     return name[: m.start()] if m else None
 
 

@@ -256,3 +256,30 @@ def test_a_name_a_running_server_replaces_is_never_given_to_a_new_one() -> None:
     third = _resize(second, 70.0, (a1,))
     [succ] = third.slots[0].servers
     assert succ.name not in {"a-0", "a-1"} and succ.replaces == "a-1"
+
+
+def test_a_placement_a_running_server_runs_as_planned_keeps_that_server() -> None:
+    """The previous layout planned a-1 (60 %, batch 8) to replace the running a-0 (30 %, batch 4);
+    a plan that is back at 30 %, batch 4 keeps a-0 as it runs. Before, the placement kept the name
+    a-1, so an identical server was started beside a-0 and a-0 moved out (a full GPU needs surge
+    capacity for that: the Azure replay's surge instances)."""
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    running = first.slots[0].servers
+    second = _resize(first, 60.0, running)
+    assert [s.name for s in second.slots[0].servers] == ["a-1"]
+    back = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a"),)),)),))
+    third = layout_from_plan(
+        back,
+        LayoutInput(
+            fleet="f",
+            previous=second,
+            extra_slots={},
+            taken_slots=frozenset({"f-p3-0"}),
+            reserved_servers={"f-p3-0": frozenset((s.name, s.index) for s in running)},
+            workloads=INFO,
+            rates={"a": 100.0},
+            running={"f-p3-0": running},
+        ),
+    )
+    [srv] = third.slots[0].servers
+    assert (srv.name, srv.index, srv.mps_percent, srv.batch, srv.replaces) == ("a-0", 0, 30.0, 4, "")
