@@ -23,10 +23,11 @@ operator's minimum (each workload's min_rate_rps at its 99.9th percentile, chose
 from the replayed hour, a 900 s scale-down delay, headroom 0.1), and resampled to 60 s means.
 Every number comes from a simulation run here; nothing is hard-coded.
 
+Issue 14's targets (reconfiguration without outage, surge cost) come first: see _rollout.py.
 `--only attainment` answers issue 16 instead (benchmarks/_targets.py): the policy defaults
 (`headroom: auto`) on every trace at its own resolution and at 1-minute rows, against the oracle.
 
-Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure|attainment] [--scales 0.7,0.85]
+Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure|rollout|attainment] [--scales 0.7,0.85]
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 import itertools  # noqa: E402
 
+import _rollout as rollout  # noqa: E402
 import numpy as np  # noqa: E402
 from _machine import describe  # noqa: E402
 
@@ -391,8 +393,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="ServeGen: the first 3 days only")
     ap.add_argument(
         "--only",
-        choices=["servegen", "azure", "attainment"],
-        help="attainment: issue 16's targets, the policy defaults on every trace (benchmarks/_targets.py)",
+        choices=["servegen", "azure", "rollout", "attainment"],
+        help="one scenario; rollout: issue 14's targets (reconfiguration without outage, _rollout.py); "
+        "attainment: issue 16's targets, the policy defaults on every trace (benchmarks/_targets.py)",
     )
     ap.add_argument("--no-table", action="store_true", help="attainment: skip the forecast table (first halves)")
     ap.add_argument("--case", help="attainment: only the traces whose name contains this (e.g. Azure, 1-minute)")
@@ -409,6 +412,8 @@ def main() -> None:
 
         _targets.main(table=not args.no_table, only=args.case)
         return
+    if args.only in (None, "rollout"):
+        rollout.report(args.quick)
     for sc in scenarios(args.quick, args.only):
         report(sc, scales)
 

@@ -270,6 +270,12 @@ class ScalingConfig(_Frozen):
         description=f"refuse a plan of more instances (default {limits.MAX_INSTANCES:,}, or no limit when "
         "max_cost_per_hour caps the fleet instead)",
     )
+    max_surge: int | str | None = Field(
+        default=None,
+        description="extra (surge) instances a move may use at once while an old server waits for its "
+        "replacement: a count or a percentage of the planned fleet (default: 1, or 10 % of the fleet "
+        "if larger); 0 allows break-before-make where a GPU cannot hold old and new side by side",
+    )
     forecast: Literal["last", "ewma", "holt", "seasonal"] = Field(
         default="seasonal",
         description="seasonal: ewma, never below the same stretch of the last seasons once the history covers "
@@ -295,6 +301,21 @@ class ScalingConfig(_Frozen):
         description="a file holding a bearer token that /v1/* then requires (Authorization: Bearer TOKEN); "
         "/healthz and /metrics stay open",
     )
+
+    @field_validator("max_surge", mode="before")
+    @classmethod
+    def _surge(cls, value: Any) -> int | str | None:
+        """A count of instances (0, 1, 2, ...) or a percentage of the planned fleet ("10%")."""
+        if value is None or (
+            isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limits.MAX_INSTANCES_CEILING
+        ):
+            return value
+        if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)?%", value.strip()):
+            return value.strip()
+        raise _FieldError(
+            "scaling.max_surge",
+            f"{value!r}: expected a count of instances (0, 1, 2, ...) or a percentage such as '10%'",
+        )
 
     @field_validator("status_listen")
     @classmethod

@@ -5,19 +5,22 @@ Each planned instance becomes a *slot* (`<fleet>-<instance_type>-<n>`) matched t
 layout's slot of the same type that shares most placements, so a small plan change moves few
 servers. Each placement becomes a server `<workload>-<k>`; a placement that stays on the same slot,
 GPU and workload keeps its name and port index, new ones get names no live server uses. A running
-server whose batch or share changes gets a new name (replaced make-before-break) when its GPU has
-room for both, since an agent restarts a same-named server in place and refuses requests meanwhile.
+server whose batch or share changes always gets a new name (replaced make-before-break: reconcile
+keeps the old one until the new one serves), since an agent restarts a same-named server in place
+and refuses requests meanwhile.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import KW_ONLY, asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field, replace
 from typing import Any
 
 from agents.spec import Assignment, ServerSpec
 from autoscaler.config.offerings import ON_DEMAND, SPOT, CapacityType, offering_key
+from autoscaler.core.resize import Judge, stay_as_running
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
 
 
@@ -37,6 +40,7 @@ class PlannedServer:
     predicted_throughput_rps: float = 0.0
     model_dir: str = ""
     max_queue_delay_ms: float = 0.0
+    replaces: str = ""  # the running server this one resizes on the same GPU: it takes over that one's load
     address: str = ""  # host:port where the gateway reaches it; recorded when its agent is told to run it
 
     def agent_key(self) -> tuple[Any, ...]:
@@ -178,6 +182,7 @@ class LayoutInput:
     workloads: Mapping[str, WorkloadInfo]
     rates: Mapping[str, float]
     running: Mapping[str, tuple[PlannedServer, ...]] = field(default_factory=dict)  # slot -> servers its agent runs
+    judge: Judge | None = None  # with it, a resized server that already does its placement's job stays (resize.py)
 
 
 def layout_from_plan(plan: Plan, inp: LayoutInput) -> Layout:
@@ -185,18 +190,19 @@ def layout_from_plan(plan: Plan, inp: LayoutInput) -> Layout:
     matches = _match_slots(plan, inp)
     taken = set(inp.taken_slots) | set(matches.values())
     names = {n for srvs in inp.reserved_servers.values() for n, _ in srvs}
+    names |= {s.replaces for srvs in inp.running.values() for s in srvs if s.replaces}  # see _fresh_name
     prev = {s.slot: s for s in (inp.previous.slots if inp.previous else ())}
     slots: list[SlotSpec] = []
-    pending: list[tuple[int, str, int, PlacementOut]] = []
+    pending: list[tuple[int, str, int, PlacementOut, str]] = []
     for i, inst in enumerate(plan.instances):
         slot = matches.get(i) or _new_slot(inp.fleet, inst, taken)
-        kept, rest = _keep_servers(inst, prev.get(slot), inp.workloads, inp.running.get(slot, ()))
+        kept, rest = _keep_servers(inst, prev.get(slot), inp.workloads, inp.running.get(slot, ()), inp.judge)
         names |= {k.name for k in kept}
         gpus = tuple(g.gpu for g in inst.gpus)
         slots.append(
             SlotSpec(slot, inst.instance_type, inst.price_per_hour, gpus, kept, capacity_type=inst.capacity_type)
         )
-        pending.extend((i, slot, gi, p) for gi, p in rest)
+        pending.extend((i, slot, gi, p, rep) for gi, p, rep in rest)
     slots = _name_new(slots, pending, names, inp)
     return Layout(plan.planner, tuple(slots), plan.unplaced, dict(inp.rates))
 
@@ -288,63 +294,106 @@ def _new_slot(fleet: str, inst: InstanceOut, taken: set[str]) -> str:
 
 
 def _keep_servers(
-    inst: InstanceOut, prev: SlotSpec | None, info: Mapping[str, WorkloadInfo], running: tuple[PlannedServer, ...] = ()
-) -> tuple[tuple[PlannedServer, ...], list[tuple[int, PlacementOut]]]:
-    """Placements that stay on this slot's GPU keep their server; the rest need a new one.
+    inst: InstanceOut,
+    prev: SlotSpec | None,
+    info: Mapping[str, WorkloadInfo],
+    running: tuple[PlannedServer, ...] = (),
+    judge: Judge | None = None,
+) -> tuple[tuple[PlannedServer, ...], list[tuple[int, PlacementOut, str]]]:
+    """Placements that stay on this slot's GPU keep their server; the rest need a new one (with
+    the name of the running server it resizes, if it does).
 
     A kept server whose batch or share changes would be restarted in place by its agent (refusing
-    requests meanwhile), so it is replaced instead (a new name and port, make-before-break in
-    reconcile) when its GPU has room for the old and the new server side by side; see `_resized`."""
-    pool = list(prev.servers) if prev else []
+    requests meanwhile), so it is replaced instead: a new name and port, and reconcile keeps the
+    old one until the new one serves (see `_resized`)."""
+    same, placements = _running_as_planned(inst, running, info)
+    pool = [s for s in (prev.servers if prev else ()) if s.name not in {v.name for v in same}]
     matched: list[tuple[PlannedServer, int, PlacementOut]] = []
-    rest: list[tuple[int, PlacementOut]] = []
+    rest: list[tuple[int, PlacementOut, str]] = []
+    for g, p in placements:
+        old = next((s for s in pool if s.gpu_index == g.index and s.workload == p.workload), None)
+        if old is None:
+            rest.append((g.index, p, ""))
+            continue
+        pool.remove(old)
+        matched.append((old, g.index, p))
+    resized = _resized(matched, running, info)
+    stay = {}
+    if resized and judge:
+        spec = lambda name, gi, p: _spec(name, 0, gi, p, info)  # noqa: E731
+        stay = stay_as_running(
+            inst, [(o.name, gi, p) for o, gi, p in matched if o.name in resized], running, judge, spec
+        )
+    live = {s.name for s in running}
+    kept = tuple(
+        stay.get(o.name) or _successor(_spec(o.name, o.index, gi, p, info), o, live)
+        for o, gi, p in matched
+        if o.name not in resized - set(stay)
+    )
+    rest.extend((gi, p, o.name) for o, gi, p in matched if o.name in resized and o.name not in stay)
+    return same + kept, rest
+
+
+def _running_as_planned(
+    inst: InstanceOut, running: tuple[PlannedServer, ...], info: Mapping[str, WorkloadInfo]
+) -> tuple[tuple[PlannedServer, ...], list[tuple[GpuOut, PlacementOut]]]:
+    """Placements a running server of this slot already runs exactly as planned (same GPU,
+    workload, batch, share, model) keep that server, whatever the previous layout called the
+    placement: naming it otherwise would move it (a full GPU's move needs surge capacity) for
+    nothing. Returns those servers, and the placements left to match."""
+    free = [v for v in running if not is_stand_in(v.name)]  # a stand-in is surge, never a planned server
+    same: list[PlannedServer] = []
+    left: list[tuple[GpuOut, PlacementOut]] = []
     for g in inst.gpus:
         for p in g.placements:
-            old = next((s for s in pool if s.gpu_index == g.index and s.workload == p.workload), None)
-            if old is None:
-                rest.append((g.index, p))
+            cur = next((v for v in free if _spec(v.name, v.index, g.index, p, info).agent_key() == v.agent_key()), None)
+            if cur is None:
+                left.append((g, p))
                 continue
-            pool.remove(old)
-            matched.append((old, g.index, p))
-    replace = _resized(inst, matched, running)
-    kept = tuple(_spec(o.name, o.index, gi, p, info) for o, gi, p in matched if o.name not in replace)
-    rest.extend((gi, p) for o, gi, p in matched if o.name in replace)
-    return kept, rest
+            free.remove(cur)
+            same.append(_spec(cur.name, cur.index, g.index, p, info))
+    return tuple(same), left
+
+
+def _successor(spec: PlannedServer, old: PlannedServer, live: set[str]) -> PlannedServer:
+    """A planned server not started yet keeps the running server it was planned to replace."""
+    if spec.name in live or not old.replaces or old.replaces not in live:
+        return spec
+    return replace(spec, replaces=old.replaces)
 
 
 def _resized(
-    inst: InstanceOut, matched: list[tuple[PlannedServer, int, PlacementOut]], running: tuple[PlannedServer, ...]
+    matched: list[tuple[PlannedServer, int, PlacementOut]],
+    running: tuple[PlannedServer, ...],
+    info: Mapping[str, WorkloadInfo],
 ) -> set[str]:
-    """Names of running servers whose batch or share changes and whose GPU can hold the old and
-    the new server at once: the plan's shares on the GPU, plus every running server the plan drops
-    there (retiring), plus the old server itself, at most 100 %. Others restart in place."""
+    """Names of running servers whose agent-visible spec changes (batch, share, model directory,
+    queue delay). Each gets a successor under a new name and port, never a restart in place: the
+    agent diffs by name, so it runs both while reconcile moves the capacity over (rollout.py), with
+    surge capacity where the GPU cannot hold both."""
     live = {s.name: s for s in running}
-    kept = {o.name for o, _, _ in matched}
-    load = {g.index: sum(p.mps_percent for p in g.placements) for g in inst.gpus}
-    for s in running:
-        if s.name not in kept and s.gpu_index in load:
-            load[s.gpu_index] += s.mps_percent
     out: set[str] = set()
     for old, gi, p in matched:
         cur = live.get(old.name)
-        if cur is None or (cur.batch, round(cur.mps_percent, 4)) == (p.batch, round(p.mps_percent, 4)):
-            continue
-        if cur.gpu_index == gi and load[gi] + cur.mps_percent <= 100.0 + 1e-6:
-            load[gi] += cur.mps_percent
+        if cur is not None and _spec(cur.name, cur.index, gi, p, info).agent_key() != cur.agent_key():
             out.add(old.name)
     return out
 
 
 def _name_new(
-    slots: list[SlotSpec], pending: Iterable[tuple[int, str, int, PlacementOut]], names: set[str], inp: LayoutInput
+    slots: list[SlotSpec],
+    pending: Iterable[tuple[int, str, int, PlacementOut, str]],
+    names: set[str],
+    inp: LayoutInput,
 ) -> list[SlotSpec]:
     """Add the new servers: fresh names fleet-wide, fresh port indices per slot."""
     extra: dict[int, list[PlannedServer]] = {}
-    for i, slot, gi, p in pending:
+    for i, slot, gi, p, rep in pending:
         used = {s.index for s in slots[i].servers} | {s.index for s in extra.get(i, [])}
         used |= {idx for _, idx in inp.reserved_servers.get(slot, frozenset())}
         name = _fresh_name(p.workload, names)
-        extra.setdefault(i, []).append(_spec(name, _fresh_index(used), gi, p, inp.workloads))
+        spec = _spec(name, _fresh_index(used), gi, p, inp.workloads)
+        extra.setdefault(i, []).append(replace(spec, replaces=rep) if rep else spec)
     return [
         SlotSpec(
             s.slot,
@@ -359,6 +408,9 @@ def _name_new(
 
 
 def _fresh_name(workload: str, names: set[str]) -> str:
+    """The lowest `<workload>-<k>` not in `names`: no live server's name, nor the name a running
+    server `replaces` (its predecessor may have left, but the name still says who handed over to
+    whom; reused, the new server and that one would each seem to replace the other)."""
     k = 0
     while f"{workload}-{k}" in names:
         k += 1
@@ -371,6 +423,14 @@ def _fresh_index(used: set[int]) -> int:
     while k in used:
         k += 1
     return k
+
+
+STAND_IN = re.compile(r"-s\d+$")
+
+
+def is_stand_in(name: str) -> bool:
+    """A stand-in (surge.py) is named `<original>-s<k>`; layout servers (`<workload>-<k>`) never end that way."""
+    return STAND_IN.search(name) is not None
 
 
 def _spec(name: str, index: int, gpu_index: int, p: PlacementOut, info: Mapping[str, WorkloadInfo]) -> PlannedServer:

@@ -13,10 +13,11 @@ address the actuator recorded) belongs in its workload's backend:
   to `drain` (no new requests; it finishes what it holds). It counts as *drained* when the
   gateway shows it draining with no current session, or `drain_timeout_s` after the drain began
   (time is passed in); only then does reconcile take it out of its agent's assignment, and once it
-  has left every assignment the gateway deletes it (maint, then del).
-- Where reconcile would remove a workload's last serving servers before another serves (its
-  break-before-make, when a GPU cannot hold old and new at once), they are not drained yet: they
-  keep serving until a replacement does, or until `drain_timeout_s`, which bounds the wait.
+  has left every assignment the gateway deletes it (maint, then del). Reconcile lets a server go
+  only once its workload keeps its floor without it (core/rollout.py), so its successors serve.
+- Should a workload's last serving servers be drained before another serves (a break-before-make
+  a policy limit forced, see core/surge.py), they are not drained yet: they keep serving until a
+  replacement does, or until `drain_timeout_s`, which bounds the wait.
 
 `route_ops` diffs what should run against what the gateway reports and orders the operations
 make-before-break: servers are added and raised before others are drained or lowered, and deletes
@@ -30,7 +31,6 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from autoscaler.core.layout import Layout, PlannedServer
-from autoscaler.core.reconcile import Action, Configure, Drain
 
 MAX_WEIGHT = 256
 AdminState = Literal["ready", "drain", "maint"]
@@ -310,20 +310,6 @@ def _adjust(r: Route, s: ServerSeen, first: list[Op], then: list[Op]) -> None:
 
 
 # -- draining --------------------------------------------------------------------------------------
-def removals(actions: Iterable[Action], applied: Mapping[str, Sequence[PlannedServer]]) -> frozenset[str]:
-    """Servers the actions take out of their agents' assignments: those a configuration leaves
-    out, and every server of a slot that is drained. (A terminated instance that is not drained
-    first was lost or never ready: its servers answer nothing, and the health check says so.)"""
-    out: set[str] = set()
-    for a in actions:
-        names = {s.name for s in applied.get(a.slot, ())}
-        if isinstance(a, Configure):
-            out |= names - {s.name for s in a.servers}
-        elif isinstance(a, Drain):
-            out |= names
-    return frozenset(out)
-
-
 @dataclass(frozen=True, slots=True)
 class DrainProgress:
     """The drain book after this tick (server -> when its drain began) and which are drained."""

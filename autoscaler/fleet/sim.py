@@ -35,6 +35,7 @@ class Lifetime:
     start: float
     end: float | None = None
     capacity_type: str = ON_DEMAND
+    slot: str = ""
 
     def hours(self, until: float) -> float:
         end = until if self.end is None else min(self.end, until)
@@ -101,7 +102,8 @@ class SimProvider:
         )
         self._live[inst.id] = inst
         self._by_key[(slot, str(attempt))] = inst.id
-        self.lifetimes[inst.id] = Lifetime(instance_type, self.prices[key], now, None, capacity_type)
+        life = Lifetime(instance_type, self.prices[key], now, None, capacity_type, slot=slot)
+        self.lifetimes[inst.id] = life
         if capacity_type == SPOT and self.interruptions_per_hour > 0:
             self.warnings[inst.id] = now + float(self.rng.exponential(3600.0 / self.interruptions_per_hour))
         return inst
@@ -185,10 +187,12 @@ class SimProvider:
             if at is None or self.alive(i.id, at)
         )
 
-    def instance_hours(self, until: float) -> dict[str, float]:
+    def instance_hours(self, until: float, slots: Callable[[str], bool] | None = None) -> dict[str, float]:
+        """Hours per instance type, of every instance or of those whose slot `slots` accepts."""
         out: dict[str, float] = {}
         for life in self.lifetimes.values():
-            out[life.instance_type] = out.get(life.instance_type, 0.0) + life.hours(until)
+            if slots is None or slots(life.slot):
+                out[life.instance_type] = out.get(life.instance_type, 0.0) + life.hours(until)
         return out
 
     def interruptions(self, until: float) -> int:
@@ -202,8 +206,13 @@ class SimProvider:
     def spot_instance_hours(self, until: float) -> float:
         return sum(life.hours(until) for life in self.lifetimes.values() if life.capacity_type == SPOT)
 
-    def cost_usd(self, until: float) -> float:
-        return sum(life.price_per_hour * life.hours(until) for life in self.lifetimes.values())
+    def cost_usd(self, until: float, slots: Callable[[str], bool] | None = None) -> float:
+        """The bill, of every instance or of those whose slot `slots` accepts."""
+        return sum(
+            life.price_per_hour * life.hours(until)
+            for life in self.lifetimes.values()
+            if slots is None or slots(life.slot)
+        )
 
 
 @dataclass

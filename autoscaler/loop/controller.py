@@ -17,7 +17,7 @@ from typing import Any
 
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
-from autoscaler.core.colocation import gpu_fits
+from autoscaler.core.colocation import server_judge
 from autoscaler.core.forecast import ForecastConfig, forecast_all, season_windows
 from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo, layout_from_plan, layout_to_plan
 from autoscaler.core.lifecycle import LIVE, USABLE, Record, State, SyncInput, going_away, sync
@@ -25,6 +25,7 @@ from autoscaler.core.reconcile import Diff, FleetView, Limits, diff
 from autoscaler.core.routing import GatewayNames, GatewayView
 from autoscaler.core.scaling import choose, hold_rates, next_wake
 from autoscaler.core.slo_guard import update as guard_update
+from autoscaler.core.surge import TypeInfo, is_surge_slot
 from autoscaler.fleet.base import Instance, InterruptionSource, Notice, OnRecord, Provider, ProviderError, Retry
 from autoscaler.gateway.base import Gateway
 from autoscaler.leader.base import NotLeader
@@ -85,6 +86,10 @@ class TickReport:
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     settling: bool = False  # make-before-break work waits on servers just started: tick again soon
+    draining: list[str] = field(default_factory=list)  # servers that may leave once the gateway drained them
+    breaches: list[dict[str, Any]] = field(default_factory=list)  # invariant broken: a policy limit left no room
+    converged: bool = False  # the fleet is the layout (no move under way)
+    surge_slots: list[str] = field(default_factory=list)  # surge instances kept or launched this tick
     wake_at: float | None = None  # tick again then, before the next interval (scaling.next_wake)
     outcome: Outcome = field(default_factory=Outcome)
     gateway: GatewayReport | None = None
@@ -105,6 +110,10 @@ class TickReport:
             "missing": self.missing,
             "notes": self.notes,
             "settling": self.settling,
+            "draining": self.draining,
+            "breaches": self.breaches,
+            "converged": self.converged,
+            "surge_slots": self.surge_slots,
             "wake_at": self.wake_at,
             "rounds": self.rounds,
             "done": self.outcome.done,
@@ -117,11 +126,17 @@ class TickReport:
 
 
 BOOTING = (State.REQUESTED, State.PENDING, State.RUNNING)
+# How long a drained instance waits for its agent to stop its servers before it is terminated: the
+# agent's default drain timeout (30 s, igniter-agent run --drain-timeout) and kill grace (10 s),
+# with room for its next status. Its servers were drained in the gateway first, so they finish
+# what they hold well within it.
+AGENT_DRAIN_WAIT_S = 60.0
+Key = tuple[str, int]
 
 
 class Controller:
     def __init__(self, policy: Policy, deps: Deps) -> None:
-        self.policy = policy
+        self.set_policy(policy)
         self.deps = deps
         self.store = deps.store
         self.state = ControllerState()  # the tick's working copy (see loop/state.py)
@@ -364,16 +379,25 @@ class Controller:
             layout, report.decision = self.plan(obs.now, planned, corrections, previous, bool(obs.reading.missing))
             report.layout = layout
             actions = self._diff(layout, obs, orphans)
-            report.notes = (
-                events + list(actions.notes) + [f"unplaced {u.workload}: {u.reason}" for u in layout.unplaced]
-            )
-            report.settling = actions.settling
+            self._report_moves(actions, layout, report, events)
             outcome = self.act(obs, actions.actions, report)
             report.notes.extend(n for n in outcome.notes if n not in report.notes)
             if not outcome.capacity:
                 return
             self._mark_unavailable(outcome.capacity, obs.now)
             report.outcome.capacity.clear()
+
+    def _report_moves(self, actions: Diff, layout: Layout, report: TickReport, events: list[str]) -> None:
+        """The diff's account of the moves, and the capacity before the change for the next tick.
+        `events`: what happened before planning (instances going away)."""
+        unplaced = [f"unplaced {u.workload}: {u.reason}" for u in layout.unplaced]
+        report.notes = events + list(actions.notes) + unplaced
+        report.settling = actions.settling
+        report.draining = sorted(actions.draining)
+        report.breaches = [b.to_json() for b in actions.breaches]
+        report.converged = actions.converged
+        report.surge_slots = sorted(actions.surge_slots)
+        self.state = replace(self.state, rollout_baseline=actions.baseline)
 
     def plan(
         self,
@@ -411,7 +435,7 @@ class Controller:
 
     def _layout_input(self, previous: Layout | None, rates: Mapping[str, float]) -> LayoutInput:
         records = self.store.all_records()
-        live = {r.slot: r.offering for r in records if r.state in LIVE}
+        live = {r.slot: r.offering for r in records if r.state in LIVE and not is_surge_slot(r.slot)}
         reserved: dict[str, set[tuple[str, int]]] = {}
         running: dict[str, tuple[PlannedServer, ...]] = {}
         current = {r.key for r in records if r.state in LIVE and r.state is not State.GOING_AWAY}
@@ -428,6 +452,7 @@ class Controller:
             workloads=self._workload_info(),
             rates=dict(rates),
             running=running,
+            judge=self.judge,
         )
 
     def _workload_info(self) -> dict[str, WorkloadInfo]:
@@ -472,7 +497,27 @@ class Controller:
             prices=prices,
             agent_seen=self.state.agent_seen,
             leaving=leaving,
+            rates=dict(obs.reading.rates),
+            baseline=self.state.rollout_baseline,
+            busy_agents=self._busy_agents(records, applied_all, obs),
         )
+
+    def _busy_agents(
+        self, records: Sequence[Record], applied: Mapping[Key, tuple[int, Any]], obs: Observation
+    ) -> frozenset[Key]:
+        """Drained instances whose agent may still be stopping servers: it reports some still
+        draining or running, holds an older assignment than its drain, or did not answer."""
+        if not self.deps.contact:
+            return frozenset()
+        out = set()
+        for r in records:
+            if r.state is not State.DRAINING:
+                continue
+            st = obs.statuses.get(r.slot)
+            gen = applied[r.key][0] if r.key in applied else 0
+            if st is None or st.draining or st.servers or (st.assignment_generation or 0) < gen:
+                out.add(r.key)
+        return frozenset(out)
 
     def _ready_servers(
         self, current: Mapping[str, Any], applied: Mapping[str, tuple[Any, ...]], obs: Observation
@@ -492,8 +537,11 @@ class Controller:
         )
 
     def _diff(self, layout: Layout, obs: Observation, orphans: list[Instance]) -> Diff:
-        """reconcile.diff; with a gateway, through its drains (GatewayStep.gated_diff): a server
-        leaves its agent's assignment, and a going instance the fleet, only once drained."""
+        """reconcile.diff; with a gateway, make-before-break goes through it (GatewayStep.gated_diff):
+        a server leaves its agent's assignment, and a going instance the fleet, only once the
+        gateway has drained it, and the servers reconcile lets go (`Diff.draining`: their
+        successors serve already) begin draining, which the drain book in the controller state
+        remembers across ticks."""
         view, limits = self.view(obs, orphans), self._limits()
         if self.routing is None:
             return diff(layout, view, obs.now, limits)
@@ -548,13 +596,24 @@ class Controller:
         return outcome
 
     def _limits(self) -> Limits:
+        types = {
+            t.name: TypeInfo(
+                name=t.name, gpu=t.gpu, gpus=t.gpus, price_per_hour=t.price_per_hour, max_instances=t.max_instances
+            )
+            for t in self.policy.instance_types
+        }
         fleet = sum(r.state in LIVE for r in self.store.open_records())
         return Limits(
-            self.policy.provider.ready_timeout_s,
-            self.policy.scaling.max_cost_per_hour,
-            gpu_fits(self.policy),
-            self.policy.scaling.disruption_budget.limit(fleet),
-            self.policy.gateway.drain_timeout_s if self.routing is not None else 0.0,
+            ready_timeout_s=self.policy.provider.ready_timeout_s,
+            max_cost_per_hour=self.policy.scaling.max_cost_per_hour,
+            judge=self.judge,
+            max_surge=self.policy.scaling.max_surge,
+            max_instances=self.policy.scaling.instance_limit,
+            types=types,
+            fleet=self.policy.fleet,
+            agent_drain_s=AGENT_DRAIN_WAIT_S if self.deps.contact else 0.0,
+            max_unavailable=self.policy.scaling.disruption_budget.limit(fleet),
+            drain_timeout_s=self.policy.gateway.drain_timeout_s if self.routing is not None else 0.0,
         )
 
     def _caps(self, now: float) -> dict[str, int]:
@@ -598,6 +657,7 @@ class Controller:
 
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
+        self.judge = server_judge(policy)
 
 
 def _signature(layout: Layout) -> tuple[Any, ...]:

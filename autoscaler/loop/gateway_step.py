@@ -2,11 +2,13 @@
 
 1. observe: make sure the gateway runs with the policy's configuration (it starts again if it
    died, and reloads when workloads or the listen address changed), then read it;
-2. drain: the retiring servers reconcile would remove, and the servers of going instances
-   (spot interruptions) it would drain, begin draining; those the gateway shows drained (no
-   session left, or drain_timeout_s since their drain began, on the injected clock) are the
-   FleetView's `drained` and `going_drained`, so reconcile removes nothing, and lets no going
-   instance go, that still holds a request (`gated_diff`);
+2. drain: the servers whose drain is over (the gateway shows no session left on them, or
+   drain_timeout_s has passed since it began, on the injected clock) or that the gateway does not
+   route to are the FleetView's `drained`: reconcile takes nothing else out of an agent's
+   assignment. The servers reconcile lets go (rollout.py: only once its floors hold without them,
+   so their successors serve already) and those of going instances (spot interruptions) it
+   drains (`Diff.to_drain`), if not drained yet, begin draining in the gateway now; a going
+   instance is let go once all its servers are drained (`going_drained`, `gated_diff`);
 3. route: after the act step, the servers the agents were told to run get the weights the plan
    gives them (once ready and checked), retiring ones drain, and those gone from every
    assignment leave the gateway (core.routing).
@@ -22,7 +24,7 @@ timeout nor forgets it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -32,7 +34,6 @@ from autoscaler.core.lifecycle import LIVE, Record, State
 from autoscaler.core.reconcile import Diff, FleetView, Limits, diff
 from autoscaler.core.routing import (
     AddServer,
-    DrainProgress,
     GatewayNames,
     GatewayView,
     Readiness,
@@ -44,7 +45,6 @@ from autoscaler.core.routing import (
     desired_routes,
     drain_progress,
     gateway_names,
-    removals,
 )
 from autoscaler.gateway.base import Gateway, GatewayError, spec_from
 
@@ -80,7 +80,8 @@ class GatewayStep:
         self.view: GatewayView | None = None
         self.error: str | None = None
         self.observed_at: float | None = None
-        self.removing: frozenset[str] = frozenset()
+        self.removing: frozenset[str] = frozenset()  # draining this tick (reconcile's Diff.draining)
+        self.left: frozenset[str] = frozenset()  # left the drain book this tick
         self.routes: dict[str, tuple[Route, ...]] = {}
         self.rates: dict[str, float] = {}  # workload -> measured req/s between the last two reads
         self._samples: dict[str, Sample] = {}
@@ -105,14 +106,26 @@ class GatewayStep:
                 self.rates[w] = rate
             self._samples[w] = (now, b.requests_total)
 
-    def drain(
-        self, removing: frozenset[str], started: Mapping[str, float], now: float, timeout_s: float
-    ) -> DrainProgress:
-        """Servers reconcile would remove begin draining (or go on); which of them are drained.
-        `started` is the drain book (the controller state keeps the one this returns)."""
-        progress = drain_progress(started=started, removing=removing, seen=self.view, now=now, timeout_s=timeout_s)
-        self.removing, self.drains = removing, dict(progress.started)
-        return progress
+    def drained(
+        self, started: Mapping[str, float], applied: Iterable[str], now: float, timeout_s: float
+    ) -> frozenset[str]:
+        """Servers reconcile may take out of their agents' assignments: those whose drain (begun in
+        an earlier tick, `started` is the drain book) is over (no session left in the gateway, or
+        `timeout_s` since it began), and those the gateway does not route to at all."""
+        view = self.view
+        absent = frozenset(n for n in applied if view is not None and view.server(n) is None)
+        progress = drain_progress(
+            started=started, removing=frozenset(started) | absent, seen=view, now=now, timeout_s=timeout_s
+        )
+        return progress.drained
+
+    def drain(self, draining: frozenset[str], started: Mapping[str, float], now: float) -> dict[str, float]:
+        """The drain book after reconcile: the servers it let go that are not drained yet begin
+        draining now, or go on (a server no longer among them is forgotten: the plan wants it
+        again, or it has left its agent's assignment)."""
+        self.left = frozenset(started) - draining
+        self.removing, self.drains = draining, {n: float(started.get(n, now)) for n in sorted(draining)}
+        return dict(self.drains)
 
     def gated_diff(
         self,
@@ -124,18 +137,22 @@ class GatewayStep:
         book: Mapping[str, float],
         timeout_s: float,
     ) -> tuple[Diff, dict[str, float]]:
-        """reconcile.diff through the gateway's drains, and the drain book after it: the servers
-        the diff would take out of their agents' assignments, and those of the going instances
-        it would drain, begin draining (or go on); then the diff again, told which are drained,
-        so nothing that still holds a request is removed or let go. The book is kept in the
+        """reconcile.diff through the gateway's drains, and the drain book after it. The diff is
+        told which servers are drained (reconcile takes nothing else out of an assignment, and
+        lets a going instance go only once every server of it is drained); the servers it lets go
+        and those of the going instances it drains begin draining. The book is kept in the
         gateway's names: a going instance's servers and its replacement's are different ones."""
-        first = diff(layout, replace(view, going_drained=frozenset()), now, limits)
-        removing = names.to_gateway(removals(first.actions, view.applied)) | names.going_servers(first.to_drain)
-        progress = self.drain(removing, book, now, timeout_s)
+        applied = [s.name for servers in names.applied.values() for s in servers]
+        drained = self.drained(book, applied, now, timeout_s)
         done = replace(
-            view, drained=names.to_layout(progress.drained), going_drained=names.going_drained(progress.drained)
+            view,
+            drained=names.to_layout(drained),
+            draining_book=names.to_layout(frozenset(book)),
+            going_drained=names.going_drained(drained & frozenset(book)),
         )
-        return diff(layout, done, now, limits), dict(progress.started)
+        actions = diff(layout, done, now, limits)
+        draining = names.to_gateway(actions.draining) | names.going_servers(actions.to_drain)
+        return actions, self.drain(draining, book, now)
 
     def route_fleet(
         self,
@@ -173,8 +190,8 @@ class GatewayStep:
         )
         ops, report.failed = self.gateway.route(self.routes, self.view)
         report.ops = [describe(op) for op in ops]
-        report.draining = sorted(n for n in self.removing if n in self.drains and _still_applied(n, applied))
-        report.drained = sorted(self.removing - set(report.draining))
+        report.draining = sorted(n for n in self.removing if _still_applied(n, applied))
+        report.drained = sorted(n for n in self.left if not _still_applied(n, applied))
         self._settle = any(isinstance(op, AddServer) or (isinstance(op, SetWeight) and op.weight) for op in ops)
         return report
 

@@ -99,6 +99,8 @@ class ControllerState:
         default_factory=dict
     )  # attempt -> fingerprint of the assignment its agent refused
     headroom: HeadroomState = field(default_factory=HeadroomState)  # forecast errors, attainment (core/headroom.py)
+    rollout_baseline: Mapping[str, float] | None = None  # capacity per workload when the change under way
+    # began (reconcile's Diff.baseline: the invariant's "before"); None while the fleet is at rest
     gateway_drains: Mapping[str, float] = field(
         default_factory=dict
     )  # server -> when the gateway began draining it (core/routing.py drain_progress)
@@ -172,5 +174,6 @@ _CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     "backoff": (lambda b: b.to_json(), Backoff.from_json),
     "rejected": (_keyed_out, _keyed_in(str)),
     "headroom": (lambda h: h.to_json(), HeadroomState.from_json),
+    "rollout_baseline": (lambda v: None if v is None else dict(v), lambda d: {str(k): float(v) for k, v in d.items()}),
     "gateway_drains": (dict, lambda d: {str(k): float(v) for k, v in d.items()}),
 }

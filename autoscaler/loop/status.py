@@ -78,6 +78,14 @@ class Metrics:
         )
         self.lease_token = Gauge("igniter_lease_token", "Fencing token of the lease's current tenure", registry=r)
         self.role_changes = Counter("igniter_leader_changes", "Changes of role", ["to"], registry=r)
+        self.surge = Gauge("igniter_surge_instances", "Surge instances kept or launched for moves", registry=r)
+        self.draining = Gauge("igniter_draining_servers", "Retiring servers waiting to be drained", registry=r)
+        self.breaches = Counter(
+            "igniter_invariant_breaches",
+            "Ticks where a policy limit made a move take capacity away before its replacement served",
+            ["limit"],
+            registry=r,
+        )
         self.gateway = GatewayCollector()
         r.register(self.gateway)
 
@@ -87,6 +95,10 @@ class Metrics:
         self.last_tick.set(report.now)
         for kind, n in report.outcome.errors.items():
             self.errors.labels(kind).inc(n)
+        self.surge.set(len(report.surge_slots))
+        self.draining.set(len(report.draining))
+        for b in report.breaches:
+            self.breaches.labels(b["limit"]).inc()
         self.cost.set(fleet["cost_per_hour"])
         _reset(self.instances, {(i["instance_type"], i["state"]): n for i, n in _count(fleet["instances"])})
         by_capacity = Count((i["capacity_type"], i["state"]) for i in fleet["instances"])
@@ -204,6 +216,10 @@ class StatusState:
             "headroom": report.headroom,
             "attainment_1h": report.attainment,
             "notes": report.notes,
+            "draining": report.draining,
+            "breaches": report.breaches,
+            "converged": report.converged,
+            "surge_slots": report.surge_slots,
             "ok": report.ok,
             "error": report.error,
         }

@@ -37,12 +37,17 @@ import numpy as np
 
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
+from autoscaler.core.colocation import cached_judge
+from autoscaler.core.layout import Layout
 from autoscaler.core.lifecycle import State
+from autoscaler.core.rollout import loading
+from autoscaler.core.surge import is_surge_slot
 from autoscaler.fleet.sim import SimInterruptions, SimProvider
 from autoscaler.loop.controller import Controller, Deps, PlanFn, TickReport
 from autoscaler.loop.store import Store
 from autoscaler.planner.types import Plan
 from autoscaler.rates.reader import RateReader
+from autoscaler.sim.changes import Moves
 from autoscaler.sim.result import SimResult, Tuning, feasible_capacity
 from autoscaler.sim.strategies import plan_types, reactive_planner
 from autoscaler.sim.traces import Trace
@@ -98,11 +103,15 @@ class TraceRates:
     """RateSource: what a request counter read every interval reports, i.e. the mean (or with
     stat "max", the busiest row, like CloudWatch's Maximum) of the trace rows of the last
     `window_s`; the latest row when rows are coarser than the window. At the trace's first
-    instant it reports the first window, so the warm fleet is sized for the traffic about to come."""
+    instant it reports the first `warm_s` (default: the window), so the warm fleet is sized for the
+    traffic about to come: the replay runs it from boot_s + interval_s, the time the first plan
+    that reacts to the trace needs to serve (a fleet sized for the first row alone starts empty
+    for a workload idle at that instant and short when its traffic arrives a minute later)."""
 
-    def __init__(self, trace: Trace, window_s: float, stat: str = "mean") -> None:
+    def __init__(self, trace: Trace, window_s: float, stat: str = "mean", warm_s: float | None = None) -> None:
         self.times = trace.times
         self.window_s = window_s
+        self.warm_s = window_s if warm_s is None else max(warm_s, window_s)
         self.stat = stat
         self.rates = trace.rates
         self.prefix = {w: np.concatenate([[0.0], np.cumsum(v)]) for w, v in trace.rates.items()}
@@ -110,7 +119,7 @@ class TraceRates:
     def _rows(self, now: float) -> tuple[int, int]:
         t0 = float(self.times[0])
         if now <= t0:
-            return 0, max(1, int(np.searchsorted(self.times, t0 + self.window_s, "left")))
+            return 0, max(1, int(np.searchsorted(self.times, t0 + self.warm_s, "left")))
         hi = int(np.searchsorted(self.times, now, "right"))
         return min(int(np.searchsorted(self.times, now - self.window_s, "right")), hi - 1), hi
 
@@ -253,7 +262,7 @@ class Replay:
         source = (
             FutureRates(trace, sc.boot_s + sc.interval_s)
             if opts.strategy == "oracle"
-            else TraceRates(trace, sc.interval_s, opts.rate_stat)
+            else TraceRates(trace, sc.interval_s, opts.rate_stat, warm_s=sc.boot_s + sc.interval_s)
         )
         rates = RateReader(source, policy.rates.stale_after_s)
         self.planner = MemoPlanner(plan_fn)
@@ -278,13 +287,19 @@ class Replay:
         self.broken = 0
         self.unplaced: dict[str, str] = {}
         self.ticks = 0
+        self.moves = Moves(trace.names, n)
+        self.verdict = cached_judge(policy)
+        self.layout: Layout | None = None  # the layout of the last tick
 
     def tick(self, now: float) -> TickReport:
         self.clock.t = now
+        self.moves.begin()
         report = self.controller.tick()
         self.ticks += 1
         planned = report.layout.capacity() if report.layout is not None else {}
         self.tuning.add(now, report.headroom, report.forecast_error, planned)
+        self.moves.end(report)
+        self.layout = report.layout or self.layout
         if not report.ok and report.error:
             self.errors.append(f"t={now:g}: {report.error}")
         if report.layout is not None:
@@ -299,23 +314,34 @@ class Replay:
         self.tick(t0)
         return self.provider.launches
 
-    def snapshot(self, at: float) -> dict[str, float]:
+    def snapshot(self, at: float, commit: bool = False) -> dict[str, float]:
         """Capacity per workload: the servers assigned to ready instances (and to going-away ones,
         which serve until EC2 takes them), re-predicted as they are co-located on each GPU
-        (simresult.feasible_capacity); an instance EC2 has taken by `at` serves nothing."""
+        (simresult.feasible_capacity); an instance EC2 has taken by `at` serves nothing. A server
+        counts the moment it is assigned (the simulator's instances are up at boot_s, their
+        servers at once); in a handover (a resized server started beside the one it `replaces`)
+        the successor takes over the old one's load at once too (rollout.loading), as reconcile
+        judges it once it reports ready. `commit` adds the servers over budget to the run's count."""
         gpu_of = {t.name: t.gpu for t in self.policy.instance_types}
         ready = {
             r.key: r.instance_type
             for r in self.store.open_records()
             if r.state in SERVING and self.provider.alive(r.instance_id or "", at)
         }
+        wanted = frozenset(s.agent_key() for _, s in self.layout.servers()) if self.layout else frozenset()
         gpus: dict[tuple[tuple[str, int], int], list[tuple[str, str, int, float]]] = {}
         for key, (_, servers) in self.store.applied().items():
-            if key in ready:
-                for s in servers:
-                    gpus.setdefault((key, s.gpu_index), []).append((s.workload, s.model, s.batch, s.mps_percent))
-        cap, broken = feasible_capacity(self.policy, ((gpu_of[ready[k]], v) for (k, _), v in gpus.items()))
-        self.broken += broken
+            if key not in ready:
+                continue
+            for gi in {s.gpu_index for s in servers}:
+                on = [s for s in servers if s.gpu_index == gi]
+                for s in loading(on, {v.name for v in on}, wanted):
+                    gpus.setdefault((key, gi), []).append((s.workload, s.model, s.batch, s.mps_percent))
+        cap, broken = feasible_capacity(
+            self.policy, ((gpu_of[ready[k]], v) for (k, _), v in gpus.items()), self.verdict
+        )
+        if commit:
+            self.broken += broken
         return {w: cap.get(w, 0.0) for w in self.trace.names}
 
     def record(self, start: float, end: float) -> None:
@@ -328,12 +354,13 @@ class Replay:
     def _record(self, start: float, end: float) -> None:
         lo = int(np.searchsorted(self.trace.times, start, "left"))
         hi = int(np.searchsorted(self.trace.times, end, "left"))
-        cap = self.snapshot(start)
+        cap = self.snapshot(start, commit=True)
         self.tick_times.append(start)
         for w in self.trace.names:
             self.tick_capacity[w].append(cap.get(w, 0.0))
             self.capacity[w][lo:hi] = cap.get(w, 0.0)
         self.cost[lo:hi] = self.provider.cost_per_hour(start)
+        self.moves.record(lo, hi, cap)
 
     def run(self) -> tuple[int, int]:
         """Tick on the interval grid to the trace's end, plus the early ticks `igniter run` adds
@@ -385,6 +412,8 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         warm, end = replay.run()
     p = replay.provider
     sc = policy.scaling
+    surge = [life for life in p.lifetimes.values() if is_surge_slot(life.slot)]
+    surge_launches = len(surge)
     result = SimResult(
         label=opts.describe(policy),
         strategy=opts.strategy,
@@ -397,8 +426,8 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         cost_total_usd=p.cost_usd(end),
         static_peak_cost_usd=peak_cost,
         instance_hours=p.instance_hours(end),
-        launches=p.launches - warm,
-        terminations=p.terminations,
+        launches=p.launches - warm - surge_launches,  # the plan's own; surge is counted apart
+        terminations=p.terminations - sum(1 for life in surge if life.end is not None),
         reconfigurations=_configures(replay.store, 2),
         ticks=replay.ticks,
         tick_errors=replay.errors,
@@ -407,6 +436,11 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         tick_times=np.array(replay.tick_times),
         tick_capacity={w: np.array(v) for w, v in replay.tick_capacity.items()},
         tuning=replay.tuning,
+        change_base=replay.moves.base,
+        surge_instance_hours=sum(p.instance_hours(end, is_surge_slot).values()),
+        surge_cost_usd=p.cost_usd(end, is_surge_slot),
+        surge_launches=surge_launches,
+        breaches=dict(replay.moves.breaches),
     )
     return with_spot_figures(result, policy, trace, opts, plan_fn, p, end)
 

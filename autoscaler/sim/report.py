@@ -16,7 +16,7 @@ from autoscaler.sim.engine import SimResult
 def _console() -> Console:
     """A console that does not squash tables when the output is a file or a pipe."""
     console = Console()
-    return console if console.is_terminal else Console(width=160)
+    return console if console.is_terminal else Console(width=200)
 
 
 def _money(x: float) -> str:
@@ -73,12 +73,30 @@ def print_summary(result: SimResult, console: Console | None = None) -> None:
             f"{s['reconfigurations']} reconfigurations",
         ),
         ("instance-hours", ", ".join(f"{k} {v:,.1f}" for k, v in s["instance_hours"].items()) or "none"),
+        (
+            "reconfiguration",
+            f"{s['outage_steps']} outage rows (traffic, no capacity), {s['reconfig_short_steps']} short rows "
+            "a change of plan caused",
+        ),
+        (
+            "surge",
+            f"{s['surge_instance_hours']:,.2f} instance-hours ({s['surge_launches']} launches), "
+            f"${s['surge_cost_usd']:,.2f} = {s['surge_cost_fraction']:.2%} of the cost",
+        ),
     ]
     if s["headroom_final"]:
         rows.append(("headroom at the end", _per_workload(s["headroom_final"], f"({s['headroom']})")))
         rows.append(("forecast error p99", _per_workload(s["forecast_error_p99"], "(observed / forecast - 1)")))
     if "spot_instance_hours" in s:
         rows.append(("spot", _spot_line(s)))
+    if s["invariant_breaches"]:
+        rows.append(
+            (
+                "invariant breaches",
+                ", ".join(f"{n} tick(s) by {k}" for k, n in s["invariant_breaches"].items())
+                + " (a policy limit left no room for surge)",
+            )
+        )
     if s["servers_over_budget"]:
         rows.append(
             (
@@ -136,6 +154,9 @@ def print_compare(results: Sequence[SimResult], console: Console | None = None) 
         "of the time",
         "worst shortfall",
         "scaling actions",
+        "outage",
+        "reconfig",
+        "surge h",
         "servers over budget",
         "instance-hours",
         *(["spot h / interruptions"] if any(r.spot_instance_hours is not None for r in results) else []),
@@ -151,6 +172,9 @@ def print_compare(results: Sequence[SimResult], console: Console | None = None) 
             f"{s['slo_attainment_time']:.4f}",
             f"{s['worst_shortfall']:.1%}",
             str(s["scaling_actions"]),
+            str(s["outage_steps"]),
+            str(s["reconfig_short_steps"]),
+            f"{s['surge_instance_hours']:,.2f}",
             str(s["servers_over_budget"]),
             ", ".join(f"{k} {v:,.1f}" for k, v in s["instance_hours"].items()),
             *_spot_cells(r, results),

@@ -16,17 +16,21 @@ from typing import Any
 import numpy as np
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.colocation import Server, judge
+from autoscaler.core.colocation import GpuJudge, Server, judge
 from autoscaler.sim.traces import Trace
 
 
-def feasible_capacity(policy: Policy, gpus: Iterable[tuple[str, Sequence[Server]]]) -> tuple[dict[str, float], int]:
+def feasible_capacity(
+    policy: Policy, gpus: Iterable[tuple[str, Sequence[Server]]], verdict: GpuJudge | None = None
+) -> tuple[dict[str, float], int]:
     """Throughput per workload of the servers that meet their latency budget where they run, and
-    how many servers do not. `gpus`: (GPU type, the servers co-located on one GPU of it)."""
+    how many servers do not. `gpus`: (GPU type, the servers co-located on one GPU of it);
+    `verdict`: colocation.cached_judge(policy) for many calls (the same judgement, remembered)."""
     out: dict[str, float] = {}
     broken = 0
     for gpu, servers in gpus:
-        for (workload, _, _, _), (ok, thr) in zip(servers, judge(policy, gpu, servers)):
+        answers = verdict(gpu, servers) if verdict is not None else judge(policy, gpu, servers)
+        for (workload, _, _, _), (ok, thr) in zip(servers, answers):
             if ok:
                 out[workload] = out.get(workload, 0.0) + thr
             else:
@@ -97,6 +101,27 @@ class SimResult:
     interruptions: int | None = None  # spot interruption warnings while the fleet held the instance
     cost_on_demand_only_usd: float | None = None  # the same replay with spot switched off
     slo_attainment_on_demand_only: float | None = None
+    change_base: dict[str, np.ndarray] | None = None  # capacity before the change under way per row (NaN: at rest)
+    surge_instance_hours: float = 0.0
+    surge_cost_usd: float = 0.0
+    surge_launches: int = 0
+    breaches: dict[str, int] = field(default_factory=dict)  # ticks a policy limit broke the invariant, by limit
+
+    def outage_steps(self) -> int:
+        """(row, workload) pairs with traffic and no capacity at all."""
+        return sum(int(((self.trace.rates[w] > 0) & (self.capacity[w] <= 1e-9)).sum()) for w in self.trace.names)
+
+    def reconfig_short_steps(self) -> int:
+        """Short (row, workload) pairs that the capacity before the change under way would have
+        covered: shortfalls a change of plan caused, not the forecast."""
+        if self.change_base is None:
+            return 0
+        total = 0
+        for w in self.trace.names:
+            rate, base = self.trace.rates[w], self.change_base[w]
+            short = self.capacity[w] < rate - 1e-9
+            total += int((short & ~np.isnan(base) & (rate <= np.nan_to_num(base, nan=-1.0) + 1e-9)).sum())
+        return total
 
     def attainment(self) -> float:
         """Fraction of (row, workload) pairs whose capacity covers the rate."""
@@ -170,6 +195,15 @@ class SimResult:
             "instance_hours": {k: round(v, 3) for k, v in sorted(self.instance_hours.items())},
             "unplaced": dict(self.unplaced),
             "servers_over_budget": self.broken_servers,
+            "outage_steps": self.outage_steps(),
+            "reconfig_short_steps": self.reconfig_short_steps(),
+            "surge_instance_hours": round(self.surge_instance_hours, 3),
+            "surge_cost_usd": round(self.surge_cost_usd, 2),
+            "surge_cost_fraction": round(self.surge_cost_usd / self.cost_total_usd, 6)
+            if self.cost_total_usd > 0
+            else 0.0,
+            "surge_launches": self.surge_launches,
+            "invariant_breaches": dict(self.breaches),
             "tick_errors": len(self.tick_errors),
             "first_tick_error": self.tick_errors[0] if self.tick_errors else None,
             **self._spot_summary(),

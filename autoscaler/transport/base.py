@@ -108,6 +108,7 @@ class AgentStatus:
     running: bool  # the agent process holds its state directory
     servers: tuple[ServerStatus, ...] = ()
     error: str | None = None  # e.g. the agent rejected its assignment
+    draining: tuple[str, ...] = ()  # servers it stopped that are still finishing what they hold
 
     def ready_names(self) -> set[str]:
         return {s.name for s in self.servers if s.state == "ready"}
@@ -119,11 +120,15 @@ def parse_status(data: Any) -> AgentStatus:
         raise TransportError(f"agent status is not the expected object: {str(data)[:200]}")
     servers = tuple(_server(s) for s in data.get("servers", []) if isinstance(s, dict) and s.get("name"))
     gen = data.get("generation")
+    draining = data.get("draining", [])
     return AgentStatus(
         int(gen) if isinstance(gen, int | float) else None,
         data.get("agent_running", True) is not False,
         servers,
         data.get("assignment_error"),
+        tuple(str(s["name"]) for s in draining if isinstance(s, dict) and s.get("name"))
+        if isinstance(draining, list)
+        else (),
     )
 
 

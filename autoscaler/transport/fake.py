@@ -31,7 +31,8 @@ class FakeTransport:
 
     Servers are `ready` unless named in `not_ready`; `p99` sets latency per workload and
     `requests` the requests_total per server name; instance ids in `unreachable` fail, and those
-    in `errors` raise that error (e.g. a host key mismatch) from every call."""
+    in `errors` raise that error (e.g. a host key mismatch) from every call; `draining` lists,
+    per instance id, servers its agent reports still draining (a graceful stop under way)."""
 
     applies: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     not_ready: set[str] = field(default_factory=set)
@@ -40,6 +41,7 @@ class FakeTransport:
     p99: dict[str, float] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)
     errors: dict[str, TransportError] = field(default_factory=dict)
+    draining: dict[str, list[str]] = field(default_factory=dict)
     calls: list[tuple[str, str]] = field(default_factory=list)  # (apply | status, instance id)
     _current: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -66,7 +68,8 @@ class FakeTransport:
             }
             for s in current["servers"]
         ]
-        return {"generation": current["generation"], "agent_running": True, "servers": servers}
+        draining = [{"name": n, "state": "draining"} for n in self.draining.get(instance.id, [])]
+        return {"generation": current["generation"], "agent_running": True, "servers": servers, "draining": draining}
 
     def forget(self, instance_id: str) -> None:
         """Simulate an agent that restarted with an empty state directory."""

@@ -35,10 +35,19 @@ def test_json_summary_has_every_field(igniter, small):
         "instance_hours",
         "headroom_final",
         "forecast_error_p99",
+        "outage_steps",
+        "reconfig_short_steps",
+        "surge_instance_hours",
+        "surge_cost_usd",
+        "invariant_breaches",
     ):
         assert key in s
     assert s["duration_s"] == 960 and 0 < s["slo_attainment"] < 1 and s["scaling_actions"] >= 1
+    assert s["outage_steps"] == 0 and s["reconfig_short_steps"] == 0 and s["invariant_breaches"] == {}
     assert s["headroom_final"] == {"a": 0.0} and s["forecast_error_p99"]["a"] > 0.5  # 500 -> 1000
+    table = igniter("simulate", policy, "--trace", trace)
+    assert "0 outage rows" in table.out and "0 short rows a change of plan caused" in table.out
+    assert "surge" in table.out and "instance-hours" in table.out
 
 
 def test_headroom_auto_from_the_command_line(igniter, small):
@@ -88,6 +97,7 @@ def test_compare_prints_every_strategy(igniter, small):
     png = trace.parent / "compare.png"
     table = igniter("simulate", policy, "--trace", trace, "--compare", "--plot", png)
     assert table.code == 0 and "gpulets/last" in table.out and "reactive" in table.out
+    assert "outage" in table.out and "reconfig" in table.out and "surge h" in table.out
     assert png.stat().st_size > 1000
 
 

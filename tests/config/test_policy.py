@@ -99,6 +99,9 @@ CASES = [
         {**GOOD, "scaling": {"disruption_budget": {"max_unavailable": -1}}},
         "scaling.disruption_budget.max_unavailable",
     ),
+    ("negative max_surge", {**GOOD, "scaling": {"max_surge": -1}}, "scaling.max_surge"),
+    ("max_surge not a count", {**GOOD, "scaling": {"max_surge": "lots"}}, "scaling.max_surge"),
+    ("max_surge a bool", {**GOOD, "scaling": {"max_surge": True}}, "scaling.max_surge"),
 ]
 
 
@@ -115,6 +118,13 @@ def test_a_bad_headroom_says_what_it_may_be(igniter, tmp_path):
     res = igniter("validate", path)
     assert res.code == 2
     assert f"{path}: scaling.headroom: must be 'auto' or a finite number from 0 to 10 (got 'lots')" in res.err
+
+
+def test_max_surge_is_a_count_or_a_percentage(tmp_path):
+    """scaling.max_surge: default None (1, or 10 % of the fleet if larger), a count, or "N%"."""
+    assert load_policy(write(tmp_path, GOOD)).scaling.max_surge is None
+    for value in (0, 3, "25%", "12.5%"):
+        assert load_policy(write(tmp_path, {**GOOD, "scaling": {"max_surge": value}})).scaling.max_surge == value
 
 
 @pytest.mark.parametrize(("label", "data", "field"), CASES, ids=[c[0] for c in CASES])

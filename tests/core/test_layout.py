@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import replace
 
 import pytest
 from pydantic import ValidationError
@@ -171,23 +172,50 @@ def test_resized_running_server_is_replaced_when_its_gpu_has_room() -> None:
     first = layout_from_plan(Plan("x", (instance("a"),)), inp())
     nxt = _resize(first, 60.0, first.slots[0].servers)
     [srv] = nxt.slots[0].servers
-    assert (srv.name, srv.index, srv.batch, srv.mps_percent) == ("a-1", 1, 8, 60.0)
+    assert (srv.name, srv.index, srv.batch, srv.mps_percent, srv.replaces) == ("a-1", 1, 8, 60.0, "a-0")
 
 
-def test_resized_server_restarts_in_place_without_room() -> None:
-    """80 % planned next to the running 30 % would over-subscribe the GPU: same name, restarted."""
+def test_resized_server_is_replaced_even_without_room() -> None:
+    """80 % planned next to the running 30 %: still a new server that `replaces` it (before, the same
+    name, restarted in place). reconcile hands over or uses surge where the GPU cannot hold both."""
     first = layout_from_plan(Plan("x", (instance("a"),)), inp())
     [srv] = _resize(first, 80.0, first.slots[0].servers).slots[0].servers
-    assert (srv.name, srv.index, srv.mps_percent) == ("a-0", 0, 80.0)
+    assert (srv.name, srv.index, srv.mps_percent, srv.replaces) == ("a-1", 1, 80.0, "a-0")
 
 
-def test_retiring_servers_count_against_room_for_a_replacement() -> None:
-    """b-0 (30 %) still runs on the GPU, retiring: 50 % + 30 % + 30 % > 100 %, so in place."""
+def test_retiring_servers_no_longer_decide_between_replace_and_restart() -> None:
+    """b-0 (30 %) still runs on the GPU, retiring: 50 % + 30 % + 30 % > 100 % used to mean a restart
+    in place; a resize is now always a new server, with or without room."""
     first = layout_from_plan(Plan("x", (instance("a", "b"),)), inp())
     [srv] = _resize(first, 50.0, first.slots[0].servers).slots[0].servers
-    assert (srv.name, srv.mps_percent) == ("a-0", 50.0)
+    assert (srv.name, srv.mps_percent, srv.replaces) == ("a-1", 50.0, "a-0")
     [srv] = _resize(first, 40.0, first.slots[0].servers).slots[0].servers
     assert (srv.name, srv.mps_percent) == ("a-1", 40.0)
+
+
+def test_a_resized_server_that_still_does_its_job_stays_as_it_runs() -> None:
+    """With a judge (resize.py): the running a-0 (30 %, batch 4) carries the placement's rate and
+    the GPU fits with it, so it stays as it runs, under its name; one that falls short is replaced."""
+    from autoscaler.core.rollout import shares_judge
+
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    running = first.slots[0].servers
+    plan = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a", mps=60.0, batch=8),)),)),))
+    base = LayoutInput(
+        fleet="f",
+        previous=first,
+        extra_slots={},
+        taken_slots=frozenset({"f-p3-0"}),
+        reserved_servers={"f-p3-0": frozenset({("a-0", 0)})},
+        workloads=INFO,
+        rates={"a": 200.0},
+    )
+    keep = layout_from_plan(plan, replace(base, running={"f-p3-0": running}, judge=shares_judge))
+    [srv] = keep.slots[0].servers
+    assert (srv.name, srv.batch, srv.mps_percent) == ("a-0", running[0].batch, running[0].mps_percent)
+    short = [replace(running[0], predicted_throughput_rps=1.0)]
+    again = layout_from_plan(plan, replace(base, running={"f-p3-0": tuple(short)}, judge=shares_judge))
+    assert [s.name for s in again.slots[0].servers] == ["a-1"]
 
 
 def test_matching_weighs_shares_so_a_big_server_stays_where_it_runs() -> None:
@@ -216,3 +244,42 @@ def test_matching_weighs_shares_so_a_big_server_stays_where_it_runs() -> None:
     assert by_slot == {"f-p3-1": {("a", 70.0), ("b", 20.0)}, "f-p3-0": {("a", 10.0)}}
     names = {s.slot: {v.name for v in s.servers if v.workload == "a"} for s in again.slots}
     assert names == {"f-p3-0": {"a-0"}, "f-p3-1": {"a-1"}}  # both keep their names and sizes
+
+
+def test_a_name_a_running_server_replaces_is_never_given_to_a_new_one() -> None:
+    """a-1 took over from a-0 (its `replaces` still says so) and a-0 has left; a resize of a-1
+    must not call its successor a-0, or each would seem to replace the other (both then count as
+    handed over and the GPU's capacity for the workload looked like nothing)."""
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    second = _resize(first, 60.0, first.slots[0].servers)
+    [a1] = second.slots[0].servers  # a-1 replaces a-0; a-0 then leaves
+    third = _resize(second, 70.0, (a1,))
+    [succ] = third.slots[0].servers
+    assert succ.name not in {"a-0", "a-1"} and succ.replaces == "a-1"
+
+
+def test_a_placement_a_running_server_runs_as_planned_keeps_that_server() -> None:
+    """The previous layout planned a-1 (60 %, batch 8) to replace the running a-0 (30 %, batch 4);
+    a plan that is back at 30 %, batch 4 keeps a-0 as it runs. Before, the placement kept the name
+    a-1, so an identical server was started beside a-0 and a-0 moved out (a full GPU needs surge
+    capacity for that: the Azure replay's surge instances)."""
+    first = layout_from_plan(Plan("x", (instance("a"),)), inp())
+    running = first.slots[0].servers
+    second = _resize(first, 60.0, running)
+    assert [s.name for s in second.slots[0].servers] == ["a-1"]
+    back = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a"),)),)),))
+    third = layout_from_plan(
+        back,
+        LayoutInput(
+            fleet="f",
+            previous=second,
+            extra_slots={},
+            taken_slots=frozenset({"f-p3-0"}),
+            reserved_servers={"f-p3-0": frozenset((s.name, s.index) for s in running)},
+            workloads=INFO,
+            rates={"a": 100.0},
+            running={"f-p3-0": running},
+        ),
+    )
+    [srv] = third.slots[0].servers
+    assert (srv.name, srv.index, srv.mps_percent, srv.batch, srv.replaces) == ("a-0", 0, 30.0, 4, "")

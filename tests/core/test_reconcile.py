@@ -5,6 +5,8 @@ from __future__ import annotations
 from autoscaler.core.layout import Layout, PlannedServer, SlotSpec
 from autoscaler.core.lifecycle import Reason, Record, State
 from autoscaler.core.reconcile import Configure, Drain, FleetView, Launch, Limits, Terminate, diff
+from autoscaler.core.surge import is_surge_slot
+from tests.kit.paperfleet import PaperFleet, fleet
 
 NOW = 10_000.0
 
@@ -153,8 +155,9 @@ def test_cleanup_of_duplicates_failed_drained_and_orphans() -> None:
 
 
 def test_action_order() -> None:
-    layout = [slot("s1", srv("a-1")), slot("s2", srv("b-0", "b"))]
-    applied = {"s0": (srv("a-0"),), "s1": ()}
+    """(a-1 is running and ready on s1, so the surplus s0's a-0 may go while c-1 starts.)"""
+    layout = [slot("s1", srv("a-1"), srv("c-1", "c", 1)), slot("s2", srv("b-0", "b"))]
+    applied = {"s0": (srv("a-0"),), "s1": (srv("a-1"),)}
     d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-1", "a-0"})
     order = [type(a) for a in d.actions]
     assert order == [Launch, Configure, Drain, Terminate] or order == [Launch, Configure, Terminate]
@@ -203,52 +206,71 @@ def test_resized_server_is_replaced_make_before_break() -> None:
     assert [s.name for s in d.actions[0].servers] == ["a-1"]  # type: ignore[union-attr]
 
 
-def test_replacement_never_oversubscribes_a_gpu_with_retiring_servers() -> None:
-    """a moves onto s0's GPU (70 %) where b-0 (60 %) still runs, waiting for b-1 on s1: b-0 is
-    removed in the same assignment (break-before-make, noted), never 130 % on the GPU."""
+def never_below(pf: PaperFleet) -> None:
+    """The invariant over a whole move: each workload's capacity after every step is at least the
+    smaller of what it had before and what the layout plans for it (the demand, with no rates)."""
+    target = pf.layout.capacity()
+    for k, cap in enumerate(pf.history):
+        for w, before in pf.history[0].items():
+            assert cap.get(w, 0.0) >= min(before, target.get(w, 0.0)) - 1e-6, (k, w, cap, pf.history[0])
+
+
+def done(pf: PaperFleet) -> bool:
+    """The fleet is the layout: every planned server runs, nothing else does, no surge is left."""
+    want = {s.slot: sorted(v.agent_key() for v in s.servers) for s in pf.layout.slots}
+    have = {k: sorted(v.agent_key() for v in vs) for k, vs in pf.applied.items()}
+    return have == want and pf.diffs[-1].converged
+
+
+def test_a_swap_between_two_gpus_moves_on_surge_never_break_before_make() -> None:
+    """a moves onto s0's GPU (70 %) where b-0 (60 %) runs, b onto s1 where a-0 runs: each waits for
+    the other (the old reconcile removed b-0 first). One move starts early on a surge instance; the
+    other GPU waits for it; the swap completes and the surge instance is retired. No GPU ever holds
+    more than 100 % of busy servers and neither workload loses capacity at any step."""
     layout = [slot("s0", share("a-1", "a", 1, 70.0)), slot("s1", share("b-1", "b", 0, 60.0))]
     applied = {"s0": (share("b-0", "b", 0, 60.0),), "s1": (share("a-0", "a", 0, 70.0),)}
     d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-0", "b-0"})
-    confs = {a.slot: a for a in d.actions if isinstance(a, Configure)}
-    assert all(gpu_load(c.servers) <= 100.0 for c in confs.values())
-    assert [s.name for s in confs["s0"].servers] == ["a-1"]
-    assert any("break-before-make on s0 GPU 0: b-0" in n for n in d.notes)
+    assert [type(a) for a in d.actions] == [Launch] and is_surge_slot(d.actions[0].slot)
+    assert not any("break-before-make" in n for n in d.notes) and not d.breaches
+    pf = fleet(layout, applied)
+    pf.run()
+    assert done(pf) and not any(d.breaches for d in pf.diffs)
+    never_below(pf)
+    assert any(is_surge_slot(a.slot) for d in pf.diffs for a in d.actions if isinstance(a, Launch))
+    assert not any(is_surge_slot(s) for s in pf.records)  # retired once the move completed
 
 
 def test_only_server_is_not_broken_while_its_replacement_boots() -> None:
     """The ServeGen replay's drop to zero: b's only server b-0 (35 %) moves to a new slot s1 while
-    a-0 grows in place to 100 % on s0. Waiting cannot deadlock (s1 is booting, its GPU is empty), so
-    s0 keeps what it runs (a-0 at 65 % and b-0) until b-1 is ready, then a-0 grows and b-0 goes."""
+    a-0 grows to 100 % on s0. s0 keeps b-0 until b-1 serves, and a-0 (planned under the same name,
+    so it cannot start beside its old version) is never restarted in place while it carries a: it
+    moves by way of a surge copy. Neither workload is ever short."""
     layout = [slot("s0", share("a-0", "a", 0, 100.0)), slot("s1", share("b-1", "b", 0, 35.0))]
     applied = {"s0": (share("a-0", "a", 0, 65.0), share("b-0", "b", 1, 35.0))}
     d = run(layout, [rec("s0")], applied, ready={"a-0", "b-0"})
-    assert kinds(d) == [("Launch", "s1")]  # s0 unchanged: b-0 still its workload's only server
-    assert any("make-before-break on s0 GPU 0" in n for n in d.notes)
-    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], applied, ready={"a-0", "b-0"})
-    assert kinds(d) == []
-    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-0", "b-0"})
-    assert kinds(d) == [("Configure", "s1")]
-    d = run(
-        layout, [rec("s0"), rec("s1")], {**applied, "s1": (share("b-1", "b", 0, 35.0),)}, ready={"a-0", "b-0", "b-1"}
-    )
-    [conf] = d.actions
-    assert isinstance(conf, Configure) and [(s.name, s.mps_percent) for s in conf.servers] == [("a-0", 100.0)]
+    assert kinds(d)[0] == ("Launch", "s1") and [is_surge_slot(a.slot) for a in d.actions] == [False, True]
+    assert not any(isinstance(a, Configure) for a in d.actions)  # s0 unchanged: b-0 is b's only server
+    pf = fleet(layout, applied)
+    pf.run(40)
+    assert done(pf) and not any(d.breaches for d in pf.diffs)
+    never_below(pf)
 
 
-def test_break_before_make_when_launch_of_replacement_is_blocked_by_budget() -> None:
-    """Deferring is only for replacements that are coming: a launch the cost cap blocks never is."""
+def test_no_break_before_make_when_the_replacement_cannot_launch() -> None:
+    """b-1's slot cannot launch under max_cost_per_hour: b-0 is b's only capacity and stays (the old
+    reconcile removed it for a-0's resize: an outage with no end). a-0 keeps its size; both say why."""
     layout = [slot("s0", share("a-0", "a", 0, 100.0)), slot("s1", share("b-1", "b", 0, 35.0))]
     applied = {"s0": (share("a-0", "a", 0, 65.0), share("b-0", "b", 1, 35.0))}
     d = run(layout, [rec("s0")], applied, ready={"a-0", "b-0"}, limits=Limits(max_cost_per_hour=3.0))
-    [conf] = d.actions
-    assert isinstance(conf, Configure) and [s.name for s in conf.servers] == ["a-0"]
-    assert any("break-before-make on s0 GPU 0: b-0" in n for n in d.notes)
+    assert d.actions == () and not d.breaches
+    assert any("blocked by max_cost_per_hour" in n for n in d.notes)
+    assert any("b-0 stays" in n and "cannot launch" in n for n in d.notes)
 
 
 def test_waits_along_a_chain_of_moves_that_ends_on_a_free_gpu() -> None:
     """c-0 (the only c server) moves from s0 to s1 as c-1, where retiring b-0 waits for b-1 on
-    s2's free GPU: s1 waits for b-1, so s0 waits for c-1 instead of dropping c-0 (the ServeGen
-    replay's remaining drops to zero); a swap between two GPUs still breaks before make."""
+    s2's free GPU: s1 waits for b-1 and s0 waits for c-1, so no surge is needed for c or b; only
+    a's resize on its own full GPU (same name) needs one. Nobody is ever short."""
     layout = [
         slot("s0", share("a-0", "a", 0, 100.0)),
         slot("s1", share("c-1", "c", 1, 90.0)),
@@ -260,14 +282,21 @@ def test_waits_along_a_chain_of_moves_that_ends_on_a_free_gpu() -> None:
         "s2": (),
     }
     d = run(layout, [rec("s0"), rec("s1"), rec("s2")], applied, ready={"a-0", "b-0", "c-0"})
-    assert kinds(d) == [("Configure", "s2")]
-    assert not any("break-before-make" in n for n in d.notes)
+    assert ("Configure", "s2") in kinds(d)
+    assert not any("break-before-make" in n for n in d.notes) and not d.breaches
+    pf = fleet(layout, applied)
+    pf.run(40)
+    assert done(pf)
+    never_below(pf)
 
 
-def test_a_deferred_in_place_resize_does_not_cover_its_workload() -> None:
-    """a-0 grows in place to 100 % on s0 but waits (b-0 there waits for b-1 booting on s2), so
-    a-1 on the surplus s1 keeps serving: a-0 covers a only once its agent runs the new size."""
+def test_a_workload_keeps_its_floor_while_its_resize_waits() -> None:
+    """a-0 grows to 100 % on s0 but waits (b-0 there waits for b-1 booting on s2). a also has a-1 on
+    the surplus s1, which alone carries what a's layout plans: a-0's old size may go, a-1 stays."""
     layout = [slot("s0", share("a-0", "a", 0, 100.0)), slot("s2", share("b-1", "b", 0, 35.0))]
     applied = {"s0": (share("a-0", "a", 0, 65.0), share("b-0", "b", 1, 35.0)), "s1": (share("a-1", "a", 0, 50.0),)}
     d = run(layout, [rec("s0"), rec("s1"), rec("s2", State.PENDING)], applied, ready={"a-0", "a-1", "b-0"})
-    assert kinds(d) == []
+    step = d.step
+    assert step is not None and step.after["a"] >= step.floor["a"] > 0
+    assert "b-0" in {s.name for s in step.assign[("s0", 0)]} and "a-1" in {s.name for s in step.assign[("s1", 0)]}
+    assert not step.short()

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from autoscaler.core.layout import Layout, PlannedServer, SlotSpec
 from autoscaler.core.lifecycle import Record, State
-from autoscaler.core.reconcile import Configure, Drain, FleetView, Limits, Terminate, diff
+from autoscaler.core.reconcile import Configure, FleetView, Limits, diff
 from autoscaler.core.routing import (
     AddServer,
     BackendSeen,
@@ -24,7 +24,6 @@ from autoscaler.core.routing import (
     drain_progress,
     gateway_name,
     gateway_names,
-    removals,
     route_ops,
     weights,
 )
@@ -203,16 +202,6 @@ def test_drained_means_no_session_or_the_timeout() -> None:
     assert later.drained == {"w-0", "w-1", "w-2"} and "w-3" not in later.started
     blind = drain_progress(started=first.started, removing=removing, seen=None, now=NOW + 10, timeout_s=30)
     assert blind.drained == frozenset()  # without a view only the timeout counts
-
-
-def test_removals_are_what_configurations_leave_out_and_drained_slots() -> None:
-    applied = {"s0": (srv("w-0", 1), srv("w-1", 1)), "s1": (srv("w-2", 1),), "s2": (srv("w-3", 1),)}
-    actions = [
-        Configure("s0", (srv("w-1", 1), srv("w-4", 1)), "x"),
-        Drain("s1", 0, "surplus"),
-        Terminate("s2", 0, "i-2", __import__("autoscaler.core.lifecycle", fromlist=["Reason"]).Reason.AGENT_LOST),
-    ]
-    assert removals(actions, applied) == {"w-0", "w-2"}
 
 
 def test_counter_rate_handles_resets() -> None:

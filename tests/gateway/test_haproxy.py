@@ -38,6 +38,10 @@ class Stub(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if getattr(self.server, "stopping", False):  # as a draining inference server answers what it did not accept
+            self.close_connection = True
+            self._send(503, {"error": "server is draining: it accepts no new requests"})
+            return
         if getattr(self.server, "slow", 0):
             time.sleep(self.server.slow)  # type: ignore[attr-defined]
         self._send(200, {"port": self.server.server_address[1]})
@@ -158,6 +162,23 @@ def test_a_dead_server_is_retried_on_another(gw: tuple[LocalHaproxy, GatewaySpec
     with httpx.Client() as c:
         codes = Counter(c.post(url(spec, "/v2/models/a/infer"), json={}).status_code for _ in range(50))
     assert codes == {200: 50}
+
+
+def test_a_request_that_meets_a_stopping_server_is_retried_on_another(
+    gw: tuple[LocalHaproxy, GatewaySpec], stubs: list
+) -> None:
+    """A server the agent stops answers 503 to new requests until its check notices; the gateway
+    retries those on another server of the workload (retry-on ... 503, option redispatch)."""
+    gateway, spec = gw
+    gateway.apply([AddServer("a", "a-0", addr(stubs[0])), AddServer("a", "a-1", addr(stubs[1]))])
+    wait_until(lambda: gateway.observe().healthy() == {"a-0", "a-1"}, 10, "health checks")
+    gateway.apply([SetWeight("a", "a-0", 256), SetWeight("a", "a-1", 256)])
+    stubs[1].stopping = True  # its readiness still passes: as if it began stopping after its last check
+    with httpx.Client() as c:
+        answers = [c.post(url(spec, "/v2/models/a/infer"), json={}) for _ in range(50)]
+    assert Counter(r.status_code for r in answers) == {200: 50}
+    assert {r.json()["port"] for r in answers} == {stubs[0].server_address[1]}
+    assert gateway.observe().server("a-1").requests_total > 0  # type: ignore[union-attr]  # it was tried
 
 
 def test_the_gateway_outlives_its_driver_and_reloads_without_dropping(tmp_path: Path, stubs: list) -> None:

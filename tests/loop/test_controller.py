@@ -67,10 +67,53 @@ def test_scale_out_is_immediate_scale_in_waits(tmp_path: Path) -> None:
     clock.advance(30)
     report = ctl.tick()
     assert report.decision.startswith("target")
-    assert len([c for c in prov.calls if c[0] == "terminate"]) == 2
-    assert len(live(ctl)) == 3
     drained = [a for _, a in tr.applies if a["servers"] == []]
     assert len(drained) == 2  # drained before terminate
+    assert not [c for c in prov.calls if c[0] == "terminate"] and report.settling  # their agents stop servers first
+    clock.advance(policy.scaling.settle_s)
+    ctl.tick()  # the agents report nothing left running or draining
+    assert len([c for c in prov.calls if c[0] == "terminate"]) == 2
+    assert len(live(ctl)) == 3
+
+
+def test_a_drained_instance_terminates_once_its_agent_stopped_its_servers(tmp_path: Path) -> None:
+    """Its servers answer what they hold before they exit: the instance waits for its agent to
+    report none still `draining` (at most AGENT_DRAIN_WAIT_S), then terminates."""
+    from autoscaler.loop.controller import AGENT_DRAIN_WAIT_S
+
+    policy = make_policy(
+        tmp_path, scaling={"interval_s": 30, "scale_down_delay_s": 0, "headroom": 0.0, "forecast": "last"}
+    )
+    clock = Clock()
+    ctl, prov, tr, rates = make_controller(policy, clock)
+    settle(ctl, clock, 3)
+    rates.set(alex=50.0)  # one alex instance is surplus
+    clock.advance(30)
+    report = ctl.tick()
+    (gone,) = [r for r in ctl.store.open_records() if r.state is State.DRAINING]
+    assert report.settling and not [c for c in prov.calls if c[0] == "terminate"]
+    tr.draining[gone.instance_id] = ["alex-1"]  # the agent is still stopping it
+    for _ in range(3):
+        clock.advance(policy.scaling.settle_s)
+        report = ctl.tick()
+        assert not [c for c in prov.calls if c[0] == "terminate"]
+        assert any("stop their servers before termination" in n for n in report.notes), report.notes
+    tr.draining[gone.instance_id] = []
+    clock.advance(policy.scaling.settle_s)
+    ctl.tick()
+    assert [c for c in prov.calls if c[0] == "terminate"] == [("terminate", gone.instance_id)]
+    # an agent that never finishes holds it AGENT_DRAIN_WAIT_S at most
+    rates.set(alex=0.0)
+    clock.advance(30)
+    ctl.tick()
+    (stuck,) = [r for r in ctl.store.open_records() if r.state is State.DRAINING]
+    tr.draining[stuck.instance_id] = ["alex-0"]
+    clock.advance(AGENT_DRAIN_WAIT_S - 1)
+    ctl.tick()
+    assert ("terminate", stuck.instance_id) not in prov.calls
+    clock.advance(1)
+    ctl.tick()
+    assert ("terminate", stuck.instance_id) in prov.calls
 
 
 def test_growth_of_one_workload_while_another_shrinks(tmp_path: Path) -> None:
@@ -278,15 +321,17 @@ def test_ready_instance_whose_agent_goes_silent_is_replaced(tmp_path: Path) -> N
 
 
 def test_resize_is_make_before_break_when_the_gpu_has_room(tmp_path: Path) -> None:
-    """The live-demo bug: a resized server kept its name and was restarted in place. With room on
-    the GPU the agent gets old and new side by side, then the old one alone goes; without room it
-    is restarted in place. No assignment ever puts more than 100 % on a GPU."""
+    """The live-demo bug: a resized server kept its name and was restarted in place. Now a resized
+    server always gets a new name and port: the agent runs old and new side by side and the old
+    one goes once the new one serves, with room on the GPU (30 % -> 60 %) or without it (60 % ->
+    80 %: 140 % assigned while the new server starts, a handover: it takes the old one's load once
+    ready). A server that already carries its placement's rate is left as it runs instead."""
     from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 
-    share = {"mps": 30.0}
+    want = {"mps": 30.0, "rate": 100.0}
 
     def planner(policy, rates, corrections, caps, current):  # type: ignore[no-untyped-def]
-        place = PlacementOut("alex", "alexnet", 4, share["mps"], 100.0, 5.0, 120.0)
+        place = PlacementOut("alex", "alexnet", 4, want["mps"], want["rate"], 5.0, 120.0)
         return Plan("one", (InstanceOut("p3.2xlarge", 3.06, (GpuOut(0, "v100", (place,)),)),))
 
     clock = Clock()
@@ -294,17 +339,32 @@ def test_resize_is_make_before_break_when_the_gpu_has_room(tmp_path: Path) -> No
     settle(ctl, clock, 3)
     names = lambda: [(s["name"], s["port"], s["mps_percent"]) for s in tr.applies[-1][1]["servers"]]  # noqa: E731
     assert [n[0] for n in names()] == ["alex-0"]
-    share["mps"] = 60.0
+    want.update(mps=60.0, rate=5000.0)  # more than alex-0 carries: it must be replaced
     clock.advance(30)
     assert ctl.tick().ok
     assert sorted(n[0] for n in names()) == ["alex-0", "alex-1"]  # both: make-before-break
     settle(ctl, clock, 2)
     assert [n[0] for n in names()] == ["alex-1"] and names()[0][2] == 60.0
-    share["mps"] = 80.0  # 60 + 80 > 100: in place
+    want.update(mps=80.0, rate=9000.0)  # 60 + 80 > 100: a handover, never a restart in place
+    clock.advance(30)
+    assert ctl.tick().ok
+    # alex-2, not alex-0: alex-1 still says it replaced alex-0 (a name reused would make each seem
+    # to replace the other)
+    assert sorted((n[0], n[2]) for n in names()) == [("alex-1", 60.0), ("alex-2", 80.0)]
     settle(ctl, clock, 2)
-    assert [(n[0], n[2]) for n in names()] == [("alex-1", 80.0)]
-    for _, body in tr.applies:
-        assert sum(s["mps_percent"] for s in body["servers"] if s["gpu_index"] == 0) <= 100.0
+    assert [(n[0], n[2]) for n in names()] == [("alex-2", 80.0)]
+    for (_, before), (_, after) in zip(tr.applies, tr.applies[1:]):  # never a restart in place
+        old = {s["name"]: (s["port"], s["mps_percent"], s["batch"]) for s in before["servers"]}
+        for s in after["servers"]:
+            assert old.get(s["name"], (s["port"], s["mps_percent"], s["batch"])) == (
+                s["port"],
+                s["mps_percent"],
+                s["batch"],
+            )
+    want.update(mps=50.0, rate=10.0)  # alex-2 (80 %) carries 10 req/s as it is: left alone
+    before = len(tr.applies)
+    settle(ctl, clock, 2)
+    assert len(tr.applies) == before
 
 
 def test_min_rate_floor_shows_in_the_rate_planned_for(tmp_path: Path) -> None:

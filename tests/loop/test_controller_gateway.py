@@ -126,3 +126,65 @@ def test_a_process_that_does_not_lead_never_touches_the_gateway(tmp_path: Path) 
     report = ctl.tick()
     assert not report.ok and "not the leader" in (report.error or "")
     assert gw.ensures == 0 and gw.ops == []
+
+
+def test_a_resized_server_hands_over_through_the_gateway(tmp_path: Path) -> None:
+    """A resize (batch 4 -> 8) starts a successor beside the old server; the successor joins the
+    gateway at once and gets its weight once ready; only then is the old one drained in the
+    gateway, and only once drained does its agent stop it; then it leaves the gateway."""
+    from dataclasses import replace as dc_replace
+
+    from autoscaler.planner.types import Plan
+    from tests.kit.control import stub_planner
+
+    resized: dict[str, Any] = {}  # workload -> (batch, rate): a rate the running server cannot carry
+
+    def planner(policy: Any, rates: Any, corrections: Any, caps: Any, current: Any) -> Plan:
+        plan = stub_planner(policy, rates, corrections, caps, current)
+
+        def resize(p: Any) -> Any:
+            if p.workload not in resized:
+                return p
+            b, rate = resized[p.workload]
+            return dc_replace(p, batch=b, rate_rps=rate)
+
+        return dc_replace(
+            plan,
+            instances=tuple(
+                dc_replace(i, gpus=tuple(dc_replace(g, placements=tuple(map(resize, g.placements))) for g in i.gpus))
+                for i in plan.instances
+            ),
+        )
+
+    ctl, clock, gw, tr, _ = build(tmp_path)
+    ctl.deps.planner = planner
+    run(ctl, clock, 3)
+    (old,) = gw.weights("res")
+    resized["res"] = (8, 650.0)  # the model gives res at batch 4 605 req/s, at batch 8 713 on a V100's 50 %
+    gw.sessions = {old: 3}  # requests in flight on the old server
+    events: list[tuple[str, str]] = []
+    for _ in range(8):
+        n_ops, n_applies = len(gw.ops), len(tr.applies)
+        run(ctl, clock, 1)
+        for _, a in tr.applies[n_applies:]:  # the act step comes before the route step
+            names = {s["name"] for s in a["servers"]}
+            if old in names or any(s["workload"] == "res" for s in a["servers"]):
+                events.append(("apply", ",".join(sorted(names))))
+        for op in gw.ops[n_ops:]:
+            events.append((type(op).__name__ + getattr(op, "state", "") + str(getattr(op, "weight", "")), op.name))
+        draining_for = sum(1 for e in events if e[0] == "tick" and e[1] == "draining")
+        if any(e[0] == "SetStatedrain" for e in events) and gw.sessions.get(old):
+            events.append(("tick", "draining"))
+            if draining_for >= 1:
+                gw.sessions[old] = 0  # the drain lets the in-flight requests finish
+                events.append(("sessions", "0"))
+    new = next(name for kind, name in events if kind == "AddServer")
+    assert new != old and gw.weights("res") == {new: 256}
+    index = {e: i for i, e in reversed(list(enumerate(events)))}
+    joined = next(i for i, e in enumerate(events) if e[0] == "apply" and new in e[1].split(",") and old in e[1])
+    weighted = index[("SetWeight256", new)]
+    drained = index[("SetStatedrain", old)]
+    stopped = next(i for i, e in enumerate(events) if e[0] == "apply" and old not in e[1].split(",") and i > joined)
+    deleted = index[("DelServer", old)]
+    quiet = index[("sessions", "0")]
+    assert joined < index[("AddServer", new)] < weighted < drained < quiet < stopped < deleted, events

@@ -59,9 +59,12 @@ def test_a_scale_in_from_20_to_5_keeps_at_most_2_in_flight_and_converges(tmp_pat
 def test_a_percentage_is_of_the_fleet_rounded_up(tmp_path: Path) -> None:
     ctl, prov, _tr, rates, clock = fleet_of(tmp_path, "10%")
     rates.set(alex=400.0, res=100.0)
-    _in_flight, sent, _ = scale_in(ctl, prov, clock)
-    # ceil(10 % of the fleet): 2 while 11 to 20 instances remain, then 1 (ceil(0.9) .. ceil(0.6))
-    assert sent[:11] == [2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 0]
+    in_flight, sent, _ = scale_in(ctl, prov, clock)
+    # ceil(10 % of the fleet): 2 while 11 to 20 instances remain, then 1 (ceil(0.9) .. ceil(0.6)).
+    # Each disruption takes two ticks: the drain (the agent stops its servers gracefully), then the
+    # termination once the agent reports none still stopping; both count as in flight.
+    assert in_flight[:21] == [2] * 10 + [1] * 10 + [0]
+    assert [sum(sent[i : i + 2]) for i in range(0, 20, 2)] == [2] * 5 + [1] * 5
     assert sum(sent) == 15 and len(live(ctl)) == 5
 
 

@@ -42,6 +42,7 @@ FULL = ControllerState(
             )
         }
     ),
+    rollout_baseline={"a": 1200.0, "b": 0.0},
 )
 
 

@@ -39,6 +39,8 @@ def test_endpoints_serve_the_published_snapshot(tmp_path: Path) -> None:
         assert 'igniter_planned_capacity_rps{workload="alex"} 200.0' in metrics
         assert 'igniter_forecast_rps{workload="res"} 50.0' in metrics
         assert 'igniter_ticks_total{result="ok"} 3.0' in metrics
+        assert "igniter_surge_instances 0.0" in metrics and "igniter_draining_servers 0.0" in metrics
+        assert plan["converged"] is True and plan["breaches"] == [] and plan["surge_slots"] == []
         assert httpx.get(url + "/healthz").status_code == 200
 
         def outage() -> list:  # type: ignore[type-arg]

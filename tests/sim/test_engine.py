@@ -72,7 +72,10 @@ def test_the_engine_drives_the_real_controller_and_store(make_policy):
     assert isinstance(replay.controller, Controller)
     kinds = {a["kind"] for a in replay.store.actions()}
     assert {"launch", "configure"} <= kinds
-    assert replay.ticks == 2 + 9  # warm start (2) and one per interval after t0
+    times = [float(t) for t in replay.tick_times]
+    settles = [t for t in times if t % policy.scaling.interval_s]  # make-before-break links (settle_s)
+    assert all(t % policy.scaling.interval_s == policy.scaling.settle_s for t in settles)
+    assert replay.ticks == 2 + 9 + len(settles)  # warm start (2), one per interval after t0, settle ticks
     assert replay.store.history()  # lifecycle transitions recorded as for `igniter run`
 
 
@@ -180,3 +183,37 @@ def test_min_rate_floor_keeps_a_server_through_a_zero_gap(make_policy):
     assert short_times(bare)[0] == 1200.0 and bare.capacity["a"][19] == 0.0
     assert short_times(floored) == [] and floored.capacity["a"].min() >= 500.0
     assert floored.cost_total_usd > bare.cost_total_usd
+
+
+def test_the_warm_fleet_covers_a_workload_idle_at_the_first_row(make_policy):
+    """The warm fleet is sized for the first boot_s + interval_s (what any first plan must cover):
+    a workload with no traffic at the first instant and traffic a minute later is not left empty."""
+    result = simulate(make_policy(), trace_of({"a": [0.0] + [500.0] * 12}))
+    assert result.outage_steps() == 0 and result.summary()["outage_steps"] == 0
+
+
+def test_outage_and_reconfiguration_rows_are_counted_apart_from_the_forecasts_misses():
+    """outage: traffic and no capacity; reconfig short: short, and the capacity before the change
+    under way (change_base, NaN at rest) would have covered the row."""
+    from autoscaler.sim.result import SimResult
+
+    trace = trace_of({"a": [100.0, 100.0, 300.0, 100.0, 100.0]})
+    capacity = {"a": np.array([150.0, 0.0, 200.0, 50.0, 150.0])}
+    base = {"a": np.array([np.nan, 150.0, 150.0, 150.0, np.nan])}
+    r = SimResult(
+        label="t",
+        strategy="oracle",
+        planner="igniter",
+        forecast="last",
+        headroom=0.0,
+        trace=trace,
+        capacity=capacity,
+        cost_per_hour=np.zeros(5),
+        cost_total_usd=1.0,
+        static_peak_cost_usd=1.0,
+        instance_hours={},
+        change_base=base,
+    )
+    assert r.outage_steps() == 1  # row 1
+    assert r.reconfig_short_steps() == 2  # rows 1 and 3; row 2 (300 > 150 before) is the forecast's
+    assert r.summary()["outage_steps"] == 1 and r.summary()["reconfig_short_steps"] == 2

@@ -89,11 +89,16 @@ def test_early_ticks_never_lower_attainment(make_policy):
 
 
 def test_boot_on_the_grid_adds_no_ticks(make_policy):
-    """boot_s 180 = 3 intervals: the wake for a boot falls on a grid tick, which it does not repeat."""
+    """boot_s 180 = 3 intervals: the wake for a boot falls on a grid tick, which it does not repeat.
+    The only ticks off the grid are make-before-break links, settle_s after the tick before."""
     policy = make_policy()
     trace = trace_of(STEP_UP)
     result = simulate(policy, trace)
-    assert result.launches >= 1 and result.ticks == grid_ticks(policy, trace)
+    assert result.tick_times is not None
+    times = result.tick_times.tolist()[1:]  # the warm start's two ticks share t0
+    off = [t for t in times if t % policy.scaling.interval_s]
+    assert len(times) == len(set(times)) and all(t % policy.scaling.interval_s == policy.scaling.settle_s for t in off)
+    assert result.launches >= 1 and result.ticks == grid_ticks(policy, trace) + len(off)
 
 
 # -- compare -----------------------------------------------------------------------------------------

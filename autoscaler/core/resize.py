@@ -1,0 +1,72 @@
+"""Which running servers a plan resizes may stay exactly as they run. Pure.
+
+A plan re-sizes servers freely (the planner hands out batch and share for this plan's rates, and
+gives idle share away), but replacing a running server costs: its successor must start beside it,
+and where its GPU cannot hold both, the move needs surge capacity (rollout.py, surge.py). A running
+server need not be replaced when it already does what the plan asks of its placement: it carries
+the placement's rate, and the GPU still fits with it in the placement's stead (MPS shares within
+100 %, every server there within its latency budget by the judge). Then it stays as it runs,
+under its name, with its predictions re-judged beside its planned neighbours; the planner plans
+against that (layout_to_plan), so the next plan starts from what really runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # layout imports this module
+    from autoscaler.core.layout import PlannedServer
+    from autoscaler.planner.types import InstanceOut, PlacementOut
+
+Spec = Callable[[str, int, "PlacementOut"], "PlannedServer"]  # (name, GPU index, placement) -> planned server
+
+Judge = Callable[[str, Sequence["PlannedServer"]], Sequence[tuple[bool, float]]]
+
+
+def keep_as_running(
+    instance_type: str,
+    planned: dict[int, list[PlannedServer]],
+    resized: Sequence[tuple[PlannedServer, PlannedServer]],
+    judge: Judge,
+) -> dict[str, PlannedServer]:
+    """Of the (running, planned successor) pairs, the running servers that may stay, each as it
+    will be recorded (its rate and predictions from the plan's view). `planned`: GPU index -> the
+    plan's servers there (the successors included), updated in place as servers stay."""
+    out: dict[str, PlannedServer] = {}
+    for cur, new in resized:
+        on_gpu = planned.get(new.gpu_index, [])
+        trial = [cur if s is new else s for s in on_gpu]
+        if sum(s.mps_percent for s in trial) > 100.0 + 1e-6:
+            continue
+        verdict = judge(instance_type, trial)
+        if not all(ok for ok, _ in verdict):
+            continue
+        latency_ok, thr = verdict[trial.index(cur)]
+        if latency_ok and thr >= new.rate_rps - 1e-9:
+            kept = replace(cur, rate_rps=new.rate_rps, predicted_throughput_rps=thr)
+            planned[new.gpu_index] = [kept if s is cur else s for s in trial]
+            out[cur.name] = kept
+    return out
+
+
+def stay_as_running(
+    inst: InstanceOut,
+    resized: Sequence[tuple[str, int, PlacementOut]],
+    running: Sequence[PlannedServer],
+    judge: Judge,
+    spec: Spec,
+) -> dict[str, PlannedServer]:
+    """For one planned instance: of its resized running servers ((name, GPU index, placement)),
+    those that may stay as they run (`keep_as_running`), by name."""
+    live = {s.name: s for s in running}
+    planned: dict[int, list[PlannedServer]] = {}
+    spec_of: dict[int, PlannedServer] = {}  # id(placement) -> its planned server
+    for g in inst.gpus:
+        planned[g.index] = []
+        for i, p in enumerate(g.placements):
+            spec_of[id(p)] = spec(f"?{g.index}.{i}", g.index, p)
+            planned[g.index].append(spec_of[id(p)])
+    pairs = [(live[name], spec_of[id(p)]) for name, _, p in resized]
+    return keep_as_running(inst.instance_type, planned, pairs, judge)

@@ -1,0 +1,349 @@
+"""Surge capacity: a planned server that cannot start where it is planned (its GPU still holds the
+servers it replaces) starts early somewhere else, so that no move waits forever and none takes
+capacity away before its replacement serves. Pure.
+
+The early server is a *stand-in*: a temporary copy of the planned server (same model and batch, its
+planned MPS share or all the room there is if that is more; a new name `<planned name>-s<k>` and
+port) that carries at least the planned server's predicted throughput, judged by the model where
+it runs. It goes, in this order of preference, where there is room:
+1. beside the servers of another ready GPU of the same GPU type that is at rest (it runs exactly
+   what the layout wants): borrowed room, free and ready within one tick;
+2. on a surge instance already running;
+3. on paper, on a surge instance booting or on room a booting planned instance will have beside
+   its planned servers (it starts there as borrowed room once that one is ready: no later than a
+   new surge instance would be, at no extra cost);
+4. on a new surge instance (`<fleet>-<type>-surge<n>`, the cheapest type with that GPU).
+Once the stand-in serves, its workload has the capacity it was planned to get, so the servers in
+the way may leave (rollout's floors), the planned server starts in the room they leave, and the
+stand-in leaves once that one serves (the move is complete). A surge instance with nothing to do is
+retired at once; it is billed like any other meanwhile.
+
+`scaling.max_surge` bounds the surge instances alive at once (default: 1, or 10 % of the planned
+fleet if larger); max_instances and max_cost_per_hour bound them like any other instance. A planned
+server that gets no stand-in waits while the surge budget is busy with other moves. Where a limit
+makes a stand-in impossible (max_surge 0, its type at max_instances, the cost cap), the servers in
+its way are removed before it serves (break-before-make): the only way the invariant breaks,
+reported as a Breach.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from autoscaler.core.blocking import Pick
+from autoscaler.core.layout import PlannedServer
+from autoscaler.core.rollout import EPS, GpuKey, Judge, Tick, original_of
+
+_SURGE = re.compile(r"-surge(\d+)$")
+
+
+def is_surge_slot(slot: str) -> bool:
+    return _SURGE.search(slot) is not None
+
+
+def surge_budget(setting: int | str | None, fleet_size: int) -> int:
+    """Surge instances allowed at once: an int, "N%" of the planned fleet (rounded up, as
+    Kubernetes rounds maxSurge), or None for the default max(1, 10 %)."""
+    if setting is None:
+        return max(1, math.ceil(0.1 * fleet_size - EPS))
+    if isinstance(setting, str):
+        return math.ceil(float(setting.rstrip("%")) / 100.0 * fleet_size - EPS)
+    return int(setting)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TypeInfo:
+    name: str
+    gpu: str
+    gpus: int
+    price_per_hour: float
+    max_instances: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SurgeSlot:
+    """A live surge instance; a ready one's GPUs are part of the Tick."""
+
+    slot: str
+    instance_type: str
+    ready: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Breach:
+    """Servers removed before their replacements serve because a policy limit left no other way."""
+
+    slot: str
+    gpu: int
+    servers: tuple[str, ...]
+    workloads: tuple[str, ...]
+    limit: str  # max_surge | max_instances | max_cost_per_hour
+    detail: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "slot": self.slot,
+            "gpu": self.gpu,
+            "servers": list(self.servers),
+            "workloads": list(self.workloads),
+            "limit": self.limit,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SurgeInput:
+    fleet: str
+    types: Mapping[str, TypeInfo]  # every instance type of the policy
+    budget: int  # surge instances allowed at once
+    slots: Sequence[SurgeSlot]  # live surge instances
+    live_by_type: Mapping[str, int]  # live instances per type, launches of this tick included
+    max_instances: int | None = None  # the most instances the fleet may hold (scaling.max_instances)
+    cost_per_hour: float  # the fleet's hourly cost, launches of this tick included
+    max_cost_per_hour: float | None
+    taken_slots: frozenset[str]  # every slot name ever used
+    names: frozenset[str]  # server names in use (layout and applied)
+    judge: Judge
+    frozen: bool = False  # nothing changes and nothing is on its way: a busy budget never frees up
+    # Planned instances booting or launched this tick: (slot, type, their planned servers). Room
+    # they will have to spare takes a stand-in before a surge instance is launched (it is ready as
+    # soon as a new surge instance would be, and costs nothing extra).
+    booting: Sequence[tuple[str, str, tuple[PlannedServer, ...]]] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SurgePlan:
+    launches: tuple[tuple[str, str, str], ...] = ()  # (slot, instance type, reason)
+    keep: frozenset[str] = frozenset()  # surge slots still needed
+    breaches: tuple[Breach, ...] = ()
+    notes: tuple[str, ...] = ()
+    stand_ins: tuple[str, ...] = ()  # started this tick
+
+
+@dataclass
+class _Virtual:
+    """A surge instance not ready yet (or launched now): stand-ins are packed onto it on paper each
+    tick, the same way every tick while it boots, and started once it is ready."""
+
+    slot: str
+    info: TypeInfo
+    gpus: list[list[PlannedServer]] = field(default_factory=list)
+
+
+class _Allocator:
+    def __init__(self, inp: SurgeInput, tick: Tick) -> None:
+        self.inp, self.tick = inp, tick
+        self.names = set(inp.names)
+        copies = [(k, s) for k, servers in tick.on.items() for s in servers if original_of(s.name) is not None]
+        self.running = {original_of(s.name): k for k, s in copies}
+        wanted = {t.name for g in tick.gpus.values() for t in g.wanted}
+        self.orphans = [(k, s) for k, s in copies if original_of(s.name) not in wanted]  # their plan changed
+        self.keep = {k[0] for k, _ in copies if is_surge_slot(k[0])}
+        self.virtual = [_Virtual(s.slot, self._info(s.instance_type)) for s in inp.slots if not s.ready]
+        for v in self.virtual:
+            v.gpus = [[] for _ in range(v.info.gpus)]
+        self.virtual += [self._planned(slot, itype, servers) for slot, itype, servers in inp.booting]
+        self.live_surge = len(inp.slots)
+        self.live_by_type = dict(inp.live_by_type)
+        self.cost = inp.cost_per_hour
+        self.launches: list[tuple[str, str, str]] = []
+        self.breaches: list[Breach] = []
+        self.notes: list[str] = []
+        self.started: list[str] = []
+        self.taken = set(inp.taken_slots)
+
+    def _planned(self, slot: str, itype: str, servers: Sequence[PlannedServer]) -> _Virtual:
+        """A booting planned instance on paper: its GPUs hold its planned servers."""
+        info = self._info(itype)
+        gpus: list[list[PlannedServer]] = [[] for _ in range(info.gpus)]
+        for v in servers:
+            gpus[min(v.gpu_index, info.gpus - 1)].append(v)
+        return _Virtual(slot, info, gpus)
+
+    def _info(self, itype: str) -> TypeInfo:
+        return self.inp.types.get(itype) or TypeInfo(name=itype, gpu=itype, gpus=1, price_per_hour=0.0)
+
+    # -- per pick ---------------------------------------------------------------------------------
+    def serve(self, pick: Pick) -> None:
+        key = pick.blockage.key
+        limits: list[str] = []
+        for t in pick.needs:
+            if t.name in self.running or self._adopt(t):  # a stand-in is already there (starting or serving)
+                continue
+            why = self._place(t, t.predicted_throughput_rps, pick.blockage.instance_type, key)
+            if why == "busy" and self.inp.frozen and not self.launches and not self.started:
+                limits.append("max_surge")
+            elif why == "busy":
+                self.notes.append(
+                    f"surge: {t.name} on {key[0]} GPU {key[1]} waits for the surge budget "
+                    f"({self.inp.budget} instance(s) busy with other moves)"
+                )
+            elif why == "unfit":
+                self.notes.append(f"surge: no GPU can hold a stand-in for {t.name}; its move waits")
+            elif why is not None:
+                limits.append(why)
+        if limits:
+            self._force(pick, limits[0])
+
+    def _adopt(self, t: PlannedServer) -> bool:
+        """A stand-in left over from an earlier plan (its planned server is gone) that carries as much
+        as `t` would serves as t's stand-in: no second one for the same capacity."""
+        for i, (_, s) in enumerate(self.orphans):
+            if s.workload == t.workload and s.predicted_throughput_rps >= t.predicted_throughput_rps * (1 - EPS):
+                del self.orphans[i]
+                return True
+        return False
+
+    def _place(self, b: PlannedServer, thr: float, itype: str, blocked: GpuKey) -> str | None:
+        """None once placed; else "busy" (the budget is in use) or the limit that forbids a stand-in."""
+        gpu = self._info(itype).gpu
+        if self._borrow(b, thr, gpu, blocked) or self._ready_surge(b, thr, gpu):
+            return None
+        if self._on_paper(b, thr, gpu):
+            return None
+        return self._launch(b, thr, gpu, blocked)
+
+    def _stand_in(self, b: PlannedServer, slot: str, gpu: int) -> PlannedServer:
+        k = 0
+        while f"{b.name}-s{k}" in self.names:
+            k += 1
+        used = {s.index for key, servers in self.tick.on.items() if key[0] == slot for s in servers}
+        used |= {s.index for key, g in self.tick.gpus.items() if key[0] == slot for s in g.wanted}
+        index = next(i for i in range(len(used) + 1) if i not in used)
+        return replace(b, name=f"{b.name}-s{k}", gpu_index=gpu, index=index, replaces="")
+
+    def _try_gpu(self, key: GpuKey, b: PlannedServer, thr: float) -> bool:
+        """Start a stand-in for b on `key` at b's share, or at all the room there if that is more,
+        where it carries at least b's `thr`."""
+        base = self._stand_in(b, key[0], key[1])
+        room = 100.0 - sum(s.mps_percent for s in self.tick.on[key])
+        for share in sorted({b.mps_percent, max(b.mps_percent, room)}):
+            cand = replace(base, mps_percent=share)
+            got = self.tick.fits_beside(key, cand)
+            if got is not None and got >= thr * (1 - EPS):
+                break
+        else:
+            return False
+        cand = replace(cand, predicted_throughput_rps=got)
+        if not self.tick.try_start(key, cand):
+            return False
+        self.names.add(cand.name)
+        self.started.append(cand.name)
+        if is_surge_slot(key[0]):
+            self.keep.add(key[0])
+        return True
+
+    def _borrow(self, b: PlannedServer, thr: float, gpu: str, blocked: GpuKey) -> bool:
+        for key, g in sorted(self.tick.gpus.items()):
+            if key == blocked or is_surge_slot(key[0]) or self._info(g.instance_type).gpu != gpu:
+                continue
+            at_rest = sorted(s.agent_key() for s in self.tick.on[key]) == sorted(s.agent_key() for s in g.wanted)
+            if g.wanted and at_rest and self._try_gpu(key, b, thr):
+                return True
+        return False
+
+    def _ready_surge(self, b: PlannedServer, thr: float, gpu: str) -> bool:
+        for key, g in sorted(self.tick.gpus.items()):
+            if is_surge_slot(key[0]) and self._info(g.instance_type).gpu == gpu and self._try_gpu(key, b, thr):
+                return True
+        return False
+
+    def _on_paper(self, b: PlannedServer, thr: float, gpu: str) -> bool:
+        for v in self.virtual:
+            if v.info.gpu != gpu:
+                continue
+            for i, servers in enumerate(v.gpus):
+                room = 100.0 - sum(s.mps_percent for s in servers)
+                for share in sorted({b.mps_percent, max(b.mps_percent, room)}):
+                    trial = [*servers, replace(b, gpu_index=i, mps_percent=share)]
+                    verdict = self.inp.judge(v.info.name, trial)
+                    if all(ok for ok, _ in verdict) and verdict[-1][1] >= thr * (1 - EPS):
+                        servers.append(trial[-1])
+                        if is_surge_slot(v.slot):
+                            self.keep.add(v.slot)
+                        return True
+        return False
+
+    def _launch(self, b: PlannedServer, thr: float, gpu: str, blocked: GpuKey) -> str | None:
+        options = sorted((t for t in self.inp.types.values() if t.gpu == gpu), key=lambda t: (t.price_per_hour, t.name))
+        if not options:
+            options = [self._info(self.tick.gpus[blocked].instance_type)]
+        if self.inp.budget <= 0:
+            return "max_surge"
+        if self.live_surge >= self.inp.budget:
+            return "busy"
+        cap = self.inp.max_instances
+        if cap is not None and sum(self.live_by_type.values()) >= cap:
+            return "max_instances"
+        why = "max_instances"
+        for t in options:
+            if t.max_instances is not None and self.live_by_type.get(t.name, 0) >= t.max_instances:
+                continue
+            cost_cap = self.inp.max_cost_per_hour
+            if cost_cap is not None and self.cost + t.price_per_hour > cost_cap + 1e-9:
+                why = "max_cost_per_hour"
+                continue
+            verdict = self.inp.judge(t.name, [b])
+            if not (verdict[0][0] and verdict[0][1] >= thr * (1 - EPS)):
+                return "unfit"
+            self._open(t, b, blocked)
+            return None if self._on_paper(b, thr, gpu) else "unfit"
+        return why
+
+    def _open(self, t: TypeInfo, b: PlannedServer, blocked: GpuKey) -> None:
+        prefix = f"{self.inp.fleet}-{t.name}-surge"
+        n = 1 + max(
+            (int(m.group(1)) for s in self.taken if s.startswith(prefix) and (m := _SURGE.search(s))), default=-1
+        )
+        slot = f"{prefix}{n}"
+        self.taken.add(slot)
+        self.virtual.append(_Virtual(slot, t, [[] for _ in range(t.gpus)]))
+        self.live_surge += 1
+        self.live_by_type[t.name] = self.live_by_type.get(t.name, 0) + 1
+        self.cost += t.price_per_hour
+        self.launches.append(
+            (slot, t.name, f"surge: stand-in for {b.name} while {blocked[0]} GPU {blocked[1]} changes")
+        )
+
+    def _force(self, pick: Pick, limit: str) -> None:
+        """Break-before-make: the servers in the way go, smallest share first, until the planned
+        servers of the GPU can start."""
+        key = pick.blockage.key
+        gone: list[PlannedServer] = []
+        for b in sorted(pick.blockage.blockers, key=lambda s: (s.mps_percent, s.name)):
+            self.tick.force_out([b.name])
+            gone.append(b)
+            self.tick.start([key])
+            if not self.tick.unstarted(key):
+                break
+        names = tuple(s.name for s in gone)
+        detail = (
+            f"break-before-make on {key[0]} GPU {key[1]}: {', '.join(names)} removed before their "
+            f"replacements are ready ({limit} leaves no room for surge)"
+        )
+        self.notes.append(detail)
+        workloads = tuple(sorted({s.workload for s in gone}))
+        self.breaches.append(
+            Breach(slot=key[0], gpu=key[1], servers=names, workloads=workloads, limit=limit, detail=detail)
+        )
+
+    def plan(self) -> SurgePlan:
+        return SurgePlan(
+            launches=tuple(self.launches),
+            keep=frozenset(self.keep),
+            breaches=tuple(self.breaches),
+            notes=tuple(self.notes),
+            stand_ins=tuple(self.started),
+        )
+
+
+def allocate(picks: Iterable[Pick], inp: SurgeInput, tick: Tick) -> SurgePlan:
+    """Stand-ins for every pick's needs, in pick order (see the module docstring); starts those that
+    go on ready GPUs and forces out blockers a limit leaves without one, both on `tick`."""
+    alloc = _Allocator(inp, tick)
+    for pick in picks:
+        alloc.serve(pick)
+    return alloc.plan()
