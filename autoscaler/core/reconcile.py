@@ -48,10 +48,10 @@ from autoscaler.core.actions import (
     judge_from_fits,
     shares_fit,
 )
-from autoscaler.core.layout import Layout, PlannedServer
+from autoscaler.core.layout import Layout, PlannedServer, is_stand_in
 from autoscaler.core.lifecycle import USABLE, Reason, Record, State
 from autoscaler.core.moves import Moves, plan_moves
-from autoscaler.core.rollout import RolloutStep, is_stand_in
+from autoscaler.core.rollout import RolloutStep
 from autoscaler.core.surge import Breach, is_surge_slot
 
 __all__ = [
