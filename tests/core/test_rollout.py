@@ -9,8 +9,8 @@ import pytest
 
 from autoscaler.config.policy import load_policy
 from autoscaler.core.colocation import server_judge, split
-from autoscaler.core.layout import PlannedServer
-from autoscaler.core.rollout import Gpu, RolloutInput, Tick, is_stand_in, original_of, shares_judge, step
+from autoscaler.core.layout import PlannedServer, is_stand_in
+from autoscaler.core.rollout import Gpu, RolloutInput, Tick, original_of, shares_judge, step
 from tests.kit.control import REPO
 
 K0, K1 = ("s0", 0), ("s1", 0)
