@@ -11,8 +11,8 @@ scaling.choose, layout_from_plan and reconcile.diff.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from autoscaler.config.offerings import offering_prices
@@ -22,108 +22,24 @@ from autoscaler.core.forecast import ForecastConfig, forecast_all, season_window
 from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo, layout_from_plan, layout_to_plan
 from autoscaler.core.lifecycle import LIVE, USABLE, Record, State, SyncInput, going_away, sync
 from autoscaler.core.reconcile import Diff, FleetView, Limits, diff
-from autoscaler.core.routing import GatewayNames, GatewayView
+from autoscaler.core.routing import GatewayNames
 from autoscaler.core.scaling import choose, hold_rates, next_wake
 from autoscaler.core.slo_guard import update as guard_update
 from autoscaler.core.surge import TypeInfo, is_surge_slot
-from autoscaler.fleet.base import Instance, InterruptionSource, Notice, OnRecord, Provider, ProviderError, Retry
-from autoscaler.gateway.base import Gateway
+from autoscaler.fleet.base import Instance, OnRecord, ProviderError, Retry
 from autoscaler.leader.base import NotLeader
 from autoscaler.loop.actuator import Actuator, Outcome, quarantine
-from autoscaler.loop.gateway_step import GatewayReport, GatewayStep, fleet_names
+from autoscaler.loop.gateway_step import GatewayStep, fleet_names
 from autoscaler.loop.state import ControllerState, StateError
-from autoscaler.loop.store import Store
+from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
 from autoscaler.loop.tuning import Seen, ready_capacity, tune
 from autoscaler.planner.limits import TooManyInstances
-from autoscaler.planner.types import Plan
 from autoscaler.rates.base import StatusFed
-from autoscaler.rates.reader import RateReader, Reading
-from autoscaler.transport.base import AgentStatus, HostKeyGate, Transport, TransportError, parse_status
+from autoscaler.transport.base import AgentStatus, TransportError, parse_status
 
 log = logging.getLogger(__name__)
 
-# (policy, rates, corrections, caps by instance type, current plan) -> plan
-PlanFn = Callable[[Policy, Mapping[str, float], Mapping[str, float], Mapping[str, int], Plan | None], Plan]
-
-
-@dataclass
-class Deps:
-    provider: Provider
-    transport: Transport
-    rates: RateReader
-    store: Store
-    planner: PlanFn
-    clock: Callable[[], float]
-    contact: bool = True  # False: agents are never contacted (transport none)
-    gate: HostKeyGate | None = None  # SSH to cloud nodes: contact an agent only once its host key is pinned
-    interruptions: InterruptionSource | None = None  # spot interruption / maintenance notices (EC2: SQS)
-    gateway: Gateway | None = None  # the data plane; None: no gateway (servers count as drained at once)
-
-
-@dataclass(frozen=True)
-class Observation:
-    now: float
-    instances: Mapping[str, Instance]
-    statuses: Mapping[str, AgentStatus]  # slot -> status of agents that answered
-    reading: Reading
-    notices: tuple[Notice, ...] = ()  # read from the interruption source this tick
-    gateway: GatewayView | None = None  # what the gateway runs (None: no gateway, or it failed)
-
-
-@dataclass
-class TickReport:
-    tick: int
-    now: float
-    ok: bool = True
-    error: str | None = None
-    decision: str = ""
-    layout: Layout | None = None
-    observed: dict[str, float] = field(default_factory=dict)
-    forecast: dict[str, float] = field(default_factory=dict)
-    headroom: dict[str, float] = field(default_factory=dict)  # planned above the base forecast (tuning.tune)
-    forecast_error: dict[str, float] = field(default_factory=dict)  # observed / the forecast boot_s earlier - 1
-    attainment: dict[str, float | None] = field(default_factory=dict)  # ready capacity >= rate, last hour
-    missing: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    settling: bool = False  # make-before-break work waits on servers just started: tick again soon
-    draining: list[str] = field(default_factory=list)  # servers that may leave once the gateway drained them
-    breaches: list[dict[str, Any]] = field(default_factory=list)  # invariant broken: a policy limit left no room
-    converged: bool = False  # the fleet is the layout (no move under way)
-    surge_slots: list[str] = field(default_factory=list)  # surge instances kept or launched this tick
-    wake_at: float | None = None  # tick again then, before the next interval (scaling.next_wake)
-    outcome: Outcome = field(default_factory=Outcome)
-    gateway: GatewayReport | None = None
-    rounds: int = 0
-    duration_s: float = 0.0
-    quarantined: dict[str, str] = field(default_factory=dict)  # instance id -> why it is not contacted
-    backoff_until: float | None = None  # provider mutations wait until then (throttled, unauthorised)
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "error": self.error,
-            "decision": self.decision,
-            "observed": self.observed,
-            "forecast": self.forecast,
-            "headroom": self.headroom,
-            "attainment_1h": self.attainment,
-            "missing": self.missing,
-            "notes": self.notes,
-            "settling": self.settling,
-            "draining": self.draining,
-            "breaches": self.breaches,
-            "converged": self.converged,
-            "surge_slots": self.surge_slots,
-            "wake_at": self.wake_at,
-            "rounds": self.rounds,
-            "done": self.outcome.done,
-            "failed": self.outcome.failed,
-            "cost_per_hour": self.layout.cost_per_hour if self.layout else None,
-            "quarantined": self.quarantined,
-            "backoff_until": self.backoff_until,
-            "gateway": self.gateway.summary() if self.gateway else None,
-        }
-
+__all__ = ["AGENT_DRAIN_WAIT_S", "Controller", "Deps", "Observation", "PlanFn", "TickReport"]
 
 BOOTING = (State.REQUESTED, State.PENDING, State.RUNNING)
 # How long a drained instance waits for its agent to stop its servers before it is terminated: the
