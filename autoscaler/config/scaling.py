@@ -1,0 +1,167 @@
+"""`scaling:`: when and how the fleet changes (interval, headroom, forecast, limits, spot, the
+disruption budget, the status endpoint). Pure."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from autoscaler.config import limits
+from autoscaler.config.fields import Delay, FieldError, Fraction, Frozen, NonNeg, Seconds
+from autoscaler.config.listen import parse_listen
+
+
+def _headroom(value: Any) -> Any:
+    """'auto', or a number from 0 to 10: one message for either mistake (a union would give two)."""
+    if value == "auto":
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 10:
+        return float(value)
+    raise ValueError(f"must be 'auto' or a finite number from 0 to 10 (got {value!r})")
+
+
+class SpotConfig(Frozen):
+    """Spot capacity: only types with a spot_price_per_hour are ever bought as spot, so the default
+    (enabled) changes nothing for a policy without spot prices; `enabled: false` stops buying spot
+    without deleting the prices. SkyPilot's base_ondemand_fallback_replicas is the model for the floor."""
+
+    enabled: bool = True
+    min_on_demand_fraction: Fraction = Field(
+        default=0.3, description="share of each workload's planned rate that stays on on-demand instances"
+    )
+    interruption_queue: Annotated[str, Field(pattern=r"^https?://\S+$")] | None = Field(
+        default=None, description="SQS queue URL that EventBridge feeds with EC2 interruption and health events"
+    )
+    queue_poll_s: NonNeg = Field(
+        default=10.0,
+        description="between ticks, the interruption queue is checked this often and a notice ticks at once "
+        "(a spot warning gives 2 minutes; 0: the queue is read at ticks only)",
+    )
+
+
+class DisruptionBudget(Frozen):
+    """Karpenter's node budget: voluntary disruptions (scale-in, consolidation) in flight at once."""
+
+    max_unavailable: int | str = Field(default="10%", description="a count, or a percentage of the fleet (rounded up)")
+
+    @field_validator("max_unavailable", mode="before")
+    @classmethod
+    def _count_or_percent(cls, value: Any) -> int | str:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+        if isinstance(value, str) and re.fullmatch(r"(\d+(\.\d+)?)%", value.strip()):
+            if float(value.strip().rstrip("%")) <= 100:
+                return value.strip()
+        raise ValueError(f'expected a count (0 or more) or a percentage such as "10%", got {value!r}')
+
+    def limit(self, fleet_size: int) -> int:
+        """The budget as a count for a fleet of `fleet_size` instances (a percentage rounds up)."""
+        value = self.max_unavailable
+        if isinstance(value, int):
+            return value
+        return math.ceil(float(value.rstrip("%")) * fleet_size / 100.0 - 1e-9)
+
+
+class ScalingConfig(Frozen):
+    interval_s: Annotated[float, Field(gt=0, le=limits.MAX_INTERVAL_S)] = 30.0
+    settle_s: Delay = Field(
+        default=15.0,
+        description="after a tick whose make-before-break changes wait on servers "
+        "it just started, the next tick comes after settle_s instead of interval_s (0: off)",
+    )
+    target_attainment: Annotated[float, Field(ge=0.5, lt=1)] = Field(
+        default=0.999,
+        description="headroom auto: the fraction of time each workload's ready capacity should cover its rate",
+    )
+    headroom: Annotated[Literal["auto"] | Annotated[float, Field(ge=0, le=10)], BeforeValidator(_headroom)] = Field(
+        default="auto",
+        description="auto: sized per workload from its own recent forecast errors for target_attainment "
+        "(docs/operations.md); a number: plan for forecast * (1 + headroom)",
+    )
+    scale_down_delay_s: Delay = 600.0
+    boot_s: Delay = 180.0
+    max_cost_per_hour: Annotated[float, Field(gt=0, le=limits.MAX_FLEET_COST_PER_HOUR)] | None = None
+    max_instances: Annotated[int, Field(ge=1, le=limits.MAX_INSTANCES_CEILING)] | None = Field(
+        default=None,
+        description=f"refuse a plan of more instances (default {limits.MAX_INSTANCES:,}, or no limit when "
+        "max_cost_per_hour caps the fleet instead)",
+    )
+    max_surge: int | str | None = Field(
+        default=None,
+        description="extra (surge) instances a move may use at once while an old server waits for its "
+        "replacement: a count or a percentage of the planned fleet (default: 1, or 10 % of the fleet "
+        "if larger); 0 allows break-before-make where a GPU cannot hold old and new side by side",
+    )
+    forecast: Literal["last", "ewma", "holt", "seasonal"] = Field(
+        default="seasonal",
+        description="seasonal: ewma, never below the same stretch of the last seasons once the history covers "
+        "one (docs/simulate.md: the measurement that chose it)",
+    )
+    season_s: Seconds = Field(default=86400.0, description="seasonal forecast: the period (a day)")
+    seasons: Annotated[int, Field(ge=1, le=28)] = Field(
+        default=1, description="seasonal forecast: periods to look back over"
+    )
+    planner: Literal["igniter", "ffd", "gslice", "gpulets", "exact"] = "igniter"
+    spot: SpotConfig = Field(default_factory=SpotConfig)
+    disruption_budget: DisruptionBudget = Field(default_factory=DisruptionBudget)
+    status_listen: str | None = Field(
+        default=None,
+        description="HOST:PORT of the status endpoint (default 127.0.0.1:9464); HOST is an IP address, "
+        "loopback or private (e.g. the host's VPC address, for Prometheus on another host); port 0 picks one",
+    )
+    status_port: Annotated[int, Field(ge=0, le=65535)] | None = Field(
+        default=None, description="the older form of status_listen: 127.0.0.1:PORT"
+    )
+    status_token_file: str | None = Field(
+        default=None,
+        description="a file holding a bearer token that /v1/* then requires (Authorization: Bearer TOKEN); "
+        "/healthz and /metrics stay open",
+    )
+
+    @field_validator("max_surge", mode="before")
+    @classmethod
+    def _surge(cls, value: Any) -> int | str | None:
+        """A count of instances (0, 1, 2, ...) or a percentage of the planned fleet ("10%")."""
+        if value is None or (
+            isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limits.MAX_INSTANCES_CEILING
+        ):
+            return value
+        if isinstance(value, str) and re.fullmatch(r"\d+(\.\d+)?%", value.strip()):
+            return value.strip()
+        raise FieldError(
+            "scaling.max_surge",
+            f"{value!r}: expected a count of instances (0, 1, 2, ...) or a percentage such as '10%'",
+        )
+
+    @field_validator("status_listen")
+    @classmethod
+    def _listen(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_listen(value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_status_address(self) -> ScalingConfig:
+        if self.status_listen is not None and self.status_port is not None:
+            raise FieldError(
+                "scaling.status_port",
+                "give scaling.status_listen only (status_port is its older form, 127.0.0.1:PORT)",
+            )
+        return self
+
+    @property
+    def status_address(self) -> tuple[str, int]:
+        """Where the status endpoint listens: status_listen, else 127.0.0.1:status_port, else the default."""
+        if self.status_listen is not None:
+            return parse_listen(self.status_listen)
+        return ("127.0.0.1", 9464 if self.status_port is None else self.status_port)
+
+    @property
+    def instance_limit(self) -> int | None:
+        """The most instances a plan may have; None when max_cost_per_hour caps the fleet instead."""
+        if self.max_instances is not None:
+            return self.max_instances
+        return None if self.max_cost_per_hour is not None else limits.MAX_INSTANCES
