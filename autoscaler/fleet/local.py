@@ -23,6 +23,7 @@ from agents.launch import resolve_agent_command
 from agents.node.status import agent_running
 from autoscaler.config.offerings import ON_DEMAND
 from autoscaler.fleet.base import TAG_FLEET, Instance, InstanceState, PermanentError, fleet_tags
+from autoscaler.fleet.procs import owned
 
 PORT_STRIDE = 100
 META = "instance.json"
@@ -140,7 +141,7 @@ class LocalProvider:
                 return True
             self._children.pop(pid, None)
             return False
-        return pid > 0 and _pid_alive(pid) and str(state_dir) in _cmdline(pid)
+        return owned(pid, str(state_dir))
 
     def _state(self, meta: dict[str, Any]) -> InstanceState | None:
         if meta.get("terminated") or meta.get("fleet") != self.fleet:
@@ -204,20 +205,3 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _pid_alive(pid: int) -> bool:
-    """Alive and not a zombie (a zombie is an exited process nobody reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return False

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from autoscaler.core.routing import GatewayView, Op, Route, ServerSeen
+from autoscaler.fleet.procs import alive, owned
 from autoscaler.gateway import runtime
 from autoscaler.gateway.base import GatewayError, GatewaySpec, route_one, spec_hash
 from autoscaler.gateway.config import Paths, render
@@ -100,7 +101,7 @@ class LocalHaproxy:
             pid = int(self.pidfile.read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
-        return pid if _alive(pid) and str(self.cfg) in _cmdline(pid) else None
+        return pid if owned(pid, str(self.cfg)) else None
 
     def running(self) -> bool:
         return self.pid() is not None
@@ -246,23 +247,7 @@ def _signal(pid: int, sig: signal.Signals) -> None:
 def _wait_gone(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not alive(pid):
             return True
         time.sleep(0.05)
-    return not _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
-            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
+    return not alive(pid)

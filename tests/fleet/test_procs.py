@@ -1,0 +1,43 @@
+"""fleet/procs.py: a pid file's pid is ours only while it runs and names our marker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from autoscaler.fleet import procs
+
+
+def test_this_process_is_alive_but_not_owned_without_its_marker() -> None:
+    assert procs.alive(os.getpid())
+    assert not procs.owned(os.getpid(), "/no/such/state-dir-marker")
+
+
+def test_no_pid_and_a_gone_pid_are_not_alive() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    assert not procs.alive(proc.pid)
+    assert not procs.alive(0) and not procs.alive(-1)
+
+
+def test_a_zombie_counts_as_gone(tmp_path) -> None:
+    marker = str(tmp_path / "state")
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(0)", marker])
+    try:
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # exited, left unreaped
+        assert not procs.alive(proc.pid)
+        assert not procs.owned(proc.pid, marker)
+    finally:
+        proc.wait()
+
+
+def test_a_running_child_is_owned_only_by_its_marker(tmp_path) -> None:
+    marker = str(tmp_path / "state")
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", marker])
+    try:
+        assert procs.owned(proc.pid, marker)
+        assert not procs.owned(proc.pid, str(tmp_path / "other"))
+    finally:
+        proc.kill()
+        proc.wait()
