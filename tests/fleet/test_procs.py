@@ -34,8 +34,11 @@ def test_a_zombie_counts_as_gone(tmp_path) -> None:
 
 def test_a_running_child_is_owned_only_by_its_marker(tmp_path) -> None:
     marker = str(tmp_path / "state")
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", marker])
+    code = "import time; print('up', flush=True); time.sleep(30)"
+    proc = subprocess.Popen([sys.executable, "-c", code, marker], stdout=subprocess.PIPE, text=True)
     try:
+        # the kernel shows an empty command line for a moment while execve sets up the new image
+        assert proc.stdout is not None and proc.stdout.readline() == "up\n"
         assert procs.owned(proc.pid, marker)
         assert not procs.owned(proc.pid, str(tmp_path / "other"))
     finally:
