@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import KW_ONLY, asdict, dataclass, field, replace
 from typing import Any
 
@@ -217,16 +217,22 @@ class _Candidate:
     placements: Counter[tuple[int, str]]  # (GPU index, workload) -> servers
     workloads: Counter[str]
     ordinal: int
+    leaving: tuple[PlannedServer, ...] = ()  # a live slot the previous layout lacks: what its agent still runs
 
 
 def _candidates(inp: LayoutInput) -> dict[str, list[_Candidate]]:
     """Existing slots (previous layout, then live slots it lacks) by offering: a spot slot is
     never matched to an on-demand instance of the plan, nor the other way round."""
-    pairs = [(s.slot, s.offering, s.servers) for s in (inp.previous.slots if inp.previous else ())]
+    none: tuple[PlannedServer, ...] = ()
+    pairs = [(s.slot, s.offering, s.servers, none) for s in (inp.previous.slots if inp.previous else ())]
     seen = {p[0] for p in pairs}
-    pairs.extend((slot, itype, ()) for slot, itype in sorted(inp.extra_slots.items()) if slot not in seen)
+    pairs.extend(
+        (slot, itype, none, inp.running.get(slot, none))
+        for slot, itype in sorted(inp.extra_slots.items())
+        if slot not in seen
+    )
     out: dict[str, list[_Candidate]] = {}
-    for slot, itype, servers in pairs:
+    for slot, itype, servers, leaving in pairs:
         have = Counter((v.gpu_index, v.workload) for v in servers)
         out.setdefault(itype, []).append(
             _Candidate(
@@ -235,9 +241,37 @@ def _candidates(inp: LayoutInput) -> dict[str, list[_Candidate]]:
                 have,
                 Counter(w for _, w in have.elements()),
                 _ordinal(slot),
+                tuple(leaving),
             )
         )
     return out
+
+
+def _fits_beside(inst: InstanceOut, leaving: Sequence[PlannedServer]) -> bool:
+    """Whether `inst`'s placements start beside the servers a leaving slot still runs (those that
+    run exactly as planned stay): taking over a leaving instance saves a boot only then. Otherwise
+    each placement would wait for room that a server carrying its workload's capacity holds, a
+    resize in place that needs surge capacity, and a new instance boots as fast without it."""
+    left = list(leaving)
+    for g in inst.gpus:
+        share = 0.0
+        for p in g.placements:
+            same = next(
+                (
+                    v
+                    for v in left
+                    if (v.gpu_index, v.workload, v.batch, v.mps_percent)
+                    == (g.index, p.workload, p.batch, p.mps_percent)
+                ),
+                None,
+            )
+            if same is not None:
+                left.remove(same)
+            else:
+                share += p.mps_percent
+        if share + sum(v.mps_percent for v in left if v.gpu_index == g.index) > 100.0 + 1e-6:
+            return False
+    return True
 
 
 def _share_map(items: Iterable[tuple[int, str, float]]) -> dict[tuple[int, str], float]:
@@ -260,6 +294,8 @@ def _match_slots(plan: Plan, inp: LayoutInput) -> dict[int, str]:
         shares = _share_map((g.index, p.workload, p.mps_percent) for g in inst.gpus for p in g.placements)
         wl = Counter(w for _, w in want.elements())
         for c in by_type.get(inst.key, ()):
+            if c.leaving and not _fits_beside(inst, c.leaving):
+                continue
             kept = sum(min(v, c.shares.get(k, 0.0)) for k, v in shares.items())
             scored.append(
                 (-round(kept, 6), -_shared(want, c.placements), -_shared(wl, c.workloads), c.ordinal, i, c.slot)

@@ -83,6 +83,22 @@ def test_extra_live_slots_are_matched_by_type() -> None:
     assert sorted(s.slot for s in layout.slots) == ["f-g5-7", "f-p3-2"]
 
 
+def test_a_leaving_live_slot_is_taken_over_only_where_the_plan_fits_beside_what_it_runs() -> None:
+    """A live slot the previous layout lacks (scaled in, its servers draining) saves a boot only if
+    the planned servers start beside the ones it still runs; a placement that needs their room
+    would be a resize in place waiting on surge, so the plan gets a new instance instead."""
+    from autoscaler.core.layout import PlannedServer
+
+    running = PlannedServer(name="a-3", workload="a", model="alexnet", gpu_index=0, index=0, batch=4, mps_percent=65.0)
+    big = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a", mps=100.0, batch=13),)),)),))
+    small = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a", mps=30.0, batch=2),)),)),))
+    same = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a", mps=65.0, batch=4),)),)),))
+    live = replace(inp(extra={"f-p3-2": "p3"}, taken=frozenset({"f-p3-2"})), running={"f-p3-2": (running,)})
+    assert [s.slot for s in layout_from_plan(big, live).slots] == ["f-p3-3"]
+    assert [s.slot for s in layout_from_plan(small, live).slots] == ["f-p3-2"]
+    assert [s.slot for s in layout_from_plan(same, live).slots] == ["f-p3-2"]
+
+
 def test_changed_share_keeps_the_server_name() -> None:
     first = layout_from_plan(Plan("x", (instance("a"),)), inp())
     bigger = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a", mps=60.0, batch=8),)),)),))
