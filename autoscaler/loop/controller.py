@@ -246,7 +246,7 @@ class Controller:
         current = self.store.current_layout()
         fallback = dict(current.rates) if current else {}
         capacity = ready_capacity(self.store, obs.statuses, self.deps.contact)
-        seen = Seen(obs.reading.fresh, forecast_all(history, cfg, past), capacity, fallback)
+        seen = Seen(obs.reading.fresh, forecast_all(history, cfg, past), capacity, fallback, obs.reading.peaks)
         tuned = tune(self.state.headroom, self.policy, obs.now, seen)
         self.state = replace(self.state, headroom=tuned.state)
         fc = tuned.planned

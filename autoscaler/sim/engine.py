@@ -123,6 +123,14 @@ class TraceRates:
         hi = int(np.searchsorted(self.times, now, "right"))
         return min(int(np.searchsorted(self.times, now - self.window_s, "right")), hi - 1), hi
 
+    def peaks(self, now: float, workloads: list[str] | tuple[str, ...]) -> dict[str, float | None]:
+        """Peaked: the busiest row of what read() covers, as HAProxy's rate_max gives the busiest
+        second since the previous read (rows are seconds at the finest)."""
+        if now < self.times[0]:
+            return {w: None for w in workloads}
+        lo, hi = self._rows(now)
+        return {w: float(self.rates[w][lo:hi].max()) if w in self.rates else None for w in workloads}
+
     def read(self, now: float, workloads: list[str] | tuple[str, ...]) -> dict[str, float | None]:
         if now < self.times[0]:
             return {w: None for w in workloads}

@@ -122,3 +122,36 @@ def test_only_status_fed_sources_declare_feed() -> None:
     """The controller hands statuses to sources that declare the StatusFed capability, and to no other."""
     assert isinstance(AgentsRates(), StatusFed)
     assert not isinstance(ManualRates({"a": 1.0}), StatusFed)
+
+
+class PeakedRates(ManualRates):
+    """ManualRates that also tells the busiest second of each read (rates.base.Peaked)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.peak_values: dict[str, float | None] = {}
+        self.peaks_fail = False
+
+    def peaks(self, now: float, workloads: list[str]) -> dict[str, float | None]:
+        if self.peaks_fail:
+            raise ConnectionError("peaks down")
+        return {w: self.peak_values.get(w) for w in workloads}
+
+
+def test_a_peaked_source_gives_the_peaks_of_its_fresh_rates() -> None:
+    from autoscaler.rates.base import Peaked
+
+    src = PeakedRates()
+    assert isinstance(src, Peaked) and not isinstance(ManualRates(), Peaked)
+    reader = RateReader(src, stale_after_s=100)
+    src.set(a=10.0, b=20.0, c=None)
+    src.peak_values = {"a": 55.0, "b": 5.0, "c": 99.0}
+    r = reader.read(0, ["a", "b", "c"])
+    assert r.peaks == {"a": 55.0, "b": 20.0}  # b's peak is never under its rate; c read nothing
+    src.peaks_fail = True
+    r = reader.read(1, ["a", "b", "c"])
+    assert r.peaks == {} and r.fresh == {"a": 10.0, "b": 20.0} and r.error is None
+    src.fail = True
+    r = reader.read(2, ["a", "b"])
+    assert r.peaks == {} and r.rates == {"a": 10.0, "b": 20.0}  # stale values have no peak
+    assert RateReader(ManualRates({"a": 1.0}), 100).read(0, ["a"]).peaks == {}
