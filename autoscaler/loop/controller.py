@@ -251,6 +251,7 @@ class Controller:
         self.state = replace(self.state, headroom=tuned.state)
         fc = tuned.planned
         report.headroom, report.forecast_error, report.attainment = tuned.headroom, tuned.errors, tuned.attainment
+        report.burst_floor = tuned.floor
         planned = {w.name: _first(fc.get(w.name), fallback.get(w.name), w.rate_rps) for w in self.policy.workloads}
         for w in obs.reading.missing:
             planned[w] = max(planned[w], fallback.get(w, 0.0))
