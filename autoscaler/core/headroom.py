@@ -32,6 +32,19 @@ The estimator, per workload, every tick (time and rates are passed in):
 - Missing rate data adds nothing and decays nothing: the histogram, so the headroom, stays as it
   was (a quantile is unchanged by scaling every weight alike, and no weight is added).
 
+- Burst floor. Attainment is scored on the rows a rate source's mean smooths away: a workload
+  whose traffic comes in bursts of a few seconds (the Azure hour: 70 % of its code seconds are
+  idle, its busiest seconds 20 times its 30 s mean) is short in every burst however well its mean
+  is forecast. So each tick also notes the busiest rate the source saw since its previous read
+  (its peak: the busiest second where the source can tell, as the gateway's can, else the rate it
+  read), a sample is judged on that peak, and, in auto mode, no workload is planned below the
+  busiest peak of the last `burst_window_s` (scaling.scale_down_delay_s). That is the
+  stabilization window of Kubernetes' HPA (scale in only to the highest recommendation of the
+  last 5 minutes) applied to the rate that is scored: a burst that came back within the window is
+  covered the next time, and the floor lets go one window after the last burst, as the hold on
+  scale-in does. Where rows are no finer than the tick, the peak is the rate read, and the floor
+  is the busiest read of the window.
+
 The same state measures attainment: the fraction of the last hour (5-minute buckets) in which the
 capacity that was ready covered the observed rate; the status endpoint exports both.
 
@@ -64,6 +77,7 @@ class HeadroomConfig:
     cold_start: float = 0.5  # the least headroom until then
     floor: float = 0.0
     cap: float = 1.0
+    burst_window_s: float = 600.0  # scale_down_delay_s: plan for the busiest peak this recent (0: off)
 
     def edges(self) -> tuple[float, ...]:
         """Upper ratio edge of each bin: bin 0 is x <= 1, bin k <= (1 + cap)^(k / BINS)."""
@@ -81,6 +95,7 @@ class WorkloadErrors:
     observed_at: float | None = None  # the latest tick with a fresh rate
     samples_s: float = 0.0  # undecayed seconds of samples (for the warm-up)
     attain: tuple[tuple[float, float, float], ...] = ()
+    peaks: tuple[tuple[float, float], ...] = ()  # (time, busiest rate since the previous read)
 
     def total(self) -> float:
         return sum(self.weights)
@@ -100,6 +115,7 @@ class HeadroomState:
                 "observed_at": e.observed_at,
                 "samples_s": e.samples_s,
                 "attain": [list(b) for b in e.attain],
+                "peaks": [list(p) for p in e.peaks],
             }
             for w, e in sorted(self.workloads.items())
         }
@@ -116,6 +132,7 @@ class HeadroomState:
                     observed_at=None if d.get("observed_at") is None else float(d["observed_at"]),
                     samples_s=float(d.get("samples_s", 0.0)),
                     attain=tuple((float(a), float(b), float(c)) for a, b, c in d.get("attain", ())),
+                    peaks=tuple((float(t), float(v)) for t, v in d.get("peaks", ())),
                 )
             except (TypeError, ValueError, AttributeError):
                 out[w] = WorkloadErrors()
@@ -232,6 +249,18 @@ def settle(e: WorkloadErrors, held: float | None) -> WorkloadErrors:
     return replace(e, forecasts=(*e.forecasts[:-1], (t, f, h, float(held))))
 
 
+# -- the burst floor -----------------------------------------------------------------------------------
+def note_peak(e: WorkloadErrors, now: float, peak: float, cfg: HeadroomConfig) -> WorkloadErrors:
+    """Keep this tick's peak and those of the last burst_window_s."""
+    kept = tuple(p for p in e.peaks if p[0] > now - cfg.burst_window_s) if cfg.burst_window_s > 0 else ()
+    return replace(e, peaks=(*kept, (now, peak)) if cfg.burst_window_s > 0 else ())
+
+
+def burst_floor(e: WorkloadErrors, now: float, cfg: HeadroomConfig) -> float:
+    """The busiest peak of the last burst_window_s (0 when none): the least rate to plan for."""
+    return max((v for t, v in e.peaks if t > now - cfg.burst_window_s), default=0.0)
+
+
 # -- attainment over the last hour -------------------------------------------------------------------
 def record_attainment(e: WorkloadErrors, now: float, dt: float, covered: bool) -> WorkloadErrors:
     """Add dt seconds, covered or not, to the 5-minute bucket of `now`; drop buckets over an hour old."""
@@ -257,8 +286,9 @@ class TickInput:
     """What one tick tells the estimator, per workload. `observed`: fresh rates only (a missing
     workload is absent); `forecast`: base forecasts (before headroom); `floor`: min_rate_rps;
     `capacity`: the ready capacity that served the observed rate; `held`: the rates the layout in
-    force was planned for (the previous tick's: hold or target); `fixed`: a fixed headroom
-    (`headroom: 0.2`), or None for auto."""
+    force was planned for (the previous tick's: hold or target); `peak`: the busiest rate since
+    the previous read, where the source can tell (else the observed rate stands for it); `fixed`: a
+    fixed headroom (`headroom: 0.2`), or None for auto."""
 
     now: float
     interval_s: float
@@ -267,17 +297,20 @@ class TickInput:
     floor: Mapping[str, float] = field(default_factory=dict)
     capacity: Mapping[str, float] = field(default_factory=dict)
     held: Mapping[str, float] = field(default_factory=dict)
+    peak: Mapping[str, float] = field(default_factory=dict)
     fixed: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One tick's answer: the new state, the headroom to plan each workload with, and the forecast
-    errors this tick measured (observed / the judged base forecast - 1)."""
+    """One tick's answer: the new state, the headroom to plan each workload with, the forecast
+    errors this tick measured (observed / the judged base forecast - 1), and the burst floor: the
+    least rate to plan each workload for (0 with a fixed headroom)."""
 
     state: HeadroomState
     headroom: dict[str, float]
     errors: dict[str, float]
+    floor: dict[str, float] = field(default_factory=dict)
 
 
 def update(state: HeadroomState, inp: TickInput, cfg: HeadroomConfig) -> Step:
@@ -286,29 +319,33 @@ def update(state: HeadroomState, inp: TickInput, cfg: HeadroomConfig) -> Step:
     out: dict[str, WorkloadErrors] = dict(state.workloads)
     room: dict[str, float] = {}
     errors: dict[str, float] = {}
+    floor: dict[str, float] = {}
     for w, fc in inp.forecast.items():
         e = settle(out.get(w, WorkloadErrors()), inp.held.get(w))
         rate = inp.observed.get(w)
         if rate is not None:
             e = _observe(e, inp, w, rate, cfg, errors)
         room[w] = headroom_of(e, cfg) if inp.fixed is None else inp.fixed
+        floor[w] = burst_floor(e, inp.now, cfg) if inp.fixed is None else 0.0
         out[w] = remember(e, inp.now, fc, room[w], cfg)
-    return Step(HeadroomState(out), room, errors)
+    return Step(HeadroomState(out), room, errors, floor)
 
 
 def _observe(
     e: WorkloadErrors, inp: TickInput, w: str, rate: float, cfg: HeadroomConfig, errors: dict[str, float]
 ) -> WorkloadErrors:
     """A fresh rate: its seconds (since the previous fresh rate, at most a horizon) count towards
-    attainment and weigh its sample."""
+    attainment and weigh its sample, both judged on the peak (what capacity had to carry); the
+    forecast error is of the rate read (what the forecast forecasts)."""
     dt = inp.interval_s if e.observed_at is None else min(max(inp.now - e.observed_at, 0.0), cfg.horizon_s)
+    peak = max(rate, inp.peak.get(w, rate))
     capacity = inp.capacity.get(w)
     if capacity is not None:
-        e = record_attainment(e, inp.now, dt, capacity >= rate - 1e-9)
+        e = record_attainment(e, inp.now, dt, capacity >= peak - 1e-9)
     error = forecast_error(e, inp.now, rate, cfg)
     if error is not None:
         errors[w] = error
-    x = sample(e, inp.now, rate, inp.floor.get(w, 0.0), inp.held.get(w), cfg)
+    x = sample(e, inp.now, peak, inp.floor.get(w, 0.0), inp.held.get(w), cfg)
     if x is not None and dt > 0:
         e = learn(e, x, dt, cfg)
-    return replace(e, observed_at=inp.now)
+    return replace(note_peak(e, inp.now, peak, cfg), observed_at=inp.now)

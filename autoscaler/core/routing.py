@@ -74,6 +74,7 @@ class BackendSeen:
     errors_5xx: int
     sessions: int
     servers_up: int = 0
+    rate_max: int = 0  # the busiest second since the gateway's maxima were last cleared (HAProxy's rate_max)
 
 
 @dataclass(frozen=True, slots=True)

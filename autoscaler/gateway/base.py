@@ -14,6 +14,9 @@
   it runs there (core.routing.route_ops), applied; it returns them and the failures. A gateway of
   several hosts diffs each host against what that host runs, so one that missed an operation (it
   was down, or replaced) catches up on its own.
+- `clear_maxima()` starts the maxima `observe()` reports again (each backend's rate_max, its
+  busiest second); the counters are untouched. The rate source clears after each read, so the
+  next read's rate_max is the busiest second between the two.
 - `stop()` stops the gateway (`igniter down`); `close()` releases connections only: the gateway
   itself outlives the autoscaler, as instances do.
 """
@@ -100,6 +103,8 @@ class Gateway(Protocol):
     def observe(self) -> GatewayView: ...
 
     def apply(self, ops: Sequence[Op]) -> list[str]: ...
+
+    def clear_maxima(self) -> None: ...
 
     def route(self, desired: Mapping[str, Sequence[Route]], seen: GatewayView) -> tuple[list[Op], list[str]]: ...
 

@@ -30,6 +30,8 @@ class FakeGateway:
     spec: GatewaySpec | None = None
     servers: dict[tuple[str, str], ServerSeen] = field(default_factory=dict)
     requests: dict[str, int] = field(default_factory=dict)  # workload -> requests_total
+    rate_max: dict[str, int] = field(default_factory=dict)  # workload -> busiest second since cleared
+    clears: int = 0
     sessions: dict[str, int] = field(default_factory=dict)  # server name -> current sessions
     unhealthy: set[str] = field(default_factory=set)
     fail_start: str | None = None  # ensure raises GatewayError(this)
@@ -57,10 +59,17 @@ class FakeGateway:
                 errors_5xx=0,
                 sessions=sum(s.sessions for s in servers.values() if s.workload == w),
                 servers_up=sum(1 for s in servers.values() if s.workload == w and s.check_ok),
+                rate_max=self.rate_max.get(w, 0),
             )
             for w in self.spec.workloads
         }
         return GatewayView(backends, servers)
+
+    def clear_maxima(self) -> None:
+        if self.fail_observe or self.spec is None:
+            raise GatewayError("runtime API: connection refused (fake)")
+        self.rate_max.clear()
+        self.clears += 1
 
     def _live(self, s: ServerSeen) -> ServerSeen:
         ok = s.name not in self.unhealthy and s.admin != "maint"

@@ -77,6 +77,9 @@ class LocalHaproxy:
         spec = self._spec_or_fail()
         return runtime.apply_ops(self.channel, ops, spec)
 
+    def clear_maxima(self) -> None:
+        runtime.clear_maxima(self.channel)
+
     def route(self, desired: Mapping[str, Sequence[Route]], seen: GatewayView) -> tuple[list[Op], list[str]]:
         return route_one(self, desired, seen)
 

@@ -105,6 +105,10 @@ class RemoteGateway:
         self.views = {host.address or "": runtime.observe(self.channel(host)) for host in self._hosts()}
         return merge(list(self.views.values()))
 
+    def clear_maxima(self) -> None:
+        for host in self._hosts():
+            runtime.clear_maxima(self.channel(host))
+
     def apply(self, ops: Sequence[Op]) -> list[str]:
         spec = self._spec_or_fail()
         return [f"{h.address}: {e}" for h in self._hosts() for e in runtime.apply_ops(self.channel(h), ops, spec)]
@@ -202,6 +206,7 @@ def merge(views: Sequence[GatewayView]) -> GatewayView:
             requests_total=sum(b.requests_total for b in parts),
             errors_5xx=sum(b.errors_5xx for b in parts),
             sessions=sum(b.sessions for b in parts),
+            rate_max=sum(b.rate_max for b in parts),  # each host's busiest second: at most their sum
             servers_up=min(b.servers_up for b in parts) if len(parts) == len(views) else 0,
         )
     keys = {k for v in views for k in v.servers}

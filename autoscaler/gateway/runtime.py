@@ -123,6 +123,15 @@ def observe(channel: Channel) -> GatewayView:
     return parse_view(stat, state)
 
 
+def clear_maxima(channel: Channel) -> None:
+    """`clear counters`: every proxy's and server's maxima (rate_max, smax, qmax, ...) start
+    again; the cumulative counters (req_tot, stot, hrsp_*) are untouched. Needs the operator or
+    admin level (the gateway's socket is admin)."""
+    (answer,) = session(channel, ["clear counters"])
+    if answer.strip():
+        raise GatewayError(f"runtime API: clear counters: {answer.strip()[:200]}")
+
+
 def parse_view(stat: str, state: str) -> GatewayView:
     rows = list(csv.DictReader(io.StringIO(stat.lstrip("# "))))
     if not rows or "pxname" not in rows[0]:
@@ -141,6 +150,7 @@ def parse_view(stat: str, state: str) -> GatewayView:
                 errors_5xx=_int(r.get("hrsp_5xx")),
                 sessions=_int(r.get("scur")),
                 servers_up=_int(r.get("act")),
+                rate_max=_int(r.get("rate_max")),
             )
         elif r["svname"] != "FRONTEND":
             servers[(w, r["svname"])] = _server(w, r, states.get((r["pxname"], r["svname"]), {}))

@@ -246,11 +246,12 @@ class Controller:
         current = self.store.current_layout()
         fallback = dict(current.rates) if current else {}
         capacity = ready_capacity(self.store, obs.statuses, self.deps.contact)
-        seen = Seen(obs.reading.fresh, forecast_all(history, cfg, past), capacity, fallback)
+        seen = Seen(obs.reading.fresh, forecast_all(history, cfg, past), capacity, fallback, obs.reading.peaks)
         tuned = tune(self.state.headroom, self.policy, obs.now, seen)
         self.state = replace(self.state, headroom=tuned.state)
         fc = tuned.planned
         report.headroom, report.forecast_error, report.attainment = tuned.headroom, tuned.errors, tuned.attainment
+        report.burst_floor = tuned.floor
         planned = {w.name: _first(fc.get(w.name), fallback.get(w.name), w.rate_rps) for w in self.policy.workloads}
         for w in obs.reading.missing:
             planned[w] = max(planned[w], fallback.get(w, 0.0))

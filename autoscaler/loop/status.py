@@ -56,6 +56,12 @@ class Metrics:
         self.headroom = Gauge(
             "igniter_headroom_ratio", "Headroom planned above the forecast (0.2: 20 %)", ["workload"], registry=r
         )
+        self.burst_floor = Gauge(
+            "igniter_burst_floor_rps",
+            "Headroom auto: the busiest rate seen over the last scale_down_delay_s, the least planned",
+            ["workload"],
+            registry=r,
+        )
         self.attainment = Gauge(
             "igniter_attainment_last_hour_ratio",
             "Fraction of the last hour in which the ready capacity covered the observed rate",
@@ -110,6 +116,7 @@ class Metrics:
         _reset(self.correction, {(w,): v for w, v in corrections.items()})
         _reset(self.headroom, {(w,): v for w, v in report.headroom.items()})
         _reset(self.attainment, {(w,): v for w, v in report.attainment.items() if v is not None})
+        _reset(self.burst_floor, {(w,): v for w, v in report.burst_floor.items()})
 
 
 def _count(instances: list[dict[str, Any]]) -> list[tuple[dict[str, str], int]]:
@@ -158,8 +165,9 @@ def fleet_snapshot(controller: Controller) -> dict[str, Any]:
 
 
 def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, Any]:
-    """Per workload: the headroom planned with, the latest forecast error sample, and the measured
-    attainment over the last hour, with the policy's mode and target (docs/operations.md)."""
+    """Per workload: the headroom planned with, the burst floor (auto), the latest forecast error
+    sample, and the measured attainment over the last hour, with the policy's mode and target
+    (docs/operations.md)."""
     sc = controller.policy.scaling
     return {
         "mode": "auto" if sc.headroom == "auto" else "fixed",
@@ -167,6 +175,7 @@ def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, A
         "workloads": {
             w: {
                 "headroom": h,
+                "burst_floor_rps": report.burst_floor.get(w, 0.0),
                 "forecast_error": report.forecast_error.get(w),
                 "attainment_1h": report.attainment.get(w),
             }

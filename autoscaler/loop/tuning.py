@@ -18,9 +18,16 @@ from autoscaler.transport.base import AgentStatus
 
 
 def headroom_config(policy: Policy) -> HeadroomConfig:
-    """The estimator's constants for this policy: its target, boot time and forecast horizon."""
+    """The estimator's constants for this policy: its target, boot time, forecast horizon, and the
+    burst floor's window (the scale-down delay: the hold on scale-in keeps plans that long, the
+    floor keeps the busiest rate seen that long)."""
     sc = policy.scaling
-    return HeadroomConfig(target=sc.target_attainment, lead_s=sc.boot_s, horizon_s=sc.boot_s + sc.interval_s)
+    return HeadroomConfig(
+        target=sc.target_attainment,
+        lead_s=sc.boot_s,
+        horizon_s=sc.boot_s + sc.interval_s,
+        burst_window_s=sc.scale_down_delay_s,
+    )
 
 
 @dataclass(frozen=True)
@@ -35,21 +42,25 @@ class Tuned:
     headroom: dict[str, float]
     errors: dict[str, float] = field(default_factory=dict)
     attainment: dict[str, float | None] = field(default_factory=dict)
+    floor: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Seen:
     """What this tick saw, per workload: fresh rates, base forecasts (before headroom), the ready
-    capacity that carried the rates, and the rates the layout in force was planned for."""
+    capacity that carried the rates, the rates the layout in force was planned for, and the
+    busiest rate since the previous read where the source tells it (rates/base.py: Peaked)."""
 
     observed: Mapping[str, float]
     base: Mapping[str, float | None]
     capacity: Mapping[str, float]
     held: Mapping[str, float]
+    peak: Mapping[str, float] = field(default_factory=dict)
 
 
 def tune(state: HeadroomState, policy: Policy, now: float, seen: Seen) -> Tuned:
-    """Update the estimator with this tick, then size each workload's headroom."""
+    """Update the estimator with this tick, then size each workload's headroom: planned is
+    base * (1 + headroom), never below the burst floor (auto mode only; core/headroom.py)."""
     cfg = headroom_config(policy)
     base = {w.name: seen.base.get(w.name) for w in policy.workloads}
     inp = TickInput(
@@ -60,11 +71,13 @@ def tune(state: HeadroomState, policy: Policy, now: float, seen: Seen) -> Tuned:
         floor={w.name: float(w.min_rate_rps) for w in policy.workloads},
         capacity=seen.capacity,
         held=seen.held,
+        peak=seen.peak,
         fixed=None if policy.scaling.headroom == "auto" else float(policy.scaling.headroom),
     )
     step = update(state, inp, cfg)
-    planned = {w: None if f is None else f * (1.0 + step.headroom[w]) for w, f in base.items()}
-    return Tuned(step.state, planned, step.headroom, step.errors, {w: step.state.attainment(w, now) for w in base})
+    planned = {w: None if f is None else max(f * (1.0 + step.headroom[w]), step.floor[w]) for w, f in base.items()}
+    attained = {w: step.state.attainment(w, now) for w in base}
+    return Tuned(step.state, planned, step.headroom, step.errors, attained, step.floor)
 
 
 def ready_capacity(store: Store, statuses: Mapping[str, AgentStatus], contact: bool) -> dict[str, float]:

@@ -167,7 +167,7 @@ def _remote_gateway(policy: Policy, state_path: Path, provider: Provider | None)
     return RemoteGateway(cfg, SshTransport(agents, pin))  # type: ignore[arg-type]
 
 
-GATEWAY_MUTATING = ("ensure", "apply", "route", "stop")  # what a standby must not do to the gateway
+GATEWAY_MUTATING = ("ensure", "apply", "route", "clear_maxima", "stop")  # what a standby must not do to the gateway
 
 
 def check_gateway(policy: Policy, state_path: Path) -> None:
@@ -198,7 +198,7 @@ def _source(policy: Policy, gateway: Gateway | None = None) -> RateSource:
 
         if gateway is None:
             raise InputError(policy.source or "<policy>", "rates.source", "gateway needs gateway.kind haproxy")
-        return GatewayRates(gateway.observe)
+        return GatewayRates(gateway.observe, gateway.clear_maxima)
     if kind == "agents":
         from autoscaler.rates.agents import AgentsRates
 
@@ -271,6 +271,7 @@ def build_controller(
     except BaseException:
         store.close()
         raise
+    gateway = None if gateway is None else fenced(gateway, fence, GATEWAY_MUTATING)
     deps = Deps(
         provider if fence is None else FencedProvider(provider, fence),
         transport if fence is None else FencedTransport(transport, fence),
@@ -281,7 +282,7 @@ def build_controller(
         contact,
         make_gate(policy, provider, pins),
         interruptions=_fenced_interruptions(make_interruptions(policy), fence),
-        gateway=None if gateway is None else fenced(gateway, fence, GATEWAY_MUTATING),
+        gateway=gateway,
     )
     return Controller(policy, deps)
 

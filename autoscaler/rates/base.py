@@ -22,3 +22,15 @@ class StatusFed(Protocol):
     def feed(self, statuses: Mapping[str, AgentStatus]) -> None:
         """The statuses observed this tick, by slot (agents that did not answer are absent)."""
         ...
+
+
+@runtime_checkable
+class Peaked(Protocol):
+    """Optional RateSource capability: the busiest rate since the previous read, finer than the
+    read's mean (HAProxy's per-second `rate_max`, a trace's busiest row). Capacity must carry
+    that peak, not the mean; the headroom step plans for it (core/headroom.py: the burst floor)."""
+
+    def peaks(self, now: float, workloads: Sequence[str]) -> dict[str, float | None]:
+        """Busiest req/s per workload over what the latest read() covered; None where unknown.
+        Called right after read() on the same tick."""
+        ...

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from autoscaler.rates.base import RateSource
+from autoscaler.rates.base import Peaked, RateSource
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +22,7 @@ class Reading:
     fresh: dict[str, float]  # values the source gave this tick
     missing: frozenset[str]  # no usable value at all
     error: str | None = None  # the source's failure this tick, if any
+    peaks: dict[str, float] = field(default_factory=dict)  # busiest rate of a fresh value's read (Peaked)
 
 
 class RateReader:
@@ -42,4 +43,17 @@ class RateReader:
         for w, v in fresh.items():
             self.last_good[w] = (now, v)
         rates = {w: v for w, (t, v) in self.last_good.items() if w in workloads and now - t <= self.stale_after_s}
-        return Reading(rates, fresh, frozenset(w for w in workloads if w not in rates), error)
+        missing = frozenset(w for w in workloads if w not in rates)
+        return Reading(rates, fresh, missing, error, self._peaks(now, fresh) if error is None else {})
+
+    def _peaks(self, now: float, fresh: dict[str, float]) -> dict[str, float]:
+        """A Peaked source's peaks for the fresh values, never below the value read; a failure
+        gives none (the rates read still count)."""
+        if not isinstance(self.source, Peaked) or not fresh:
+            return {}
+        try:
+            raw = self.source.peaks(now, list(fresh))
+        except Exception as exc:  # a peak is a refinement: losing it never loses the tick's rates
+            log.warning("rate source peaks failed: %s: %s", type(self.source).__name__, exc)
+            return {}
+        return {w: max(float(v), fresh[w]) for w, v in raw.items() if w in fresh and v is not None and v >= 0}

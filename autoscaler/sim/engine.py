@@ -13,9 +13,10 @@ tick asks to (`TickReport.wake_at`: instances due to finish booting, make-before
 waiting on servers just started), as `igniter run` does. Trace row k's rate
 holds from its time to the next row's. The rate source reports what a counter-based source would:
 the mean of the trace rows of the last interval (or the latest row when rows are coarser than the
-interval). At each trace row a workload's capacity is the summed predicted throughput of its
-servers on ready instances, as the fleet stands after the ticks up to that time; it is compared with
-the row's rate. Cost is every instance's price from launch to termination (pending time is billed,
+interval), and as its peak (rates.base.Peaked) the busiest of those rows, what the gateway's
+source reads as HAProxy's rate_max, the busiest second since its previous read. At each trace
+row a workload's capacity is the summed predicted throughput of its servers on ready instances,
+as the fleet stands after the ticks up to that time; it is compared with the row's rate. Cost is every instance's price from launch to termination (pending time is billed,
 as EC2 bills it). The simulation starts warm: the fleet the first tick plans is already running.
 
 The `oracle` strategy is the same controller with a perfect forecast: its rate source reports the
@@ -122,6 +123,14 @@ class TraceRates:
             return 0, max(1, int(np.searchsorted(self.times, t0 + self.warm_s, "left")))
         hi = int(np.searchsorted(self.times, now, "right"))
         return min(int(np.searchsorted(self.times, now - self.window_s, "right")), hi - 1), hi
+
+    def peaks(self, now: float, workloads: list[str] | tuple[str, ...]) -> dict[str, float | None]:
+        """Peaked: the busiest row of what read() covers, as HAProxy's rate_max gives the busiest
+        second since the previous read (rows are seconds at the finest)."""
+        if now < self.times[0]:
+            return {w: None for w in workloads}
+        lo, hi = self._rows(now)
+        return {w: float(self.rates[w][lo:hi].max()) if w in self.rates else None for w in workloads}
 
     def read(self, now: float, workloads: list[str] | tuple[str, ...]) -> dict[str, float | None]:
         if now < self.times[0]:

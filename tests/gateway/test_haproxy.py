@@ -248,6 +248,47 @@ def test_long_state_paths_get_a_short_private_socket(tmp_path: Path) -> None:
     )
 
 
+def test_gateway_rates_see_the_busiest_second_a_mean_smooths_away(
+    gw: tuple[LocalHaproxy, GatewaySpec], stubs: list
+) -> None:
+    """A one-second burst, then a quiet trickle: the read over the burst's 4 s has a mean a
+    fraction of its busiest second, which the peak reports (HAProxy's rate_max); the maxima are
+    cleared after each read, so the next read's peak is the trickle's, while the request counter
+    (what the mean is made of) is untouched by the clearing."""
+    gateway, spec = gw
+    gateway.apply([AddServer("a", "a-0", addr(stubs[0]))])
+    wait_until(lambda: "a-0" in gateway.observe().healthy(), 10, "a-0's check")
+    gateway.apply([SetWeight("a", "a-0", 256)])
+    source = GatewayRates(gateway.observe, gateway.clear_maxima)
+    source.read(time.monotonic(), ["a"])
+    start = time.monotonic()
+
+    def burst() -> None:
+        with httpx.Client(timeout=5) as c:
+            while time.monotonic() < start + 1.0:
+                c.post(url(spec, "/v2/models/a/infer"), json={})
+
+    senders = [threading.Thread(target=burst) for _ in range(4)]
+    for t in senders:
+        t.start()
+    for t in senders:
+        t.join()
+    time.sleep(max(0.0, start + 4.0 - time.monotonic()))
+    mean = source.read(time.monotonic(), ["a"])["a"]
+    peak = source.peaks(0.0, ["a"])["a"]
+    assert mean is not None and peak is not None
+    assert peak >= 2.5 * mean > 0, (peak, mean)
+    with httpx.Client(timeout=5) as c:
+        for _ in range(6):
+            c.post(url(spec, "/v2/models/a/infer"), json={})
+            time.sleep(0.5)
+    calm = source.read(time.monotonic(), ["a"])["a"]
+    calm_peak = source.peaks(0.0, ["a"])["a"]
+    assert calm is not None and calm_peak is not None
+    assert calm_peak <= 4 and calm_peak < peak / 4, (calm_peak, peak)
+    assert 0.5 <= calm <= 3.0  # 6 requests in about 3 s: the counter kept counting through the clear
+
+
 def test_gateway_rates_track_a_stepped_load(gw: tuple[LocalHaproxy, GatewaySpec], stubs: list) -> None:
     """Paced load at 20, then 60, then 35 req/s (four senders); each 2 s reading is within 10 % of
     what the clients sent in the same window."""

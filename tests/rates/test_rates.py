@@ -122,3 +122,67 @@ def test_only_status_fed_sources_declare_feed() -> None:
     """The controller hands statuses to sources that declare the StatusFed capability, and to no other."""
     assert isinstance(AgentsRates(), StatusFed)
     assert not isinstance(ManualRates({"a": 1.0}), StatusFed)
+
+
+class PeakedRates(ManualRates):
+    """ManualRates that also tells the busiest second of each read (rates.base.Peaked)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.peak_values: dict[str, float | None] = {}
+        self.peaks_fail = False
+
+    def peaks(self, now: float, workloads: list[str]) -> dict[str, float | None]:
+        if self.peaks_fail:
+            raise ConnectionError("peaks down")
+        return {w: self.peak_values.get(w) for w in workloads}
+
+
+def test_a_peaked_source_gives_the_peaks_of_its_fresh_rates() -> None:
+    from autoscaler.rates.base import Peaked
+
+    src = PeakedRates()
+    assert isinstance(src, Peaked) and not isinstance(ManualRates(), Peaked)
+    reader = RateReader(src, stale_after_s=100)
+    src.set(a=10.0, b=20.0, c=None)
+    src.peak_values = {"a": 55.0, "b": 5.0, "c": 99.0}
+    r = reader.read(0, ["a", "b", "c"])
+    assert r.peaks == {"a": 55.0, "b": 20.0}  # b's peak is never under its rate; c read nothing
+    src.peaks_fail = True
+    r = reader.read(1, ["a", "b", "c"])
+    assert r.peaks == {} and r.fresh == {"a": 10.0, "b": 20.0} and r.error is None
+    src.fail = True
+    r = reader.read(2, ["a", "b"])
+    assert r.peaks == {} and r.rates == {"a": 10.0, "b": 20.0}  # stale values have no peak
+    assert RateReader(ManualRates({"a": 1.0}), 100).read(0, ["a"]).peaks == {}
+
+
+def test_gateway_rates_peaks_are_the_busiest_second_between_reads() -> None:
+    """rate_max read with the counter, the maxima cleared after each read (so the next peak starts
+    afresh); a clear that fails keeps the rates, and the next peak spans both reads."""
+    from autoscaler.core.routing import AddServer
+    from autoscaler.gateway.base import GatewaySpec
+    from autoscaler.gateway.fake import FakeGateway
+    from autoscaler.rates.base import Peaked
+    from autoscaler.rates.gateway import GatewayRates
+
+    gw = FakeGateway()
+    gw.ensure(GatewaySpec(listen="127.0.0.1:1", workloads=("a", "b")))
+    gw.apply([AddServer("a", "a-0", "127.0.0.1:2")])
+    src = GatewayRates(gw.observe, gw.clear_maxima)
+    reader = RateReader(src, stale_after_s=100)
+    assert isinstance(src, Peaked)
+    gw.requests, gw.rate_max = {"a": 0, "b": 0}, {"a": 7}
+    assert reader.read(0, ["a", "b", "c"]).peaks == {}  # no previous counter: nothing fresh
+    assert gw.clears == 1 and gw.rate_max == {}
+    gw.requests, gw.rate_max = {"a": 300, "b": 30}, {"a": 60, "b": 1}
+    r = reader.read(30, ["a", "b", "c"])
+    assert r.fresh == {"a": 10.0, "b": 1.0} and r.peaks == {"a": 60.0, "b": 1.0}
+    assert src.peaks(30, ["c"]) == {"c": None}
+    gw.requests, gw.rate_max = {"a": 600, "b": 60}, {"a": 12}
+    r = reader.read(60, ["a", "b"])
+    assert r.peaks == {"a": 12.0, "b": 1.0}  # b's busiest second since the clear was none: its mean stands
+    src.clear = lambda: (_ for _ in ()).throw(ConnectionError("socket gone"))
+    gw.requests, gw.rate_max = {"a": 900, "b": 90}, {"a": 40}
+    r = reader.read(90, ["a", "b"])
+    assert r.fresh == {"a": 10.0, "b": 1.0} and r.peaks["a"] == 40.0
