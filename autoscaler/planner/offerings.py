@@ -32,8 +32,8 @@ from dataclasses import replace
 
 from autoscaler.config.offerings import ON_DEMAND, SPOT, SPOT_SUFFIX
 from autoscaler.model.perfmodel import PerfModel
+from autoscaler.planner.cuts import cut_choices
 from autoscaler.planner.state import price_per_gpu
-from autoscaler.planner.tasks import max_batch, option_on
 from autoscaler.planner.types import Demand, GpuOut, InstanceOption, InstanceOut, PlacementOut, Plan, Unplaced
 
 Run = Callable[[Sequence[Demand], Sequence[InstanceOption], Mapping[str, PerfModel], Plan | None], Plan]
@@ -53,14 +53,49 @@ def plan_offerings(
     virtual = [_virtual_option(o) for o in options]
     vmodels = {**models, **{o.gpu: models[_real(o.gpu)] for o in virtual}}
     before = on_demand_rates(current) if current is not None else {}
-    parts = split(demands, virtual, vmodels, before=before)
+    best: Plan | None = None
+    for cuts in fresh_cuts(demands, virtual, vmodels):
+        plan = _plan_parts(run, demands, virtual, vmodels, current, before, cuts)
+        if best is None or _rank(plan) < _rank(best):
+            best = plan
+    assert best is not None
+    return cheaper_on_demand_only(run, demands, options, models, current, to_real(best))
+
+
+def _plan_parts(
+    run: Run,
+    demands: Sequence[Demand],
+    virtual: Sequence[InstanceOption],
+    vmodels: Mapping[str, PerfModel],
+    current: Plan | None,
+    before: Mapping[str, float],
+    cuts: Mapping[str, float],
+) -> Plan:
+    """`run` on the parts of one cut set (in the planner's terms); a workload whose on-demand part
+    found no capacity is planned once more without its floor."""
+    parts = split(demands, virtual, vmodels, before=before, cuts=cuts)
     vcurrent = to_virtual(current, parts) if current is not None else None
     plan = run(parts, virtual, vmodels, vcurrent)
     short = _floor_short(plan, demands)
     if short:
-        plan = run(split(demands, virtual, vmodels, short, before), virtual, vmodels, vcurrent)
+        plan = run(split(demands, virtual, vmodels, short, before, cuts), virtual, vmodels, vcurrent)
         plan = replace(plan, stats={**plan.stats, "on_demand_floor": f"not met for {', '.join(sorted(short))}"})
-    return cheaper_on_demand_only(run, demands, options, models, current, to_real(plan))
+    return plan
+
+
+def _rank(plan: Plan) -> tuple[int, float, int]:
+    """Among the cut sets' plans: the most placed, then the cheapest (to the cent per hour, so a
+    rounding difference moves nothing), then the fewest moves."""
+    return (len(plan.unplaced), round(plan.cost_per_hour, 2), plan.moved)
+
+
+def fresh_cuts(
+    demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel]
+) -> list[dict[str, float]]:
+    """The cut sets to plan (planner/cuts.py), on the planner's options and models."""
+    od_gpus = frozenset(o.gpu for o in options if o.capacity_type == ON_DEMAND)
+    floors = {d.workload: min(max(d.on_demand_floor, 0.0), 1.0) for d in demands}
+    return cut_choices(demands, floors, od_gpus, price_per_gpu(options), models)
 
 
 def cheaper_on_demand_only(
@@ -91,16 +126,19 @@ def split(
     models: Mapping[str, PerfModel],
     waived: frozenset[str] = frozenset(),
     before: Mapping[str, float] | None = None,
+    cuts: Mapping[str, float] | None = None,
 ) -> list[Demand]:
-    """Each demand as its on-demand part (at least the floor, on-demand GPU types only; see
-    `on_demand_rate`, and `sticky` against the current plan's on-demand rates `before`) and its
+    """Each demand as its on-demand part (its cut from `cuts`, by default its own cheapest,
+    planner/cuts.py; `sticky` against the current plan's on-demand rates `before`) and its
     flexible part (`<workload>@spot`, anywhere); empty parts are left out."""
+    demands = list(demands)
     od_gpus = frozenset(o.gpu for o in options if o.capacity_type == ON_DEMAND)
-    prices = price_per_gpu(options)
+    if cuts is None:
+        cuts = fresh_cuts(demands, options, models)[0]
     out: list[Demand] = []
     for d in demands:
         floor = 0.0 if d.workload in waived else min(max(d.on_demand_floor, 0.0), 1.0)
-        od = on_demand_rate(d, floor, od_gpus, prices, models)
+        od = 0.0 if floor <= 0 else cuts[d.workload]
         if before is not None and d.workload in before and floor > 0:
             od = sticky(before[d.workload], floor * d.rate_rps, od, d.rate_rps)
         if od > 0 or d.rate_rps <= 0:
@@ -132,58 +170,6 @@ def on_demand_rates(plan: Plan) -> dict[str, float]:
                 for p in g.placements:
                     out[p.workload] = out.get(p.workload, 0.0) + p.rate_rps
     return out
-
-
-def on_demand_rate(
-    d: Demand, floor: float, od_gpus: frozenset[str], prices: Mapping[str, float], models: Mapping[str, PerfModel]
-) -> float:
-    """The on-demand part's rate: at least floor x rate, chosen among a few cuts by the cost of
-    the two parts' lower bounds (as tasks.decompose prices a demand). The exact floor adds a server
-    the unsplit workload would not have, and a small server costs more share per request; so the
-    cut may also fall on whole replicas of the on-demand type (k x its carry), on everything but
-    whole replicas of the flexible type (rate - j x its carry), or take the whole rate."""
-    need, rate = floor * d.rate_rps, d.rate_rps
-    if need <= 0 or rate <= 0:
-        return 0.0
-    if need >= rate * (1 - 1e-12):
-        return rate
-    cuts = {need, rate}
-    od_carry, flex_carry = _carry(d, od_gpus, prices, models), _carry(d, set(prices), prices, models)
-    if od_carry:
-        cuts.add(math.ceil(need / od_carry - 1e-9) * od_carry)
-    if flex_carry:
-        cuts.add(rate - math.floor((rate - need) / flex_carry + 1e-9) * flex_carry)
-    ok = sorted(c for c in cuts if need * (1 - 1e-12) <= c <= rate)
-    return min(ok, key=lambda c: _cost(d, c, od_gpus, prices, models) + _cost(d, rate - c, set(prices), prices, models))
-
-
-def _cost(
-    d: Demand, rate: float, gpus: Iterable[str], prices: Mapping[str, float], models: Mapping[str, PerfModel]
-) -> float:
-    """The cheapest lower-bound cost of serving `rate` of `d` on one of `gpus` (inf: none can)."""
-    if rate <= EPS * max(d.rate_rps, 1.0):
-        return 0.0
-    part = replace(d, rate_rps=rate)
-    costs = [o.cost for g in gpus if (o := option_on(models[g], g, part, prices[g])) is not None]
-    return min(costs, default=math.inf)
-
-
-def _carry(
-    d: Demand, gpus: Iterable[str], prices: Mapping[str, float], models: Mapping[str, PerfModel]
-) -> float | None:
-    """What one whole-GPU replica of `d` carries on the cheapest (per request) of `gpus`."""
-    best: tuple[float, float] | None = None
-    for g in gpus:
-        model = models[g]
-        if d.model not in model.coef:
-            continue
-        top = max_batch(model, d.model, d.slo_ms / 2.0 / d.correction)
-        if top == 0:
-            continue
-        carry = model.solo(d.model, top, 100.0)[1] / d.correction
-        if carry > 0 and (best is None or prices[g] / carry < best[0]):
-            best = (prices[g] / carry, carry)
-    return None if best is None else best[1]
 
 
 def _virtual_option(o: InstanceOption) -> InstanceOption:
