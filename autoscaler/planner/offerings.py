@@ -52,7 +52,7 @@ def plan_offerings(
         return run(demands, options, models, current)
     virtual = [_virtual_option(o) for o in options]
     vmodels = {**models, **{o.gpu: models[_real(o.gpu)] for o in virtual}}
-    before = on_demand_rates(current) if current is not None else {}
+    before = on_demand_prefixes(current) if current is not None else {}
     best: Plan | None = None
     for cuts in fresh_cuts(demands, virtual, vmodels):
         plan = _plan_parts(run, demands, virtual, vmodels, current, before, cuts)
@@ -68,7 +68,7 @@ def _plan_parts(
     virtual: Sequence[InstanceOption],
     vmodels: Mapping[str, PerfModel],
     current: Plan | None,
-    before: Mapping[str, float],
+    before: Mapping[str, Sequence[float]],
     cuts: Mapping[str, float],
 ) -> Plan:
     """`run` on the parts of one cut set (in the planner's terms); a workload whose on-demand part
@@ -125,11 +125,11 @@ def split(
     options: Sequence[InstanceOption],
     models: Mapping[str, PerfModel],
     waived: frozenset[str] = frozenset(),
-    before: Mapping[str, float] | None = None,
+    before: Mapping[str, Sequence[float]] | None = None,
     cuts: Mapping[str, float] | None = None,
 ) -> list[Demand]:
     """Each demand as its on-demand part (its cut from `cuts`, by default its own cheapest,
-    planner/cuts.py; `sticky` against the current plan's on-demand rates `before`) and its
+    planner/cuts.py; `sticky` against what the current plan's on-demand placements carry, `before`) and its
     flexible part (`<workload>@spot`, anywhere); empty parts are left out."""
     demands = list(demands)
     od_gpus = frozenset(o.gpu for o in options if o.capacity_type == ON_DEMAND)
@@ -151,14 +151,40 @@ def split(
 STICKY = 0.5  # an on-demand part may stay up to this much above its floor (or its fresh cut) to move nothing
 
 
-def sticky(before: float, need: float, fresh: float, rate: float) -> float:
-    """The on-demand part's rate against the current plan: what its on-demand placements carried
-    (`before`) while that is at least the floor and at most the fresh cut or the floor plus
-    STICKY, whichever is more, so that a rate change moves the flexible part alone; the nearest
-    bound otherwise. Without it both parts follow every rate change and a plan moves about twice
-    the servers (and the cut's choice between whole replicas and the exact floor flips)."""
+def sticky(before: Sequence[float], need: float, fresh: float, rate: float) -> float:
+    """The on-demand part's rate against the current plan, whose on-demand placements of the
+    workload carry the running sums `before` (in the order `to_virtual` labels them, largest
+    share first): all of it while that is at least the floor and at most the fresh cut or the
+    floor plus STICKY, whichever is more, so that a rate change moves the flexible part alone.
+    Above that bound, the largest running sum within bounds: the first placements stay the
+    on-demand part as they are and the rest stay the flexible part (a flexible part filling the
+    room on an on-demand GPU); the nearest bound otherwise. Without it both parts follow every
+    rate change and a plan moves about twice the servers (and the cut's choice between whole
+    replicas and the exact floor flips)."""
     hi = min(rate, max(fresh, need * (1 + STICKY)))
-    return min(max(before, need), hi)
+    total = before[-1] if before else 0.0
+    if total > hi:
+        fits = [s for s in before if need * (1 - 1e-9) <= s <= hi]
+        if fits:
+            return max(fits)
+    return min(max(total, need), hi)
+
+
+def on_demand_prefixes(plan: Plan) -> dict[str, list[float]]:
+    """Per workload, the running sums of the rates its on-demand placements carry, in the order
+    `_on_demand_labels` gives them to its on-demand part."""
+    rows = sorted(
+        (-p.mps_percent, i, g.index, k, p)
+        for i, inst in enumerate(plan.instances)
+        if inst.capacity_type == ON_DEMAND
+        for g in inst.gpus
+        for k, p in enumerate(g.placements)
+    )
+    out: dict[str, list[float]] = {}
+    for *_, p in rows:
+        sums = out.setdefault(p.workload, [])
+        sums.append((sums[-1] if sums else 0.0) + p.rate_rps)
+    return out
 
 
 def on_demand_rates(plan: Plan) -> dict[str, float]:
