@@ -39,15 +39,11 @@ def cut_choices(
     prices: Mapping[str, float],
     models: Mapping[str, PerfModel],
 ) -> list[Cuts]:
-    """The distinct cut sets worth planning: own cuts first (ties keep them), the fleet's, the
-    exact floors."""
+    """The distinct cut sets worth planning: the workloads' own cuts, then the fleet's."""
     cands = {d.workload: candidates(d, floors[d.workload], od_gpus, prices, models) for d in demands}
     own = own_cuts(demands, cands, od_gpus, prices, models)
-    out = [own]
-    for cuts in (fleet_cuts(demands, cands, own, od_gpus, prices, models), {w: c[0] for w, c in cands.items()}):
-        if cuts not in out:
-            out.append(cuts)
-    return out
+    fleet = fleet_cuts(demands, cands, own, od_gpus, prices, models)
+    return [own] if fleet == own else [own, fleet]
 
 
 def candidates(

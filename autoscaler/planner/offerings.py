@@ -52,14 +52,10 @@ def plan_offerings(
         return run(demands, options, models, current)
     virtual = [_virtual_option(o) for o in options]
     vmodels = {**models, **{o.gpu: models[_real(o.gpu)] for o in virtual}}
-    before = on_demand_prefixes(current) if current is not None else {}
-    best: Plan | None = None
-    for cuts in fresh_cuts(demands, virtual, vmodels):
-        plan = _plan_parts(run, demands, virtual, vmodels, current, before, cuts)
-        if best is None or _rank(plan) < _rank(best):
-            best = plan
-    assert best is not None
-    return cheaper_on_demand_only(run, demands, options, models, current, to_real(best))
+    plans = [
+        _plan_parts(run, demands, virtual, vmodels, current, cuts) for cuts in fresh_cuts(demands, virtual, vmodels)
+    ]
+    return cheaper_on_demand_only(run, demands, options, models, current, to_real(min(plans, key=_rank)))
 
 
 def _plan_parts(
@@ -68,24 +64,23 @@ def _plan_parts(
     virtual: Sequence[InstanceOption],
     vmodels: Mapping[str, PerfModel],
     current: Plan | None,
-    before: Mapping[str, Sequence[float]],
     cuts: Mapping[str, float],
 ) -> Plan:
     """`run` on the parts of one cut set (in the planner's terms); a workload whose on-demand part
     found no capacity is planned once more without its floor."""
-    parts = split(demands, virtual, vmodels, before=before, cuts=cuts)
+    parts = split(demands, virtual, vmodels, cuts=cuts)
     vcurrent = to_virtual(current, parts) if current is not None else None
     plan = run(parts, virtual, vmodels, vcurrent)
     short = _floor_short(plan, demands)
     if short:
-        plan = run(split(demands, virtual, vmodels, short, before, cuts), virtual, vmodels, vcurrent)
+        plan = run(split(demands, virtual, vmodels, short, cuts), virtual, vmodels, vcurrent)
         plan = replace(plan, stats={**plan.stats, "on_demand_floor": f"not met for {', '.join(sorted(short))}"})
     return plan
 
 
 def _rank(plan: Plan) -> tuple[int, float, int]:
     """Among the cut sets' plans: the most placed, then the cheapest (to the cent per hour, so a
-    rounding difference moves nothing), then the fewest moves."""
+    rounding difference decides nothing), then the fewest moves against the current plan."""
     return (len(plan.unplaced), round(plan.cost_per_hour, 2), plan.moved)
 
 
@@ -125,12 +120,13 @@ def split(
     options: Sequence[InstanceOption],
     models: Mapping[str, PerfModel],
     waived: frozenset[str] = frozenset(),
-    before: Mapping[str, Sequence[float]] | None = None,
     cuts: Mapping[str, float] | None = None,
 ) -> list[Demand]:
     """Each demand as its on-demand part (its cut from `cuts`, by default its own cheapest,
-    planner/cuts.py; `sticky` against what the current plan's on-demand placements carry, `before`) and its
-    flexible part (`<workload>@spot`, anywhere); empty parts are left out."""
+    planner/cuts.py) and its flexible part (`<workload>@spot`, anywhere); empty parts are left
+    out. The parts follow the rates: nothing holds an on-demand part at what it carried before,
+    since the planner keeps the current placements that still fit either part (`to_virtual`),
+    and the cut sets' plans are ranked by cost and then by moves."""
     demands = list(demands)
     od_gpus = frozenset(o.gpu for o in options if o.capacity_type == ON_DEMAND)
     if cuts is None:
@@ -139,62 +135,10 @@ def split(
     for d in demands:
         floor = 0.0 if d.workload in waived else min(max(d.on_demand_floor, 0.0), 1.0)
         od = 0.0 if floor <= 0 else cuts[d.workload]
-        if before is not None and d.workload in before and floor > 0:
-            od = sticky(before[d.workload], floor * d.rate_rps, od, d.rate_rps)
         if od > 0 or d.rate_rps <= 0:
             out.append(replace(d, rate_rps=od, gpus=od_gpus))
         if d.rate_rps - od > EPS * max(d.rate_rps, 1.0):
             out.append(replace(d, workload=d.workload + SPOT_SUFFIX, rate_rps=d.rate_rps - od, gpus=None))
-    return out
-
-
-STICKY = 0.5  # an on-demand part may stay up to this much above its floor (or its fresh cut) to move nothing
-
-
-def sticky(before: Sequence[float], need: float, fresh: float, rate: float) -> float:
-    """The on-demand part's rate against the current plan, whose on-demand placements of the
-    workload carry the running sums `before` (in the order `to_virtual` labels them, largest
-    share first): all of it while that is at least the floor and at most the fresh cut or the
-    floor plus STICKY, whichever is more, so that a rate change moves the flexible part alone.
-    Above that bound, the largest running sum within bounds: the first placements stay the
-    on-demand part as they are and the rest stay the flexible part (a flexible part filling the
-    room on an on-demand GPU); the nearest bound otherwise. Without it both parts follow every
-    rate change and a plan moves about twice the servers (and the cut's choice between whole
-    replicas and the exact floor flips)."""
-    hi = min(rate, max(fresh, need * (1 + STICKY)))
-    total = before[-1] if before else 0.0
-    if total > hi:
-        fits = [s for s in before if need * (1 - 1e-9) <= s <= hi]
-        if fits:
-            return max(fits)
-    return min(max(total, need), hi)
-
-
-def on_demand_prefixes(plan: Plan) -> dict[str, list[float]]:
-    """Per workload, the running sums of the rates its on-demand placements carry, in the order
-    `_on_demand_labels` gives them to its on-demand part."""
-    rows = sorted(
-        (-p.mps_percent, i, g.index, k, p)
-        for i, inst in enumerate(plan.instances)
-        if inst.capacity_type == ON_DEMAND
-        for g in inst.gpus
-        for k, p in enumerate(g.placements)
-    )
-    out: dict[str, list[float]] = {}
-    for *_, p in rows:
-        sums = out.setdefault(p.workload, [])
-        sums.append((sums[-1] if sums else 0.0) + p.rate_rps)
-    return out
-
-
-def on_demand_rates(plan: Plan) -> dict[str, float]:
-    """Per workload, the rate a plan puts on on-demand instances."""
-    out: dict[str, float] = {}
-    for inst in plan.instances:
-        if inst.capacity_type == ON_DEMAND:
-            for g in inst.gpus:
-                for p in g.placements:
-                    out[p.workload] = out.get(p.workload, 0.0) + p.rate_rps
     return out
 
 
