@@ -2,7 +2,8 @@
 
 planner/offerings.py splits every demand in two: at least its floor on on-demand GPU types, the
 rest anywhere. A cut is that on-demand rate. Two ways to choose them, and the planner plans both
-(and the exact floors) and keeps the cheapest plan, because neither estimate is right every time:
+and keeps the better plan (placed, then cost, then moves), because neither estimate is right
+every time:
 
 - `own_cuts`: each workload alone, by the cost of its two parts' lower bounds (as
   tasks.decompose prices a demand). That prices on-demand share as if it were divisible.
@@ -12,9 +13,10 @@ rest anywhere. A cut is that on-demand rate. Two ways to choose them, and the pl
   a fleet of a few GPUs that is often the difference: a small workload whose floor shares an
   on-demand GPU with others may as well put its whole rate there (one server, not two).
 
-Measured on 55 rows of the ServeGen trace at floor 0.3 (`benchmarks/spot.py plans`): own cuts
-alone 0.619 x the on-demand-only cost, exact floors 0.617, fleet cuts 0.635, the cheapest of the
-three 0.611.
+Planned fresh on 55 rows of the ServeGen trace at floor 0.3 (`benchmarks/spot.py plans`): own
+cuts alone 0.619 x the on-demand-only cost, fleet cuts alone 0.635 (the estimate ignores
+interference, and packs too tightly), the better of the two 0.613. Every cut set of those rows
+tried exhaustively: 0.608.
 """
 
 from __future__ import annotations

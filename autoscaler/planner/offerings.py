@@ -7,11 +7,13 @@ algorithm, only a translation around it:
   price), on an option named `<type>@spot`, so the planner's price-per-capacity choice is what
   draws capacity to spot, and an unavailable spot offering simply is not there.
 - Each demand is split in two parts (SkyPilot's base_ondemand_fallback_replicas, as a share of
-  the rate): `on_demand_floor` of its rate under the workload's own name, allowed on on-demand
-  GPU types only, and the rest as `<workload>@spot`, allowed anywhere (spot when it is cheaper,
-  on-demand when spot is unavailable). Parts of different workloads share GPUs freely.
+  the rate): at least `on_demand_floor` of its rate under the workload's own name, allowed on
+  on-demand GPU types only, and the rest as `<workload>@spot`, allowed anywhere (spot when it is
+  cheaper, on-demand when spot is unavailable). Parts of different workloads share GPUs freely.
+  Where the cut falls is chosen two ways (planner/cuts.py); both are planned, the better plan
+  wins (`_rank`).
 - The current plan is translated the same way, so stability keeps what runs: a workload's
-  on-demand placements are labelled as its on-demand part until they carry the floor, the rest
+  on-demand placements are labelled as its on-demand part until they carry its cut, the rest
   as its flexible part.
 - The plan comes back under the real names: spot instances carry `capacity_type: spot` and the
   spot price, placements and unplaced entries the workload's own name.
