@@ -78,13 +78,14 @@ def own_cuts(
     models: Mapping[str, PerfModel],
 ) -> Cuts:
     """Each workload's cut whose two parts' lower bounds cost least (ties: the smaller cut)."""
-    return {
-        d.workload: min(
-            sorted(cands[d.workload]),
-            key=lambda c, d=d: cost(d, c, od_gpus, prices, models) + cost(d, d.rate_rps - c, prices, prices, models),
-        )
-        for d in demands
-    }
+    out: Cuts = {}
+    for d in demands:
+        priced = [
+            (cost(d, c, od_gpus, prices, models) + cost(d, d.rate_rps - c, prices, prices, models), c)
+            for c in sorted(cands[d.workload])
+        ]
+        out[d.workload] = min(priced, key=lambda x: x[0])[1]
+    return out
 
 
 def fleet_cuts(
