@@ -94,6 +94,8 @@ def sim_row(
         "spot_instance_hours": s.get("spot_instance_hours"),
         "interruptions": s.get("interruptions"),
         "launches": s["launches"],
+        "terminations": s["terminations"],
+        "reconfigurations": s["reconfigurations"],
         "tick_errors": s["tick_errors"],
         "wall_s": round(time.perf_counter() - started, 1),
     }

@@ -7,11 +7,13 @@ algorithm, only a translation around it:
   price), on an option named `<type>@spot`, so the planner's price-per-capacity choice is what
   draws capacity to spot, and an unavailable spot offering simply is not there.
 - Each demand is split in two parts (SkyPilot's base_ondemand_fallback_replicas, as a share of
-  the rate): `on_demand_floor` of its rate under the workload's own name, allowed on on-demand
-  GPU types only, and the rest as `<workload>@spot`, allowed anywhere (spot when it is cheaper,
-  on-demand when spot is unavailable). Parts of different workloads share GPUs freely.
+  the rate): at least `on_demand_floor` of its rate under the workload's own name, allowed on
+  on-demand GPU types only, and the rest as `<workload>@spot`, allowed anywhere (spot when it is
+  cheaper, on-demand when spot is unavailable). Parts of different workloads share GPUs freely.
+  Where the cut falls is chosen two ways (planner/cuts.py); both are planned, the better plan
+  wins (`_rank`).
 - The current plan is translated the same way, so stability keeps what runs: a workload's
-  on-demand placements are labelled as its on-demand part until they carry the floor, the rest
+  on-demand placements are labelled as its on-demand part until they carry its cut, the rest
   as its flexible part.
 - The plan comes back under the real names: spot instances carry `capacity_type: spot` and the
   spot price, placements and unplaced entries the workload's own name.
@@ -32,8 +34,8 @@ from dataclasses import replace
 
 from autoscaler.config.offerings import ON_DEMAND, SPOT, SPOT_SUFFIX
 from autoscaler.model.perfmodel import PerfModel
+from autoscaler.planner.cuts import cut_choices
 from autoscaler.planner.state import price_per_gpu
-from autoscaler.planner.tasks import max_batch, option_on
 from autoscaler.planner.types import Demand, GpuOut, InstanceOption, InstanceOut, PlacementOut, Plan, Unplaced
 
 Run = Callable[[Sequence[Demand], Sequence[InstanceOption], Mapping[str, PerfModel], Plan | None], Plan]
@@ -52,15 +54,45 @@ def plan_offerings(
         return run(demands, options, models, current)
     virtual = [_virtual_option(o) for o in options]
     vmodels = {**models, **{o.gpu: models[_real(o.gpu)] for o in virtual}}
-    before = on_demand_rates(current) if current is not None else {}
-    parts = split(demands, virtual, vmodels, before=before)
+    plans = [
+        _plan_parts(run, demands, virtual, vmodels, current, cuts) for cuts in fresh_cuts(demands, virtual, vmodels)
+    ]
+    return cheaper_on_demand_only(run, demands, options, models, current, to_real(min(plans, key=_rank)))
+
+
+def _plan_parts(
+    run: Run,
+    demands: Sequence[Demand],
+    virtual: Sequence[InstanceOption],
+    vmodels: Mapping[str, PerfModel],
+    current: Plan | None,
+    cuts: Mapping[str, float],
+) -> Plan:
+    """`run` on the parts of one cut set (in the planner's terms); a workload whose on-demand part
+    found no capacity is planned once more without its floor."""
+    parts = split(demands, virtual, vmodels, cuts=cuts)
     vcurrent = to_virtual(current, parts) if current is not None else None
     plan = run(parts, virtual, vmodels, vcurrent)
     short = _floor_short(plan, demands)
     if short:
-        plan = run(split(demands, virtual, vmodels, short, before), virtual, vmodels, vcurrent)
+        plan = run(split(demands, virtual, vmodels, short, cuts), virtual, vmodels, vcurrent)
         plan = replace(plan, stats={**plan.stats, "on_demand_floor": f"not met for {', '.join(sorted(short))}"})
-    return cheaper_on_demand_only(run, demands, options, models, current, to_real(plan))
+    return plan
+
+
+def _rank(plan: Plan) -> tuple[int, float, int]:
+    """Among the cut sets' plans: the most placed, then the cheapest (to the cent per hour, so a
+    rounding difference decides nothing), then the fewest moves against the current plan."""
+    return (len(plan.unplaced), round(plan.cost_per_hour, 2), plan.moved)
+
+
+def fresh_cuts(
+    demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel]
+) -> list[dict[str, float]]:
+    """The cut sets to plan (planner/cuts.py), on the planner's options and models."""
+    od_gpus = frozenset(o.gpu for o in options if o.capacity_type == ON_DEMAND)
+    floors = {d.workload: min(max(d.on_demand_floor, 0.0), 1.0) for d in demands}
+    return cut_choices(demands, floors, od_gpus, price_per_gpu(options), models)
 
 
 def cheaper_on_demand_only(
@@ -90,100 +122,26 @@ def split(
     options: Sequence[InstanceOption],
     models: Mapping[str, PerfModel],
     waived: frozenset[str] = frozenset(),
-    before: Mapping[str, float] | None = None,
+    cuts: Mapping[str, float] | None = None,
 ) -> list[Demand]:
-    """Each demand as its on-demand part (at least the floor, on-demand GPU types only; see
-    `on_demand_rate`, and `sticky` against the current plan's on-demand rates `before`) and its
-    flexible part (`<workload>@spot`, anywhere); empty parts are left out."""
+    """Each demand as its on-demand part (its cut from `cuts`, by default its own cheapest,
+    planner/cuts.py) and its flexible part (`<workload>@spot`, anywhere); empty parts are left
+    out. The parts follow the rates: nothing holds an on-demand part at what it carried before,
+    since the planner keeps the current placements that still fit either part (`to_virtual`),
+    and the cut sets' plans are ranked by cost and then by moves."""
+    demands = list(demands)
     od_gpus = frozenset(o.gpu for o in options if o.capacity_type == ON_DEMAND)
-    prices = price_per_gpu(options)
+    if cuts is None:
+        cuts = fresh_cuts(demands, options, models)[0]
     out: list[Demand] = []
     for d in demands:
         floor = 0.0 if d.workload in waived else min(max(d.on_demand_floor, 0.0), 1.0)
-        od = on_demand_rate(d, floor, od_gpus, prices, models)
-        if before is not None and d.workload in before and floor > 0:
-            od = sticky(before[d.workload], floor * d.rate_rps, od, d.rate_rps)
+        od = 0.0 if floor <= 0 else cuts[d.workload]
         if od > 0 or d.rate_rps <= 0:
             out.append(replace(d, rate_rps=od, gpus=od_gpus))
         if d.rate_rps - od > EPS * max(d.rate_rps, 1.0):
             out.append(replace(d, workload=d.workload + SPOT_SUFFIX, rate_rps=d.rate_rps - od, gpus=None))
     return out
-
-
-STICKY = 0.5  # an on-demand part may stay up to this much above its floor (or its fresh cut) to move nothing
-
-
-def sticky(before: float, need: float, fresh: float, rate: float) -> float:
-    """The on-demand part's rate against the current plan: what its on-demand placements carried
-    (`before`) while that is at least the floor and at most the fresh cut or the floor plus
-    STICKY, whichever is more, so that a rate change moves the flexible part alone; the nearest
-    bound otherwise. Without it both parts follow every rate change and a plan moves about twice
-    the servers (and the cut's choice between whole replicas and the exact floor flips)."""
-    hi = min(rate, max(fresh, need * (1 + STICKY)))
-    return min(max(before, need), hi)
-
-
-def on_demand_rates(plan: Plan) -> dict[str, float]:
-    """Per workload, the rate a plan puts on on-demand instances."""
-    out: dict[str, float] = {}
-    for inst in plan.instances:
-        if inst.capacity_type == ON_DEMAND:
-            for g in inst.gpus:
-                for p in g.placements:
-                    out[p.workload] = out.get(p.workload, 0.0) + p.rate_rps
-    return out
-
-
-def on_demand_rate(
-    d: Demand, floor: float, od_gpus: frozenset[str], prices: Mapping[str, float], models: Mapping[str, PerfModel]
-) -> float:
-    """The on-demand part's rate: at least floor x rate, chosen among a few cuts by the cost of
-    the two parts' lower bounds (as tasks.decompose prices a demand). The exact floor adds a server
-    the unsplit workload would not have, and a small server costs more share per request; so the
-    cut may also fall on whole replicas of the on-demand type (k x its carry), on everything but
-    whole replicas of the flexible type (rate - j x its carry), or take the whole rate."""
-    need, rate = floor * d.rate_rps, d.rate_rps
-    if need <= 0 or rate <= 0:
-        return 0.0
-    if need >= rate * (1 - 1e-12):
-        return rate
-    cuts = {need, rate}
-    od_carry, flex_carry = _carry(d, od_gpus, prices, models), _carry(d, set(prices), prices, models)
-    if od_carry:
-        cuts.add(math.ceil(need / od_carry - 1e-9) * od_carry)
-    if flex_carry:
-        cuts.add(rate - math.floor((rate - need) / flex_carry + 1e-9) * flex_carry)
-    ok = sorted(c for c in cuts if need * (1 - 1e-12) <= c <= rate)
-    return min(ok, key=lambda c: _cost(d, c, od_gpus, prices, models) + _cost(d, rate - c, set(prices), prices, models))
-
-
-def _cost(
-    d: Demand, rate: float, gpus: Iterable[str], prices: Mapping[str, float], models: Mapping[str, PerfModel]
-) -> float:
-    """The cheapest lower-bound cost of serving `rate` of `d` on one of `gpus` (inf: none can)."""
-    if rate <= EPS * max(d.rate_rps, 1.0):
-        return 0.0
-    part = replace(d, rate_rps=rate)
-    costs = [o.cost for g in gpus if (o := option_on(models[g], g, part, prices[g])) is not None]
-    return min(costs, default=math.inf)
-
-
-def _carry(
-    d: Demand, gpus: Iterable[str], prices: Mapping[str, float], models: Mapping[str, PerfModel]
-) -> float | None:
-    """What one whole-GPU replica of `d` carries on the cheapest (per request) of `gpus`."""
-    best: tuple[float, float] | None = None
-    for g in gpus:
-        model = models[g]
-        if d.model not in model.coef:
-            continue
-        top = max_batch(model, d.model, d.slo_ms / 2.0 / d.correction)
-        if top == 0:
-            continue
-        carry = model.solo(d.model, top, 100.0)[1] / d.correction
-        if carry > 0 and (best is None or prices[g] / carry < best[0]):
-            best = (prices[g] / carry, carry)
-    return None if best is None else best[1]
 
 
 def _virtual_option(o: InstanceOption) -> InstanceOption:
