@@ -29,6 +29,7 @@ from autoscaler.core.surge import TypeInfo, is_surge_slot
 from autoscaler.fleet.base import Instance, OnRecord, ProviderError, Retry
 from autoscaler.leader.base import NotLeader
 from autoscaler.loop.actuator import Actuator, Outcome, quarantine
+from autoscaler.loop.fleet_view import ViewInput, agent_ready, fleet_view, live_records
 from autoscaler.loop.gateway_step import GatewayStep, fleet_names
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
@@ -47,7 +48,6 @@ BOOTING = (State.REQUESTED, State.PENDING, State.RUNNING)
 # with room for its next status. Its servers were drained in the gateway first, so they finish
 # what they hold well within it.
 AGENT_DRAIN_WAIT_S = 60.0
-Key = tuple[str, int]
 
 
 class Controller:
@@ -386,72 +386,18 @@ class Controller:
         self.store.save_layout(layout, kind, now)
 
     def view(self, obs: Observation, orphans: list[Instance]) -> FleetView:
-        """The fleet for reconcile: open records, what each agent runs, which servers are ready."""
-        records = self.store.open_records()
-        serving = [r for r in sorted(records, key=lambda r: r.attempt) if r.state in LIVE]
-        current = {r.slot: r for r in serving if r.state is not State.GOING_AWAY}
-        applied_all = self.store.applied()
-        leaving = {
-            r.key: applied_all[r.key][1] for r in serving if r.state is State.GOING_AWAY and r.key in applied_all
-        }
-        applied = {s: applied_all[r.key][1] for s, r in current.items() if r.key in applied_all}
-        stale = frozenset(
-            s
-            for s, r in current.items()
-            if r.key in applied_all
-            and s in obs.statuses
-            and (obs.statuses[s].assignment_generation or 0) < applied_all[r.key][0]
-        )
-        ready = self._ready_servers(current, applied, obs)
-        prices = offering_prices(self.policy)
-        return FleetView(
-            records=records,
-            applied=applied,
-            stale_agents=stale,
-            ready_servers=ready,
+        """The fleet for reconcile (loop/fleet_view.py): what is serving now."""
+        inp = ViewInput(
+            records=self.store.open_records(),
+            applied_all=self.store.applied(),
             max_attempt=self.store.max_attempts(),
             orphans=[(i.slot, i.id) for i in orphans],
-            prices=prices,
-            agent_seen=self.state.agent_seen,
-            leaving=leaving,
-            rates=dict(obs.reading.rates),
-            baseline=self.state.rollout_baseline,
-            busy_agents=self._busy_agents(records, applied_all, obs),
+            prices=offering_prices(self.policy),
+            state=self.state,
+            contact=self.deps.contact,
+            names=self._gateway_names() if obs.gateway is not None else None,
         )
-
-    def _busy_agents(
-        self, records: Sequence[Record], applied: Mapping[Key, tuple[int, Any]], obs: Observation
-    ) -> frozenset[Key]:
-        """Drained instances whose agent may still be stopping servers: it reports some still
-        draining or running, holds an older assignment than its drain, or did not answer."""
-        if not self.deps.contact:
-            return frozenset()
-        out = set()
-        for r in records:
-            if r.state is not State.DRAINING:
-                continue
-            st = obs.statuses.get(r.slot)
-            gen = applied[r.key][0] if r.key in applied else 0
-            if st is None or st.draining or st.servers or (st.assignment_generation or 0) < gen:
-                out.add(r.key)
-        return frozenset(out)
-
-    def _ready_servers(
-        self, current: Mapping[str, Any], applied: Mapping[str, tuple[Any, ...]], obs: Observation
-    ) -> frozenset[str]:
-        """Servers their agents report ready; with a gateway, only those it also sends requests
-        to, so a replacement covers its workload (and the old server may go) once it serves."""
-        ready = self._agent_ready(current, applied, obs)
-        return ready & self._gateway_names().to_layout(obs.gateway.serving()) if obs.gateway is not None else ready
-
-    def _agent_ready(
-        self, current: Mapping[str, Any], applied: Mapping[str, tuple[Any, ...]], obs: Observation
-    ) -> frozenset[str]:
-        if self.deps.contact:
-            return frozenset(n for st in obs.statuses.values() for n in st.ready_names())
-        return frozenset(
-            s.name for slot, servers in applied.items() if current[slot].state is State.READY for s in servers
-        )
+        return fleet_view(obs, inp)
 
     def _diff(self, layout: Layout, obs: Observation, orphans: list[Instance]) -> Diff:
         """reconcile.diff; with a gateway, make-before-break goes through it (GatewayStep.gated_diff):
@@ -476,16 +422,14 @@ class Controller:
         """The gateway follows what the agents were told to run this tick (see gateway_step)."""
         if self.routing is None:
             return
-        live = sorted((r for r in self.store.open_records() if r.state in LIVE), key=lambda r: r.attempt)
-        current = {r.slot: r for r in live if r.state is not State.GOING_AWAY}
         applied_all = self.store.applied()
-        applied = {s: applied_all[r.key][1] for s, r in current.items() if r.key in applied_all}
+        fleet = live_records(self.store.open_records(), applied_all)
         report.gateway = self.routing.route_fleet(
             layout=report.layout,
-            names=fleet_names(live, applied_all),
-            applied=applied,
+            names=fleet_names(fleet.serving, applied_all),
+            applied=fleet.applied,
             asked=frozenset(obs.statuses),
-            ready=self._agent_ready(current, applied, obs),
+            ready=agent_ready(fleet, obs, contact=self.deps.contact),
         )
         if report.gateway.error:
             report.outcome.error("gateway", f"gateway: {report.gateway.error}")
