@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from autoscaler.model.perfmodel import PerfModel
-from autoscaler.planner.tasks import max_batch, option_on
+from autoscaler.planner.tasks import Option, full_replica, option_on
 from autoscaler.planner.types import Demand
 
 EPS = 1e-9
@@ -154,11 +154,9 @@ def _priced(
     flex = cost(d, d.rate_rps - cut, prices, prices, models)
     if cut <= EPS * max(d.rate_rps, 1.0):
         return (None, (), flex)
-    part = replace(d, rate_rps=cut)
-    opts = [o for g in od_gpus if (o := option_on(models[g], g, part, prices[g])) is not None]
-    if not opts:
+    best = _cheapest(d, cut, od_gpus, prices, models)
+    if best is None:
         return (None, (), math.inf)
-    best = min(opts, key=lambda o: o.cost)
     return (best.gpu, tuple(s.lower / 100.0 for s, _, _ in best.pieces), flex)
 
 
@@ -168,9 +166,17 @@ def cost(
     """The cheapest lower-bound cost of serving `rate` of `d` on one of `gpus` (inf: none can)."""
     if rate <= EPS * max(d.rate_rps, 1.0):
         return 0.0
+    best = _cheapest(d, rate, gpus, prices, models)
+    return math.inf if best is None else best.cost
+
+
+def _cheapest(
+    d: Demand, rate: float, gpus: Iterable[str], prices: Mapping[str, float], models: Mapping[str, PerfModel]
+) -> Option | None:
+    """tasks.option_on for `rate` of `d` on each of `gpus`: the one whose lower bound costs least."""
     part = replace(d, rate_rps=rate)
-    costs = [o.cost for g in gpus if (o := option_on(models[g], g, part, prices[g])) is not None]
-    return min(costs, default=math.inf)
+    opts = [o for g in gpus if (o := option_on(models[g], g, part, prices[g])) is not None]
+    return min(opts, key=lambda o: o.cost, default=None)
 
 
 def _carry(
@@ -179,13 +185,8 @@ def _carry(
     """What one whole-GPU replica of `d` carries on the cheapest (per request) of `gpus`."""
     best: tuple[float, float] | None = None
     for g in gpus:
-        model = models[g]
-        if d.model not in model.coef:
-            continue
-        top = max_batch(model, d.model, d.slo_ms / 2.0 / d.correction)
-        if top == 0:
-            continue
-        carry = model.solo(d.model, top, 100.0)[1] / d.correction
+        replica = full_replica(models[g], d) if d.model in models[g].coef else None
+        carry = replica[1] if replica is not None else 0.0
         if carry > 0 and (best is None or prices[g] / carry < best[0]):
             best = (prices[g] / carry, carry)
     return None if best is None else best[1]

@@ -140,11 +140,19 @@ def option_on(model: PerfModel, gpu: str, d: Demand, price: float, search: bool 
     one = size_on(model, gpu, d, d.rate_rps, search)
     if one is not None:
         return Option(gpu, ((one, d.rate_rps, False),), one.lower / 100.0 * price)
+    replica = full_replica(model, d)
+    if replica is None:
+        return None
+    return _replicas(model, gpu, d, *replica, price, search)
+
+
+def full_replica(model: PerfModel, d: Demand) -> tuple[int, float] | None:
+    """A whole-GPU replica of `d`: its largest batch within half the SLO and what it carries (None:
+    no batch meets it). A demand too big for one server is cut into these."""
     top = max_batch(model, d.model, d.slo_ms / 2.0 / d.correction)
     if top == 0:
         return None
-    carry = model.solo(d.model, top, 100.0)[1] / d.correction
-    return _replicas(model, gpu, d, top, carry, price, search)
+    return top, model.solo(d.model, top, 100.0)[1] / d.correction
 
 
 def _replicas(
