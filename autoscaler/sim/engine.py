@@ -10,14 +10,14 @@ server counts as ready once it is assigned to a ready instance).
 
 Time model. The controller ticks every `scaling.interval_s` of simulated time, and early where a
 tick asks to (`TickReport.wake_at`: instances due to finish booting, make-before-break work
-waiting on servers just started), as `igniter run` does. Trace row k's rate
-holds from its time to the next row's. The rate source reports what a counter-based source would:
-the mean of the trace rows of the last interval (or the latest row when rows are coarser than the
-interval), and as its peak (rates.base.Peaked) the busiest of those rows, what the gateway's
-source reads as HAProxy's rate_max, the busiest second since its previous read. At each trace
-row a workload's capacity is the summed predicted throughput of its servers on ready instances,
-as the fleet stands after the ticks up to that time; it is compared with the row's rate. Cost is every instance's price from launch to termination (pending time is billed,
-as EC2 bills it). The simulation starts warm: the fleet the first tick plans is already running.
+waiting on servers just started), as `igniter run` does. Trace row k's rate holds from its time
+to the next row's. The rate source reports what a counter-based source would: the mean of the
+trace rows of the last interval (or the latest row when rows are coarser than the interval), and
+as its peak (rates.base.Peaked) the busiest of those rows, what the gateway's source reads as
+HAProxy's rate_max, the busiest second since its previous read. At each trace row a workload's
+capacity is the summed predicted throughput of its servers on ready instances, as the fleet
+stands after the ticks up to that time; it is compared with the row's rate. Cost is every
+instance's price from launch to termination (pending time is billed, as EC2 bills it). The simulation starts warm: the fleet the first tick plans is already running.
 
 The `oracle` strategy is the same controller with a perfect forecast: its rate source reports the
 highest rate of the coming boot_s + interval_s (the horizon a forecast must cover), with no
