@@ -252,8 +252,10 @@ def settle(e: WorkloadErrors, held: float | None) -> WorkloadErrors:
 # -- the burst floor -----------------------------------------------------------------------------------
 def note_peak(e: WorkloadErrors, now: float, peak: float, cfg: HeadroomConfig) -> WorkloadErrors:
     """Keep this tick's peak and those of the last burst_window_s."""
-    kept = tuple(p for p in e.peaks if p[0] > now - cfg.burst_window_s) if cfg.burst_window_s > 0 else ()
-    return replace(e, peaks=(*kept, (now, peak)) if cfg.burst_window_s > 0 else ())
+    if cfg.burst_window_s <= 0:
+        return replace(e, peaks=())
+    kept = tuple(p for p in e.peaks if p[0] > now - cfg.burst_window_s)
+    return replace(e, peaks=(*kept, (now, peak)))
 
 
 def burst_floor(e: WorkloadErrors, now: float, cfg: HeadroomConfig) -> float:
