@@ -5,7 +5,8 @@ gives idle share away), but replacing a running server costs: its successor must
 and where its GPU cannot hold both, the move needs surge capacity (rollout.py, surge.py). A running
 server need not be replaced when it already does what the plan asks of its placement: it carries
 the placement's rate, and the GPU still fits with it in the placement's stead (MPS shares within
-100 %, every server there within its latency budget by the judge). Then it stays as it runs,
+100 %, every server there within its latency budget by the judge, and each neighbour still
+carrying its planned rate: a running server with a larger share than planned slows them down). Then it stays as it runs,
 under its name, with its predictions re-judged beside its planned neighbours; the planner plans
 against that (layout_to_plan), so the next plan starts from what really runs.
 """
@@ -41,7 +42,7 @@ def keep_as_running(
         if sum(s.mps_percent for s in trial) > 100.0 + 1e-6:
             continue
         verdict = judge(instance_type, trial)
-        if not all(ok for ok, _ in verdict):
+        if not all(ok and thr >= s.rate_rps - 1e-9 for s, (ok, thr) in zip(trial, verdict) if s is not cur):
             continue
         latency_ok, thr = verdict[trial.index(cur)]
         if latency_ok and thr >= new.rate_rps - 1e-9:
