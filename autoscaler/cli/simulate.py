@@ -160,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
     """Load, replay (once or --compare), then print and write what was asked for."""
     from autoscaler.config.policy import load_policy
     from autoscaler.sim import engine as sim
+    from autoscaler.sim.compare import compare
     from autoscaler.sim.traces import check_workloads
 
     policy = load_policy(args.policy)
@@ -187,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     if args.compare:
-        results = sim.compare(policy, trace, opts, progress=None if args.json else _progress)
+        results = compare(policy, trace, opts, progress=None if args.json else _progress)
     else:
         results = [sim.simulate(policy, trace, opts)]
     wall = time.perf_counter() - started

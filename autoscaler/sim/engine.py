@@ -30,7 +30,6 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -49,8 +48,10 @@ from autoscaler.loop.store import Store
 from autoscaler.planner.types import Plan
 from autoscaler.rates.reader import RateReader
 from autoscaler.sim.changes import Moves
+from autoscaler.sim.memo import MemoPlanner
 from autoscaler.sim.result import SimResult, Tuning, feasible_capacity
 from autoscaler.sim.strategies import plan_types, reactive_planner
+from autoscaler.sim.trace_rates import FutureRates, TraceRates
 from autoscaler.sim.traces import Trace
 from autoscaler.transport.fake import NoneTransport
 
@@ -98,65 +99,6 @@ class SimClock:
 
     def __call__(self) -> float:
         return self.t
-
-
-class TraceRates:
-    """RateSource: what a request counter read every interval reports, i.e. the mean (or with
-    stat "max", the busiest row, like CloudWatch's Maximum) of the trace rows of the last
-    `window_s`; the latest row when rows are coarser than the window. At the trace's first
-    instant it reports the first `warm_s` (default: the window), so the warm fleet is sized for the
-    traffic about to come: the replay runs it from boot_s + interval_s, the time the first plan
-    that reacts to the trace needs to serve (a fleet sized for the first row alone starts empty
-    for a workload idle at that instant and short when its traffic arrives a minute later)."""
-
-    def __init__(self, trace: Trace, window_s: float, stat: str = "mean", warm_s: float | None = None) -> None:
-        self.times = trace.times
-        self.window_s = window_s
-        self.warm_s = window_s if warm_s is None else max(warm_s, window_s)
-        self.stat = stat
-        self.rates = trace.rates
-        self.prefix = {w: np.concatenate([[0.0], np.cumsum(v)]) for w, v in trace.rates.items()}
-
-    def _rows(self, now: float) -> tuple[int, int]:
-        t0 = float(self.times[0])
-        if now <= t0:
-            return 0, max(1, int(np.searchsorted(self.times, t0 + self.warm_s, "left")))
-        hi = int(np.searchsorted(self.times, now, "right"))
-        return min(int(np.searchsorted(self.times, now - self.window_s, "right")), hi - 1), hi
-
-    def peaks(self, now: float, workloads: list[str] | tuple[str, ...]) -> dict[str, float | None]:
-        """Peaked: the busiest row of what read() covers, as HAProxy's rate_max gives the busiest
-        second since the previous read (rows are seconds at the finest)."""
-        if now < self.times[0]:
-            return {w: None for w in workloads}
-        lo, hi = self._rows(now)
-        return {w: float(self.rates[w][lo:hi].max()) if w in self.rates else None for w in workloads}
-
-    def read(self, now: float, workloads: list[str] | tuple[str, ...]) -> dict[str, float | None]:
-        if now < self.times[0]:
-            return {w: None for w in workloads}
-        lo, hi = self._rows(now)
-        out: dict[str, float | None] = {}
-        for w in workloads:
-            if w not in self.rates:
-                out[w] = None
-            elif self.stat == "max":
-                out[w] = float(self.rates[w][lo:hi].max())
-            else:
-                out[w] = float((self.prefix[w][hi] - self.prefix[w][lo]) / (hi - lo))
-        return out
-
-
-class FutureRates(TraceRates):
-    """RateSource for the oracle: the busiest trace row of [now, now + horizon_s], i.e. exactly
-    the rate the fleet planned now must carry until the next plan's instances are ready."""
-
-    def __init__(self, trace: Trace, horizon_s: float) -> None:
-        super().__init__(trace, horizon_s, "max")
-
-    def _rows(self, now: float) -> tuple[int, int]:
-        lo = max(int(np.searchsorted(self.times, now, "right")) - 1, 0)
-        return lo, max(int(np.searchsorted(self.times, now + self.window_s, "right")), lo + 1)
 
 
 def with_overrides(policy: Policy, opts: SimOptions) -> Policy:
@@ -218,36 +160,6 @@ def plan_gpus(plan: Plan) -> list[tuple[str, list[tuple[str, str, int, float]]]]
         for inst in plan.instances
         for g in inst.gpus
     ]
-
-
-class MemoPlanner:
-    """The plan function with its answers remembered. Planners are pure (docs/planner.md), so a tick that
-    asks the same question as an earlier one (same rates, corrections, caps and current plan; the
-    common case while a trace row's rate holds) gets the same plan without planning again."""
-
-    def __init__(self, fn: PlanFn, size: int = 256) -> None:
-        self.fn, self.size = fn, size
-        self.memo: dict[tuple[Any, ...], Plan] = {}
-        self.hits = self.misses = 0
-
-    def __call__(
-        self,
-        policy: Policy,
-        rates: Mapping[str, float],
-        corrections: Mapping[str, float],
-        caps: Mapping[str, int],
-        current: Plan | None,
-    ) -> Plan:
-        key = (tuple(sorted(rates.items())), tuple(sorted(corrections.items())), tuple(sorted(caps.items())), current)
-        plan = self.memo.get(key)
-        if plan is None:
-            self.misses += 1
-            plan = self.memo[key] = self.fn(policy, rates, corrections, caps, current)
-            if len(self.memo) > self.size:
-                self.memo.pop(next(iter(self.memo)))
-        else:
-            self.hits += 1
-        return plan
 
 
 class Replay:
@@ -489,53 +401,3 @@ class _quiet:
     def __exit__(self, *exc: object) -> None:
         for n, level in self.levels.items():
             logging.getLogger(n).setLevel(level)
-
-
-def compare_options(policy: Policy, base: SimOptions = SimOptions()) -> list[SimOptions]:
-    """`--compare`: igniter under each forecast, the baseline planners, static peak, reactive, and
-    the oracle (a perfect forecast: the floor for forecasting); every run keeps `base`'s headroom
-    and rate statistic. With a fixed headroom, one more line: igniter with `headroom: auto`. With a
-    policy that buys spot, those runs are on-demand only (so they compare planners and strategies,
-    not markets) and one more line is the policy's spot run (igniter under the policy's forecast,
-    with `base`'s interruptions)."""
-    forecast = base.forecast or policy.scaling.forecast
-    runs = [SimOptions(planner="igniter", forecast=f) for f in ("last", "ewma", "holt", "seasonal")]
-    runs += [SimOptions(planner=p, forecast=forecast) for p in ("ffd", "gslice", "gpulets")]
-    runs += [
-        SimOptions(strategy="static-peak", planner="igniter"),
-        SimOptions(strategy="reactive"),
-        SimOptions(strategy="oracle", planner="igniter"),
-    ]
-    runs = [replace(r, headroom=base.headroom, rate_stat=base.rate_stat, spot=False) for r in runs]
-    room = policy.scaling.headroom if base.headroom is None else base.headroom
-    if room != "auto":
-        auto = SimOptions(planner="igniter", forecast=forecast, headroom="auto", rate_stat=base.rate_stat, spot=False)
-        runs.insert(4, replace(auto, label=f"igniter/{forecast} headroom auto"))
-    if policy.buys_spot():
-        runs.append(replace(base, planner="igniter", forecast=forecast, label=spot_label(policy, forecast)))
-    return runs
-
-
-def spot_label(policy: Policy, forecast: str) -> str:
-    return f"igniter/{forecast} + spot (on-demand floor {policy.scaling.spot.min_on_demand_fraction:g})"
-
-
-def compare(
-    policy: Policy,
-    trace: Trace,
-    base: SimOptions = SimOptions(),
-    progress: Callable[[str], None] | None = None,
-    plan_fn: PlanFn | None = None,
-) -> list[SimResult]:
-    """Every run of `compare_options`, in order, on the same policy and trace. The spot line's
-    on-demand-only figures are those of the igniter line with the same forecast."""
-    out = []
-    for opts in compare_options(policy, base):
-        if progress:
-            progress(opts.describe(with_overrides(policy, opts)))
-        out.append(simulate(policy, trace, replace(opts, on_demand_twin=False), plan_fn))
-    if policy.buys_spot():
-        spot = out[-1]
-        twin = next(r for r in out if r.label == f"igniter/{spot.forecast}")
-        spot.cost_on_demand_only_usd, spot.slo_attainment_on_demand_only = twin.cost_total_usd, twin.attainment()
-    return out

@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 
 from autoscaler.loop.controller import Controller
-from autoscaler.sim.engine import MemoPlanner, Replay, SimOptions, TraceRates, compare, default_plan_fn, simulate
+from autoscaler.sim.compare import compare
+from autoscaler.sim.engine import Replay, SimOptions, default_plan_fn, simulate
+from autoscaler.sim.memo import MemoPlanner
+from autoscaler.sim.trace_rates import TraceRates
 from autoscaler.sim.traces import Trace
 
 

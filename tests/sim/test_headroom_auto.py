@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from autoscaler.core.headroom import BINS
-from autoscaler.sim.engine import SimOptions, compare_options, simulate
+from autoscaler.sim.compare import compare_options
+from autoscaler.sim.engine import SimOptions, simulate
 from autoscaler.sim.traces import Trace
 
 LEVEL, LOW, HIGH = 3000.0, 0.85, 1.15  # rate = LEVEL * U(LOW, HIGH), independent per 1-minute row
@@ -100,7 +101,7 @@ def bursty(seconds: int, seed: int = 4) -> Trace:
 
 def test_trace_rates_tell_the_busiest_row_of_what_they_read() -> None:
     from autoscaler.rates.base import Peaked
-    from autoscaler.sim.engine import TraceRates
+    from autoscaler.sim.trace_rates import TraceRates
 
     src = TraceRates(bursty(600), 30.0)
     assert isinstance(src, Peaked)

@@ -8,7 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from autoscaler.sim.engine import FutureRates, SimOptions, compare_options, simulate, with_overrides
+from autoscaler.sim.compare import compare_options
+from autoscaler.sim.engine import SimOptions, simulate, with_overrides
+from autoscaler.sim.trace_rates import FutureRates
 from autoscaler.sim.traces import Trace
 
 STEP_UP = [600.0] * 10 + [1200.0] * 10  # rows of 60 s: the rate doubles at t=600

@@ -1,0 +1,69 @@
+"""The simulator's rate sources: what a request counter read every interval would report for a
+trace, and the oracle's perfect forecast of the coming rows. Both are RateSources (rates/base.py)
+that the real controller reads through the same RateReader as `igniter run`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autoscaler.sim.traces import Trace
+
+
+class TraceRates:
+    """RateSource: what a request counter read every interval reports, i.e. the mean (or with
+    stat "max", the busiest row, like CloudWatch's Maximum) of the trace rows of the last
+    `window_s`; the latest row when rows are coarser than the window. At the trace's first
+    instant it reports the first `warm_s` (default: the window), so the warm fleet is sized for the
+    traffic about to come: the replay runs it from boot_s + interval_s, the time the first plan
+    that reacts to the trace needs to serve (a fleet sized for the first row alone starts empty
+    for a workload idle at that instant and short when its traffic arrives a minute later)."""
+
+    def __init__(self, trace: Trace, window_s: float, stat: str = "mean", warm_s: float | None = None) -> None:
+        self.times = trace.times
+        self.window_s = window_s
+        self.warm_s = window_s if warm_s is None else max(warm_s, window_s)
+        self.stat = stat
+        self.rates = trace.rates
+        self.prefix = {w: np.concatenate([[0.0], np.cumsum(v)]) for w, v in trace.rates.items()}
+
+    def _rows(self, now: float) -> tuple[int, int]:
+        t0 = float(self.times[0])
+        if now <= t0:
+            return 0, max(1, int(np.searchsorted(self.times, t0 + self.warm_s, "left")))
+        hi = int(np.searchsorted(self.times, now, "right"))
+        return min(int(np.searchsorted(self.times, now - self.window_s, "right")), hi - 1), hi
+
+    def peaks(self, now: float, workloads: list[str] | tuple[str, ...]) -> dict[str, float | None]:
+        """Peaked: the busiest row of what read() covers, as HAProxy's rate_max gives the busiest
+        second since the previous read (rows are seconds at the finest)."""
+        if now < self.times[0]:
+            return {w: None for w in workloads}
+        lo, hi = self._rows(now)
+        return {w: float(self.rates[w][lo:hi].max()) if w in self.rates else None for w in workloads}
+
+    def read(self, now: float, workloads: list[str] | tuple[str, ...]) -> dict[str, float | None]:
+        if now < self.times[0]:
+            return {w: None for w in workloads}
+        lo, hi = self._rows(now)
+        out: dict[str, float | None] = {}
+        for w in workloads:
+            if w not in self.rates:
+                out[w] = None
+            elif self.stat == "max":
+                out[w] = float(self.rates[w][lo:hi].max())
+            else:
+                out[w] = float((self.prefix[w][hi] - self.prefix[w][lo]) / (hi - lo))
+        return out
+
+
+class FutureRates(TraceRates):
+    """RateSource for the oracle: the busiest trace row of [now, now + horizon_s], i.e. exactly
+    the rate the fleet planned now must carry until the next plan's instances are ready."""
+
+    def __init__(self, trace: Trace, horizon_s: float) -> None:
+        super().__init__(trace, horizon_s, "max")
+
+    def _rows(self, now: float) -> tuple[int, int]:
+        lo = max(int(np.searchsorted(self.times, now, "right")) - 1, 0)
+        return lo, max(int(np.searchsorted(self.times, now + self.window_s, "right")), lo + 1)
