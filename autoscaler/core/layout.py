@@ -20,7 +20,7 @@ from typing import Any
 
 from agents.spec import Assignment, ServerSpec
 from autoscaler.config.offerings import ON_DEMAND, SPOT, CapacityType, offering_key
-from autoscaler.core.resize import Judge, stay_as_running
+from autoscaler.core.resize import Judge, rejudged, stay_as_running
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
 
 
@@ -194,16 +194,24 @@ def layout_from_plan(plan: Plan, inp: LayoutInput) -> Layout:
     prev = {s.slot: s for s in (inp.previous.slots if inp.previous else ())}
     slots: list[SlotSpec] = []
     pending: list[tuple[int, str, int, PlacementOut, str]] = []
+    rejudge: set[str] = set()  # slots where a server stays as it runs (resize.rejudged)
     for i, inst in enumerate(plan.instances):
         slot = matches.get(i) or _new_slot(inp.fleet, inst, taken)
-        kept, rest = _keep_servers(inst, prev.get(slot), inp.workloads, inp.running.get(slot, ()), inp.judge)
+        kept, rest, stayed = _keep_servers(inst, prev.get(slot), inp.workloads, inp.running.get(slot, ()), inp.judge)
         names |= {k.name for k in kept}
+        if stayed:
+            rejudge.add(slot)
         gpus = tuple(g.gpu for g in inst.gpus)
         slots.append(
             SlotSpec(slot, inst.instance_type, inst.price_per_hour, gpus, kept, capacity_type=inst.capacity_type)
         )
         pending.extend((i, slot, gi, p, rep) for gi, p, rep in rest)
     slots = _name_new(slots, pending, names, inp)
+    if inp.judge is not None and rejudge:
+        slots = [
+            replace(s, servers=rejudged(s.instance_type, s.servers, inp.judge)) if s.slot in rejudge else s
+            for s in slots
+        ]
     return Layout(plan.planner, tuple(slots), plan.unplaced, dict(inp.rates))
 
 
@@ -335,9 +343,11 @@ def _keep_servers(
     info: Mapping[str, WorkloadInfo],
     running: tuple[PlannedServer, ...] = (),
     judge: Judge | None = None,
-) -> tuple[tuple[PlannedServer, ...], list[tuple[int, PlacementOut, str]]]:
+) -> tuple[tuple[PlannedServer, ...], list[tuple[int, PlacementOut, str]], bool]:
     """Placements that stay on this slot's GPU keep their server; the rest need a new one (with
-    the name of the running server it resizes, if it does).
+    the name of the running server it resizes, if it does). The flag: some running server stays
+    as it runs in a resized placement's stead (resize.py), so its neighbours' predictions are
+    the plan's no longer.
 
     A kept server whose batch or share changes would be restarted in place by its agent (refusing
     requests meanwhile), so it is replaced instead: a new name and port, and reconcile keeps the
@@ -367,7 +377,7 @@ def _keep_servers(
         if o.name not in resized - set(stay)
     )
     rest.extend((gi, p, o.name) for o, gi, p in matched if o.name in resized and o.name not in stay)
-    return same + kept, rest
+    return same + kept, rest, bool(stay)
 
 
 def _running_as_planned(

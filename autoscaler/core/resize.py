@@ -6,9 +6,10 @@ and where its GPU cannot hold both, the move needs surge capacity (rollout.py, s
 server need not be replaced when it already does what the plan asks of its placement: it carries
 the placement's rate, and the GPU still fits with it in the placement's stead (MPS shares within
 100 %, every server there within its latency budget by the judge, and each neighbour still
-carrying its planned rate: a running server with a larger share than planned slows them down). Then it stays as it runs,
-under its name, with its predictions re-judged beside its planned neighbours; the planner plans
-against that (layout_to_plan), so the next plan starts from what really runs.
+carrying its planned rate: a running server with a larger share than planned slows them down).
+Then it stays as it runs, under its name, with its predictions re-judged beside its planned
+neighbours, and theirs beside it (`rejudged`); the planner plans against that (layout_to_plan),
+so the next plan starts from what really runs.
 """
 
 from __future__ import annotations
@@ -71,3 +72,17 @@ def stay_as_running(
             planned[g.index].append(spec_of[id(p)])
     pairs = [(live[name], spec_of[id(p)]) for name, _, p in resized]
     return keep_as_running(inst.instance_type, planned, pairs, judge)
+
+
+def rejudged(instance_type: str, servers: tuple[PlannedServer, ...], judge: Judge) -> tuple[PlannedServer, ...]:
+    """A slot's servers with each one's predicted throughput as the judge gives it beside the
+    others on its GPU. The plan predicted each placement beside its planned neighbours; where a
+    neighbour stays as it runs (a larger share or batch than planned), the others are slower than
+    the plan said, and the layout must say what the fleet will really carry."""
+    out = list(servers)
+    for gi in sorted({s.gpu_index for s in servers}):
+        at = [i for i, s in enumerate(servers) if s.gpu_index == gi]
+        for i, (_, thr) in zip(at, judge(instance_type, [servers[i] for i in at])):
+            if abs(thr - out[i].predicted_throughput_rps) > 1e-9 * max(thr, 1.0):
+                out[i] = replace(out[i], predicted_throughput_rps=thr)
+    return tuple(out)
