@@ -3,9 +3,11 @@
 Side effects live behind the Provider, Transport and RateSource interfaces and the Store; what the
 controller remembers between ticks is one typed ControllerState (loop/state.py), loaded at the start
 of a tick and saved once at its end; failures are handled as the contracts' error tables say
-(fleet/base.py, transport/base.py). Time comes from an injected clock, so the same code runs under APScheduler (`igniter run`) and under a
-simulated clock (`igniter simulate`). The pure parts are lifecycle.sync, forecast, slo_guard,
-scaling.choose, layout_from_plan and reconcile.diff.
+(fleet/base.py, transport/base.py). Time comes from an injected clock, so the same code runs under
+APScheduler (`igniter run`) and under a simulated clock (`igniter simulate`). The pure parts are
+lifecycle.sync, forecast, headroom, slo_guard, scaling.choose, layout_from_plan and
+reconcile.diff; the forecast step is loop/tuning.py, the pure parts' inputs are built from the
+store in loop/inputs.py, and what is serving now in loop/fleet_view.py.
 """
 
 from __future__ import annotations
@@ -18,22 +20,22 @@ from typing import Any
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.colocation import server_judge
-from autoscaler.core.forecast import ForecastConfig, forecast_all, season_windows
-from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo, layout_from_plan, layout_to_plan
-from autoscaler.core.lifecycle import LIVE, USABLE, Record, State, SyncInput, going_away, sync
-from autoscaler.core.reconcile import Diff, FleetView, Limits, diff
+from autoscaler.core.layout import Layout, layout_from_plan, layout_to_plan
+from autoscaler.core.lifecycle import LIVE, Record, State, SyncInput, going_away, sync
+from autoscaler.core.reconcile import Diff, FleetView, diff
 from autoscaler.core.routing import GatewayNames
 from autoscaler.core.scaling import choose, hold_rates, next_wake
 from autoscaler.core.slo_guard import update as guard_update
-from autoscaler.core.surge import TypeInfo, is_surge_slot
 from autoscaler.fleet.base import Instance, OnRecord, ProviderError, Retry
 from autoscaler.leader.base import NotLeader
+from autoscaler.loop import inputs
 from autoscaler.loop.actuator import Actuator, Outcome, quarantine
 from autoscaler.loop.fleet_view import ViewInput, agent_ready, fleet_view, live_records
 from autoscaler.loop.gateway_step import GatewayStep, fleet_names
+from autoscaler.loop.inputs import AGENT_DRAIN_WAIT_S, layout_input
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
-from autoscaler.loop.tuning import Seen, ready_capacity, tune
+from autoscaler.loop.tuning import planned_rates
 from autoscaler.planner.limits import TooManyInstances
 from autoscaler.rates.base import StatusFed
 from autoscaler.transport.base import AgentStatus, TransportError, parse_status
@@ -43,11 +45,6 @@ log = logging.getLogger(__name__)
 __all__ = ["AGENT_DRAIN_WAIT_S", "Controller", "Deps", "Observation", "PlanFn", "TickReport"]
 
 BOOTING = (State.REQUESTED, State.PENDING, State.RUNNING)
-# How long a drained instance waits for its agent to stop its servers before it is terminated: the
-# agent's default drain timeout (30 s, igniter-agent run --drain-timeout) and kill grace (10 s),
-# with room for its next status. Its servers were drained in the gateway first, so they finish
-# what they hold well within it.
-AGENT_DRAIN_WAIT_S = 60.0
 
 
 class Controller:
@@ -223,48 +220,22 @@ class Controller:
         self.state = replace(self.state, agent_seen=seen, rejected=rejected)
 
     def forecast(self, obs: Observation, report: TickReport) -> dict[str, float]:
-        """Rate to plan for per workload; missing data falls back to the current layout's rate, and
-        no rate sits below the workload's min_rate_rps (the planner's floor, shown where it applies)."""
+        """Rate to plan for per workload (tuning.planned_rates), shown in the report and kept in
+        the store's rate history for the forecasts of later ticks."""
         sc = self.policy.scaling
-        cfg = ForecastConfig(
-            sc.forecast,
-            sc.boot_s + sc.interval_s,
-            0.0,  # the base forecast: the headroom step (tuning.tune) multiplies it
-            tau_s=4 * sc.interval_s,
-            trend_tau_s=10 * sc.interval_s,
-            season_s=sc.season_s,
-            seasons=sc.seasons,
-        )
-        history = self.store.rate_history(obs.now - max(3600.0, 20 * sc.interval_s))
-        for w, v in obs.reading.rates.items():
-            fresh = w in obs.reading.fresh
-            history.setdefault(w, []).extend([(obs.now, v)] if fresh or not history.get(w) else [])
-        past: dict[str, list[tuple[float, float]]] = {}
-        for lo, hi in season_windows(obs.now, cfg):
-            for w, pts in self.store.rate_history(lo, hi).items():
-                past.setdefault(w, []).extend(pts)
-        current = self.store.current_layout()
-        fallback = dict(current.rates) if current else {}
-        capacity = ready_capacity(self.store, obs.statuses, self.deps.contact)
-        seen = Seen(obs.reading.fresh, forecast_all(history, cfg, past), capacity, fallback, obs.reading.peaks)
-        tuned = tune(self.state.headroom, self.policy, obs.now, seen)
+        out = planned_rates(self.policy, self.store, self.state.headroom, obs, self.deps.contact)
+        tuned = out.tuned
         self.state = replace(self.state, headroom=tuned.state)
-        fc = tuned.planned
         report.headroom, report.forecast_error, report.attainment = tuned.headroom, tuned.errors, tuned.attainment
         report.burst_floor = tuned.floor
-        planned = {w.name: _first(fc.get(w.name), fallback.get(w.name), w.rate_rps) for w in self.policy.workloads}
-        for w in obs.reading.missing:
-            planned[w] = max(planned[w], fallback.get(w, 0.0))
-        for wl in self.policy.workloads:
-            planned[wl.name] = max(planned[wl.name], float(wl.min_rate_rps))
         if obs.reading.error:
             report.outcome.error("rates", obs.reading.error)
-        report.observed, report.forecast = dict(obs.reading.rates), planned
+        report.observed, report.forecast = dict(obs.reading.rates), out.rates
         report.missing = sorted(obs.reading.missing)
         self.store.add_rates(
-            obs.now, obs.reading.fresh, planned, keep_s=max(86400.0, sc.seasons * sc.season_s + 3600.0)
+            obs.now, obs.reading.fresh, out.rates, keep_s=max(86400.0, sc.seasons * sc.season_s + 3600.0)
         )
-        return planned
+        return out.rates
 
     def guard(self, obs: Observation) -> dict[str, float]:
         """SLO guard: p99 above the SLO for 3 ticks raises that workload's correction factor."""
@@ -326,7 +297,7 @@ class Controller:
     ) -> tuple[Layout, str]:
         """Hold plan, or the target plan once a cheaper one has held; the layout is saved first."""
         current = layout_to_plan(previous) if previous else None
-        caps = self._caps(now)
+        caps = self.caps(now)
         held_rates = hold_rates(planned, previous.rates) if previous else dict(planned)
         target = self.deps.planner(self.policy, planned, corrections, caps, current)
         if held_rates == planned:
@@ -346,38 +317,9 @@ class Controller:
             self.state = replace(self.state, cheaper_since=choice.cheaper_since)
             chosen, rates = (target, planned) if choice.use == "target" else (held, held_rates)
             why = f"{choice.use}: {choice.why}"
-        layout = layout_from_plan(chosen, self._layout_input(previous, rates))
+        layout = layout_from_plan(chosen, layout_input(self.policy, self.store, previous, rates, self.judge))
         self._save_layout(layout, previous, why, now)
         return layout, why
-
-    def _layout_input(self, previous: Layout | None, rates: Mapping[str, float]) -> LayoutInput:
-        records = self.store.all_records()
-        live = {r.slot: r.offering for r in records if r.state in LIVE and not is_surge_slot(r.slot)}
-        reserved: dict[str, set[tuple[str, int]]] = {}
-        running: dict[str, tuple[PlannedServer, ...]] = {}
-        current = {r.key for r in records if r.state in LIVE and r.state is not State.GOING_AWAY}
-        for (slot, attempt), (_, servers) in self.store.applied().items():
-            reserved.setdefault(slot, set()).update((s.name, s.index) for s in servers)
-            if (slot, attempt) in current:
-                running[slot] = running.get(slot, ()) + servers
-        return LayoutInput(
-            fleet=self.policy.fleet,
-            previous=previous,
-            extra_slots=live,
-            taken_slots=frozenset(r.slot for r in records),
-            reserved_servers={k: frozenset(v) for k, v in reserved.items()},
-            workloads=self._workload_info(),
-            rates=dict(rates),
-            running=running,
-            judge=self.judge,
-        )
-
-    def _workload_info(self) -> dict[str, WorkloadInfo]:
-        root = self.policy.agents.model_root.rstrip("/")
-        return {
-            w.name: WorkloadInfo(w.model_dir or f"{root}/{w.model}", round(w.slo_ms / 2, 3))
-            for w in self.policy.workloads
-        }
 
     def _save_layout(self, layout: Layout, previous: Layout | None, kind: str, now: float) -> None:
         if previous is None or _signature(layout) != _signature(previous):
@@ -405,7 +347,10 @@ class Controller:
         gateway has drained it, and the servers reconcile lets go (`Diff.draining`: their
         successors serve already) begin draining, which the drain book in the controller state
         remembers across ticks."""
-        view, limits = self.view(obs, orphans), self._limits()
+        view = self.view(obs, orphans)
+        limits = inputs.limits(
+            self.policy, self.store, self.judge, contact=self.deps.contact, gated=self.routing is not None
+        )
         if self.routing is None:
             return diff(layout, view, obs.now, limits)
         book = self.state.gateway_drains
@@ -456,33 +401,9 @@ class Controller:
         self.state = actuator.state
         return outcome
 
-    def _limits(self) -> Limits:
-        types = {
-            t.name: TypeInfo(
-                name=t.name, gpu=t.gpu, gpus=t.gpus, price_per_hour=t.price_per_hour, max_instances=t.max_instances
-            )
-            for t in self.policy.instance_types
-        }
-        fleet = sum(r.state in LIVE for r in self.store.open_records())
-        return Limits(
-            ready_timeout_s=self.policy.provider.ready_timeout_s,
-            max_cost_per_hour=self.policy.scaling.max_cost_per_hour,
-            judge=self.judge,
-            max_surge=self.policy.scaling.max_surge,
-            max_instances=self.policy.scaling.instance_limit,
-            types=types,
-            fleet=self.policy.fleet,
-            agent_drain_s=AGENT_DRAIN_WAIT_S if self.deps.contact else 0.0,
-            max_unavailable=self.policy.scaling.disruption_budget.limit(fleet),
-            drain_timeout_s=self.policy.gateway.drain_timeout_s if self.routing is not None else 0.0,
-        )
-
-    def _caps(self, now: float) -> dict[str, int]:
-        """Unavailable offerings (a recent capacity error, per type and capacity type: `<type>` or
-        `<type>@spot`) are capped at the instances already running."""
-        until = self.state.unavailable
-        live = [r.offering for r in self.store.open_records() if r.state in USABLE and r.instance_id]
-        return {t: live.count(t) for t, end in until.items() if end > now}
+    def caps(self, now: float) -> dict[str, int]:
+        """Per offering that reported no capacity lately, the instances it may keep (inputs.caps)."""
+        return inputs.caps(self.store, self.state.unavailable, now)
 
     def _mark_unavailable(self, offerings: list[str], now: float) -> None:
         until = {t: e for t, e in self.state.unavailable.items() if e > now}
@@ -523,7 +444,3 @@ class Controller:
 
 def _signature(layout: Layout) -> tuple[Any, ...]:
     return tuple((s.slot, s.instance_type, tuple(sorted(v.agent_key() for v in s.servers))) for s in layout.slots)
-
-
-def _first(*values: float | None) -> float:
-    return next(v for v in values if v is not None)

@@ -1,4 +1,5 @@
-"""The controller's headroom step: base forecasts in, planned rates out (core/headroom.py decides).
+"""The controller's forecast and headroom step: observed rates in, planned rates out (core/forecast.py
+and core/headroom.py decide).
 
 Kept out of controller.py so the tick stays a list of named steps. The estimator runs whatever the
 policy's headroom: with a number it only measures (errors, attainment) for the status endpoint;
@@ -11,9 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from autoscaler.config.policy import Policy
+from autoscaler.core.forecast import ForecastConfig, forecast_all, season_windows
 from autoscaler.core.headroom import HeadroomConfig, HeadroomState, TickInput, update
 from autoscaler.core.lifecycle import LIVE, State
 from autoscaler.loop.store import Store
+from autoscaler.loop.tick import Observation
 from autoscaler.transport.base import AgentStatus
 
 
@@ -95,3 +98,50 @@ def ready_capacity(store: Store, statuses: Mapping[str, AgentStatus], contact: b
             if (s.name in names) if contact else rec.state is State.READY:
                 out[s.workload] = out.get(s.workload, 0.0) + s.predicted_throughput_rps
     return out
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The rate to plan for per workload, and the headroom step that sized it."""
+
+    rates: dict[str, float]
+    tuned: Tuned
+
+
+def planned_rates(policy: Policy, store: Store, headroom: HeadroomState, obs: Observation, contact: bool) -> Planned:
+    """Forecast each workload from the store's rate history (and its past seasons), add the
+    headroom (tune), and fall back where data is missing: to the current layout's rate, else the
+    policy's rate_rps; no rate sits below the workload's min_rate_rps (the planner's floor)."""
+    sc = policy.scaling
+    cfg = ForecastConfig(
+        sc.forecast,
+        sc.boot_s + sc.interval_s,
+        0.0,  # the base forecast: the headroom step (tune) multiplies it
+        tau_s=4 * sc.interval_s,
+        trend_tau_s=10 * sc.interval_s,
+        season_s=sc.season_s,
+        seasons=sc.seasons,
+    )
+    history = store.rate_history(obs.now - max(3600.0, 20 * sc.interval_s))
+    for w, v in obs.reading.rates.items():
+        fresh = w in obs.reading.fresh
+        history.setdefault(w, []).extend([(obs.now, v)] if fresh or not history.get(w) else [])
+    past: dict[str, list[tuple[float, float]]] = {}
+    for lo, hi in season_windows(obs.now, cfg):
+        for w, pts in store.rate_history(lo, hi).items():
+            past.setdefault(w, []).extend(pts)
+    current = store.current_layout()
+    fallback = dict(current.rates) if current else {}
+    capacity = ready_capacity(store, obs.statuses, contact)
+    seen = Seen(obs.reading.fresh, forecast_all(history, cfg, past), capacity, fallback, obs.reading.peaks)
+    tuned = tune(headroom, policy, obs.now, seen)
+    planned = {w.name: _first(tuned.planned.get(w.name), fallback.get(w.name), w.rate_rps) for w in policy.workloads}
+    for w in obs.reading.missing:
+        planned[w] = max(planned[w], fallback.get(w, 0.0))
+    for wl in policy.workloads:
+        planned[wl.name] = max(planned[wl.name], float(wl.min_rate_rps))
+    return Planned(planned, tuned)
+
+
+def _first(*values: float | None) -> float:
+    return next(v for v in values if v is not None)

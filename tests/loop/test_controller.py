@@ -146,7 +146,7 @@ def test_capacity_error_replans_on_another_type_in_the_same_tick(tmp_path: Path)
     assert [h["reason"] for h in ctl.store.history(failed[0].slot)] == ["request", "launch_failed", "release"]
     clock.advance(181)  # unavailable for 3 minutes
     prov.no_capacity.clear()
-    assert ctl._caps(clock()) == {}
+    assert ctl.caps(clock()) == {}
 
 
 def test_lost_state_rediscovers_by_tag_and_launches_nothing(tmp_path: Path) -> None:

@@ -1,0 +1,87 @@
+"""The pure core's inputs, built from the store and the policy: what layout_from_plan and
+reconcile.diff are given each tick. Kept out of controller.py so the tick reads as its steps; no
+side effects (the store is only read).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from autoscaler.config.policy import Policy
+from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo
+from autoscaler.core.lifecycle import LIVE, USABLE, State
+from autoscaler.core.reconcile import Limits
+from autoscaler.core.resize import Judge
+from autoscaler.core.surge import TypeInfo, is_surge_slot
+from autoscaler.loop.store import Store
+
+# How long a drained instance waits for its agent to stop its servers before it is terminated: the
+# agent's default drain timeout (30 s, igniter-agent run --drain-timeout) and kill grace (10 s),
+# with room for its next status. Its servers were drained in the gateway first, so they finish
+# what they hold well within it.
+AGENT_DRAIN_WAIT_S = 60.0
+
+
+def layout_input(
+    policy: Policy, store: Store, previous: Layout | None, rates: Mapping[str, float], judge: Judge
+) -> LayoutInput:
+    """Slots the fleet holds (surge ones apart), server names and ports still taken, and what each
+    live slot's agent runs: what naming a new layout must respect."""
+    records = store.all_records()
+    live = {r.slot: r.offering for r in records if r.state in LIVE and not is_surge_slot(r.slot)}
+    reserved: dict[str, set[tuple[str, int]]] = {}
+    running: dict[str, tuple[PlannedServer, ...]] = {}
+    current = {r.key for r in records if r.state in LIVE and r.state is not State.GOING_AWAY}
+    for (slot, attempt), (_, servers) in store.applied().items():
+        reserved.setdefault(slot, set()).update((s.name, s.index) for s in servers)
+        if (slot, attempt) in current:
+            running[slot] = running.get(slot, ()) + servers
+    return LayoutInput(
+        fleet=policy.fleet,
+        previous=previous,
+        extra_slots=live,
+        taken_slots=frozenset(r.slot for r in records),
+        reserved_servers={k: frozenset(v) for k, v in reserved.items()},
+        workloads=workload_info(policy),
+        rates=dict(rates),
+        running=running,
+        judge=judge,
+    )
+
+
+def workload_info(policy: Policy) -> dict[str, WorkloadInfo]:
+    """Per workload, its model directory on the node and its queue delay (half the SLO)."""
+    root = policy.agents.model_root.rstrip("/")
+    return {w.name: WorkloadInfo(w.model_dir or f"{root}/{w.model}", round(w.slo_ms / 2, 3)) for w in policy.workloads}
+
+
+def limits(policy: Policy, store: Store, judge: Judge, *, contact: bool, gated: bool) -> Limits:
+    """What bounds reconcile's moves: timeouts, the cost cap, the surge and disruption budgets
+    (sized on the live fleet), and the drain waits (`contact`: agents are asked; `gated`: a
+    gateway drains servers first)."""
+    types = {
+        t.name: TypeInfo(
+            name=t.name, gpu=t.gpu, gpus=t.gpus, price_per_hour=t.price_per_hour, max_instances=t.max_instances
+        )
+        for t in policy.instance_types
+    }
+    fleet = sum(r.state in LIVE for r in store.open_records())
+    return Limits(
+        ready_timeout_s=policy.provider.ready_timeout_s,
+        max_cost_per_hour=policy.scaling.max_cost_per_hour,
+        judge=judge,
+        max_surge=policy.scaling.max_surge,
+        max_instances=policy.scaling.instance_limit,
+        types=types,
+        fleet=policy.fleet,
+        agent_drain_s=AGENT_DRAIN_WAIT_S if contact else 0.0,
+        max_unavailable=policy.scaling.disruption_budget.limit(fleet),
+        drain_timeout_s=policy.gateway.drain_timeout_s if gated else 0.0,
+    )
+
+
+def caps(store: Store, unavailable: Mapping[str, float], now: float) -> dict[str, int]:
+    """Unavailable offerings (a recent capacity error, per type and capacity type: `<type>` or
+    `<type>@spot`, until the time given) are capped at the instances already running."""
+    live = [r.offering for r in store.open_records() if r.state in USABLE and r.instance_id]
+    return {t: live.count(t) for t, end in unavailable.items() if end > now}
