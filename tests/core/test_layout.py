@@ -149,11 +149,11 @@ def test_assignment_is_the_agents_own_model() -> None:
 
 def test_slot_candidates_are_built_once_per_plan(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Matching scored every planned instance against candidates rebuilt per instance (quadratic)."""
-    import autoscaler.core.layout as layout_mod
+    import autoscaler.core.slots as slots_mod
 
     calls = []
-    real = layout_mod._candidates
-    monkeypatch.setattr(layout_mod, "_candidates", lambda i: calls.append(1) or real(i))
+    real = slots_mod._candidates
+    monkeypatch.setattr(slots_mod, "_candidates", lambda i: calls.append(1) or real(i))
     first = layout_from_plan(Plan("x", (instance("a"), instance("b"), instance("a", "b"))), inp())
     calls.clear()
     again = layout_from_plan(
