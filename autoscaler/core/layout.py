@@ -3,11 +3,11 @@
 A plan lists instances in no particular order; the fleet needs identities that survive re-planning.
 Each planned instance becomes a *slot* (`<fleet>-<instance_type>-<n>`) matched to the previous
 layout's slot of the same type that shares most placements, so a small plan change moves few
-servers (core/slots.py). Each placement becomes a server `<workload>-<k>`; a placement that stays on the same slot,
-GPU and workload keeps its name and port index, new ones get names no live server uses. A running
-server whose batch or share changes always gets a new name (replaced make-before-break: reconcile
-keeps the old one until the new one serves), since an agent restarts a same-named server in place
-and refuses requests meanwhile.
+servers (core/slots.py). Each placement becomes a server `<workload>-<k>`; a placement that stays
+on the same slot, GPU and workload keeps its name and port index, new ones get names no live
+server uses. A running server whose batch or share changes always gets a new name (replaced
+make-before-break: reconcile keeps the old one until the new one serves), since an agent restarts
+a same-named server in place and refuses requests meanwhile.
 """
 
 from __future__ import annotations
