@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from autoscaler.config.policy import Policy
-from autoscaler.loop.controller import PlanFn
+from autoscaler.loop.tick import PlanFn
 from autoscaler.sim.engine import SimOptions, simulate, with_overrides
 from autoscaler.sim.result import SimResult
 from autoscaler.sim.traces import Trace

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from autoscaler.config.policy import Policy
-from autoscaler.loop.controller import PlanFn
+from autoscaler.loop.tick import PlanFn
 from autoscaler.planner.types import Plan
 
 
