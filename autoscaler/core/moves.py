@@ -9,6 +9,7 @@ servers in their way first and reports a Breach.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -270,7 +271,7 @@ def _surge_input(
         types=limits.types,
         budget=surge_budget(limits.max_surge, len(layout.slots)),
         slots=[
-            SurgeSlot(slot=s, instance_type=r.instance_type, ready=r.state is State.READY)
+            SurgeSlot(slot=s, instance_type=r.instance_type, ready=r.state is State.READY, since=r.created_at)
             for s, r in sorted(current.items())
             if is_surge_slot(s)
         ],
@@ -283,7 +284,32 @@ def _surge_input(
         judge=judge,
         frozen=frozen,
         booting=_booting(layout, current, launching),
+        spare=_spare(layout, current),
+        late=_late(layout, current, launching),
     )
+
+
+def _late(
+    layout: Layout, current: Mapping[str, Record], launching: Sequence[Launch]
+) -> list[tuple[PlannedServer, str, float]]:
+    """Planned servers on instances not ready yet, with the instance's type and launch time (inf:
+    launched this tick)."""
+    since = {s: r.created_at for s, r in current.items() if r.state is not State.READY}
+    since |= {a.slot: math.inf for a in launching}
+    return [
+        (v, spec.instance_type, since[spec.slot]) for spec in layout.slots if spec.slot in since for v in spec.servers
+    ]
+
+
+def _spare(layout: Layout, current: Mapping[str, Record]) -> list[SurgeSlot]:
+    """Instances the layout no longer wants, booting or ready (not surge instances, and not one whose
+    launch may not have happened): surge.py may keep them for stand-ins."""
+    desired = {s.slot for s in layout.slots}
+    return [
+        SurgeSlot(slot=s, instance_type=r.instance_type, ready=r.state is State.READY, since=r.created_at)
+        for s, r in sorted(current.items())
+        if s not in desired and not is_surge_slot(s) and r.state is not State.REQUESTED
+    ]
 
 
 def _booting(

@@ -11,7 +11,7 @@ One tick, in named steps (`diff`):
    leaves no room, removes the servers in their way first and reports a Breach.
 4. configures: an assignment for each ready instance whose servers changed, or whose agent is behind.
 5. retire: surplus and idle surge instances whose servers have all left are drained and
-   terminated; those not ready yet are terminated at once. With contacted agents
+   terminated (a surplus one that surge.py keeps for stand-ins stays: a spare); those not ready yet are terminated at once. With contacted agents
    (`Limits.agent_drain_s` > 0) a drained instance is terminated only once its agent reports
    none of its servers still stopping (`FleetView.busy_agents`), or agent_drain_s after its drain.
    The serving ones go only as far as the disruption budget allows (disruption.py).
@@ -230,7 +230,7 @@ def _assign_and_retire(
     for slot, rec in sorted(current.items()):
         servers = tuple(by_slot.get(slot, ()))
         applied = view.applied.get(slot)
-        kept = slot in desired or (is_surge_slot(slot) and slot in moves.surge.keep)
+        kept = slot in desired or slot in moves.surge.keep  # surge instances and spares with stand-ins
         if kept or servers:
             if rec.state is State.READY and (_differs(servers, applied) or slot in view.stale_agents):
                 configures.append(Configure(slot, servers, _why(slot, servers, applied, desired)))

@@ -12,14 +12,25 @@ it runs. It goes, in this order of preference, where there is room:
 3. on paper, on a surge instance booting or on room a booting planned instance will have beside
    its planned servers (it starts there as borrowed room once that one is ready: no later than a
    new surge instance would be, at no extra cost);
-4. on a new surge instance (`<fleet>-<type>-surge<n>`, the cheapest type with that GPU).
+4. on a *spare*: an instance a re-plan no longer wants, booting or ready, kept as a surge instance
+   instead of being retired. It is paid for already and ready sooner than a new one; without it,
+   a re-plan that moves a workload's capacity from an instance about to be ready onto a GPU still
+   full would retire that instance and wait for a new surge instance to boot, short meanwhile;
+5. on a new surge instance (`<fleet>-<type>-surge<n>`, the cheapest type with that GPU).
 Once the stand-in serves, its workload has the capacity it was planned to get, so the servers in
 the way may leave (rollout's floors), the planned server starts in the room they leave, and the
-stand-in leaves once that one serves (the move is complete). A surge instance with nothing to do is
+stand-in leaves once that one serves (the move is complete).
+
+**Capacity that serves sooner.** A planned server on an instance still booting (or launched this
+tick) of a workload short of its demand gets a stand-in too, where a surge instance or spare is
+ready already or was launched before that instance (so it is ready first, the boot time being the
+same): on a re-plan that moves a workload's new capacity from a booting surge instance to a new
+instance, the surge instance would otherwise be retired and the workload stay short until the new
+one is ready. No new instance is launched for it, and only the shortfall is covered. A surge instance with nothing to do is
 retired at once; it is billed like any other meanwhile.
 
-`scaling.max_surge` bounds the surge instances alive at once (default: 1, or 10 % of the planned
-fleet if larger); max_instances and max_cost_per_hour bound them like any other instance. A planned
+`scaling.max_surge` bounds the surge instances alive at once, spares kept for stand-ins included
+(default: 1, or 10 % of the planned fleet if larger); max_instances and max_cost_per_hour bound them like any other instance. A planned
 server that gets no stand-in waits while the surge budget is busy with other moves. Where a limit
 makes a stand-in impossible (max_surge 0, its type at max_instances, the cost cap), the servers in
 its way are removed before it serves (break-before-make): the only way the invariant breaks,
@@ -35,7 +46,7 @@ from dataclasses import dataclass, field, replace
 
 from autoscaler.core.blocking import Pick
 from autoscaler.core.layout import PlannedServer
-from autoscaler.core.rollout import EPS, GpuKey, Judge, Tick, original_of
+from autoscaler.core.rollout import EPS, Amounts, GpuKey, Judge, Tick, original_of
 
 _SURGE = re.compile(r"-surge(\d+)$")
 
@@ -70,6 +81,7 @@ class SurgeSlot:
     slot: str
     instance_type: str
     ready: bool
+    since: float = 0.0  # launch time: of two instances booting, the one launched first is ready first
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +124,12 @@ class SurgeInput:
     # they will have to spare takes a stand-in before a surge instance is launched (it is ready as
     # soon as a new surge instance would be, and costs nothing extra).
     booting: Sequence[tuple[str, str, tuple[PlannedServer, ...]]] = ()
+    # Instances the layout no longer wants (not surge instances), booting or ready: each may stay
+    # as a surge instance for stand-ins (module docstring, 4) instead of being retired.
+    spare: Sequence[SurgeSlot] = ()
+    # Planned servers on instances not ready yet: (server, instance type, the instance's launch
+    # time, inf if launched this tick), for capacity that serves sooner (module docstring).
+    late: Sequence[tuple[PlannedServer, str, float]] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,6 +149,7 @@ class _Virtual:
     slot: str
     info: TypeInfo
     gpus: list[list[PlannedServer]] = field(default_factory=list)
+    since: float = math.inf  # launch time (inf: launched this tick, or a planned instance)
 
 
 class _Allocator:
@@ -141,12 +160,15 @@ class _Allocator:
         self.running = {original_of(s.name): k for k, s in copies}
         wanted = {t.name for g in tick.gpus.values() for t in g.wanted}
         self.orphans = [(k, s) for k, s in copies if original_of(s.name) not in wanted]  # their plan changed
-        self.keep = {k[0] for k, _ in copies if is_surge_slot(k[0])}
-        self.virtual = [_Virtual(s.slot, self._info(s.instance_type)) for s in inp.slots if not s.ready]
-        for v in self.virtual:
-            v.gpus = [[] for _ in range(v.info.gpus)]
+        self.spare = {s.slot for s in inp.spare}
+        self.enlisted = {k[0] for k, _ in copies if k[0] in self.spare}  # spares that hold stand-ins
+        self.keep = {k[0] for k, _ in copies if is_surge_slot(k[0])} | self.enlisted
+        self.virtual = [_Virtual(s.slot, self._info(s.instance_type), since=s.since) for s in inp.slots if not s.ready]
         self.virtual += [self._planned(slot, itype, servers) for slot, itype, servers in inp.booting]
-        self.live_surge = len(inp.slots)
+        self.virtual += [_Virtual(s.slot, self._info(s.instance_type), since=s.since) for s in inp.spare if not s.ready]
+        for v in self.virtual:
+            v.gpus = v.gpus or [[] for _ in range(v.info.gpus)]
+        self.live_surge = len(inp.slots) + len(self.enlisted)
         self.live_by_type = dict(inp.live_by_type)
         self.cost = inp.cost_per_hour
         self.launches: list[tuple[str, str, str]] = []
@@ -232,9 +254,24 @@ class _Allocator:
             return False
         self.names.add(cand.name)
         self.started.append(cand.name)
-        if is_surge_slot(key[0]):
-            self.keep.add(key[0])
+        self._enlist(key[0])
         return True
+
+    def _temporary(self, slot: str) -> bool:
+        return is_surge_slot(slot) or slot in self.spare
+
+    def _may_use(self, slot: str) -> bool:
+        """A surge instance, or a spare already holding stand-ins or within the surge budget."""
+        return slot not in self.spare or slot in self.enlisted or self.live_surge < self.inp.budget
+
+    def _enlist(self, slot: str) -> None:
+        """A surge instance or spare that holds a stand-in stays; a spare counts against the budget."""
+        if slot in self.spare and slot not in self.enlisted:
+            self.enlisted.add(slot)
+            self.live_surge += 1
+            self.notes.append(f"surge: {slot}, no longer planned, stays as a surge instance for stand-ins")
+        if self._temporary(slot):
+            self.keep.add(slot)
 
     def _borrow(self, b: PlannedServer, thr: float, gpu: str, blocked: GpuKey) -> bool:
         for key, g in sorted(self.tick.gpus.items()):
@@ -246,14 +283,33 @@ class _Allocator:
         return False
 
     def _ready_surge(self, b: PlannedServer, thr: float, gpu: str) -> bool:
-        for key, g in sorted(self.tick.gpus.items()):
-            if is_surge_slot(key[0]) and self._info(g.instance_type).gpu == gpu and self._try_gpu(key, b, thr):
+        """A ready surge instance, then a ready spare (module docstring, 2 and 4)."""
+        keys = sorted(self.tick.gpus, key=lambda k: (not is_surge_slot(k[0]), k))
+        for key in keys:
+            if not self._temporary(key[0]) or self._info(self.tick.gpus[key].instance_type).gpu != gpu:
+                continue
+            if self._may_use(key[0]) and self._try_gpu(key, b, thr):
                 return True
         return False
 
-    def _on_paper(self, b: PlannedServer, thr: float, gpu: str) -> bool:
+    def early(self) -> None:
+        """Stand-ins for planned servers still booting, on surge instances and spares that serve
+        sooner, as far as their workloads are short (module docstring)."""
+        gap = Amounts(self.tick.inp.demand).minus(self.tick.cap)
+        for t, itype, since in sorted(self.inp.late, key=lambda x: (x[2], x[0].name)):
+            if gap[t.workload] <= EPS * (1.0 + gap[t.workload]) or t.name in self.running:
+                continue
+            thr, gpu = t.predicted_throughput_rps, self._info(itype).gpu
+            if self._ready_surge(t, thr, gpu) or self._on_paper(t, thr, gpu, sooner_than=since):
+                gap[t.workload] -= thr
+
+    def _on_paper(self, b: PlannedServer, thr: float, gpu: str, sooner_than: float | None = None) -> bool:
+        """On a booting instance's room, on paper; with `sooner_than`, only on a surge instance or
+        spare launched before then."""
         for v in self.virtual:
-            if v.info.gpu != gpu:
+            if v.info.gpu != gpu or not self._may_use(v.slot):
+                continue
+            if sooner_than is not None and not (self._temporary(v.slot) and v.since < sooner_than):
                 continue
             for i, servers in enumerate(v.gpus):
                 room = 100.0 - sum(s.mps_percent for s in servers)
@@ -262,8 +318,7 @@ class _Allocator:
                     verdict = self.inp.judge(v.info.name, trial)
                     if all(ok for ok, _ in verdict) and verdict[-1][1] >= thr * (1 - EPS):
                         servers.append(trial[-1])
-                        if is_surge_slot(v.slot):
-                            self.keep.add(v.slot)
+                        self._enlist(v.slot)
                         return True
         return False
 
@@ -341,9 +396,11 @@ class _Allocator:
 
 
 def allocate(picks: Iterable[Pick], inp: SurgeInput, tick: Tick) -> SurgePlan:
-    """Stand-ins for every pick's needs, in pick order (see the module docstring); starts those that
-    go on ready GPUs and forces out blockers a limit leaves without one, both on `tick`."""
+    """Stand-ins for every pick's needs, in pick order, then for capacity that serves sooner (see
+    the module docstring); starts those that go on ready GPUs and forces out blockers a limit
+    leaves without one, both on `tick`."""
     alloc = _Allocator(inp, tick)
     for pick in picks:
         alloc.serve(pick)
+    alloc.early()
     return alloc.plan()

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
+from autoscaler.core.surge import is_surge_slot
+from autoscaler.fleet.sim import Lifetime
 from autoscaler.loop.controller import TickReport
 
 
@@ -17,7 +19,9 @@ class Moves:
     just before that tick (NaN for rows at rest). A layout that follows another before the first
     is done starts a new change: a workload planned to grow that grows late is a forecast's
     shortfall (it never had the capacity), one that lost capacity it had is the change's.
-    Also counts the ticks where a policy limit broke the invariant (TickReport.breaches), by limit."""
+    Also counts the ticks where a policy limit broke the invariant (TickReport.breaches), by limit,
+    and bills the instances a re-plan no longer wanted that stay as surge instances for stand-ins
+    (spares, core/surge.py) as surge: their slots are not named as surge slots."""
 
     def __init__(self, names: list[str], n: int) -> None:
         self.base = {w: np.full(n, np.nan) for w in names}
@@ -26,6 +30,9 @@ class Moves:
         self.change: dict[str, float] | None = None
         self.layout: Any = None
         self.breaches: dict[str, int] = {}
+        self.spares: frozenset[str] = frozenset()  # held as surge since the last tick
+        self.spare_hours = 0.0
+        self.spare_cost_usd = 0.0
 
     def begin(self) -> None:
         self.pre = dict(self.last)
@@ -39,6 +46,15 @@ class Moves:
         self.layout = layout
         for b in report.breaches:
             self.breaches[b["limit"]] = self.breaches.get(b["limit"], 0) + 1
+        self.spares = frozenset(s for s in report.surge_slots if not is_surge_slot(s))
+
+    def bill(self, start: float, end: float, lifetimes: Iterable[Lifetime]) -> None:
+        """The spares' hours in [start, end)."""
+        for life in lifetimes:
+            if life.slot in self.spares and life.start <= start and (life.end is None or life.end > start):
+                hours = (min(end, end if life.end is None else life.end) - start) / 3600.0
+                self.spare_hours += hours
+                self.spare_cost_usd += hours * life.price_per_hour
 
     def record(self, lo: int, hi: int, cap: Mapping[str, float]) -> None:
         for w, arr in self.base.items():

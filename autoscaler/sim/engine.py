@@ -282,6 +282,7 @@ class Replay:
             self.capacity[w][lo:hi] = cap.get(w, 0.0)
         self.cost[lo:hi] = self.provider.cost_per_hour(start)
         self.moves.record(lo, hi, cap)
+        self.moves.bill(start, end, self.provider.lifetimes.values())
 
     def run(self) -> tuple[int, int]:
         """Tick on the interval grid to the trace's end, plus the early ticks `igniter run` adds
@@ -358,8 +359,8 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         tick_capacity={w: np.array(v) for w, v in replay.tick_capacity.items()},
         tuning=replay.tuning,
         change_base=replay.moves.base,
-        surge_instance_hours=sum(p.instance_hours(end, is_surge_slot).values()),
-        surge_cost_usd=p.cost_usd(end, is_surge_slot),
+        surge_instance_hours=sum(p.instance_hours(end, is_surge_slot).values()) + replay.moves.spare_hours,
+        surge_cost_usd=p.cost_usd(end, is_surge_slot) + replay.moves.spare_cost_usd,
         surge_launches=surge_launches,
         breaches=dict(replay.moves.breaches),
     )

@@ -123,3 +123,76 @@ def test_a_draining_server_goes_back_to_serving_when_it_is_needed_again() -> Non
     applied = {"s0": (share("b-0", "b", 0, 50.0),), "s1": (share("b-1", "b", 0, 50.0),)}
     d = run(layout, [rec("s0"), rec("s1")], applied, ready={"b-0"}, drained=frozenset())
     assert d.draining == frozenset() and d.actions == ()
+
+
+def test_a_spare_booting_instance_stays_as_surge_instead_of_a_new_launch() -> None:
+    """A re-plan no longer wants s9 (booting, launched for an earlier plan) and puts the swap on GPUs
+    still full: the stand-in goes on s9 on paper, which stays (it is ready sooner than a new surge
+    instance and paid for already) and counts against the surge budget."""
+    records = [*SWAP_RECORDS, rec("s9", State.PENDING)]
+    d = run(SWAP, records, SWAP_APPLIED, ready={"a-0", "b-0"}, limits=Limits(types=P3))
+    assert not launches(d) and not d.breaches and d.surge_slots == {"s9"}
+    assert not [a for a in d.actions if isinstance(a, Terminate)]
+    assert any("s9, no longer planned, stays" in n for n in d.notes)
+    d = run(SWAP, records, SWAP_APPLIED, ready={"a-0", "b-0"}, limits=Limits(types=P3, max_surge=0))
+    assert [a.slot for a in d.actions if isinstance(a, Terminate)] == ["s9"] and d.breaches
+
+
+def test_a_spare_ready_instance_takes_the_stand_in_at_once() -> None:
+    records = [*SWAP_RECORDS, rec("s9")]
+    d = run(SWAP, records, {**SWAP_APPLIED, "s9": ()}, ready={"a-0", "b-0"}, limits=Limits(types=P3))
+    assert not launches(d) and not d.breaches and d.surge_slots == {"s9"}
+    [conf] = [a for a in d.actions if isinstance(a, Configure) and a.slot == "s9"]
+    assert [s.name for s in conf.servers] in (["a-1-s0"], ["b-1-s0"])
+
+
+def test_the_swap_completes_on_a_spare_and_retires_it() -> None:
+    """The whole move with a ready spare: no surge launch, the floor kept at every step, and the
+    spare is retired once the move is done."""
+    pf = fleet(SWAP, {**SWAP_APPLIED, "s9": ()}, limits=Limits(types=P3))
+    pf.run()
+    assert done(pf) and not any(d.breaches for d in pf.diffs) and "s9" not in pf.records
+    assert not [a for d in pf.diffs for a in d.actions if isinstance(a, Launch)]
+    never_below(pf)
+
+
+def test_a_booting_surge_instance_launched_first_carries_a_new_server_still_booting() -> None:
+    """A re-plan drops the move a booting surge instance was launched for and plans b's new server
+    on an instance launched now: the surge instance is ready first, so it stays and carries b's
+    stand-in on paper meanwhile. One launched after the planned instance is retired."""
+    layout = [slot("s0", share("a-0", "a", 0, 50.0)), slot("s1", share("b-0", "b", 0, 50.0))]
+    applied = {"s0": (share("a-0", "a", 0, 50.0),)}
+    surge = rec("igniter-p3-surge0", State.PENDING, age=60.0)
+    d = run(layout, [rec("s0"), surge], applied, ready={"a-0"}, limits=Limits(types=P3))
+    assert [a.slot for a in launches(d)] == ["s1"] and d.surge_slots == {"igniter-p3-surge0"}
+    assert not [a for a in d.actions if isinstance(a, Terminate)]
+    later = rec("igniter-p3-surge0", State.PENDING, age=10.0)
+    d = run(
+        layout, [rec("s0"), rec("s1", State.PENDING, age=30.0), later], applied, ready={"a-0"}, limits=Limits(types=P3)
+    )
+    assert [a.slot for a in d.actions if isinstance(a, Terminate)] == ["igniter-p3-surge0"]
+
+
+def test_a_ready_spare_carries_a_new_server_until_its_instance_is_ready() -> None:
+    """s0 is surplus and ready; b's server is planned on s2, launched now: b gets a stand-in on s0
+    at once, s0 is retired once b-0 serves, and the floors hold at every step."""
+    layout = [slot("s1", share("a-1", "a", 0, 50.0)), slot("s2", share("b-0", "b", 0, 50.0))]
+    applied = {"s0": (), "s1": (share("a-1", "a", 0, 50.0),)}
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-1"}, limits=Limits(types=P3))
+    [conf] = [a for a in d.actions if isinstance(a, Configure)]
+    assert conf.slot == "s0" and [s.name for s in conf.servers] == ["b-0-s0"] and d.surge_slots == {"s0"}
+    pf = fleet(layout, dict(applied), limits=Limits(types=P3))
+    pf.run()
+    assert done(pf) and "s0" not in pf.records and not any(d.breaches for d in pf.diffs)
+    assert any(c.get("b", 0.0) > 0 for c in pf.history[1:3])  # b serves before s2 is ready
+    never_below(pf)
+
+
+def test_no_stand_in_for_a_booting_server_when_the_workload_is_covered() -> None:
+    """a grows onto s2 (launched now) but its observed rate is within what a-1 serves: s0 is retired."""
+    layout = [slot("s1", share("a-1", "a", 0, 50.0)), slot("s2", share("a-2", "a", 0, 50.0))]
+    applied = {"s0": (), "s1": (share("a-1", "a", 0, 50.0),)}
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-1"}, limits=Limits(types=P3), rates={"a": 100.0})
+    assert [a.slot for a in d.actions if isinstance(a, Terminate)] == ["s0"] and not d.surge_slots
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-1"}, limits=Limits(types=P3), rates={"a": 200.0})
+    assert d.surge_slots == {"s0"}
