@@ -19,7 +19,7 @@ from typing import Any
 
 from agents.spec import Assignment, ServerSpec
 from autoscaler.config.offerings import ON_DEMAND, CapacityType, offering_key
-from autoscaler.core.resize import Judge, rejudged, stay_as_running
+from autoscaler.core.resize import Judge, hand_over, rejudged, stay_as_running
 from autoscaler.core.slots import match_slots, new_slot
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
 
@@ -255,7 +255,9 @@ def _keep_servers(
         if o.name not in resized - set(stay)
     )
     rest.extend((gi, p, o.name) for o, gi, p in matched if o.name in resized and o.name not in stay)
-    return same + kept, rest, bool(stay)
+    claimed = {v.name for v in same + kept} | {o.name for o, _, _ in matched} | {v.replaces for v in kept}
+    claimed |= {rep for _, _, rep in rest} | {v.name for v in running if is_stand_in(v.name)}
+    return same + kept, hand_over(rest, running, claimed), bool(stay)
 
 
 def _running_as_planned(

@@ -86,3 +86,23 @@ def rejudged(instance_type: str, servers: tuple[PlannedServer, ...], judge: Judg
             if abs(thr - out[i].predicted_throughput_rps) > 1e-9 * max(thr, 1.0):
                 out[i] = replace(out[i], predicted_throughput_rps=thr)
     return tuple(out)
+
+
+def hand_over(
+    rest: Sequence[tuple[int, PlacementOut, str]], running: Sequence[PlannedServer], claimed: set[str]
+) -> list[tuple[int, PlacementOut, str]]:
+    """New placements (GPU index, placement, predecessor) take a predecessor where they have none:
+    a running server of the same workload on the same GPU that no placement keeps or replaces (it
+    retires: an earlier plan moved it away, and this one puts its workload back). The new server
+    then starts beside it and takes over its load once ready (rollout.loading), a resize in place,
+    instead of waiting for it to leave, which on a full GPU needs surge capacity."""
+    free = [v for v in running if v.name not in claimed]
+    out = []
+    for gi, p, rep in rest:
+        if not rep:
+            cur = next((v for v in free if v.gpu_index == gi and v.workload == p.workload), None)
+            if cur is not None:
+                free.remove(cur)
+                rep = cur.name
+        out.append((gi, p, rep))
+    return out

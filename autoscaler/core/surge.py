@@ -40,105 +40,24 @@ reported as a Breach.
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from autoscaler.core.blocking import Pick
 from autoscaler.core.layout import PlannedServer
-from autoscaler.core.rollout import EPS, Amounts, GpuKey, Judge, Tick, original_of
+from autoscaler.core.rollout import EPS, Amounts, GpuKey, Tick, original_of
+from autoscaler.core.surge_types import (
+    SURGE_SLOT,
+    Breach,
+    SurgeInput,
+    SurgePlan,
+    SurgeSlot,
+    TypeInfo,
+    is_surge_slot,
+    surge_budget,
+)
 
-_SURGE = re.compile(r"-surge(\d+)$")
-
-
-def is_surge_slot(slot: str) -> bool:
-    return _SURGE.search(slot) is not None
-
-
-def surge_budget(setting: int | str | None, fleet_size: int) -> int:
-    """Surge instances allowed at once: an int, "N%" of the planned fleet (rounded up, as
-    Kubernetes rounds maxSurge), or None for the default max(1, 10 %)."""
-    if setting is None:
-        return max(1, math.ceil(0.1 * fleet_size - EPS))
-    if isinstance(setting, str):
-        return math.ceil(float(setting.rstrip("%")) / 100.0 * fleet_size - EPS)
-    return int(setting)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TypeInfo:
-    name: str
-    gpu: str
-    gpus: int
-    price_per_hour: float
-    max_instances: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SurgeSlot:
-    """A live surge instance; a ready one's GPUs are part of the Tick."""
-
-    slot: str
-    instance_type: str
-    ready: bool
-    since: float = 0.0  # launch time: of two instances booting, the one launched first is ready first
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Breach:
-    """Servers removed before their replacements serve because a policy limit left no other way."""
-
-    slot: str
-    gpu: int
-    servers: tuple[str, ...]
-    workloads: tuple[str, ...]
-    limit: str  # max_surge | max_instances | max_cost_per_hour
-    detail: str
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "slot": self.slot,
-            "gpu": self.gpu,
-            "servers": list(self.servers),
-            "workloads": list(self.workloads),
-            "limit": self.limit,
-            "detail": self.detail,
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SurgeInput:
-    fleet: str
-    types: Mapping[str, TypeInfo]  # every instance type of the policy
-    budget: int  # surge instances allowed at once
-    slots: Sequence[SurgeSlot]  # live surge instances
-    live_by_type: Mapping[str, int]  # live instances per type, launches of this tick included
-    max_instances: int | None = None  # the most instances the fleet may hold (scaling.max_instances)
-    cost_per_hour: float  # the fleet's hourly cost, launches of this tick included
-    max_cost_per_hour: float | None
-    taken_slots: frozenset[str]  # every slot name ever used
-    names: frozenset[str]  # server names in use (layout and applied)
-    judge: Judge
-    frozen: bool = False  # nothing changes and nothing is on its way: a busy budget never frees up
-    # Planned instances booting or launched this tick: (slot, type, their planned servers). Room
-    # they will have to spare takes a stand-in before a surge instance is launched (it is ready as
-    # soon as a new surge instance would be, and costs nothing extra).
-    booting: Sequence[tuple[str, str, tuple[PlannedServer, ...]]] = ()
-    # Instances the layout no longer wants (not surge instances), booting or ready: each may stay
-    # as a surge instance for stand-ins (module docstring, 4) instead of being retired.
-    spare: Sequence[SurgeSlot] = ()
-    # Planned servers on instances not ready yet: (server, instance type, the instance's launch
-    # time, inf if launched this tick), for capacity that serves sooner (module docstring).
-    late: Sequence[tuple[PlannedServer, str, float]] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SurgePlan:
-    launches: tuple[tuple[str, str, str], ...] = ()  # (slot, instance type, reason)
-    keep: frozenset[str] = frozenset()  # surge slots still needed
-    breaches: tuple[Breach, ...] = ()
-    notes: tuple[str, ...] = ()
-    stand_ins: tuple[str, ...] = ()  # started this tick
+__all__ = ["Breach", "SurgeInput", "SurgePlan", "SurgeSlot", "TypeInfo", "allocate", "is_surge_slot", "surge_budget"]
 
 
 @dataclass
@@ -157,7 +76,12 @@ class _Allocator:
         self.inp, self.tick = inp, tick
         self.names = set(inp.names)
         copies = [(k, s) for k, servers in tick.on.items() for s in servers if original_of(s.name) is not None]
-        self.running = {original_of(s.name): k for k, s in copies}
+        self.carried = Amounts()  # per original: what its stand-ins carry
+        self.gained = Amounts()  # per workload: stand-ins started, not ready yet (or started this tick)
+        for _, c in copies:
+            self.carried[original_of(c.name) or ""] += c.predicted_throughput_rps
+            if c.name not in tick.inp.ready:
+                self.gained[c.workload] += c.predicted_throughput_rps
         wanted = {t.name for g in tick.gpus.values() for t in g.wanted}
         self.orphans = [(k, s) for k, s in copies if original_of(s.name) not in wanted]  # their plan changed
         self.spare = {s.slot for s in inp.spare}
@@ -193,7 +117,7 @@ class _Allocator:
         key = pick.blockage.key
         limits: list[str] = []
         for t in pick.needs:
-            if t.name in self.running or self._adopt(t):  # a stand-in is already there (starting or serving)
+            if self._covered(t) or self._adopt(t):  # a stand-in is already there (starting or serving)
                 continue
             why = self._place(t, t.predicted_throughput_rps, pick.blockage.instance_type, key)
             if why == "busy" and self.inp.frozen and not self.launches and not self.started:
@@ -209,6 +133,13 @@ class _Allocator:
                 limits.append(why)
         if limits:
             self._force(pick, limits[0])
+
+    def _covered(self, t: PlannedServer) -> bool:
+        return self.carried[t.name] >= t.predicted_throughput_rps * (1 - EPS)
+
+    def _gap(self, workload: str) -> float:
+        """How far the workload's ready capacity, and the stand-ins on their way, fall short of its demand."""
+        return self.tick.inp.demand.get(workload, 0.0) - self.tick.cap[workload] - self.gained[workload]
 
     def _adopt(self, t: PlannedServer) -> bool:
         """A stand-in left over from an earlier plan (its planned server is gone) that carries as much
@@ -254,6 +185,8 @@ class _Allocator:
             return False
         self.names.add(cand.name)
         self.started.append(cand.name)
+        self.carried[b.name] += got
+        self.gained[b.workload] += got
         self._enlist(key[0])
         return True
 
@@ -295,13 +228,14 @@ class _Allocator:
     def early(self) -> None:
         """Stand-ins for planned servers still booting, on surge instances and spares that serve
         sooner, as far as their workloads are short (module docstring)."""
-        gap = Amounts(self.tick.inp.demand).minus(self.tick.cap)
+        paper = Amounts()  # placed on paper this way, per workload
         for t, itype, since in sorted(self.inp.late, key=lambda x: (x[2], x[0].name)):
-            if gap[t.workload] <= EPS * (1.0 + gap[t.workload]) or t.name in self.running:
+            gap = self._gap(t.workload) - paper[t.workload]
+            if gap <= EPS * (1.0 + t.predicted_throughput_rps) or self._covered(t):
                 continue
             thr, gpu = t.predicted_throughput_rps, self._info(itype).gpu
-            if self._ready_surge(t, thr, gpu) or self._on_paper(t, thr, gpu, sooner_than=since):
-                gap[t.workload] -= thr
+            if not self._ready_surge(t, thr, gpu) and self._on_paper(t, thr, gpu, sooner_than=since):
+                paper[t.workload] += thr
 
     def _on_paper(self, b: PlannedServer, thr: float, gpu: str, sooner_than: float | None = None) -> bool:
         """On a booting instance's room, on paper; with `sooner_than`, only on a surge instance or
@@ -351,7 +285,7 @@ class _Allocator:
     def _open(self, t: TypeInfo, b: PlannedServer, blocked: GpuKey) -> None:
         prefix = f"{self.inp.fleet}-{t.name}-surge"
         n = 1 + max(
-            (int(m.group(1)) for s in self.taken if s.startswith(prefix) and (m := _SURGE.search(s))), default=-1
+            (int(m.group(1)) for s in self.taken if s.startswith(prefix) and (m := SURGE_SLOT.search(s))), default=-1
         )
         slot = f"{prefix}{n}"
         self.taken.add(slot)

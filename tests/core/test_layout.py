@@ -299,3 +299,22 @@ def test_a_placement_a_running_server_runs_as_planned_keeps_that_server() -> Non
     )
     [srv] = third.slots[0].servers
     assert (srv.name, srv.index, srv.mps_percent, srv.batch, srv.replaces) == ("a-0", 0, 30.0, 4, "")
+
+
+def test_a_placement_back_on_a_gpu_where_its_workload_retires_hands_over() -> None:
+    """The previous layout moved a off f-p3-0 (only b there now), but a-0 still runs there, waiting
+    for its replacement. A plan that puts a back on that GPU at another size names a new server that
+    `replaces` a-0: it starts beside it and takes over its load (before: no predecessor, so it waited
+    for a-0 to leave, a full GPU's move that needs surge capacity). A workload with no server
+    running there, or one whose running server is kept, gets no predecessor."""
+    first = layout_from_plan(Plan("x", (instance("a", "b"),)), inp())
+    running = first.slots[0].servers  # a-0 (30 %), b-0
+    moved = layout_from_plan(Plan("x", (instance("b"), instance("a"))), inp(first, frozenset({"f-p3-0"})))
+    assert [s.name for s in moved.slots[0].servers] == ["b-0"]
+    back = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("b"), place("a", mps=60.0, batch=8))),)),))
+    reserved = {"f-p3-0": frozenset((s.name, s.index) for s in running)}
+    base = replace(inp(moved, frozenset({"f-p3-0", "f-p3-1"}), reserved), running={"f-p3-0": running})
+    again = layout_from_plan(back, base)
+    by_name = {s.workload: s for s in again.slots[0].servers}
+    assert by_name["a"].name != "a-0" and by_name["a"].replaces == "a-0"
+    assert by_name["b"].name == "b-0" and by_name["b"].replaces == ""
