@@ -6,14 +6,15 @@ of a tick and saved once at its end; failures are handled as the contracts' erro
 (fleet/base.py, transport/base.py). Time comes from an injected clock, so the same code runs under
 APScheduler (`igniter run`) and under a simulated clock (`igniter simulate`). The pure parts are
 lifecycle.sync, forecast, headroom, slo_guard, scaling.choose, layout_from_plan and
-reconcile.diff; the forecast step is loop/tuning.py, the pure parts' inputs are built from the
-store in loop/inputs.py, and what is serving now in loop/fleet_view.py.
+reconcile.diff; the observe step is loop/observe.py, the forecast step loop/tuning.py, the pure
+parts' inputs are built from the store in loop/inputs.py, and what is serving now in
+loop/fleet_view.py.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -21,24 +22,24 @@ from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.colocation import server_judge
 from autoscaler.core.layout import Layout, layout_from_plan, layout_to_plan
-from autoscaler.core.lifecycle import LIVE, Record, State, SyncInput, going_away, sync
+from autoscaler.core.lifecycle import Record, State, SyncInput, going_away, sync
 from autoscaler.core.reconcile import Diff, FleetView, diff
 from autoscaler.core.routing import GatewayNames
 from autoscaler.core.scaling import choose, hold_rates, next_wake
 from autoscaler.core.slo_guard import update as guard_update
-from autoscaler.fleet.base import Instance, OnRecord, ProviderError, Retry
+from autoscaler.fleet.base import Instance, ProviderError, Retry
 from autoscaler.leader.base import NotLeader
 from autoscaler.loop import inputs
-from autoscaler.loop.actuator import Actuator, Outcome, quarantine
+from autoscaler.loop.actuator import Actuator, Outcome
 from autoscaler.loop.fleet_view import ViewInput, agent_ready, fleet_view, live_records
 from autoscaler.loop.gateway_step import GatewayStep, fleet_names
 from autoscaler.loop.inputs import AGENT_DRAIN_WAIT_S, layout_input
+from autoscaler.loop.observe import observe, remember_agents
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
 from autoscaler.loop.tuning import planned_rates
 from autoscaler.planner.limits import TooManyInstances
-from autoscaler.rates.base import StatusFed
-from autoscaler.transport.base import AgentStatus, TransportError, parse_status
+from autoscaler.transport.base import TransportError
 
 log = logging.getLogger(__name__)
 
@@ -119,51 +120,9 @@ class Controller:
         return [r.leaves_at - lead for r in records if r.state is State.GOING_AWAY and r.leaves_at is not None]
 
     def observe(self, now: float) -> Observation:
-        """The provider's instances, the agents' status, the rates (each behind its interface)."""
-        instances = {i.id: i for i in self.deps.provider.list_instances()}
-        kept = {k: q for k, q in self.state.quarantined.items() if k in instances}
-        self.state = replace(self.state, quarantined=kept)
-        if self.deps.gate is not None and self.deps.contact:
-            self.deps.gate.refresh(list(instances.values()))
-        statuses = self._statuses(instances)
-        if isinstance(self.deps.rates.source, StatusFed):
-            self.deps.rates.source.feed(statuses)
-        notices = tuple(self.deps.interruptions.receive()) if self.deps.interruptions is not None else ()
-        gateway = self.routing.observe(self.policy, now) if self.routing is not None else None
-        reading = self.deps.rates.read(now, [w.name for w in self.policy.workloads])
-        return Observation(now, instances, statuses, reading, notices, gateway)
-
-    def _statuses(self, instances: Mapping[str, Instance]) -> dict[str, AgentStatus]:
-        if not self.deps.contact:
-            return {}
-        out: dict[str, AgentStatus] = {}
-        for rec in self.store.open_records():
-            inst = instances.get(rec.instance_id or "")
-            if rec.state not in LIVE or rec.state is State.GOING_AWAY:
-                continue  # a going instance's servers carry the slot's names: they must not look like its replacement's
-            if inst is not None and inst.state == "running" and self._reachable(inst):
-                try:
-                    out[rec.slot] = parse_status(self.deps.transport.status(inst))
-                except TransportError as exc:
-                    self._status_failed(rec.slot, inst, exc)
-        return out
-
-    def _status_failed(self, slot: str, inst: Instance, exc: TransportError) -> None:
-        """The transport's error table: a retryable failure waits for the next tick; a host key
-        or login failure quarantines the node."""
-        if exc.retryable:
-            log.info("agent of %s did not answer: %s", slot, exc)
-        elif exc.decision.record is OnRecord.QUARANTINE:
-            self.state = quarantine(self.state, inst, str(exc), self.deps.clock())
-        else:
-            log.warning("agent of %s failed: %s", slot, exc)
-
-    def _reachable(self, inst: Instance) -> bool:
-        """Not yet reachable (no pinned host key) is a normal stage of booting, not an error; a
-        quarantined node is never contacted again."""
-        if inst.id in self.state.quarantined:
-            return False
-        return self.deps.gate is None or self.deps.gate.reachable(inst)
+        """The provider's instances, the agents' status, the rates (loop/observe.py)."""
+        obs, self.state = observe(self.deps, self.policy, self.routing, self.state, now)
+        return obs
 
     def sync(self, obs: Observation) -> list[Instance]:
         """Lifecycle transitions implied by the observation; returns orphan instances."""
@@ -187,7 +146,7 @@ class Controller:
                 ch.reason,
                 ch.detail,
             )
-        self._remember_agents(agents_ok, obs.now)
+        self.state = remember_agents(self.state, self.store.open_records(), agents_ok, obs.now)
         return orphans
 
     def interrupted(self, obs: Observation, report: TickReport) -> Observation:
@@ -210,14 +169,6 @@ class Controller:
         self.deps.interruptions.done(obs.notices)
         gone = {ch.record.slot for ch in changes}
         return replace(obs, statuses={s: st for s, st in obs.statuses.items() if s not in gone})
-
-    def _remember_agents(self, answered: frozenset[str], now: float) -> None:
-        """When each live instance's agent last answered (a silent one is replaced, see reconcile)."""
-        live = {r.key: r.slot for r in self.store.open_records() if r.state in LIVE}
-        seen = {k: t for k, t in self.state.agent_seen.items() if k in live}
-        seen.update({k: now for k, slot in live.items() if slot in answered})
-        rejected = {k: v for k, v in self.state.rejected.items() if k in live}
-        self.state = replace(self.state, agent_seen=seen, rejected=rejected)
 
     def forecast(self, obs: Observation, report: TickReport) -> dict[str, float]:
         """Rate to plan for per workload (tuning.planned_rates), shown in the report and kept in

@@ -1,0 +1,94 @@
+"""The observe step of a tick: the provider's instances, the agents' status, the interruption
+notices, the gateway and the rates, each read behind its interface, and what the state keeps of
+the agents that answered. Kept out of controller.py so the tick reads as its steps; the functions
+return the new state, and change nothing else."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from autoscaler.config.policy import Policy
+from autoscaler.core.lifecycle import LIVE, Record, State
+from autoscaler.fleet.base import Instance, OnRecord
+from autoscaler.loop.actuator import quarantine
+from autoscaler.loop.gateway_step import GatewayStep
+from autoscaler.loop.state import ControllerState
+from autoscaler.loop.tick import Deps, Observation
+from autoscaler.rates.base import StatusFed
+from autoscaler.transport.base import AgentStatus, TransportError, parse_status
+
+log = logging.getLogger(__name__)
+
+
+def observe(
+    deps: Deps, policy: Policy, routing: GatewayStep | None, state: ControllerState, now: float
+) -> tuple[Observation, ControllerState]:
+    """What the tick sees, and the state less the quarantines of instances that are gone, plus
+    those this observation found (a host key or login failure)."""
+    instances = {i.id: i for i in deps.provider.list_instances()}
+    state = replace(state, quarantined={k: q for k, q in state.quarantined.items() if k in instances})
+    if deps.gate is not None and deps.contact:
+        deps.gate.refresh(list(instances.values()))
+    statuses, state = agent_statuses(deps, state, deps.store.open_records(), instances)
+    if isinstance(deps.rates.source, StatusFed):
+        deps.rates.source.feed(statuses)
+    notices = tuple(deps.interruptions.receive()) if deps.interruptions is not None else ()
+    gateway = routing.observe(policy, now) if routing is not None else None
+    reading = deps.rates.read(now, [w.name for w in policy.workloads])
+    return Observation(now, instances, statuses, reading, notices, gateway), state
+
+
+def agent_statuses(
+    deps: Deps, state: ControllerState, records: Sequence[Record], instances: Mapping[str, Instance]
+) -> tuple[dict[str, AgentStatus], ControllerState]:
+    """Slot -> status of each live instance's agent that answered. A going instance is not asked:
+    its servers carry the slot's names and must not look like its replacement's."""
+    if not deps.contact:
+        return {}, state
+    out: dict[str, AgentStatus] = {}
+    for rec in records:
+        inst = instances.get(rec.instance_id or "")
+        if rec.state not in LIVE or rec.state is State.GOING_AWAY:
+            continue
+        if inst is not None and inst.state == "running" and _reachable(deps, state, inst):
+            try:
+                out[rec.slot] = parse_status(deps.transport.status(inst))
+            except TransportError as exc:
+                state = _status_failed(deps, state, rec.slot, inst, exc)
+    return out, state
+
+
+def _status_failed(
+    deps: Deps, state: ControllerState, slot: str, inst: Instance, exc: TransportError
+) -> ControllerState:
+    """The transport's error table: a retryable failure waits for the next tick; a host key or
+    login failure quarantines the node."""
+    if exc.retryable:
+        log.info("agent of %s did not answer: %s", slot, exc)
+    elif exc.decision.record is OnRecord.QUARANTINE:
+        return quarantine(state, inst, str(exc), deps.clock())
+    else:
+        log.warning("agent of %s failed: %s", slot, exc)
+    return state
+
+
+def _reachable(deps: Deps, state: ControllerState, inst: Instance) -> bool:
+    """Not yet reachable (no pinned host key) is a normal stage of booting, not an error; a
+    quarantined node is never contacted again."""
+    if inst.id in state.quarantined:
+        return False
+    return deps.gate is None or deps.gate.reachable(inst)
+
+
+def remember_agents(
+    state: ControllerState, records: Sequence[Record], answered: frozenset[str], now: float
+) -> ControllerState:
+    """When each live instance's agent last answered (a silent one is replaced, see reconcile);
+    what is kept about instances no longer live is dropped."""
+    live = {r.key: r.slot for r in records if r.state in LIVE}
+    seen = {k: t for k, t in state.agent_seen.items() if k in live}
+    seen.update({k: now for k, slot in live.items() if slot in answered})
+    rejected = {k: v for k, v in state.rejected.items() if k in live}
+    return replace(state, agent_seen=seen, rejected=rejected)
