@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from autoscaler.core.actions import FleetView, Launch, Limits, fleet_cost
 from autoscaler.core.blocking import Blockage, Progress, resolve
@@ -57,7 +57,9 @@ def plan_moves(
             f"make-before-break on {b.key[0]} GPU {b.key[1]}: {', '.join(s.name for s in b.waiting)} "
             f"start once {', '.join(s.name for s in b.blockers)} leave (their replacements are coming)"
         )
-    plan = allocate(res.picks, _surge_input(layout, current, view, limits, launches, judge, frozen), tick)
+    inp = _surge_input(layout, current, view, limits, launches, judge, frozen)
+    inp = replace(inp, late=(*inp.late, *_waiting_late(res.waiting, inp.late)))
+    plan = allocate(res.picks, inp, tick)
     notes.extend(plan.notes)
     step = tick.result()
     for w, gap in sorted(step.short().items()):
@@ -287,6 +289,20 @@ def _surge_input(
         spare=_spare(layout, current),
         late=_late(layout, current, launching),
     )
+
+
+def _waiting_late(
+    waiting: Sequence[Blockage], late: Sequence[tuple[PlannedServer, str, float]]
+) -> list[tuple[PlannedServer, str, float]]:
+    """Blocked servers that wait for their blockers to leave, as late as the earliest launch of the
+    booting instances the blockers' workloads wait for (surge.py: capacity that serves sooner);
+    with none booting, they wait for servers starting now, and only ready room is sooner."""
+    out = []
+    for b in waiting:
+        workloads = {s.workload for s in b.blockers}
+        since = min((t for v, _, t in late if v.workload in workloads), default=-math.inf)
+        out += [(v, b.instance_type, since) for v in b.waiting]
+    return out
 
 
 def _late(

@@ -22,9 +22,10 @@ the way may leave (rollout's floors), the planned server starts in the room they
 stand-in leaves once that one serves (the move is complete).
 
 **Capacity that serves sooner.** A planned server on an instance still booting (or launched this
-tick) of a workload short of its demand gets a stand-in too, where a surge instance or spare is
-ready already or was launched before that instance (so it is ready first, the boot time being the
-same): on a re-plan that moves a workload's new capacity from a booting surge instance to a new
+tick), or one that waits on a ready GPU for servers that leave once such an instance is ready
+(moves.py), of a workload short of its demand gets a stand-in too, where a surge instance or spare
+is ready already or was launched before that instance (so it is ready first, the boot time being
+the same): on a re-plan that moves a workload's new capacity from a booting surge instance to a new
 instance, the surge instance would otherwise be retired and the workload stay short until the new
 one is ready. No new instance is launched for it, and only the shortfall is covered. A surge instance with nothing to do is
 retired at once; it is billed like any other meanwhile.

@@ -3,6 +3,8 @@ Breach they cause), the gateway's `drained` hook, and surge instances that never
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from autoscaler.core.lifecycle import State
 from autoscaler.core.reconcile import Configure, Drain, Launch, Limits, Terminate
 from autoscaler.core.surge import TypeInfo, is_surge_slot, surge_budget
@@ -196,3 +198,21 @@ def test_no_stand_in_for_a_booting_server_when_the_workload_is_covered() -> None
     assert [a.slot for a in d.actions if isinstance(a, Terminate)] == ["s0"] and not d.surge_slots
     d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-1"}, limits=Limits(types=P3), rates={"a": 200.0})
     assert d.surge_slots == {"s0"}
+
+
+def test_a_move_that_waits_gets_its_stand_in_on_a_surge_instance_ready_sooner() -> None:
+    """a-1 waits on s0 for b-0 to leave, and b-0 for b-1 on s1, launched now; a is short of its
+    rate. The surge instance booting since earlier is ready first: it stays and carries a-1's
+    stand-in on paper. With a covered, it is retired."""
+    layout = [
+        slot("s0", replace(share("a-1", "a", 2, 70.0), replaces="a-0")),
+        slot("s1", share("b-1", "b", 0, 60.0)),
+    ]
+    applied = {"s0": (share("a-0", "a", 0, 40.0), share("b-0", "b", 1, 60.0))}
+    records = [rec("s0"), rec("igniter-p3-surge0", State.PENDING, age=60.0)]
+    ready = {"a-0", "b-0"}
+    d = run(layout, records, applied, ready=ready, limits=Limits(types=P3), rates={"a": 130.0, "b": 100.0})
+    assert any("start once b-0 leave" in n for n in d.notes)
+    assert d.surge_slots == {"igniter-p3-surge0"} and [a.slot for a in launches(d)] == ["s1"]
+    d = run(layout, records, applied, ready=ready, limits=Limits(types=P3), rates={"a": 100.0, "b": 100.0})
+    assert [a.slot for a in d.actions if isinstance(a, Terminate)] == ["igniter-p3-surge0"]
