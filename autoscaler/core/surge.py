@@ -27,15 +27,15 @@ tick), or one that waits on a ready GPU for servers that leave once such an inst
 is ready already or was launched before that instance (so it is ready first, the boot time being
 the same): on a re-plan that moves a workload's new capacity from a booting surge instance to a new
 instance, the surge instance would otherwise be retired and the workload stay short until the new
-one is ready. No new instance is launched for it, and only the shortfall is covered. A surge instance with nothing to do is
-retired at once; it is billed like any other meanwhile.
+one is ready. No new instance is launched for it, and only the shortfall is covered.
 
-`scaling.max_surge` bounds the surge instances alive at once, spares kept for stand-ins included
-(default: 1, or 10 % of the planned fleet if larger); max_instances and max_cost_per_hour bound them like any other instance. A planned
-server that gets no stand-in waits while the surge budget is busy with other moves. Where a limit
-makes a stand-in impossible (max_surge 0, its type at max_instances, the cost cap), the servers in
-its way are removed before it serves (break-before-make): the only way the invariant breaks,
-reported as a Breach.
+A surge instance (or spare) with nothing to do is retired at once; it is billed like any other
+meanwhile. `scaling.max_surge` bounds the surge instances alive at once, spares kept for
+stand-ins included (default: 1, or 10 % of the planned fleet if larger); max_instances and
+max_cost_per_hour bound them like any other instance. A planned server that gets no stand-in
+waits while the surge budget is busy with other moves. Where a limit makes a stand-in impossible
+(max_surge 0, its type at max_instances, the cost cap), the servers in its way are removed before
+it serves (break-before-make): the only way the invariant breaks, reported as a Breach.
 """
 
 from __future__ import annotations
