@@ -256,7 +256,7 @@ def _keep_servers(
     )
     rest.extend((gi, p, o.name) for o, gi, p in matched if o.name in resized and o.name not in stay)
     claimed = {v.name for v in same + kept} | {o.name for o, _, _ in matched} | {v.replaces for v in kept}
-    claimed |= {rep for _, _, rep in rest} | {v.name for v in running if is_stand_in(v.name)}
+    claimed |= {rep for _, _, rep in rest} | {v.name for v in running if is_stand_in(v.name)}  # see hand_over
     return same + kept, hand_over(rest, running, claimed), bool(stay)
 
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from autoscaler.core.layout import PlannedServer
-from autoscaler.core.rollout import EPS, Judge
+from autoscaler.core.rollout_types import EPS, Judge
 
 SURGE_SLOT = re.compile(r"-surge(\d+)$")
 
