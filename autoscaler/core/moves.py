@@ -205,8 +205,7 @@ def _progress(
 ) -> Progress:
     """Where each workload's planned servers stand (blocking.Progress); with the fleet `frozen`,
     nothing is coming and nothing leaves by itself."""
-    launching = {a.slot for a in launches if isinstance(a, Launch)}
-    booting = {s for s, r in current.items() if r.state is not State.READY} | launching
+    booting = _launch_times(current, [a for a in launches if isinstance(a, Launch)])
     running = {s.agent_key() for servers in tick.on.values() for s in servers}
     pending: dict[str, set[str]] = defaultdict(set)
     coming, never = set(), set()
@@ -305,13 +304,17 @@ def _waiting_late(
     return out
 
 
+def _launch_times(current: Mapping[str, Record], launching: Sequence[Launch]) -> dict[str, float]:
+    """Slot -> launch time of each instance not ready yet: booting, or launched this tick (inf)."""
+    since = {s: r.created_at for s, r in current.items() if r.state is not State.READY}
+    return since | {a.slot: math.inf for a in launching}
+
+
 def _late(
     layout: Layout, current: Mapping[str, Record], launching: Sequence[Launch]
 ) -> list[tuple[PlannedServer, str, float]]:
-    """Planned servers on instances not ready yet, with the instance's type and launch time (inf:
-    launched this tick)."""
-    since = {s: r.created_at for s, r in current.items() if r.state is not State.READY}
-    since |= {a.slot: math.inf for a in launching}
+    """Planned servers on instances not ready yet, with the instance's type and launch time."""
+    since = _launch_times(current, launching)
     return [
         (v, spec.instance_type, since[spec.slot]) for spec in layout.slots if spec.slot in since for v in spec.servers
     ]
@@ -332,5 +335,5 @@ def _booting(
     layout: Layout, current: Mapping[str, Record], launching: Sequence[Launch]
 ) -> list[tuple[str, str, tuple[PlannedServer, ...]]]:
     """Planned instances not ready yet (booting, or launched this tick), with their servers."""
-    coming = {s for s, r in current.items() if r.state is not State.READY} | {a.slot for a in launching}
+    coming = _launch_times(current, launching)
     return [(s.slot, s.instance_type, s.servers) for s in layout.slots if s.slot in coming]

@@ -11,7 +11,8 @@ One tick, in named steps (`diff`):
    leaves no room, removes the servers in their way first and reports a Breach.
 4. configures: an assignment for each ready instance whose servers changed, or whose agent is behind.
 5. retire: surplus and idle surge instances whose servers have all left are drained and
-   terminated (a surplus one that surge.py keeps for stand-ins stays: a spare); those not ready yet are terminated at once. With contacted agents
+   terminated (a surplus one that surge.py keeps for stand-ins stays: a spare); those not ready
+   yet are terminated at once. With contacted agents
    (`Limits.agent_drain_s` > 0) a drained instance is terminated only once its agent reports
    none of its servers still stopping (`FleetView.busy_agents`), or agent_drain_s after its drain.
    The serving ones go only as far as the disruption budget allows (disruption.py).

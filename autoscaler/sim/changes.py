@@ -49,10 +49,12 @@ class Moves:
         self.spares = frozenset(s for s in report.surge_slots if not is_surge_slot(s))
 
     def bill(self, start: float, end: float, lifetimes: Iterable[Lifetime]) -> None:
-        """The spares' hours in [start, end)."""
+        """The spares' hours in [start, end) (most ticks hold none: nothing to scan)."""
+        if not self.spares:
+            return
         for life in lifetimes:
             if life.slot in self.spares and life.start <= start and (life.end is None or life.end > start):
-                hours = (min(end, end if life.end is None else life.end) - start) / 3600.0
+                hours = ((end if life.end is None else min(end, life.end)) - start) / 3600.0
                 self.spare_hours += hours
                 self.spare_cost_usd += hours * life.price_per_hour
 
