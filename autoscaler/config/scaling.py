@@ -81,6 +81,11 @@ class ScalingConfig(Frozen):
         description="auto: sized per workload from its own recent forecast errors for target_attainment "
         "(docs/operations.md); a number: plan for forecast * (1 + headroom)",
     )
+    headroom_window_s: Seconds = Field(
+        default=21600.0,
+        description="headroom auto: how long a forecast error counts (the error histogram's decay time "
+        "constant); shorter is cheaper and misses more (docs/simulate.md: the measured trade-off)",
+    )
     scale_down_delay_s: Delay = 600.0
     boot_s: Delay = 180.0
     max_cost_per_hour: Annotated[float, Field(gt=0, le=limits.MAX_FLEET_COST_PER_HOUR)] | None = None

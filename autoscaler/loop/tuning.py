@@ -21,14 +21,15 @@ from autoscaler.transport.base import AgentStatus
 
 
 def headroom_config(policy: Policy) -> HeadroomConfig:
-    """The estimator's constants for this policy: its target, boot time, forecast horizon, and the
-    burst floor's window (the scale-down delay: the hold on scale-in keeps plans that long, the
-    floor keeps the busiest rate seen that long)."""
+    """The estimator's constants for this policy: its target, boot time, forecast horizon, how long
+    an error counts (headroom_window_s), and the burst floor's window (the scale-down delay: the
+    hold on scale-in keeps plans that long, the floor keeps the busiest rate seen that long)."""
     sc = policy.scaling
     return HeadroomConfig(
         target=sc.target_attainment,
         lead_s=sc.boot_s,
         horizon_s=sc.boot_s + sc.interval_s,
+        window_s=sc.headroom_window_s,
         burst_window_s=sc.scale_down_delay_s,
     )
 

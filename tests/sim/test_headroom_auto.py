@@ -120,3 +120,24 @@ def test_bursts_the_mean_smooths_away_are_covered(make_policy):
     auto = simulate(policy, trace).summary()
     assert auto["slo_attainment"] >= 0.999
     assert simulate(policy, trace, SimOptions(headroom=1.0)).summary()["slo_attainment"] < 0.99
+
+
+def test_a_shorter_headroom_window_forgets_a_burst_sooner(make_policy):
+    """scaling.headroom_window_s reaches the estimator: a 3-minute burst 60 % above a calm level
+    raises the headroom under either window; 4 hours later a 30-minute window has forgotten it (its
+    weight is under the 0.1 % the target leaves after about 2.3 hours) while the default 6 hours
+    (about 12 hours) still plans for it."""
+    rng = np.random.default_rng(5)
+    rates = LEVEL * rng.uniform(0.98, 1.02, 90 + 3 + 240)
+    rates[90:93] *= 1.6
+    trace = Trace("burst.csv", np.arange(len(rates)) * 60.0, {"a": rates}, 60.0)
+    scaling = {"forecast": "last", "headroom": "auto", "interval_s": 60, "scale_down_delay_s": 0}
+    rooms = {}
+    for window in (1800, None):
+        extra = {} if window is None else {"headroom_window_s": window}
+        tuning = simulate(make_policy(scaling={**scaling, **extra}), trace).tuning
+        assert tuning is not None
+        rooms[window] = tuning.headroom["a"]
+    for room in rooms.values():
+        assert max(room[93:100]) >= 0.5  # the burst's x, about 1.6
+    assert rooms[1800][-1] < 0.15 < 0.45 < rooms[None][-1]
