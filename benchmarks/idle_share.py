@@ -32,8 +32,9 @@ from autoscaler.config.policy import Policy, load_policy  # noqa: E402
 from autoscaler.loop.wiring import default_planner  # noqa: E402
 from autoscaler.planner.types import Plan  # noqa: E402
 from autoscaler.sim import traces  # noqa: E402
-from autoscaler.sim.engine import SimOptions, default_plan_fn, plan_gpus, simulate  # noqa: E402
+from autoscaler.sim.engine import SimOptions, default_plan_fn, simulate  # noqa: E402
 from autoscaler.sim.result import feasible_capacity  # noqa: E402
+from autoscaler.sim.strategies import plan_gpus  # noqa: E402
 
 PLAN_SAMPLES = 120
 

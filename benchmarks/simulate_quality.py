@@ -51,8 +51,9 @@ from _machine import describe  # noqa: E402
 from autoscaler.config.policy import Policy, load_policy  # noqa: E402
 from autoscaler.sim import traces  # noqa: E402
 from autoscaler.sim.compare import compare_options  # noqa: E402
-from autoscaler.sim.engine import SimOptions, SimResult, default_plan_fn, plan_gpus, simulate  # noqa: E402
+from autoscaler.sim.engine import SimOptions, SimResult, default_plan_fn, simulate  # noqa: E402
 from autoscaler.sim.result import feasible_capacity  # noqa: E402
+from autoscaler.sim.strategies import plan_gpus  # noqa: E402
 
 HEADROOMS = (0.1, 0.2, 0.3, 0.4, 0.5)
 PLANNERS = ("igniter", "ffd", "gslice", "gpulets")

@@ -20,7 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from autoscaler.config.offerings import offering_key
-from autoscaler.core.layout import PlannedServer, assignment_json
+from autoscaler.core.assignment import assignment_json
+from autoscaler.core.layout import PlannedServer
 from autoscaler.core.lifecycle import Reason, Record, State, new_record, transition
 from autoscaler.core.reconcile import Action, Configure, Drain, Launch, Terminate
 from autoscaler.fleet.base import CapacityError, Instance, OnRecord, Provider, ProviderError, Retry

@@ -45,12 +45,11 @@ from autoscaler.core.surge import is_surge_slot
 from autoscaler.fleet.sim import SimInterruptions, SimProvider
 from autoscaler.loop.controller import Controller, Deps, PlanFn, TickReport
 from autoscaler.loop.store import Store
-from autoscaler.planner.types import Plan
 from autoscaler.rates.reader import RateReader
 from autoscaler.sim.changes import Moves
 from autoscaler.sim.memo import MemoPlanner
 from autoscaler.sim.result import SimResult, Tuning, feasible_capacity
-from autoscaler.sim.strategies import plan_types, reactive_planner
+from autoscaler.sim.strategies import peak_plan, reactive_planner, static_result
 from autoscaler.sim.trace_rates import FutureRates, TraceRates
 from autoscaler.sim.traces import Trace
 from autoscaler.transport.fake import NoneTransport
@@ -124,42 +123,6 @@ def default_plan_fn(policy: Policy) -> PlanFn:
     from autoscaler.loop.wiring import default_planner
 
     return default_planner
-
-
-def peak_plan(policy: Policy, trace: Trace, plan_fn: PlanFn) -> Plan:
-    """The plan for every workload's peak rate: what static provisioning buys for the whole trace."""
-    return plan_fn(policy, trace.peak(), {}, {}, None)
-
-
-def static_result(policy: Policy, trace: Trace, label: str, plan: Plan) -> SimResult:
-    """The static-peak strategy: the peak plan's (re-predicted) capacity and price at every row."""
-    n, hours = len(trace.times), trace.duration_s / 3600.0
-    cap, broken = feasible_capacity(policy, plan_gpus(plan))
-    cost = plan.cost_per_hour * hours
-    return SimResult(
-        label=label,
-        strategy="static-peak",
-        planner=plan.planner,
-        forecast="-",
-        headroom=0.0,
-        trace=trace,
-        capacity={w: np.full(n, cap.get(w, 0.0)) for w in trace.names},
-        cost_per_hour=np.full(n, plan.cost_per_hour),
-        cost_total_usd=cost,
-        static_peak_cost_usd=cost,
-        instance_hours={t: k * hours for t, k in plan_types(plan).items()},
-        unplaced={u.workload: u.reason for u in plan.unplaced},
-        broken_servers=broken,
-    )
-
-
-def plan_gpus(plan: Plan) -> list[tuple[str, list[tuple[str, str, int, float]]]]:
-    """A plan's GPUs as (GPU type, co-located servers), the shape feasible_capacity judges."""
-    return [
-        (g.gpu, [(p.workload, p.model, p.batch, p.mps_percent) for p in g.placements])
-        for inst in plan.instances
-        for g in inst.gpus
-    ]
 
 
 class Replay:

@@ -21,10 +21,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from autoscaler.config.policy import InstanceType, Policy
 from autoscaler.model.perfmodel import load_perf_model
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
+from autoscaler.sim.result import SimResult, feasible_capacity
+from autoscaler.sim.traces import Trace
+
+if TYPE_CHECKING:
+    from autoscaler.loop.controller import PlanFn
 
 LOW, HIGH, TARGET = 0.40, 0.70, 0.55
 MAX_BATCH = 128
@@ -129,3 +137,39 @@ def plan_types(plan: Plan) -> dict[str, int]:
     for inst in plan.instances:
         out[inst.instance_type] = out.get(inst.instance_type, 0) + 1
     return out
+
+
+def peak_plan(policy: Policy, trace: Trace, plan_fn: PlanFn) -> Plan:
+    """The plan for every workload's peak rate: what static provisioning buys for the whole trace."""
+    return plan_fn(policy, trace.peak(), {}, {}, None)
+
+
+def static_result(policy: Policy, trace: Trace, label: str, plan: Plan) -> SimResult:
+    """The static-peak strategy: the peak plan's (re-predicted) capacity and price at every row."""
+    n, hours = len(trace.times), trace.duration_s / 3600.0
+    cap, broken = feasible_capacity(policy, plan_gpus(plan))
+    cost = plan.cost_per_hour * hours
+    return SimResult(
+        label=label,
+        strategy="static-peak",
+        planner=plan.planner,
+        forecast="-",
+        headroom=0.0,
+        trace=trace,
+        capacity={w: np.full(n, cap.get(w, 0.0)) for w in trace.names},
+        cost_per_hour=np.full(n, plan.cost_per_hour),
+        cost_total_usd=cost,
+        static_peak_cost_usd=cost,
+        instance_hours={t: k * hours for t, k in plan_types(plan).items()},
+        unplaced={u.workload: u.reason for u in plan.unplaced},
+        broken_servers=broken,
+    )
+
+
+def plan_gpus(plan: Plan) -> list[tuple[str, list[tuple[str, str, int, float]]]]:
+    """A plan's GPUs as (GPU type, co-located servers), the shape feasible_capacity judges."""
+    return [
+        (g.gpu, [(p.workload, p.model, p.batch, p.mps_percent) for p in g.placements])
+        for inst in plan.instances
+        for g in inst.gpus
+    ]

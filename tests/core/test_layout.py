@@ -10,10 +10,10 @@ import pytest
 from pydantic import ValidationError
 
 from agents.spec import parse_assignment
+from autoscaler.core.assignment import assignment_json
 from autoscaler.core.layout import (
     LayoutInput,
     WorkloadInfo,
-    assignment_json,
     layout_from_json,
     layout_from_plan,
     layout_to_plan,
