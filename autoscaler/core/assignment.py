@@ -1,8 +1,4 @@
-"""Layout servers -> the `igniter-agent apply` body for one instance. Pure.
-
-The agent owns that contract (agents/spec.py Assignment); the autoscaler builds it as the agent's
-own model, so the JSON is described once and validated before it is sent.
-"""
+"""Layout servers -> the `igniter-agent apply` body for one instance (the agent owns that contract). Pure."""
 
 from __future__ import annotations
 
