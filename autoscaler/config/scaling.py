@@ -86,6 +86,11 @@ class ScalingConfig(Frozen):
         description="headroom auto: how long a forecast error counts (the error histogram's decay time "
         "constant); shorter is cheaper and misses more (docs/simulate.md: the measured trade-off)",
     )
+    headroom_feedback_s: Delay = Field(
+        default=21600.0,
+        description="headroom auto: the time constant with which the quantile the headroom is sized at "
+        "follows the attainment measured (adaptive conformal inference; 0: stay at target_attainment)",
+    )
     scale_down_delay_s: Delay = 600.0
     boot_s: Delay = 180.0
     max_cost_per_hour: Annotated[float, Field(gt=0, le=limits.MAX_FLEET_COST_PER_HOUR)] | None = None

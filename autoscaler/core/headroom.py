@@ -45,8 +45,24 @@ The estimator, per workload, every tick (time and rates are passed in):
   scale-in does. Where rows are no finer than the tick, the peak is the rate read, and the floor
   is the busiest read of the window.
 
+- Feedback. The histogram leaves out capacity the headroom does not size (the planner's
+  rounding to whole servers, the hold on scale-in above what its sample counts, the burst floor),
+  so the target quantile of x alone over-covers wherever those add much. The quantile's level
+  therefore adapts to what capacity actually covered, as adaptive conformal inference does (Gibbs
+  and Candes, "Adaptive Conformal Inference Under Distribution Shift", NeurIPS 2021): the
+  allowance a (the share of time the quantile leaves uncovered, 1 - target to start) moves by
+  dt / feedback_s x ((1 - target) - miss) with each sample whose ready capacity is known, where
+  miss is 1 when that capacity fell short of the peak. Covered time raises it slowly (lower
+  headroom), a short second lowers it target / (1 - target) times as fast (999 times at 0.999),
+  so the time-average of misses is pulled to 1 - target where capacity over-covers. It is held
+  between 1 - target and allowance_cap x (1 - target), and only moves once the warm-up is over:
+  the feedback only ever lowers the quantile, where capacity covered more than the target asks.
+  Misses the headroom did not cause (a jump while an instance boots) would otherwise push later
+  plans to the histogram's top, which costs the most and, measured, covered no more.
+
 The same state measures attainment: the fraction of the last hour (5-minute buckets) in which the
-capacity that was ready covered the observed rate; the status endpoint exports both.
+capacity that was ready covered the observed rate (core/coverage.py, with the feedback's step);
+the status endpoint exports both.
 
 `HeadroomState` is one small frozen value per controller (about 100 numbers per workload) with
 `to_json`/`from_json`, carried between ticks by the controller's store.
@@ -59,10 +75,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from autoscaler.core import coverage
+
 BINS = 48  # geometric bins between ratio 1 and 1 + cap (about 1.5 % wide for cap 1.0)
 MIN_RPS = 1e-6  # a reference rate below this is none: no multiple of it covers anything
-ATTAIN_BUCKET_S = 300.0
-ATTAIN_WINDOW_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +94,12 @@ class HeadroomConfig:
     floor: float = 0.0
     cap: float = 1.0
     burst_window_s: float = 600.0  # scale_down_delay_s: plan for the busiest peak this recent (0: off)
+    feedback_s: float = 6 * 3600.0  # the allowance's time constant (0: the quantile stays at target)
+    allowance_cap: float = 20.0  # the most the allowance grows, in multiples of 1 - target
+
+    def allowance(self) -> float:
+        """The share of time the target leaves uncovered: where the feedback starts."""
+        return 1.0 - self.target
 
     def edges(self) -> tuple[float, ...]:
         """Upper ratio edge of each bin: bin 0 is x <= 1, bin k <= (1 + cap)^(k / BINS)."""
@@ -94,8 +116,9 @@ class WorkloadErrors:
     weights: tuple[float, ...] = ()
     observed_at: float | None = None  # the latest tick with a fresh rate
     samples_s: float = 0.0  # undecayed seconds of samples (for the warm-up)
-    attain: tuple[tuple[float, float, float], ...] = ()
+    attain: tuple[coverage.Bucket, ...] = ()
     peaks: tuple[tuple[float, float], ...] = ()  # (time, busiest rate since the previous read)
+    allowance: float | None = None  # the feedback's share of time left uncovered (None: 1 - target)
 
     def total(self) -> float:
         return sum(self.weights)
@@ -116,6 +139,7 @@ class HeadroomState:
                 "samples_s": e.samples_s,
                 "attain": [list(b) for b in e.attain],
                 "peaks": [list(p) for p in e.peaks],
+                "allowance": e.allowance,
             }
             for w, e in sorted(self.workloads.items())
         }
@@ -133,6 +157,7 @@ class HeadroomState:
                     samples_s=float(d.get("samples_s", 0.0)),
                     attain=tuple((float(a), float(b), float(c)) for a, b, c in d.get("attain", ())),
                     peaks=tuple((float(t), float(v)) for t, v in d.get("peaks", ())),
+                    allowance=None if d.get("allowance") is None else float(d["allowance"]),
                 )
             except (TypeError, ValueError, AttributeError):
                 out[w] = WorkloadErrors()
@@ -142,9 +167,13 @@ class HeadroomState:
         """The headroom to plan `workload` with now (cold_start for a workload never sampled)."""
         return headroom_of(self.workloads.get(workload, WorkloadErrors()), cfg)
 
+    def level(self, workload: str, cfg: HeadroomConfig) -> float:
+        """The quantile the headroom is sized at now: the target, moved by the feedback."""
+        return level_of(self.workloads.get(workload, WorkloadErrors()), cfg)
+
     def attainment(self, workload: str, now: float) -> float | None:
         """Fraction of the last hour whose ready capacity covered the observed rate (None: no data)."""
-        return attainment_of(self.workloads.get(workload, WorkloadErrors()), now)
+        return coverage.attained(self.workloads.get(workload, WorkloadErrors()).attain, now)
 
 
 def _plan(p: Any) -> Plan:
@@ -155,20 +184,25 @@ def _plan(p: Any) -> Plan:
 
 # -- the estimator ---------------------------------------------------------------------------------
 def headroom_of(e: WorkloadErrors, cfg: HeadroomConfig) -> float:
-    """The target quantile of the recent errors, minus 1, clamped; cold_start while warming up."""
-    q = _quantile(e.weights, cfg) if len(e.weights) == BINS + 2 else None
+    """The quantile (level_of) of the recent errors, minus 1, clamped; cold_start while warming up."""
+    q = _quantile(e.weights, level_of(e, cfg), cfg) if len(e.weights) == BINS + 2 else None
     h = cfg.cold_start if q is None else q - 1.0
     if e.samples_s < cfg.warmup_s:
         h = max(h, cfg.cold_start)
     return min(max(h, cfg.floor), cfg.cap)
 
 
-def _quantile(weights: tuple[float, ...], cfg: HeadroomConfig) -> float | None:
-    """The smallest bin edge with at least `target` of the weight at or below it (None: empty)."""
+def level_of(e: WorkloadErrors, cfg: HeadroomConfig) -> float:
+    """1 - the allowance: the target until the feedback has moved it."""
+    return cfg.target if e.allowance is None or cfg.feedback_s <= 0 else 1.0 - e.allowance
+
+
+def _quantile(weights: tuple[float, ...], level: float, cfg: HeadroomConfig) -> float | None:
+    """The smallest bin edge with at least `level` of the weight at or below it (None: empty)."""
     total = sum(weights)
     if total <= 0:
         return None
-    need, run = cfg.target * total, 0.0
+    need, run = level * total, 0.0
     edges = cfg.edges()
     for k, w in enumerate(weights[:-1]):
         run += w
@@ -249,6 +283,16 @@ def settle(e: WorkloadErrors, held: float | None) -> WorkloadErrors:
     return replace(e, forecasts=(*e.forecasts[:-1], (t, f, h, float(held))))
 
 
+def adapt(e: WorkloadErrors, dt: float, covered: bool, cfg: HeadroomConfig) -> WorkloadErrors:
+    """Move the allowance by dt seconds of coverage (see Feedback); nothing while warming up."""
+    if cfg.feedback_s <= 0 or e.samples_s < cfg.warmup_s:
+        return e
+    a = coverage.allowance_after(
+        e.allowance, dt, covered, goal=cfg.allowance(), cap=cfg.allowance_cap, time_s=cfg.feedback_s
+    )
+    return replace(e, allowance=a)
+
+
 # -- the burst floor -----------------------------------------------------------------------------------
 def note_peak(e: WorkloadErrors, now: float, peak: float, cfg: HeadroomConfig) -> WorkloadErrors:
     """Keep this tick's peak and those of the last burst_window_s."""
@@ -261,25 +305,6 @@ def note_peak(e: WorkloadErrors, now: float, peak: float, cfg: HeadroomConfig) -
 def burst_floor(e: WorkloadErrors, now: float, cfg: HeadroomConfig) -> float:
     """The busiest peak of the last burst_window_s (0 when none): the least rate to plan for."""
     return max((v for t, v in e.peaks if t > now - cfg.burst_window_s), default=0.0)
-
-
-# -- attainment over the last hour -------------------------------------------------------------------
-def record_attainment(e: WorkloadErrors, now: float, dt: float, covered: bool) -> WorkloadErrors:
-    """Add dt seconds, covered or not, to the 5-minute bucket of `now`; drop buckets over an hour old."""
-    start = math.floor(now / ATTAIN_BUCKET_S) * ATTAIN_BUCKET_S
-    buckets = [b for b in e.attain if b[0] > now - ATTAIN_WINDOW_S]
-    if buckets and buckets[-1][0] == start:
-        s, c, n = buckets.pop()
-        buckets.append((s, c + dt * covered, n + dt))
-    else:
-        buckets.append((start, dt * covered, dt))
-    return replace(e, attain=tuple(buckets))
-
-
-def attainment_of(e: WorkloadErrors, now: float) -> float | None:
-    live = [b for b in e.attain if b[0] > now - ATTAIN_WINDOW_S]
-    total = sum(n for _, _, n in live)
-    return sum(c for _, c, _ in live) / total if total > 0 else None
 
 
 # -- one tick ----------------------------------------------------------------------------------------
@@ -343,7 +368,8 @@ def _observe(
     peak = max(rate, inp.peak.get(w, rate))
     capacity = inp.capacity.get(w)
     if capacity is not None:
-        e = record_attainment(e, inp.now, dt, capacity >= peak - 1e-9)
+        covered = capacity >= peak - 1e-9
+        e = adapt(replace(e, attain=coverage.record(e.attain, inp.now, dt, covered)), dt, covered, cfg)
     error = forecast_error(e, inp.now, rate, cfg)
     if error is not None:
         errors[w] = error

@@ -178,7 +178,7 @@ class Controller:
         tuned = out.tuned
         self.state = replace(self.state, headroom=tuned.state)
         report.headroom, report.forecast_error, report.attainment = tuned.headroom, tuned.errors, tuned.attainment
-        report.burst_floor = tuned.floor
+        report.burst_floor, report.headroom_quantile = tuned.floor, tuned.level
         if obs.reading.error:
             report.outcome.error("rates", obs.reading.error)
         report.observed, report.forecast = dict(obs.reading.rates), out.rates

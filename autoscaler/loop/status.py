@@ -62,6 +62,13 @@ class Metrics:
             ["workload"],
             registry=r,
         )
+        self.quantile = Gauge(
+            "igniter_headroom_quantile_ratio",
+            "Headroom auto: the quantile of the forecast errors the headroom is sized at (the target, "
+            "moved by the attainment measured)",
+            ["workload"],
+            registry=r,
+        )
         self.attainment = Gauge(
             "igniter_attainment_last_hour_ratio",
             "Fraction of the last hour in which the ready capacity covered the observed rate",
@@ -117,6 +124,7 @@ class Metrics:
         _reset(self.headroom, {(w,): v for w, v in report.headroom.items()})
         _reset(self.attainment, {(w,): v for w, v in report.attainment.items() if v is not None})
         _reset(self.burst_floor, {(w,): v for w, v in report.burst_floor.items()})
+        _reset(self.quantile, {(w,): v for w, v in report.headroom_quantile.items()})
 
 
 def _count(instances: list[dict[str, Any]]) -> list[tuple[dict[str, str], int]]:
@@ -165,8 +173,8 @@ def fleet_snapshot(controller: Controller) -> dict[str, Any]:
 
 
 def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, Any]:
-    """Per workload: the headroom planned with, the burst floor (auto), the latest forecast error
-    sample, and the measured attainment over the last hour, with the policy's mode and target
+    """Per workload: the headroom planned with, the burst floor (auto), the quantile of the errors
+    it was sized at (the target, moved by the feedback), the latest forecast error sample, and the measured attainment over the last hour, with the policy's mode and target
     (docs/operations.md)."""
     sc = controller.policy.scaling
     return {
@@ -176,6 +184,7 @@ def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, A
             w: {
                 "headroom": h,
                 "burst_floor_rps": report.burst_floor.get(w, 0.0),
+                "quantile": report.headroom_quantile.get(w),
                 "forecast_error": report.forecast_error.get(w),
                 "attainment_1h": report.attainment.get(w),
             }

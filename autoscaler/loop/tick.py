@@ -62,6 +62,7 @@ class TickReport:
     forecast_error: dict[str, float] = field(default_factory=dict)  # observed / the forecast boot_s earlier - 1
     attainment: dict[str, float | None] = field(default_factory=dict)  # ready capacity >= rate, last hour
     burst_floor: dict[str, float] = field(default_factory=dict)  # busiest peak of the last scale_down_delay_s (auto)
+    headroom_quantile: dict[str, float] = field(default_factory=dict)  # the errors' quantile headroom auto sizes at
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     settling: bool = False  # make-before-break work waits on servers just started: tick again soon

@@ -22,7 +22,8 @@ from autoscaler.transport.base import AgentStatus
 
 def headroom_config(policy: Policy) -> HeadroomConfig:
     """The estimator's constants for this policy: its target, boot time, forecast horizon, how long
-    an error counts (headroom_window_s), and the burst floor's window (the scale-down delay: the
+    an error counts (headroom_window_s), how fast the quantile follows measured attainment
+    (headroom_feedback_s), and the burst floor's window (the scale-down delay: the
     hold on scale-in keeps plans that long, the floor keeps the busiest rate seen that long)."""
     sc = policy.scaling
     return HeadroomConfig(
@@ -30,6 +31,7 @@ def headroom_config(policy: Policy) -> HeadroomConfig:
         lead_s=sc.boot_s,
         horizon_s=sc.boot_s + sc.interval_s,
         window_s=sc.headroom_window_s,
+        feedback_s=sc.headroom_feedback_s,
         burst_window_s=sc.scale_down_delay_s,
     )
 
@@ -39,7 +41,8 @@ class Tuned:
     """The step's answer: the estimator's new state (for ControllerState.headroom), planned rates
     (base * (1 + headroom)), the headroom per workload, the
     forecast errors this tick measured (observed / the newest base forecast at least boot_s old,
-    minus 1) and the attainment measured over the last hour."""
+    minus 1), the attainment measured over the last hour, the burst floor and the quantile of the
+    errors the headroom was sized at (the target, moved by the feedback; core/headroom.py)."""
 
     state: HeadroomState
     planned: dict[str, float | None]
@@ -47,6 +50,7 @@ class Tuned:
     errors: dict[str, float] = field(default_factory=dict)
     attainment: dict[str, float | None] = field(default_factory=dict)
     floor: dict[str, float] = field(default_factory=dict)
+    level: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,8 @@ def tune(state: HeadroomState, policy: Policy, now: float, seen: Seen) -> Tuned:
     step = update(state, inp, cfg)
     planned = {w: None if f is None else max(f * (1.0 + step.headroom[w]), step.floor[w]) for w, f in base.items()}
     attained = {w: step.state.attainment(w, now) for w in base}
-    return Tuned(step.state, planned, step.headroom, step.errors, attained, step.floor)
+    level = {w: step.state.level(w, cfg) for w in base} if inp.fixed is None else {}
+    return Tuned(step.state, planned, step.headroom, step.errors, attained, step.floor, level)
 
 
 def ready_capacity(store: Store, statuses: Mapping[str, AgentStatus], contact: bool) -> dict[str, float]:

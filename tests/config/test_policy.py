@@ -74,6 +74,7 @@ CASES = [
     ("target of 1", {**GOOD, "scaling": {"target_attainment": 1.0}}, "scaling.target_attainment"),
     ("target too low", {**GOOD, "scaling": {"target_attainment": 0.2}}, "scaling.target_attainment"),
     ("zero headroom window", {**GOOD, "scaling": {"headroom_window_s": 0}}, "scaling.headroom_window_s"),
+    ("negative headroom feedback", {**GOOD, "scaling": {"headroom_feedback_s": -1}}, "scaling.headroom_feedback_s"),
     ("zero spot price", mutate("instance_types.0.spot_price_per_hour", 0), "instance_types[0].spot_price_per_hour"),
     (
         "on-demand floor above 1",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -181,8 +182,9 @@ def test_the_sample_judges_the_newest_forecast_a_boot_old() -> None:
 def test_a_held_layout_counts_and_rounding_or_missing_capacity_does_not() -> None:
     """Judged against the rate the layout was planned for where the hold on scale-in kept it above
     forecast * (1 + headroom): that capacity is there and grows with the headroom. Ready capacity
-    (the planner's rounding above the plan, or a shortfall below it) changes nothing."""
-    c = cfg(target=0.99)
+    (the planner's rounding above the plan, or a shortfall below it) adds no sample: without the
+    feedback it changes nothing (with it, test_the_feedback_*)."""
+    c = cfg(target=0.99, feedback_s=0.0)
     rates = [100.0 * (1.0 + 0.3 * ((k * 7919) % 1000) / 1000) for k in range(600)]  # U(1.0, 1.3) x 100
 
     def settle(held: float | None = None, capacity: float | None = None) -> float:
@@ -204,6 +206,69 @@ def test_a_held_layout_counts_and_rounding_or_missing_capacity_does_not() -> Non
     assert settle(held=160.0) == 0.0  # an earlier peak held at 160 covers every rate up to 130
     assert settle(held=60.0) == open_loop  # planned under the forecast: the forecast is judged
     assert settle(capacity=500.0) == settle(capacity=50.0) == open_loop
+
+
+# -- feedback --------------------------------------------------------------------------------------
+def closed_loop(c: HeadroomConfig, ticks: int, rounding: float, seed: int = 3) -> tuple[float, float, HeadroomState]:
+    """Rates 100 * U(1.0, 1.5) against a flat forecast of 100, served by capacity the planner
+    rounds up: 100 * (1 + headroom planned boot_s earlier) * rounding. Returns the fraction of
+    ticks covered over the second half, the mean headroom planned then, and the final state."""
+    rng = np.random.default_rng(seed)
+    state, planned, covered, rooms = HeadroomState(), [c.cold_start] * 3, [], []
+    for k in range(ticks):
+        rate = 100.0 * float(rng.uniform(1.0, 1.5))
+        capacity = 100.0 * (1.0 + planned[-3]) * rounding  # the plan of three ticks (180 s) ago serves
+        inp = TickInput(
+            now=k * TICK, interval_s=TICK, observed={"a": rate}, forecast={"a": 100.0}, capacity={"a": capacity}
+        )
+        step = update(state, inp, c)
+        state, planned = step.state, [*planned[-2:], step.headroom["a"]]
+        if k >= ticks // 2:
+            covered.append(capacity >= rate)
+            rooms.append(step.headroom["a"])
+    return float(np.mean(covered)), float(np.mean(rooms)), state
+
+
+def test_the_feedback_pulls_the_time_covered_to_the_target() -> None:
+    """Rounding 10 % above every plan covers every tick at the open-loop headroom (about 0.485: the
+    0.95 quantile of U(1, 1.5) - 1, rounded up to its bin): the feedback lowers the headroom until
+    capacity covers about target of the time (0.949-0.951 on seeds 3-5), and no further."""
+    base = cfg(target=0.95, window_s=3600.0, allowance_cap=10.0)
+    open_att, open_room, _ = closed_loop(replace(base, feedback_s=0.0), 6000, rounding=1.1)
+    att, room, _ = closed_loop(replace(base, feedback_s=3600.0), 6000, rounding=1.1)
+    assert open_att == 1.0 and 0.46 <= open_room <= 0.5
+    assert 0.94 <= att <= 0.96
+    assert room < open_room - 0.1  # the cost the rounding made unnecessary (about 0.34 planned)
+
+
+def test_without_slack_the_feedback_stays_within_its_step_of_the_target() -> None:
+    """Without rounding only the quantile's bin edge covers more than the target (0.968 open loop
+    on seed 3): the feedback lowers the headroom by about that much and stays near the target (a
+    short tick lowers the allowance target / (1 - target) times as fast as a covered one raises
+    it): 0.943-0.947 on seeds 3-5, within the step's tolerance."""
+    base = cfg(target=0.95, window_s=3600.0, allowance_cap=10.0, feedback_s=3600.0)
+    att, room, _ = closed_loop(base, 6000, rounding=1.0)
+    assert att >= 0.94 and 0.44 <= room <= 0.5
+
+
+def test_the_allowance_is_bounded_and_waits_for_the_warm_up() -> None:
+    """Always covered, the allowance grows to allowance_cap x (1 - target) and stops; a short
+    spell takes it back to 1 - target and no lower (the quantile never above the target); nothing
+    moves it during the warm-up, and feedback_s 0 leaves the quantile at the target."""
+    c = cfg(target=0.99, feedback_s=600.0, allowance_cap=5.0, warmup_s=1800.0)
+    state = HeadroomState()
+    for k in range(400):
+        cap = 1000.0 if k < 300 else 10.0  # covered for 300 ticks, then short
+        inp = TickInput(
+            now=k * TICK, interval_s=TICK, observed={"a": 100.0}, forecast={"a": 100.0}, capacity={"a": cap}
+        )
+        state = update(state, inp, c).state
+        if k == 29:
+            assert state.workloads["a"].allowance is None and state.level("a", c) == 0.99  # still warming up
+        if k == 299:
+            assert state.level("a", c) == pytest.approx(0.95)
+            assert state.level("a", replace(c, feedback_s=0.0)) == 0.99
+    assert state.level("a", c) == pytest.approx(0.99)
 
 
 def test_a_scale_in_since_the_judged_plan_is_counted() -> None:

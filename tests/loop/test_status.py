@@ -117,6 +117,7 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
         assert 0.5 < alex["attainment_1h"] < 1.0  # 400 found the capacity planned for 225 short
         assert alex["forecast_error"] == pytest.approx(0.0)  # by now 400 was forecast boot_s ago too
         assert alex["burst_floor_rps"] == 400.0 and res["burst_floor_rps"] == 50.0  # the busiest reads of 600 s
+        assert alex["quantile"] == res["quantile"] == 0.999  # the feedback waits for an hour of samples
         plan = httpx.get(url + "/v1/plan").json()
         assert plan["headroom"] == {"alex": 1.0, "res": 0.5} and plan["forecast"] == {"alex": 800.0, "res": 75.0}
         metrics = httpx.get(url + "/metrics").text
@@ -124,6 +125,7 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
         assert f'igniter_attainment_last_hour_ratio{{workload="alex"}} {alex["attainment_1h"]}' in metrics
         assert 'igniter_attainment_last_hour_ratio{workload="res"} 1.0' in metrics
         assert 'igniter_burst_floor_rps{workload="alex"} 400.0' in metrics
+        assert 'igniter_headroom_quantile_ratio{workload="alex"} 0.999' in metrics
         state.set_leader({"role": "standby", "token": None}, changed=True)  # lost the lease: plans nothing
         assert httpx.get(url + "/v1/headroom").json() == {"workloads": {}, "role": "standby"}
     finally:
