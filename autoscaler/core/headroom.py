@@ -97,10 +97,6 @@ class HeadroomConfig:
     feedback_s: float = 6 * 3600.0  # the allowance's time constant (0: the quantile stays at target)
     allowance_cap: float = 20.0  # the most the allowance grows, in multiples of 1 - target
 
-    def allowance(self) -> float:
-        """The share of time the target leaves uncovered: where the feedback starts."""
-        return 1.0 - self.target
-
     def edges(self) -> tuple[float, ...]:
         """Upper ratio edge of each bin: bin 0 is x <= 1, bin k <= (1 + cap)^(k / BINS)."""
         return (1.0, *((1.0 + self.cap) ** (k / BINS) for k in range(1, BINS + 1)))
@@ -288,7 +284,7 @@ def adapt(e: WorkloadErrors, dt: float, covered: bool, cfg: HeadroomConfig) -> W
     if cfg.feedback_s <= 0 or e.samples_s < cfg.warmup_s:
         return e
     a = coverage.allowance_after(
-        e.allowance, dt, covered, goal=cfg.allowance(), cap=cfg.allowance_cap, time_s=cfg.feedback_s
+        e.allowance, dt, covered, goal=1.0 - cfg.target, cap=cfg.allowance_cap, time_s=cfg.feedback_s
     )
     return replace(e, allowance=a)
 

@@ -174,7 +174,8 @@ def fleet_snapshot(controller: Controller) -> dict[str, Any]:
 
 def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, Any]:
     """Per workload: the headroom planned with, the burst floor (auto), the quantile of the errors
-    it was sized at (the target, moved by the feedback), the latest forecast error sample, and the measured attainment over the last hour, with the policy's mode and target
+    it was sized at (the target, moved by the feedback), the latest forecast error sample, and
+    the measured attainment over the last hour, with the policy's mode and target
     (docs/operations.md)."""
     sc = controller.policy.scaling
     return {
