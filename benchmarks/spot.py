@@ -5,20 +5,27 @@
         [--floors 0.3,0,0.5,1] [--rates 0.01,0.05] [--seeds 0] [--size 1] [--out results.jsonl]   # minutes to hours
 
 Spot prices are 35 % of on-demand on every type (`--ratio`). `plans`: every scenario of
-tests/data/scenarios and 55 rows of the ServeGen trace (x 1.4, the example's headroom) planned
-fresh, on-demand only and with spot at each floor; the ratio of summed $/h. `sim`: each trace
-replayed on-demand only (spot off), then with spot at each floor and interruption rate (per spot
-instance-hour, Poisson, seeded): cost and attainment against the on-demand-only run. The 1-minute
-traces run with 60 s ticks. Machine and wall time are printed with the results.
+tests/data/scenarios, 55 rows of the ServeGen trace (x 1.4, the example's headroom) and the 59
+rows of the Azure hour (x 100 x 1.5, its headroom) planned fresh, on-demand only and with spot at
+each floor; the ratio of summed $/h. Beside it, `whole` (`whole_gpu_estimate`): the on-demand-only
+plans' summed shares repacked perfectly, with the floor on whole on-demand GPUs and nothing lost to
+splitting workloads in two. It is what rounding the floor to whole GPUs costs on its own: a spot
+plan gets below it only by packing its servers tighter than the on-demand-only plan packs them.
+`sim`: each trace replayed on-demand only (spot off), then with spot at each floor and
+interruption rate (per spot instance-hour, Poisson, seeded): cost and attainment against the
+on-demand-only run. The 1-minute traces run with 60 s ticks. Machine and wall time are printed
+with the results.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +36,8 @@ sys.path.insert(0, str(ROOT))
 from autoscaler.config.offerings import SPOT  # noqa: E402
 from autoscaler.config.policy import Policy, load_policy  # noqa: E402
 from autoscaler.planner import make_plan, planning_inputs  # noqa: E402
+from autoscaler.planner.state import price_per_gpu  # noqa: E402
+from autoscaler.planner.types import Plan  # noqa: E402
 from autoscaler.sim.engine import SimOptions, simulate  # noqa: E402
 from autoscaler.sim.traces import Trace, read_wide, scale  # noqa: E402
 from autoscaler.sim.whatif import with_spot  # noqa: E402
@@ -41,27 +50,54 @@ CASES: dict[str, tuple[str, str, float | None, float]] = {
 }
 
 
-def plan_costs(ratio: float, floors: list[float]) -> dict[str, dict[float, float]]:
-    """Summed $/h with spot at each floor over summed $/h on-demand only, per input set."""
+def plan_sets() -> dict[str, list[tuple[Any, Any, Any]]]:
+    """The planning inputs of every set `plans` prices (module docstring)."""
     sets: dict[str, list[tuple[Any, Any, Any]]] = {}
     for path in sorted((ROOT / "tests" / "data" / "scenarios").glob("*.yaml")):
         sets[path.stem] = [planning_inputs(load_policy(path))]
-    policy = load_policy(ROOT / "policies" / "servegen-sim.yaml")
-    trace = read_wide(ROOT / "traces" / "servegen-3models-wide.csv")
-    rows = range(0, len(trace.times), 37)
-    sets["servegen rows"] = [
-        planning_inputs(policy, rates={w: 1.4 * float(trace.rates[w][k]) for w in trace.names}) for k in rows
-    ]
-    out: dict[str, dict[float, float]] = {}
-    for name, inputs in sets.items():
-        od = sum(make_plan(d, o, m).cost_per_hour for d, o, m in inputs)
+    for name, pol, tr, k, step in (
+        ("servegen rows", "policies/servegen-sim.yaml", "traces/servegen-3models-wide.csv", 1.4, 37),
+        ("azure rows", "policies/azure-sim.yaml", "traces/azure-llm-2023-1min.csv", 100 * 1.5, 1),
+    ):
+        policy, trace = load_policy(ROOT / pol), read_wide(ROOT / tr)
+        sets[name] = [
+            planning_inputs(policy, rates={w: k * float(trace.rates[w][i]) for w in trace.names})
+            for i in range(0, len(trace.times), step)
+        ]
+    return sets
+
+
+def whole_gpu_estimate(plan: Plan, prices: Mapping[str, float], floor: float, ratio: float) -> float:
+    """$/h of `plan` (on-demand only) repacked with `floor` of its work on whole on-demand GPUs
+    and the rest on spot, per GPU type (`prices`: $/h of one GPU, planner.state.price_per_gpu):
+    D GPUs of summed shares take ceil(floor x D) on-demand GPUs and ceil(D) in all. It leaves out
+    the share a workload split in two servers costs of its own, so only the rounding is priced
+    (module docstring)."""
+    shares: dict[str, float] = {}
+    for g in (g for inst in plan.instances for g in inst.gpus):
+        shares[g.gpu] = shares.get(g.gpu, 0.0) + sum(p.mps_percent for p in g.placements) / 100.0
+    out = 0.0
+    for gpu, d in shares.items():
+        od = math.ceil(floor * d - 1e-9)
+        out += prices[gpu] * (od + ratio * max(0, math.ceil(d - 1e-9) - od))
+    return out
+
+
+def plan_costs(ratio: float, floors: list[float]) -> dict[str, dict[float, tuple[float, float]]]:
+    """Per input set and floor: summed $/h with spot, and the whole-GPU estimate, each over
+    summed $/h on-demand only."""
+    out: dict[str, dict[float, tuple[float, float]]] = {}
+    for name, inputs in plan_sets().items():
+        alone = [make_plan(d, o, m) for d, o, m in inputs]
+        od = sum(p.cost_per_hour for p in alone)
         out[name] = {}
         for f in floors:
             cost = 0.0
             for d, o, m in inputs:
                 spot = [*o, *(replace(x, price_per_hour=x.price_per_hour * ratio, capacity_type=SPOT) for x in o)]
                 cost += make_plan([replace(x, on_demand_floor=f) for x in d], spot, m).cost_per_hour
-            out[name][f] = round(cost / od, 4)
+            whole = sum(whole_gpu_estimate(p, price_per_gpu(o), f, ratio) for p, (_, o, _) in zip(alone, inputs))
+            out[name][f] = (round(cost / od, 4), round(whole / od, 4))
     return out
 
 
@@ -140,7 +176,7 @@ def main() -> None:
         started = time.perf_counter()
         floors = [float(x) for x in args.floors.split(",")]
         for name, ratios in plan_costs(args.ratio, floors).items():
-            print(f"{name:18s} " + "  ".join(f"floor {f:g}: {r:.3f}" for f, r in ratios.items()))
+            print(f"{name:18s} " + "  ".join(f"floor {f:g}: {r:.3f} (whole {w:.3f})" for f, (r, w) in ratios.items()))
         print("blend (floor + (1 - floor) x ratio): " + "  ".join(f"{f + (1 - f) * args.ratio:.3f}" for f in floors))
         print(f"{time.perf_counter() - started:.1f} s on {platform.node()} ({platform.machine()})")
     else:
