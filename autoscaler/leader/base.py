@@ -106,17 +106,27 @@ class Fence:
         with self._lock:
             return self._term.token if self._term is not None else None
 
+    @property
+    def why(self) -> str:
+        """Why the fence does not hold now, in a refusal's words; "" while it holds. A term granted
+        after it ran out (its holder paused between the reply and the grant) says so."""
+        with self._lock:
+            return self._why_not(self._clock())
+
+    def _why_not(self, now: float) -> str:
+        term = self._term
+        if term is None:
+            return self._why
+        if now < term.valid_until:
+            return ""
+        return f"the term of token {term.token} ran out {now - term.valid_until:.1f} s ago"
+
     def check(self, action: str) -> int:
         """The fencing token, if the term still holds; else NotLeader naming the action refused."""
         with self._lock:
-            term, now = self._term, self._clock()
-            if term is not None and now < term.valid_until:
+            term, why = self._term, self._why_not(self._clock())
+            if term is not None and not why:
                 return term.token
-            why = (
-                self._why
-                if term is None
-                else f"the term of token {term.token} ran out {now - term.valid_until:.1f} s ago"
-            )
         raise NotLeader(f"{action} refused: not the leader ({why})")
 
     def guard(self, target: Any, mutating: Iterable[str]) -> Any:

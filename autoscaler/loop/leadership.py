@@ -71,7 +71,7 @@ class Leadership:
         if leader and term is not None:
             log.info("leader: %s holds the lease of fleet %s (token %d)", self.lease.owner, self.fleet, term.token)
         else:
-            why = self.error or (term.note if term is not None else "") or "no lease"
+            why = self.error or self.fence.why
             log.warning("standby: %s acts on nothing for fleet %s (%s)", self.lease.owner, self.fleet, why)
         if self.on_change is not None:
             self.on_change(leader)
@@ -112,5 +112,5 @@ class Leadership:
             "holder": term.holder if term is not None else "",
             "token": term.token if term is not None else None,
             "lease_s": self.lease.lease_s if self.lease.kind != "local" else None,
-            "note": self.error or (term.note if term is not None and not self.fence.held else ""),
+            "note": self.error or self.fence.why,
         }

@@ -138,6 +138,28 @@ def test_leadership_follows_the_lease_and_reports_each_change(caplog: pytest.Log
     assert lease.released and not fence.held
 
 
+def test_a_renewal_granted_after_its_term_ran_out_is_reported_as_run_out(caplog: pytest.LogCaptureFixture) -> None:
+    """A leader paused between a renewal's reply and its grant wakes with a term already over:
+    the fence refuses, and the standby line and the status note say why, not "no lease"."""
+    caplog.set_level(logging.INFO)
+    clock = Monotonic()
+    lease = ScriptedLease(
+        Term(leader=True, token=1, holder="me", valid_until=5.0),
+        Term(leader=True, token=1, holder="me", valid_until=8.0),  # renewed at 3, granted at 9.5
+    )
+    fence = Fence(clock)
+    lead = Leadership(lease, fence, fleet="prod", poll_s=1, renew_s=3, clock=clock)
+    lead.attempt()
+    assert fence.held and fence.why == "" and lead.snapshot()["note"] == ""
+    clock.t = 9.5
+    lead.attempt()
+    assert not fence.held and fence.why == "the term of token 1 ran out 1.5 s ago"
+    with pytest.raises(NotLeader, match=r"launch refused: not the leader \(the term of token 1 ran out 1\.5 s ago\)"):
+        fence.check("launch")
+    assert lead.snapshot()["role"] == "standby" and "ran out" in lead.snapshot()["note"]
+    assert "standby: me acts on nothing for fleet prod (the term of token 1 ran out 1.5 s ago)" in caplog.text
+
+
 def test_strict_first_attempt_raises_a_permanent_error() -> None:
     err = LeaseError("no such table")
     err.permanent = True
