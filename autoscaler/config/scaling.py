@@ -115,6 +115,11 @@ class ScalingConfig(Frozen):
         default=1, description="seasonal forecast: periods to look back over"
     )
     planner: Literal["igniter", "ffd", "gslice", "gpulets", "exact"] = "igniter"
+    burst: bool = Field(
+        default=True,
+        description="while a short workload's new capacity boots, stand-ins carry what they can in the MPS "
+        "share that ready GPUs leave free, where the model says every neighbour still meets its SLO",
+    )
     spot: SpotConfig = Field(default_factory=SpotConfig)
     disruption_budget: DisruptionBudget = Field(default_factory=DisruptionBudget)
     status_listen: str | None = Field(

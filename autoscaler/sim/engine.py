@@ -49,7 +49,7 @@ from autoscaler.rates.reader import RateReader
 from autoscaler.sim.changes import Moves
 from autoscaler.sim.memo import MemoPlanner
 from autoscaler.sim.result import SimResult, Tuning, feasible_capacity
-from autoscaler.sim.strategies import peak_plan, reactive_planner, static_result
+from autoscaler.sim.strategies import oracle_horizon_s, peak_plan, reactive_planner, static_result
 from autoscaler.sim.trace_rates import FutureRates, TraceRates
 from autoscaler.sim.traces import Trace
 from autoscaler.transport.fake import NoneTransport
@@ -144,7 +144,7 @@ class Replay:
         self.store = Store(":memory:")
         sc = policy.scaling
         source = (
-            FutureRates(trace, sc.boot_s + sc.interval_s)
+            FutureRates(trace, oracle_horizon_s(sc))
             if opts.strategy == "oracle"
             else TraceRates(trace, sc.interval_s, opts.rate_stat, warm_s=sc.boot_s + sc.interval_s)
         )
