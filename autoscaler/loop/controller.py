@@ -35,6 +35,7 @@ from autoscaler.loop.fleet_view import ViewInput, agent_ready, fleet_view, live_
 from autoscaler.loop.gateway_step import GatewayStep, fleet_names
 from autoscaler.loop.inputs import AGENT_DRAIN_WAIT_S, layout_input
 from autoscaler.loop.observe import observe, remember_agents
+from autoscaler.loop.reach import ReachWatch
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
 from autoscaler.loop.tuning import planned_rates
@@ -56,6 +57,7 @@ class Controller:
         self.state = ControllerState()  # the tick's working copy (see loop/state.py)
         self._saved: ControllerState | None = None  # as saved at the end of the last tick
         self.routing = GatewayStep(deps.gateway) if deps.gateway is not None else None
+        self.reach = ReachWatch()  # says once when a target goes out of reach (loop/reach.py)
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
@@ -179,6 +181,7 @@ class Controller:
         self.state = replace(self.state, headroom=tuned.state)
         report.headroom, report.forecast_error, report.attainment = tuned.headroom, tuned.errors, tuned.attainment
         report.burst_floor, report.headroom_quantile = tuned.floor, tuned.level
+        report.reach = self.reach.update(self.policy, self.store, obs.now, tuned.headroom, tuned.attainment)
         if obs.reading.error:
             report.outcome.error("rates", obs.reading.error)
         report.observed, report.forecast = dict(obs.reading.rates), out.rates
@@ -236,6 +239,7 @@ class Controller:
         report.breaches = [b.to_json() for b in actions.breaches]
         report.converged = actions.converged
         report.surge_slots = sorted(actions.surge_slots)
+        report.bursts = sorted(actions.bursts)
         self.state = replace(self.state, rollout_baseline=actions.baseline)
 
     def plan(

@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from autoscaler.config.offerings import offering_prices
 from autoscaler.core.lifecycle import LIVE, describe_table
+from autoscaler.core.reach import conditions
 from autoscaler.loop.controller import Controller, TickReport
 from autoscaler.loop.gateway_step import snapshot
 from autoscaler.loop.metrics_gateway import GatewayCollector
@@ -73,6 +74,13 @@ class Metrics:
             "igniter_attainment_last_hour_ratio",
             "Fraction of the last hour in which the ready capacity covered the observed rate",
             ["workload"],
+            registry=r,
+        )
+        self.out_of_reach = Gauge(
+            "igniter_target_out_of_reach",
+            "1 while a workload's target_attainment is out of reach of the settings, by cause "
+            "(cap reached, burst rise time, boot time; docs/operations.md)",
+            ["workload", "cause"],
             registry=r,
         )
         self.tick_seconds = Histogram(
@@ -125,6 +133,7 @@ class Metrics:
         _reset(self.attainment, {(w,): v for w, v in report.attainment.items() if v is not None})
         _reset(self.burst_floor, {(w,): v for w, v in report.burst_floor.items()})
         _reset(self.quantile, {(w,): v for w, v in report.headroom_quantile.items()})
+        _reset(self.out_of_reach, {(w, r.cause or ""): float(r.out) for w, r in report.reach.items()})
 
 
 def _count(instances: list[dict[str, Any]]) -> list[tuple[dict[str, str], int]]:
@@ -191,6 +200,7 @@ def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, A
             }
             for w, h in report.headroom.items()
         },
+        "conditions": conditions(report.reach),
     }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from autoscaler.config.policy import Policy
 from autoscaler.core.layout import Layout
+from autoscaler.core.reach import Reach
 from autoscaler.core.routing import GatewayView
 from autoscaler.fleet.base import Instance, InterruptionSource, Notice, Provider
 from autoscaler.gateway.base import Gateway
@@ -63,6 +64,7 @@ class TickReport:
     attainment: dict[str, float | None] = field(default_factory=dict)  # ready capacity >= rate, last hour
     burst_floor: dict[str, float] = field(default_factory=dict)  # busiest peak of the last scale_down_delay_s (auto)
     headroom_quantile: dict[str, float] = field(default_factory=dict)  # the errors' quantile headroom auto sizes at
+    reach: dict[str, Reach] = field(default_factory=dict)  # target_attainment out of reach, and why (core/reach.py)
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     settling: bool = False  # make-before-break work waits on servers just started: tick again soon
@@ -70,6 +72,7 @@ class TickReport:
     breaches: list[dict[str, Any]] = field(default_factory=list)  # invariant broken: a policy limit left no room
     converged: bool = False  # the fleet is the layout (no move under way)
     surge_slots: list[str] = field(default_factory=list)  # surge instances kept or launched this tick
+    bursts: list[str] = field(default_factory=list)  # stand-ins started in free share this tick
     wake_at: float | None = None  # tick again then, before the next interval (scaling.next_wake)
     outcome: Outcome = field(default_factory=Outcome)
     gateway: GatewayReport | None = None
@@ -87,6 +90,7 @@ class TickReport:
             "forecast": self.forecast,
             "headroom": self.headroom,
             "attainment_1h": self.attainment,
+            "out_of_reach": {w: r.cause for w, r in self.reach.items() if r.out},
             "missing": self.missing,
             "notes": self.notes,
             "settling": self.settling,
@@ -94,6 +98,7 @@ class TickReport:
             "breaches": self.breaches,
             "converged": self.converged,
             "surge_slots": self.surge_slots,
+            "bursts": self.bursts,
             "wake_at": self.wake_at,
             "rounds": self.rounds,
             "done": self.outcome.done,

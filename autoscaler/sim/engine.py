@@ -174,6 +174,8 @@ class Replay:
         self.moves = Moves(trace.names, n)
         self.verdict = cached_judge(policy)
         self.layout: Layout | None = None  # the layout of the last tick
+        self.bursts = 0  # stand-ins started in free share
+        self.out_of_reach: dict[str, int] = {}  # workload-ticks out of reach, by cause
 
     def tick(self, now: float) -> TickReport:
         self.clock.t = now
@@ -184,6 +186,10 @@ class Replay:
         self.tuning.add(now, report.headroom, report.forecast_error, planned)
         self.moves.end(report)
         self.layout = report.layout or self.layout
+        self.bursts += len(report.bursts)
+        for r in report.reach.values():
+            if r.out and r.cause:
+                self.out_of_reach[r.cause] = self.out_of_reach.get(r.cause, 0) + 1
         if not report.ok and report.error:
             self.errors.append(f"t={now:g}: {report.error}")
         if report.layout is not None:
@@ -326,6 +332,8 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         surge_cost_usd=p.cost_usd(end, is_surge_slot) + replay.moves.spare_cost_usd,
         surge_launches=surge_launches,
         breaches=dict(replay.moves.breaches),
+        burst_servers=replay.bursts,
+        out_of_reach_ticks=replay.out_of_reach,
     )
     return with_spot_figures(result, policy, trace, opts, plan_fn, p, end)
 
