@@ -21,6 +21,7 @@ from typing import Any
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.colocation import server_judge
+from autoscaler.core.fast_path import additive, no_less
 from autoscaler.core.layout import Layout, layout_from_plan, layout_to_plan
 from autoscaler.core.lifecycle import Record, State, SyncInput, going_away, sync
 from autoscaler.core.reconcile import Diff, FleetView, diff
@@ -58,16 +59,19 @@ class Controller:
         self._saved: ControllerState | None = None  # as saved at the end of the last tick
         self.routing = GatewayStep(deps.gateway) if deps.gateway is not None else None
         self.reach = ReachWatch()  # says once when a target goes out of reach (loop/reach.py)
+        self.fast = False  # the tick under way is a fast one (core/fast_path.py)
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
         return self._saved if self._saved is not None else self.store.load_state()
 
     # -- the tick ---------------------------------------------------------------------------------
-    def tick(self) -> TickReport:
-        """One full tick; a failure is recorded in the report (and the store), never raised."""
+    def tick(self, fast: bool = False) -> TickReport:
+        """One full tick; a failure is recorded in the report (and the store), never raised.
+        `fast`: a tick the fast path asked for, which only adds capacity (core/fast_path.py)."""
         start = self.deps.clock()
-        report = TickReport(self.store.begin_tick(start), start)
+        report = TickReport(self.store.begin_tick(start), start, fast=fast)
+        self.fast = fast
         try:
             self.state = self.store.load_state()
         except StateError as exc:  # never overwrite a state this version cannot read
@@ -252,6 +256,7 @@ class Controller:
     ) -> tuple[Layout, str]:
         """Hold plan, or the target plan once a cheaper one has held; the layout is saved first."""
         current = layout_to_plan(previous) if previous else None
+        planned = no_less(planned, previous.rates) if self.fast and previous else planned
         caps = self.caps(now)
         held_rates = hold_rates(planned, previous.rates) if previous else dict(planned)
         target = self.deps.planner(self.policy, planned, corrections, caps, current)
@@ -307,13 +312,16 @@ class Controller:
             self.policy, self.store, self.judge, contact=self.deps.contact, gated=self.routing is not None
         )
         if self.routing is None:
-            return diff(layout, view, obs.now, limits)
-        book = self.state.gateway_drains
-        actions, book = self.routing.gated_diff(
-            layout, view, obs.now, limits, self._gateway_names(), book, self.policy.gateway.drain_timeout_s
-        )
-        self.state = replace(self.state, gateway_drains=book)
-        return actions
+            out = diff(layout, view, obs.now, limits)
+        else:
+            book = self.state.gateway_drains
+            out, after = self.routing.gated_diff(
+                layout, view, obs.now, limits, self._gateway_names(), book, self.policy.gateway.drain_timeout_s
+            )
+            if self.fast:  # drains under way go on; a fast tick begins none
+                after = self.routing.drain(frozenset(book), book, obs.now)
+            self.state = replace(self.state, gateway_drains=after)
+        return replace(out, actions=tuple(additive(out.actions, view.applied))) if self.fast else out
 
     def _gateway_names(self) -> GatewayNames:
         return fleet_names(self.store.open_records(), self.store.applied())

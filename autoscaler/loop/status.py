@@ -83,6 +83,11 @@ class Metrics:
             ["workload", "cause"],
             registry=r,
         )
+        self.fast_ticks = Counter(
+            "igniter_fast_ticks",
+            "Fast ticks the fast path ran between regular ticks (they only add capacity)",
+            registry=r,
+        )
         self.tick_seconds = Histogram(
             "igniter_tick_duration_seconds",
             "Duration of one tick",

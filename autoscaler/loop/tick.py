@@ -55,6 +55,7 @@ class TickReport:
     now: float
     ok: bool = True
     error: str | None = None
+    fast: bool = False  # a fast tick (core/fast_path.py): it only added capacity
     decision: str = ""
     layout: Layout | None = None
     observed: dict[str, float] = field(default_factory=dict)
@@ -85,6 +86,7 @@ class TickReport:
         return {
             "ok": self.ok,
             "error": self.error,
+            "fast": self.fast,
             "decision": self.decision,
             "observed": self.observed,
             "forecast": self.forecast,

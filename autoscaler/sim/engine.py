@@ -38,6 +38,7 @@ import numpy as np
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.colocation import cached_judge
+from autoscaler.core.fast_path import panicking
 from autoscaler.core.layout import Layout
 from autoscaler.core.lifecycle import State
 from autoscaler.core.rollout import loading
@@ -50,7 +51,7 @@ from autoscaler.sim.changes import Moves
 from autoscaler.sim.memo import MemoPlanner
 from autoscaler.sim.result import SimResult, Tuning, feasible_capacity
 from autoscaler.sim.strategies import oracle_horizon_s, peak_plan, reactive_planner, static_result
-from autoscaler.sim.trace_rates import FutureRates, TraceRates
+from autoscaler.sim.trace_rates import FutureRates, TraceRates, TraceWatch
 from autoscaler.sim.traces import Trace
 from autoscaler.transport.fake import NoneTransport
 
@@ -62,6 +63,7 @@ QUIET = (
     "autoscaler.loop.actuator",
     "autoscaler.rates.reader",
     "autoscaler.core.slo_guard",
+    "autoscaler.loop.reach",
 )
 
 
@@ -175,13 +177,17 @@ class Replay:
         self.verdict = cached_judge(policy)
         self.layout: Layout | None = None  # the layout of the last tick
         self.bursts = 0  # stand-ins started in free share
+        self.fast_ticks = 0
+        fp = policy.scaling.fast_path
+        self.watch = TraceWatch(trace, fp if fp.enabled and opts.strategy == "autoscaler" else None)
         self.out_of_reach: dict[str, int] = {}  # workload-ticks out of reach, by cause
 
-    def tick(self, now: float) -> TickReport:
+    def tick(self, now: float, fast: bool = False) -> TickReport:
         self.clock.t = now
         self.moves.begin()
-        report = self.controller.tick()
+        report = self.controller.tick(fast=fast)
         self.ticks += 1
+        self.fast_ticks += fast
         planned = report.layout.capacity() if report.layout is not None else {}
         self.tuning.add(now, report.headroom, report.forecast_error, planned)
         self.moves.end(report)
@@ -265,12 +271,23 @@ class Replay:
         self.record(t0, grid[0])
         for t, nxt in itertools.pairwise(grid):
             wake, extra = self._wake(t, self.tick(t).wake_at), 0
-            while wake is not None and t < wake < nxt and extra < MAX_WAKES:
-                self.record(t, wake)
-                t, extra = wake, extra + 1
-                wake = self._wake(t, self.tick(t).wake_at)
+            while extra < MAX_WAKES:
+                fast = self.watch.next_panic(t, nxt if wake is None else min(wake, nxt), self._panic)
+                at = fast if fast is not None else wake
+                if at is None or not t < at < nxt:
+                    break
+                self.record(t, at)
+                t, extra = at, extra + 1
+                wake = self._wake(t, self.tick(t, fast=fast is not None).wake_at)
             self.record(t, nxt)
         return warm, int(end)
+
+    def _panic(self, rates: dict[str, float]) -> bool:
+        """The fast path's test (core/fast_path.py) against the fleet as last recorded."""
+        cap = {w: v[-1] for w, v in self.tick_capacity.items() if v}
+        planned = dict(self.layout.rates) if self.layout is not None else {}
+        coming = self.layout.capacity() if self.layout is not None else {}
+        return bool(panicking(rates, cap, coming, planned, self.policy.scaling.fast_path.panic_ratio))
 
     def _wake(self, now: float, asked: float | None) -> float | None:
         """The early tick a tick asked for, or the one `igniter run`'s interruption poll makes
@@ -333,6 +350,7 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         surge_launches=surge_launches,
         breaches=dict(replay.moves.breaches),
         burst_servers=replay.bursts,
+        fast_ticks=replay.fast_ticks,
         out_of_reach_ticks=replay.out_of_reach,
     )
     return with_spot_figures(result, policy, trace, opts, plan_fn, p, end)
