@@ -60,7 +60,7 @@ def test_oracle_ignores_the_policys_forecast_and_headroom(make_policy):
 # tick; 30 s rows: the rows between the boot's end and the next grid tick see the difference.
 def _wake_runs(make_policy):  # type: ignore[no-untyped-def]
     trace = trace_of([600.0] * 20 + [1200.0] * 20, step=30.0)
-    off = make_policy(scaling={"boot_s": 150, "settle_s": 0})
+    off = make_policy(scaling={"boot_s": 150, "settle_s": 0, "fast_path": {"enabled": False}})
     on = make_policy(scaling={"boot_s": 150})  # settle_s: the default (15)
     assert on.scaling.settle_s > 0
     return trace, off, simulate(off, trace), on, simulate(on, trace)
