@@ -39,7 +39,8 @@ def plan_moves(
     notes: list[str],
 ) -> Moves:
     """Stops, starts, and stand-ins where a move would otherwise wait forever (module docstring)."""
-    if not _coming(current, launches, limits) and (rest := _at_rest(layout, current, view)) is not None:
+    rest = _at_rest(layout, current, view)
+    if rest is not None and not _coming(current, launches, limits):
         return Moves(rest, SurgePlan())
     judge = limits.server_judge()
     tick = Tick(_rollout_input(layout, current, view, limits, judge))
@@ -60,7 +61,7 @@ def plan_moves(
             f"start once {', '.join(s.name for s in b.blockers)} leave (their replacements are coming)"
         )
     inp = _surge_input(layout, current, view, limits, launches, judge, frozen)
-    inp = replace(inp, late=(*inp.late, *_waiting_late(res.waiting, inp.late)))
+    inp = replace(inp, late=(*inp.late, *_waiting_late(res.waiting, inp.late)), burst_only=rest is not None)
     plan = allocate(res.picks, inp, tick)
     notes.extend(plan.notes)
     step = tick.result()

@@ -282,7 +282,7 @@ class _Allocator:
             if gap <= EPS * (1.0 + t.predicted_throughput_rps) or self._covered(t):
                 continue
             thr, gpu = t.predicted_throughput_rps, self._info(itype).gpu
-            if self.inp.burst and self._burst(t, gap, gpu) >= gap * (1 - EPS):
+            if (self.inp.burst and self._burst(t, gap, gpu) >= gap * (1 - EPS)) or self.inp.burst_only:
                 continue
             if not self._ready_surge(t, thr, gpu) and self._on_paper(t, thr, gpu, sooner_than=since):
                 paper[t.workload] += thr

@@ -94,6 +94,7 @@ class SurgeInput:
     # time, inf if launched this tick), for capacity that serves sooner (module docstring).
     late: Sequence[tuple[PlannedServer, str, float]] = ()
     burst: bool = True  # stand-ins for late servers may start in free share of ready GPUs (surge.py)
+    burst_only: bool = False  # the fleet is at rest but for instances booting: bursts, and nothing else
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
