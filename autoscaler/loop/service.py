@@ -34,6 +34,7 @@ from autoscaler.config.policy import Policy, load_policy
 from autoscaler.leader.base import Fence, LeaseError
 from autoscaler.loop.controller import Controller
 from autoscaler.loop.status import StatusServer, StatusState
+from autoscaler.loop.status_app import routes_listing
 from autoscaler.loop.wiring import build_controller, make_leadership, make_rates
 
 log = logging.getLogger(__name__)
@@ -192,10 +193,11 @@ class Service:
         if self.server is not None:
             self.server.start()
             log.info(
-                "status on http://%s:%d (/healthz /metrics /v1/plan /v1/fleet /v1/leader%s)",
+                "status on http://%s:%d (%s%s)",
                 self.server.host,
                 self.server.port,
-                "; /v1/* with a bearer token" if self.server.httpd.token else "",
+                " ".join(routes_listing()),
+                "; /v1/* with a bearer token" if self.server.token else "",
             )
         self.leadership.start()
         interval = self.policy.scaling.interval_s
