@@ -14,10 +14,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
+from pathlib import Path
 
 from autoscaler.config.measured import MeasuredProfile, MeasuredRow
 from autoscaler.config.mig import MigGeometry, SliceProfile, Slot
+from autoscaler.config.profile import load_any_profile
+from autoscaler.model.perfmodel import PerfModel, load_perf_model
 
 DEFAULT_MARGIN = 0.1
 
@@ -107,3 +110,38 @@ class MigModel:
 
 def _rank(r: MeasuredRow) -> tuple[float, int, int]:
     return (round(r.slice_throughput_rps, 9), -r.processes, -r.batch)
+
+
+GpuModel = PerfModel | MigModel  # what a GPU type is planned from: the fitted model or measured rows
+
+
+def load_gpu_model(path: str | Path, margin: float = DEFAULT_MARGIN) -> GpuModel:
+    """A profile of either kind as the planner reads it: measured rows (with the policy's latency
+    margin) or the fitted model; once per (path, modification time, margin)."""
+    resolved = Path(path).resolve()
+    try:
+        stamp = resolved.stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    return _load(resolved, stamp, margin)
+
+
+@lru_cache(maxsize=32)
+def _load(path: Path, _stamp: int, margin: float) -> GpuModel:
+    profile = load_any_profile(path)
+    if isinstance(profile, MeasuredProfile):
+        return MigModel(profile, margin)
+    return load_perf_model(path)
+
+
+def best_slice_rps_per_gpu(model: MigModel, name: str, slo_ms: float, correction: float = 1.0) -> float:
+    """The most one whole GPU can serve of this model within the budget, if every compute slice ran
+    the usable row that serves most per compute slice (an upper bound: limits.py)."""
+    compute = model.geometry.compute_slices
+    return max(
+        (
+            r.slice_throughput_rps / correction * compute / model.geometry.profile(r.slice).compute_slices
+            for r in model.best_rows(name, slo_ms, correction)
+        ),
+        default=0.0,
+    )

@@ -7,6 +7,8 @@ that need it skip and say why.
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
 import pytest
@@ -41,7 +43,8 @@ def import_a100(out_dir: Path) -> Path:
 
     out = out_dir / "a100-80gb.yaml"
     if not out.exists():
-        assert main(["profile", "import", str(TABLES), "--gpu", "a100-80gb", "--out", str(out)]) == 0
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["profile", "import", str(TABLES), "--gpu", "a100-80gb", "--out", str(out)]) == 0
     return out
 
 
