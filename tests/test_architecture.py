@@ -52,7 +52,8 @@ AGENT_IMPORTS: dict[str, set[str]] = {
     "transport": {"agents.launch"},
     "demo": {"agents.node", "agents.launch"},
 }
-AGENT_CONTRACT = {"agents.spec", "agents.profiler.schema"}  # the wire contracts, owned by the agent side
+# the wire contracts and the one log format: owned by the agent side, shared by both
+AGENT_CONTRACT = {"agents.spec", "agents.profiler.schema", "agents.logs"}
 
 
 def py_files(*dirs: str) -> list[Path]:
