@@ -58,7 +58,8 @@ AGENT_IMPORTS: dict[str, set[str]] = {
     "transport": {"agents.launch"},
     "demo": {"agents.node", "agents.launch"},
 }
-AGENT_CONTRACT = {"agents.spec", "agents.profiler.schema"}  # the wire contracts, owned by the agent side
+# the wire contracts and the one log format: owned by the agent side, shared by both
+AGENT_CONTRACT = {"agents.spec", "agents.profiler.schema", "agents.logs"}
 # core's rooms -> the rooms each may import (besides itself): the layout at the bottom, the rollout on top
 CORE_ROOMS: dict[str, set[str]] = {
     "layout": set(),
