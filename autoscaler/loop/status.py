@@ -28,7 +28,7 @@ import uvicorn
 from agents.server.guard import GuardedProtocol, ServerConfig, bind
 from agents.spec import ServerLimits
 from autoscaler.config.offerings import offering_prices
-from autoscaler.core.lifecycle import LIVE, describe_table
+from autoscaler.core.fleet.lifecycle import LIVE, describe_table
 from autoscaler.loop.controller import Controller, TickReport
 from autoscaler.loop.gateway_step import snapshot
 from autoscaler.loop.metrics import Metrics

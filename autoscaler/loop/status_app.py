@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hmac
 import json
+import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
@@ -25,12 +26,26 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from autoscaler.loop.metrics import Metrics
 from autoscaler.loop.openapi import openapi
 
-if TYPE_CHECKING:
-    from autoscaler.loop.status import StatusState
 
-V1: dict[str, Callable[[StatusState], Any]] = {
+class Served(Protocol):
+    """What the app serves (loop/status.py's StatusState is the one implementation): the routes
+    depend on this shape, not on the module that fills it, so imports run status -> status_app."""
+
+    lock: threading.Lock
+    metrics: Metrics
+    plan: dict[str, Any]
+    fleet: dict[str, Any]
+    headroom: dict[str, Any]
+    gateway: dict[str, Any]
+    leader: dict[str, Any]
+
+    def health(self) -> tuple[int, dict[str, Any]]: ...
+
+
+V1: dict[str, Callable[[Served], Any]] = {
     "/v1/plan": lambda s: s.plan,
     "/v1/fleet": lambda s: s.fleet,
     "/v1/leader": lambda s: s.leader,
@@ -53,10 +68,10 @@ def routes_listing() -> list[str]:
     return sorted([*OPEN, *V1])
 
 
-def build_app(state: StatusState, token: bytes | None) -> ASGIApp:
-    """The ASGI app for one StatusState; `token` guards /v1/*."""
+def build_app(state: Served, token: bytes | None) -> ASGIApp:
+    """The ASGI app over one served state; `token` guards /v1/*."""
 
-    def view(get: Callable[[StatusState], Any]) -> Callable[[Request], Any]:
+    def view(get: Callable[[Served], Any]) -> Callable[[Request], Any]:
         async def handler(request: Request) -> Response:
             with state.lock:
                 return json_response(200, get(state))
