@@ -33,6 +33,7 @@ from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy, load_policy
 from autoscaler.leader.base import Fence, LeaseError
 from autoscaler.loop.controller import Controller
+from autoscaler.loop.metrics_policy import PolicyCollector
 from autoscaler.loop.status import StatusServer, StatusState
 from autoscaler.loop.wiring import build_controller, make_leadership, make_rates
 
@@ -58,6 +59,7 @@ class Service:
         self.fence = Fence(time.monotonic)
         self.controller: Controller = build_controller(policy, state_path, fence=self.fence)
         self.state = StatusState()
+        self.state.metrics.registry.register(PolicyCollector(lambda: self.controller.policy))
         self.stop = threading.Event()
         self.reload_requested = threading.Event()
         self.scheduler: BackgroundScheduler | None = None
