@@ -120,6 +120,7 @@ def test_torch_and_nvml_are_only_in_the_agent_extra() -> None:
     assert not AGENT_ONLY & (by_extra[None] | by_extra["service"]), "the central service must not pull torch"
     assert AGENT_ONLY <= by_extra["agent"]
     assert {"uvicorn", "starlette", "httptools"} <= by_extra[None], "the HTTP stack both sides serve with"
+    assert "uvloop" in by_extra["agent"], "the inference servers' event loop"
     assert {"scipy", "APScheduler", "boto3", "paramiko"} <= by_extra["service"]
     assert by_extra["plot"] == {"matplotlib"}
     assert not AGENT_ONLY & by_extra["dev"], "dev gets torch through the agent extra, not a second pin"
