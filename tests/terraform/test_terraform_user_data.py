@@ -205,6 +205,15 @@ def _shell_function(script: str, name: str) -> str:
     return "\n".join(lines[start : end + 1])
 
 
+def _call(script: str, name: str, argument: str) -> str:
+    """What the script's shell function `name` prints for one argument (its last newline dropped)."""
+    function = _shell_function(script, name)
+    done = subprocess.run(
+        ["bash", "-euc", f'{function}\n{name} "$1"', "bash", argument], capture_output=True, text=True, check=True
+    )
+    return done.stdout.removesuffix("\n")
+
+
 @pytest.mark.parametrize(
     ("package", "requirement"),
     [
@@ -230,14 +239,7 @@ def test_node_adds_the_agent_extra_to_every_form_of_igniter_package(
     node: dict[str, Any], package: str, requirement: str
 ) -> None:
     """Every form terraform's igniter_package validation admits gets torch and NVML on the node."""
-    function = _shell_function(files(node)["/usr/local/sbin/igniter-node-setup"], "agent_requirement")
-    done = subprocess.run(
-        ["bash", "-euc", f'{function}\nagent_requirement "$1"', "bash", package],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert done.stdout == requirement + "\n"
+    assert _call(files(node)["/usr/local/sbin/igniter-node-setup"], "agent_requirement", package) == requirement
 
 
 @pytest.mark.parametrize(
@@ -259,14 +261,7 @@ def test_host_installs_the_service_extra(host: dict[str, Any], package: str, req
     """The central service's libraries come with [service]: the host installs it, in every form."""
     setup = files(host)["/usr/local/sbin/igniter-autoscaler-setup"]
     assert HOST_INSTALL in setup
-    function = _shell_function(setup, "service_requirement")
-    done = subprocess.run(
-        ["bash", "-euc", f'{function}\nservice_requirement "$1"', "bash", package],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert done.stdout == requirement + "\n"
+    assert _call(setup, "service_requirement", package) == requirement
 
 
 def test_node_state_dir_is_private_to_the_agent_user(node: dict[str, Any]) -> None:
