@@ -37,6 +37,7 @@ from autoscaler.config.policy import Policy, load_policy
 from autoscaler.fleet.samples import ensure_local_samples
 from autoscaler.leader.base import Fence, LeaseError
 from autoscaler.loop.controller import Controller
+from autoscaler.loop.metrics_policy import PolicyCollector
 from autoscaler.loop.status import StatusServer, StatusState
 from autoscaler.loop.status_app import routes_listing
 from autoscaler.loop.wiring import build_controller, make_leadership, make_rates
@@ -65,6 +66,7 @@ class Service:
         self.fence = Fence(time.monotonic)
         self.controller: Controller = build_controller(policy, state_path, fence=self.fence)
         self.state = StatusState()
+        self.state.metrics.registry.register(PolicyCollector(lambda: self.controller.policy))
         self.stop = threading.Event()
         self.reload_requested = threading.Event()
         self.scheduler: BackgroundScheduler | None = None
