@@ -135,6 +135,11 @@ class ScalingConfig(Frozen):
         default=1, description="seasonal forecast: periods to look back over"
     )
     planner: Literal["igniter", "ffd", "gslice", "gpulets", "exact"] = "igniter"
+    mig_latency_margin: Annotated[float, Field(ge=0.0, lt=1.0, allow_inf_nan=False)] = Field(
+        default=0.1,
+        description="MIG GPUs (measured profiles): a measured row serves a workload only when its latency is "
+        "at most (1 - margin) x SLO / 2 (ParvaGPU's rule; docs/planner.md)",
+    )
     burst: bool = Field(
         default=True,
         description="while a short workload's new capacity boots, stand-ins carry what they can in the MPS "

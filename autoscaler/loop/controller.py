@@ -18,16 +18,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import agents.logs as logs
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
-from autoscaler.core.colocation import server_judge
-from autoscaler.core.fast_path import additive, no_less
-from autoscaler.core.layout import Layout, layout_from_plan, layout_to_plan
-from autoscaler.core.lifecycle import Record, State, SyncInput, going_away, sync
-from autoscaler.core.reconcile import Diff, FleetView, diff
-from autoscaler.core.routing import GatewayNames
-from autoscaler.core.scaling import choose, hold_rates, next_wake
-from autoscaler.core.slo_guard import update as guard_update
+from autoscaler.core.capacity.fast_path import additive, no_less
+from autoscaler.core.capacity.scaling import choose, hold_rates, next_wake
+from autoscaler.core.capacity.slo_guard import update as guard_update
+from autoscaler.core.fleet.lifecycle import Record, State, SyncInput, going_away, sync
+from autoscaler.core.layout.layout import layout_from_plan
+from autoscaler.core.layout.layout_types import Layout, layout_to_plan
+from autoscaler.core.rollout.colocation import server_judge
+from autoscaler.core.rollout.reconcile import Diff, FleetView, diff
+from autoscaler.core.routing.routes import GatewayNames
 from autoscaler.fleet.base import Instance, ProviderError, Retry
 from autoscaler.leader.base import NotLeader
 from autoscaler.loop import inputs
@@ -59,7 +61,7 @@ class Controller:
         self._saved: ControllerState | None = None  # as saved at the end of the last tick
         self.routing = GatewayStep(deps.gateway) if deps.gateway is not None else None
         self.reach = ReachWatch()  # says once when a target goes out of reach (loop/reach.py)
-        self.fast = False  # the tick under way is a fast one (core/fast_path.py)
+        self.fast = False  # the tick under way is a fast one (core/capacity/fast_path.py)
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
@@ -68,10 +70,14 @@ class Controller:
     # -- the tick ---------------------------------------------------------------------------------
     def tick(self, fast: bool = False) -> TickReport:
         """One full tick; a failure is recorded in the report (and the store), never raised.
-        `fast`: a tick the fast path asked for, which only adds capacity (core/fast_path.py)."""
+        `fast`: a tick the fast path asked for, which only adds capacity (core/capacity/fast_path.py)."""
         start = self.deps.clock()
         report = TickReport(self.store.begin_tick(start), start, fast=fast)
         self.fast = fast
+        with logs.tick_context(report.tick):  # every line logged during the tick names it (--log-format json)
+            return self._tick(report, start)
+
+    def _tick(self, report: TickReport, start: float) -> TickReport:
         try:
             self.state = self.store.load_state()
         except StateError as exc:  # never overwrite a state this version cannot read
@@ -277,7 +283,9 @@ class Controller:
             self.state = replace(self.state, cheaper_since=choice.cheaper_since)
             chosen, rates = (target, planned) if choice.use == "target" else (held, held_rates)
             why = f"{choice.use}: {choice.why}"
-        layout = layout_from_plan(chosen, layout_input(self.policy, self.store, previous, rates, self.judge))
+        layout = layout_from_plan(
+            chosen, layout_input(self.policy, self.store, previous, rates, self.judge, self.deps.model_root)
+        )
         self._save_layout(layout, previous, why, now)
         return layout, why
 

@@ -1,4 +1,4 @@
-"""The controller's out-of-reach step: core/reach.py judges each workload every tick; this says so
+"""The controller's out-of-reach step: core/capacity/reach.py judges each workload every tick; this says so
 once per change of state (one log line naming the cause) and hands the states to the tick report,
 which the status endpoint exports (/v1/headroom's `conditions`, igniter_target_out_of_reach)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.reach import WITHIN, Reach, ReachInput, judge
+from autoscaler.core.capacity.reach import WITHIN, Reach, ReachInput, judge
 from autoscaler.loop.store import Store
 from autoscaler.loop.tuning import headroom_config
 

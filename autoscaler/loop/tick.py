@@ -8,10 +8,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.config.policy import Policy
-from autoscaler.core.layout import Layout
-from autoscaler.core.reach import Reach
-from autoscaler.core.routing import GatewayView
+from autoscaler.config.policy import CLOUD_MODEL_ROOT, Policy
+from autoscaler.core.capacity.reach import Reach
+from autoscaler.core.layout.layout_types import Layout
+from autoscaler.core.routing.routes import GatewayView
 from autoscaler.fleet.base import Instance, InterruptionSource, Notice, Provider
 from autoscaler.gateway.base import Gateway
 from autoscaler.loop.actuator import Outcome
@@ -37,6 +37,7 @@ class Deps:
     gate: HostKeyGate | None = None  # SSH to cloud nodes: contact an agent only once its host key is pinned
     interruptions: InterruptionSource | None = None  # spot interruption / maintenance notices (EC2: SQS)
     gateway: Gateway | None = None  # the data plane; None: no gateway (servers count as drained at once)
+    model_root: str = CLOUD_MODEL_ROOT  # <model_root>/<model> for a workload without model_dir (fleet/samples.py)
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class TickReport:
     now: float
     ok: bool = True
     error: str | None = None
-    fast: bool = False  # a fast tick (core/fast_path.py): it only added capacity
+    fast: bool = False  # a fast tick (core/capacity/fast_path.py): it only added capacity
     decision: str = ""
     layout: Layout | None = None
     observed: dict[str, float] = field(default_factory=dict)
@@ -65,7 +66,9 @@ class TickReport:
     attainment: dict[str, float | None] = field(default_factory=dict)  # ready capacity >= rate, last hour
     burst_floor: dict[str, float] = field(default_factory=dict)  # busiest peak of the last scale_down_delay_s (auto)
     headroom_quantile: dict[str, float] = field(default_factory=dict)  # the errors' quantile headroom auto sizes at
-    reach: dict[str, Reach] = field(default_factory=dict)  # target_attainment out of reach, and why (core/reach.py)
+    reach: dict[str, Reach] = field(
+        default_factory=dict
+    )  # target_attainment out of reach, and why (core/capacity/reach.py)
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     settling: bool = False  # make-before-break work waits on servers just started: tick again soon

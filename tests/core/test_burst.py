@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.core.lifecycle import State
-from autoscaler.core.reconcile import Configure, Launch, Limits
-from autoscaler.core.surge import TypeInfo
+from autoscaler.core.fleet.lifecycle import State
+from autoscaler.core.rollout.reconcile import Configure, Launch, Limits
+from autoscaler.core.rollout.surge import TypeInfo
 from tests.core.test_reconcile import done, never_below, rec, run, share, slot
 from tests.kit.paperfleet import fleet
 

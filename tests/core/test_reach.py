@@ -1,4 +1,4 @@
-"""core/reach.py: when a workload's target_attainment is out of reach of the settings, and why."""
+"""core/capacity/reach.py: when a workload's target_attainment is out of reach of the settings, and why."""
 
 from __future__ import annotations
 
@@ -6,7 +6,16 @@ import logging
 
 import pytest
 
-from autoscaler.core.reach import BOOT_TIME, CAP_REACHED, RISE_TIME, WITHIN, ReachInput, conditions, fastest_rise, judge
+from autoscaler.core.capacity.reach import (
+    BOOT_TIME,
+    CAP_REACHED,
+    RISE_TIME,
+    WITHIN,
+    ReachInput,
+    conditions,
+    fastest_rise,
+    judge,
+)
 
 pytestmark = pytest.mark.unit
 
