@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 
 from autoscaler.config.scaling import FastPathConfig
 from autoscaler.core.capacity.fast_path import Panic, panicking
-from autoscaler.core.routing import GatewayView
+from autoscaler.core.routing.routes import GatewayView
 from autoscaler.loop.store import Store
 from autoscaler.loop.tuning import ready_capacity
 
