@@ -66,6 +66,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="run igniter under each forecast, ffd, gslice, gpulets, static peak, reactive and oracle side by side "
         "(on-demand only), plus a spot line when the policy buys spot",
     )
+    p.add_argument(
+        "--frontier",
+        action="store_true",
+        help="cost against attainment: headroom auto at a few target_attainment values, and the oracle "
+        "(with --plot: the frontier as a chart)",
+    )
     add_spot_args(p)
     add_trace_args(p)
     p.set_defaults(func=run)
@@ -188,7 +194,11 @@ def run(args: argparse.Namespace) -> int:
         interruption_warning_s=args.interruption_warning_s,
         seed=args.seed,
     )
-    if args.compare:
+    if args.frontier:
+        from autoscaler.sim.frontier import frontier
+
+        results = frontier(policy, trace, opts, progress=None if args.json else _progress)
+    elif args.compare:
         results = compare(policy, trace, opts, progress=None if args.json else _progress)
     else:
         results = [sim.simulate(policy, trace, opts)]
@@ -203,6 +213,11 @@ def _check_options(args: argparse.Namespace, policy: Any) -> None:
     if args.planner is not None and args.planner not in PLANNERS:
         raise InputError("--planner", args.planner, f"unknown planner (known: {', '.join(PLANNERS)})")
     _headroom(args.headroom)
+    if args.frontier and (args.compare or args.strategy != "autoscaler"):
+        other = "--compare" if args.compare else "--strategy"
+        raise InputError(
+            "--frontier", other, "give --frontier alone: it runs headroom auto at each target and the oracle"
+        )
     if args.plot and extras.missing("matplotlib"):  # before the replay, not after it
         raise InputError("--plot", str(args.plot), f"needs matplotlib, not installed: {extras.install_hint('plot')}")
     if args.interval_s is not None and not 0 < args.interval_s <= MAX_INTERVAL_S:
@@ -261,11 +276,20 @@ def _output(args: argparse.Namespace, results: list[Any], wall: float) -> None:
     )
     if args.timeline:
         simreport.write_timeline(r0, args.timeline)
-    if args.plot:
+    several = args.compare or args.frontier
+    if args.plot and args.frontier:
+        from autoscaler.sim.frontier import plot_frontier
+
+        plot_frontier(results, args.plot)
+    elif args.plot:
         simreport.plot(results if args.compare else [r0], args.plot)
     if args.json:
         docs = [r.summary() for r in results]
-        print(json.dumps(docs if args.compare else docs[0], indent=1))
+        print(json.dumps(docs if several else docs[0], indent=1))
+    elif args.frontier:
+        from autoscaler.sim.frontier import print_frontier
+
+        print_frontier(results)
     elif args.compare:
         simreport.print_compare(results)
     else:
