@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.chaos.report import record
 from tests.conftest import ROOT, Result
 from tests.kit.agent import agent_cmd
 
@@ -113,6 +114,7 @@ def test_bad_input_exits_2_with_one_line(case: str, tmp_path: Path, igniter: Cal
     before = _files(tmp_path)
     got = igniter(*args)
     lines = got.err.strip().splitlines()
+    record("bad_input", case=case, exit_code=got.code, tracebacks=got.err.count("Traceback"), lines=len(lines))
     assert got.code == 2, got.err
     assert len(lines) == 1 and "Traceback" not in got.err, got.err
     assert want in lines[0], lines[0]
