@@ -35,6 +35,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from autoscaler.config.errors import InputError
+from autoscaler.config.limits import MAX_SIM_TICKS
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.capacity.fast_path import panicking
@@ -266,6 +268,7 @@ class Replay:
         launches and the end time."""
         t0, end = float(self.trace.times[0]), float(self.trace.times[0]) + self.trace.duration_s
         sc = self.policy.scaling
+        check_ticks(self.trace, sc.interval_s)
         warm = self.warm_start()
         grid = [t0 + k * sc.interval_s for k in range(1, math.ceil(self.trace.duration_s / sc.interval_s))] + [end]
         self.record(t0, grid[0])
@@ -391,3 +394,16 @@ class _quiet:
     def __exit__(self, *exc: object) -> None:
         for n, level in self.levels.items():
             logging.getLogger(n).setLevel(level)
+
+
+def check_ticks(trace: Trace, interval_s: float) -> None:
+    """A replay past MAX_SIM_TICKS is refused before it starts (two rows ten years apart would
+    tick for hours): the error says how to shorten it."""
+    ticks = math.ceil(trace.duration_s / interval_s)
+    if ticks > MAX_SIM_TICKS:
+        raise InputError(
+            trace.source,
+            "time_s",
+            f"replaying it takes {ticks:,} ticks of {interval_s:g} s (at most {MAX_SIM_TICKS:,}); "
+            "replay a window (--start-s, --end-s) or set a longer scaling.interval_s",
+        )
