@@ -18,15 +18,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import agents.logs as logs
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
-from autoscaler.core.colocation import server_judge
-from autoscaler.core.layout import Layout, layout_from_plan, layout_to_plan
-from autoscaler.core.lifecycle import Record, State, SyncInput, going_away, sync
-from autoscaler.core.reconcile import Diff, FleetView, diff
-from autoscaler.core.routing import GatewayNames
-from autoscaler.core.scaling import choose, hold_rates, next_wake
-from autoscaler.core.slo_guard import update as guard_update
+from autoscaler.core.capacity.scaling import choose, hold_rates, next_wake
+from autoscaler.core.capacity.slo_guard import update as guard_update
+from autoscaler.core.fleet.lifecycle import Record, State, SyncInput, going_away, sync
+from autoscaler.core.layout.layout import layout_from_plan
+from autoscaler.core.layout.layout_types import Layout, layout_to_plan
+from autoscaler.core.rollout.colocation import server_judge
+from autoscaler.core.rollout.reconcile import Diff, FleetView, diff
+from autoscaler.core.routing.routes import GatewayNames
 from autoscaler.fleet.base import Instance, ProviderError, Retry
 from autoscaler.leader.base import NotLeader
 from autoscaler.loop import inputs
@@ -66,6 +68,10 @@ class Controller:
         """One full tick; a failure is recorded in the report (and the store), never raised."""
         start = self.deps.clock()
         report = TickReport(self.store.begin_tick(start), start)
+        with logs.tick_context(report.tick):  # every line logged during the tick names it (--log-format json)
+            return self._tick(report, start)
+
+    def _tick(self, report: TickReport, start: float) -> TickReport:
         try:
             self.state = self.store.load_state()
         except StateError as exc:  # never overwrite a state this version cannot read
@@ -268,7 +274,9 @@ class Controller:
             self.state = replace(self.state, cheaper_since=choice.cheaper_since)
             chosen, rates = (target, planned) if choice.use == "target" else (held, held_rates)
             why = f"{choice.use}: {choice.why}"
-        layout = layout_from_plan(chosen, layout_input(self.policy, self.store, previous, rates, self.judge))
+        layout = layout_from_plan(
+            chosen, layout_input(self.policy, self.store, previous, rates, self.judge, self.deps.model_root)
+        )
         self._save_layout(layout, previous, why, now)
         return layout, why
 

@@ -9,7 +9,7 @@ import io
 import numpy as np
 import pytest
 
-from autoscaler.core.lifecycle import Change, Reason, Record, State
+from autoscaler.core.fleet.lifecycle import Change, Reason, Record, State
 from autoscaler.loop.store import Store
 from autoscaler.planner import api, planning_inputs
 from autoscaler.planner.tasks import size_on

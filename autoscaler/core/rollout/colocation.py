@@ -1,0 +1,96 @@
+"""Do servers co-located on one GPU each meet their latency budget? Pure.
+
+One judgement, shared by the places that must agree on it: the simulator counts capacity only from
+servers that meet their budget where they run (sim/result.py), and reconcile counts a workload's
+ready capacity, and lets a server start beside others, by the same test (core/rollout/rollout.py).
+A server's budget is half its SLO (the other half is the batch-filling wait), as in the planner.
+
+MPS thread percentages are caps, not reservations: the shares on a GPU may add up to more than
+100 % while a move is under way (the old server still runs beside its replacement). The model is
+fitted for shares that fit, so an over-subscribed GPU is judged as the proportional split MPS
+gives when every server is busy at once (each share scaled by 100 / sum): the worst case, and the
+only case the fitted model can speak for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+
+from autoscaler.config.policy import Policy
+from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout.reconcile import GpuFits, shares_fit
+from autoscaler.core.rollout.rollout import Judge, shares_judge
+from autoscaler.model.perfmodel import PerfModel, load_perf_model
+
+Server = tuple[str, str, int, float]  # (workload, model, batch, mps_percent)
+REL = 1e-6
+
+
+def split(shares: Sequence[float]) -> list[float]:
+    """The shares each server gets when all are busy: as given up to 100 %, scaled down beyond."""
+    total = sum(shares)
+    return list(shares) if total <= 100.0 + REL else [r * 100.0 / total for r in shares]
+
+
+def judge(policy: Policy, gpu: str, servers: Sequence[Server]) -> list[tuple[bool, float]]:
+    """Per server, in order: (meets its latency budget, predicted throughput in req/s)."""
+    if not servers:
+        return []
+    slo = {w.name: w.slo_ms for w in policy.workloads}
+    perf = load_perf_model(policy.profiles_dir / f"{gpu}.yaml")
+    return _verdict(perf, slo, servers)
+
+
+def _verdict(perf: PerfModel, slo: dict[str, float], servers: Sequence[Server]) -> list[tuple[bool, float]]:
+    shares = split([r for *_, r in servers])
+    preds = perf.predict_raw([(m, b, r) for (_, m, b, _), r in zip(servers, shares)])
+    return [
+        (lat <= slo.get(w, float("inf")) / 2.0 * (1 + REL), thr) for (w, _, _, _), (lat, thr) in zip(servers, preds)
+    ]
+
+
+def gpu_fits(policy: Policy) -> GpuFits:
+    """The predicate reconcile uses: shares within 100 % and every server within its budget."""
+    gpu_of = {t.name: t.gpu for t in policy.instance_types}
+
+    def fits(instance_type: str, servers: Sequence[PlannedServer]) -> bool:
+        if not shares_fit(instance_type, servers):
+            return False
+        gpu = gpu_of.get(instance_type)
+        if gpu is None:
+            return True
+        return all(ok for ok, _ in judge(policy, gpu, [(s.workload, s.model, s.batch, s.mps_percent) for s in servers]))
+
+    return fits
+
+
+GpuJudge = Callable[[str, Sequence[Server]], Sequence[tuple[bool, float]]]  # (GPU type, servers) -> verdicts
+
+
+def cached_judge(policy: Policy) -> GpuJudge:
+    """`judge` for one policy, its models loaded once and its answers remembered: the same
+    co-locations come back tick after tick in a replay."""
+    slo = {w.name: w.slo_ms for w in policy.workloads}
+    perfs = {t.gpu: load_perf_model(policy.profiles_dir / f"{t.gpu}.yaml") for t in policy.instance_types}
+
+    @lru_cache(maxsize=8192)
+    def cached(gpu: str, servers: tuple[Server, ...]) -> tuple[tuple[bool, float], ...]:
+        return tuple(_verdict(perfs[gpu], slo, servers))
+
+    return lambda gpu, servers: cached(gpu, tuple(servers)) if servers else ()
+
+
+def server_judge(policy: Policy) -> Judge:
+    """The judge reconcile counts ready capacity with (rollout.Judge): the model's verdict per
+    server, over-subscription included (module docstring), remembered like `cached_judge`."""
+    gpu_of = {t.name: t.gpu for t in policy.instance_types}
+    cached = cached_judge(policy)
+
+    def verdict(instance_type: str, servers: Sequence[PlannedServer]) -> Sequence[tuple[bool, float]]:
+        gpu = gpu_of.get(instance_type)
+        if gpu is None:  # an instance type the policy no longer lists: the model-free test
+            return shares_judge(instance_type, servers)
+        return cached(gpu, tuple((s.workload, s.model, s.batch, round(s.mps_percent, 6)) for s in servers))
+
+    return verdict

@@ -1,0 +1,346 @@
+"""Changing the fleet without outage: the invariant, and what each GPU runs this tick. Pure.
+
+**The invariant.** At every moment each workload's *ready capacity* (the summed predicted
+throughput of its servers that report ready and are not draining, each judged by the performance
+model beside the neighbours it actually loads its GPU with, see `loading`) stays at or above its
+*floor*:
+
+    floor(w)  = min(before(w), demand(w))
+    before(w) = max(w's capacity when the current change began, its ready capacity now, less the
+                stand-ins whose planned server already runs)
+    demand(w) = max(w's observed rate now, the rate the target layout was planned for)
+
+demand is at least the current rate, so the floor is at least min(current rate, capacity before
+the change): the promise in DESIGN.md. A change may lower a workload's capacity to what it still
+needs (a scale-in), never below what it had while its replacement does not serve yet. The only
+exception is a limit the policy sets (max_instances, max_cost_per_hour, the surge budget) that
+makes keeping it impossible: surge.py then forces servers out (`Tick.force_out`) and reports a
+Breach; `RolloutStep.short()` lists every workload a tick left below its floor.
+
+`before` takes the larger of the two because capacity that arrived during a long change is the
+capacity "before" the next part of it (a workload that grew must not be moved back down). The
+capacity when the change began is threaded through the controller's state (`baseline`), since a
+change spans several ticks.
+
+**Stand-ins** (surge.py: a planned server that cannot start where it is planned starts early
+elsewhere, as `<name>-s<k>`) carry their workload's new capacity until the planned server serves:
+while it has not started they stay whatever the floors say (the move is under way), and once it
+serves they carry nothing (it took their load) and leave. Surge is scaffolding, never capacity to
+protect.
+
+**One tick** (`Tick`), on the GPUs of ready instances:
+1. stop: each running server the layout no longer wants there (it moved, was resized under a new
+   name, its instance is surplus, it is a stand-in) leaves if no floor breaks without it; servers
+   in the way of a planned server go first, stand-ins last, and one still starting stays while
+   its workload's new servers are not ready either (it may serve first), unless it is in the way.
+   With a gateway, a server that may leave drains first (the gateway sends it nothing new, so it
+   no longer counts as capacity) and leaves its agent's assignment once the gateway reports it
+   drained (`drained`). One the gateway is draining already (`draining`) is not ready (it takes
+   no new requests) but is no starting server either: its drain goes on.
+2. start: each planned server not running yet starts if its GPU can hold it once it serves: the
+   judge predicts every server there within its latency budget (MPS shares above 100 % are judged
+   as the proportional split MPS gives when all are busy, see colocation.py) and no floor breaks
+   (a new neighbour slows the others down). A resize hands over: the successor (`replaces`) takes
+   its predecessor's load once ready, so the two are never judged busy together.
+3. what could not start is blocked; blocking.py decides whether it waits or needs surge capacity.
+A server started now counts as capacity only once it reports ready, so make-before-break takes two
+ticks at least: start beside, then stop.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from autoscaler.core.layout.layout_types import PlannedServer, is_stand_in
+from autoscaler.core.rollout.rollout_types import (
+    EPS,
+    Amounts,
+    Gpu,
+    GpuKey,
+    Judge,
+    RolloutInput,
+    RolloutStep,
+    original_of,
+    shares_judge,
+)
+
+__all__ = [
+    "EPS",
+    "Amounts",
+    "Gpu",
+    "GpuKey",
+    "Judge",
+    "RolloutInput",
+    "RolloutStep",
+    "Tick",
+    "loading",
+    "original_of",
+    "shares_judge",
+    "step",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One GPU's judgement: capacity per workload (ready, not draining), what its ready stand-ins
+    carry per original, and the servers within budget."""
+
+    capacity: Amounts
+    stand_ins: Mapping[str, float]
+    ok: frozenset[str]
+
+
+class Tick:
+    """The assignment being decided for one tick, each GPU's judged capacity kept current.
+
+    Drive it as reconcile does: `stop()`, `start()`, then `blockages()`; surge.py may then
+    `try_start` stand-ins and `force_out` blockers; `result()` gives the RolloutStep."""
+
+    def __init__(self, inp: RolloutInput) -> None:
+        self.inp = inp
+        self.gpus = {g.key: g for g in inp.gpus}
+        self.wanted: dict[GpuKey, frozenset[tuple[object, ...]]] = {}
+        self.planned = {t.name for g in inp.gpus for t in g.wanted} | inp.elsewhere
+        self.on: dict[GpuKey, list[PlannedServer]] = {g.key: list(g.running) for g in inp.gpus}
+        self.draining: set[str] = set()
+        self.started: set[str] = set()
+        self.stopped: set[str] = set()
+        self.forced: set[str] = set()
+        self.planned_keys = {t.name: t.agent_key() for g in inp.gpus for t in g.wanted}
+        running = {v.name for g in inp.gpus for v in g.running if self.planned_keys.get(v.name) == v.agent_key()}
+        self.done = {  # stand-ins whose planned server runs and serves: their move is complete
+            v.name for g in inp.gpus for v in g.running if (o := original_of(v.name)) in running and o in inp.ready
+        }
+        self.parts = {k: self._judge(k, v) for k, v in self.on.items()}
+        self.cap = Amounts.total(p.capacity for p in self.parts.values())
+        self.before = dict(self.cap)
+        self.baseline = dict(inp.baseline) if inp.baseline is not None else dict(self.cap)
+        now = self.cap.minus(self._paired())
+        self.floor = {
+            w: min(max(self.baseline.get(w, 0.0), now.get(w, 0.0)), inp.demand.get(w, math.inf))
+            for w in set(self.cap) | set(self.baseline)
+        }
+
+    # -- judging ----------------------------------------------------------------------------------
+    def _verdict(
+        self, key: GpuKey, servers: Sequence[PlannedServer], serving: frozenset[str] = frozenset()
+    ) -> list[tuple[PlannedServer, bool, float]]:
+        """The judge's word on the servers that load the GPU (`loading`), those in `serving` judged
+        as if ready."""
+        loaded = loading(servers, self.inp.ready | serving, self._wanted(key))
+        verdict = self.inp.judge(self.gpus[key].instance_type, loaded) if loaded else ()
+        return [(s, good, thr) for s, (good, thr) in zip(loaded, verdict)]
+
+    def _wanted(self, key: GpuKey) -> frozenset[tuple[object, ...]]:
+        if key not in self.wanted:
+            self.wanted[key] = frozenset(v.agent_key() for v in self.gpus[key].wanted)
+        return self.wanted[key]
+
+    def _judge(
+        self,
+        key: GpuKey,
+        servers: Sequence[PlannedServer],
+        gone: frozenset[str] = frozenset(),
+        serving: frozenset[str] = frozenset(),
+    ) -> _Part:
+        cap = Amounts()
+        stand: dict[str, float] = {}
+        verdict = self._verdict(key, servers, serving)
+        for s, good, thr in verdict:
+            if good and s.name not in self.draining and s.name not in gone and s.name not in self.done:
+                cap[s.workload] += thr
+                if (orig := original_of(s.name)) is not None:
+                    stand[orig] = stand.get(orig, 0.0) + thr
+        return _Part(cap, stand, frozenset(s.name for s, good, _ in verdict if good))
+
+    def _paired(self) -> Amounts:
+        """Per workload, what its ready stand-ins carry while their originals still run."""
+        running = {s.name: s.workload for servers in self.on.values() for s in servers}
+        out = Amounts()
+        for part in self.parts.values():
+            for orig, thr in part.stand_ins.items():
+                if orig in running:
+                    out[running[orig]] += thr
+        return out
+
+    def _relief(self, name: str) -> float:
+        """What the ready stand-ins of `name` carry."""
+        return sum(p.stand_ins.get(name, 0.0) for p in self.parts.values())
+
+    def _holds(self, key: GpuKey, part: _Part, relief: Mapping[str, float] | None = None) -> bool:
+        """No workload on this GPU ends below its floor, or below where it is now if that is lower
+        (less `relief`: the stand-ins of a server that leaves, see the module docstring)."""
+        old = self.parts[key].capacity
+        for w in set(old) | set(part.capacity):
+            new = self.cap[w] - old[w] + part.capacity[w]
+            ref = min(self.floor.get(w, 0.0), self.cap[w] - (relief or {}).get(w, 0.0))
+            if new < ref - EPS * (1.0 + self.cap[w]):
+                return False
+        return True
+
+    def _commit(self, key: GpuKey, servers: list[PlannedServer], part: _Part) -> None:
+        self.cap = self.cap.minus(self.parts[key].capacity).plus(part.capacity)
+        self.on[key], self.parts[key] = servers, part
+
+    # -- 1. stop ------------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Every retiring server leaves (or drains) if no floor breaks without it: the originals
+        until none more can (one leaving can speed up a neighbour), then the stand-ins."""
+        while any([self._release(key, s) for key, s in self._retiring(stand_ins=False)]):
+            pass
+        for key, s in self._retiring(stand_ins=True):
+            self._release(key, s)
+
+    def _retiring(self, stand_ins: bool) -> list[tuple[GpuKey, PlannedServer]]:
+        """Servers the layout does not want where they run, those in a planned server's way first."""
+        out = []
+        for key, servers in self.on.items():
+            wanted = {v.agent_key() for v in self.gpus[key].wanted}
+            in_way = bool(self.unstarted(key))
+            out += [
+                (not in_way, key, s.name, s)
+                for s in servers
+                if s.agent_key() not in wanted and s.name not in self.draining and is_stand_in(s.name) == stand_ins
+            ]
+        return [(key, s) for _, key, _, s in sorted(out, key=lambda t: t[:3])]
+
+    def _release(self, key: GpuKey, s: PlannedServer) -> bool:
+        starting = s.name not in self.inp.ready and s.name not in self.inp.draining
+        if starting and s.workload in self.inp.pending and not self.unstarted(key):
+            return False  # still starting: it may serve before its replacement does, and is in no one's way
+        if self._waiting_for(s):
+            return False  # a stand-in whose planned server has not started: its move is under way
+        drained = self.inp.drained is None or s.name in self.inp.drained
+        servers = [v for v in self.on[key] if v.name != s.name] if drained else self.on[key]
+        part = self._judge(key, servers, frozenset({s.name}))
+        if not self._holds(key, part, {s.workload: self._relief(s.name)}):
+            return False
+        (self.stopped if drained else self.draining).add(s.name)
+        self._commit(key, servers, part)
+        return True
+
+    def _waiting_for(self, s: PlannedServer) -> bool:
+        """A stand-in whose planned server is still waiting to start where it is planned."""
+        orig = original_of(s.name)
+        if orig is None or orig not in self.planned:
+            return False
+        key = self.planned_keys.get(orig)
+        return not any(v.name == orig and v.agent_key() == key for servers in self.on.values() for v in servers)
+
+    def force_out(self, names: Iterable[str]) -> None:
+        """Break-before-make: these servers leave now, floors or not (a limit left no other way)."""
+        names = set(names)
+        for key, servers in self.on.items():
+            if any(s.name in names for s in servers):
+                kept = [s for s in servers if s.name not in names]
+                self._commit(key, kept, self._judge(key, kept))
+        self.forced |= names
+        self.stopped |= names
+
+    # -- 2. start -----------------------------------------------------------------------------------
+    def start(self, keys: Iterable[GpuKey] | None = None) -> None:
+        """Each planned server not running yet starts where its GPU can hold it (module docstring)."""
+        for key in sorted(self.on) if keys is None else keys:
+            for t in self.unstarted(key):
+                self.try_start(key, t)
+
+    def unstarted(self, key: GpuKey) -> list[PlannedServer]:
+        running = {s.agent_key() for s in self.on[key]}
+        return [t for t in self.gpus[key].wanted if t.agent_key() not in running]
+
+    def try_start(self, key: GpuKey, t: PlannedServer) -> bool:
+        """Start `t` on `key` if, once it serves, every server there is within budget and no floor
+        breaks (see `_future`)."""
+        if self._future(key, t) is None:
+            return False
+        servers = [*self.on[key], t]
+        self._commit(key, servers, self._judge(key, servers))  # t loads nothing until it is ready
+        self.started.add(t.name)
+        return True
+
+    def fits_beside(self, key: GpuKey, t: PlannedServer) -> float | None:
+        """t's judged throughput once it serves on `key`, if it could start there now, else None."""
+        future = self._future(key, t)
+        return None if future is None else future[1]
+
+    def _future(self, key: GpuKey, t: PlannedServer) -> tuple[_Part, float] | None:
+        """The GPU once `t` serves, and t's throughput then; None if t may not start.
+
+        A resize hands over: the server t replaces (`t.replaces`, on this GPU) takes no load once
+        t serves (see `loading`), so the GPU never runs old and new busy at once, and the floors
+        are judged with t carrying that load."""
+        if any(s.name == t.name for k, servers in self.on.items() if k[0] == key[0] for s in servers):
+            return None  # its old version still runs under the same name: the agent would restart it
+        servers = [*self.on[key], t]
+        serving = frozenset({t.name} | {s.name for s in self.on[key] if s.name not in self.inp.ready})
+        part = self._judge(key, servers, serving=serving)
+        idle = {t.replaces} if t.replaces else set()
+        if t.name not in part.ok or not self.parts[key].ok - idle <= part.ok or not self._holds(key, part):
+            return None
+        return part, next(thr for s, good, thr in self._verdict(key, servers, serving) if s.name == t.name)
+
+    # -- 3. what is left ------------------------------------------------------------------------------
+    def blocked(self) -> dict[GpuKey, tuple[PlannedServer, ...]]:
+        return {k: tuple(u) for k in sorted(self.on) if (u := self.unstarted(k))}
+
+    def in_the_way(self, key: GpuKey) -> tuple[PlannedServer, ...]:
+        """The servers on a GPU that the layout does not want there and that still carry capacity."""
+        wanted = {v.agent_key() for v in self.gpus[key].wanted}
+        return tuple(s for s in self.on[key] if s.agent_key() not in wanted and s.name not in self.draining)
+
+    def throughput(self, key: GpuKey, name: str) -> float:
+        """A server's judged throughput where it runs now (0 if it misses its budget or is not ready)."""
+        return next((thr for s, ok, thr in self._verdict(key, self.on[key]) if s.name == name and ok), 0.0)
+
+    def result(self) -> RolloutStep:
+        return RolloutStep(
+            assign={k: tuple(v) for k, v in self.on.items()},
+            started=frozenset(self.started),
+            stopped=frozenset(self.stopped),
+            draining=frozenset(self.draining),
+            blocked=self.blocked(),
+            before=self.before,
+            after=dict(self.cap),
+            floor=self.floor,
+            baseline=self.baseline,
+            forced=frozenset(self.forced),
+            converged=self._converged(),
+        )
+
+    def _converged(self) -> bool:
+        for key, servers in self.on.items():
+            wanted = self.gpus[key].wanted
+            if sorted(s.agent_key() for s in servers) != sorted(s.agent_key() for s in wanted):
+                return False
+            if any(s.name not in self.inp.ready for s in wanted):
+                return False
+        return not self.draining
+
+
+def loading(
+    servers: Sequence[PlannedServer], ready: Collection[str], wanted: Collection[tuple[object, ...]]
+) -> list[PlannedServer]:
+    """The servers that load a GPU: those ready (one still starting loads its model and runs no
+    kernels), except a retiring one (its agent key not in `wanted`) whose successor (a ready
+    server on the same GPU that `replaces` it) has taken over its load: the gateway sends it
+    nothing new and it leaves at the next tick. That holds even if a later plan no longer wants
+    the successor either: its load is still with the successor. Two servers that each name the
+    other (a successor whose predecessor left, and a later server that took that name) cannot say
+    which took over: both load the GPU, the cautious reading (layout never reuses such a name)."""
+    names = {s.name: s for s in servers}
+    taken = {
+        s.replaces
+        for s in servers
+        if s.replaces and s.name in ready and getattr(names.get(s.replaces), "replaces", "") != s.name
+    }
+    return [s for s in servers if s.name in ready and (s.name not in taken or s.agent_key() in wanted)]
+
+
+def step(inp: RolloutInput) -> RolloutStep:
+    """Stops then starts, without surge (see reconcile for the whole tick)."""
+    tick = Tick(inp)
+    tick.stop()
+    tick.start()
+    return tick.result()

@@ -1,0 +1,102 @@
+"""The records rollout.py takes and gives (what each GPU runs and wants, the tick's input, its
+step with the capacity accounting), the judge's signature, the model-free judge, stand-in names
+and req/s amounts per workload. Pure; the invariant and the tick are rollout.py's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from autoscaler.core.layout.layout_types import STAND_IN, PlannedServer
+
+Judge = Callable[[str, Sequence[PlannedServer]], Sequence[tuple[bool, float]]]  # per server: (meets budget, req/s)
+GpuKey = tuple[str, int]  # (slot, GPU index)
+EPS = 1e-6
+
+
+def original_of(name: str) -> str | None:
+    """The server a stand-in stands in for (None for any other server)."""
+    m = STAND_IN.search(name)
+    return name[: m.start()] if m else None
+
+
+def shares_judge(instance_type: str, servers: Sequence[PlannedServer]) -> Sequence[tuple[bool, float]]:
+    """The model-free judge: every server carries its planned throughput while the GPU's MPS shares
+    sum to 100 % at most, and none does beyond (without a model, over-subscription is never safe)."""
+    ok = sum(s.mps_percent for s in servers) <= 100.0 + EPS
+    return [(ok, s.predicted_throughput_rps if ok else 0.0) for s in servers]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gpu:
+    """One GPU of a ready instance: what its agent runs there and what the layout wants there."""
+
+    key: GpuKey
+    instance_type: str
+    running: tuple[PlannedServer, ...]
+    wanted: tuple[PlannedServer, ...] = ()  # () on surplus and surge instances
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RolloutInput:
+    gpus: tuple[Gpu, ...]
+    ready: frozenset[str]  # server names that report ready
+    demand: Mapping[str, float]  # per workload (module docstring); a workload missing here keeps all it has
+    judge: Judge = shares_judge
+    baseline: Mapping[str, float] | None = None  # capacity when the current change began; None: it begins now
+    drained: frozenset[str] | None = None  # None: no gateway, a server may leave at once
+    draining: frozenset[str] = frozenset()  # servers the gateway began draining in an earlier tick
+    pending: frozenset[str] = frozenset()  # workloads with planned servers not ready yet
+    elsewhere: frozenset[str] = frozenset()  # planned servers on instances not ready yet (booting)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RolloutStep:
+    """What the GPUs run after this tick, and the capacity accounting behind it."""
+
+    assign: Mapping[GpuKey, tuple[PlannedServer, ...]]
+    started: frozenset[str]
+    stopped: frozenset[str]
+    draining: frozenset[str]  # may leave, waiting for the gateway to report them drained
+    blocked: Mapping[GpuKey, tuple[PlannedServer, ...]]  # planned servers that could not start
+    before: Mapping[str, float]  # ready capacity at the start of the tick
+    after: Mapping[str, float]  # ready capacity the assignment leaves (servers started now: once ready)
+    floor: Mapping[str, float]
+    baseline: Mapping[str, float]  # the capacity before the change, as used for the floors
+    forced: frozenset[str] = frozenset()  # removed before their replacements serve (a limit made it impossible)
+
+    def short(self) -> dict[str, float]:
+        """Workloads this tick left below their floor (or below where they were, if lower), by how
+        much: only forced removals do that."""
+        gaps = {w: min(f, self.before.get(w, 0.0)) - self.after.get(w, 0.0) for w, f in self.floor.items()}
+        return {w: g for w, g in gaps.items() if g > EPS * (1.0 + self.floor[w])}
+
+    converged: bool = False  # every GPU runs exactly what the layout wants, all of it ready
+
+
+class Amounts(dict[str, float]):
+    """Req/s per workload; a workload not in it has 0."""
+
+    def __missing__(self, key: str) -> float:
+        return 0.0
+
+    def plus(self, other: Mapping[str, float]) -> Amounts:
+        out = Amounts(self)
+        for k, v in other.items():
+            out[k] = out[k] + v
+        return out
+
+    def minus(self, other: Mapping[str, float]) -> Amounts:
+        """Less `other`, never below 0 (float rounding)."""
+        out = Amounts(self)
+        for k, v in other.items():
+            out[k] = max(0.0, out[k] - v)
+        return out
+
+    @staticmethod
+    def total(parts: Iterable[Mapping[str, float]]) -> Amounts:
+        out = Amounts()
+        for p in parts:
+            for k, v in p.items():
+                out[k] = out[k] + v
+        return out

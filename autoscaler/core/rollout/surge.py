@@ -1,0 +1,341 @@
+"""Surge capacity: a planned server that cannot start where it is planned (its GPU still holds the
+servers it replaces) starts early somewhere else, so that no move waits forever and none takes
+capacity away before its replacement serves. Pure.
+
+The early server is a *stand-in*: a temporary copy of the planned server (same model and batch, its
+planned MPS share or all the room there is if that is more; a new name `<planned name>-s<k>` and
+port) that carries at least the planned server's predicted throughput, judged by the model where
+it runs. It goes, in this order of preference, where there is room:
+1. beside the servers of another ready GPU of the same GPU type that is at rest (it runs exactly
+   what the layout wants): borrowed room, free and ready within one tick;
+2. on a surge instance already running;
+3. on paper, on a surge instance booting or on room a booting planned instance will have beside
+   its planned servers (it starts there as borrowed room once that one is ready: no later than a
+   new surge instance would be, at no extra cost);
+4. on a *spare*: an instance a re-plan no longer wants, booting or ready, kept as a surge instance
+   instead of being retired. It is paid for already and ready sooner than a new one; without it,
+   a re-plan that moves a workload's capacity from an instance about to be ready onto a GPU still
+   full would retire that instance and wait for a new surge instance to boot, short meanwhile;
+5. on a new surge instance (`<fleet>-<type>-surge<n>`, the cheapest type with that GPU).
+Once the stand-in serves, its workload has the capacity it was planned to get, so the servers in
+the way may leave (rollout's floors), the planned server starts in the room they leave, and the
+stand-in leaves once that one serves (the move is complete).
+
+**Capacity that serves sooner.** A planned server on an instance still booting (or launched this
+tick), or one that waits on a ready GPU for servers that leave once such an instance is ready
+(moves.py), of a workload short of its demand gets a stand-in too, where a surge instance or spare
+is ready already or was launched before that instance (so it is ready first, the boot time being
+the same): on a re-plan that moves a workload's new capacity from a booting surge instance to a new
+instance, the surge instance would otherwise be retired and the workload stay short until the new
+one is ready. No new instance is launched for it, and only the shortfall is covered.
+
+A surge instance (or spare) with nothing to do is retired at once; it is billed like any other
+meanwhile. `scaling.max_surge` bounds the surge instances alive at once, spares kept for
+stand-ins included (default: 1, or 10 % of the planned fleet if larger); max_instances and
+max_cost_per_hour bound them like any other instance. A planned server that gets no stand-in
+waits while the surge budget is busy with other moves. Where a limit makes a stand-in impossible
+(max_surge 0, its type at max_instances, the cost cap), the servers in its way are removed before
+it serves (break-before-make): the only way the invariant breaks, reported as a Breach.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout.blocking import Pick
+from autoscaler.core.rollout.rollout import EPS, Amounts, GpuKey, Tick, original_of
+from autoscaler.core.rollout.surge_types import (
+    SURGE_SLOT,
+    Breach,
+    SurgeInput,
+    SurgePlan,
+    SurgeSlot,
+    TypeInfo,
+    is_surge_slot,
+    surge_budget,
+)
+
+__all__ = ["Breach", "SurgeInput", "SurgePlan", "SurgeSlot", "TypeInfo", "allocate", "is_surge_slot", "surge_budget"]
+
+
+@dataclass
+class _Virtual:
+    """A surge instance not ready yet (or launched now): stand-ins are packed onto it on paper each
+    tick, the same way every tick while it boots, and started once it is ready."""
+
+    slot: str
+    info: TypeInfo
+    gpus: list[list[PlannedServer]] = field(default_factory=list)
+    since: float = math.inf  # launch time (inf: launched this tick, or a planned instance)
+
+
+class _Allocator:
+    def __init__(self, inp: SurgeInput, tick: Tick) -> None:
+        self.inp, self.tick = inp, tick
+        self.names = set(inp.names)
+        copies = [(k, s) for k, servers in tick.on.items() for s in servers if original_of(s.name) is not None]
+        self.carried = Amounts()  # per original: what its stand-ins carry
+        self.gained = Amounts()  # per workload: stand-ins started, not ready yet (or started this tick)
+        for _, c in copies:
+            self.carried[original_of(c.name) or ""] += c.predicted_throughput_rps
+            if c.name not in tick.inp.ready:
+                self.gained[c.workload] += c.predicted_throughput_rps
+        wanted = {t.name for g in tick.gpus.values() for t in g.wanted}
+        self.orphans = [(k, s) for k, s in copies if original_of(s.name) not in wanted]  # their plan changed
+        self.spare = {s.slot for s in inp.spare}
+        self.enlisted = {k[0] for k, _ in copies if k[0] in self.spare}  # spares that hold stand-ins
+        self.keep = {k[0] for k, _ in copies if is_surge_slot(k[0])} | self.enlisted
+        self.virtual = [_Virtual(s.slot, self._info(s.instance_type), since=s.since) for s in inp.slots if not s.ready]
+        self.virtual += [self._planned(slot, itype, servers) for slot, itype, servers in inp.booting]
+        self.virtual += [_Virtual(s.slot, self._info(s.instance_type), since=s.since) for s in inp.spare if not s.ready]
+        for v in self.virtual:
+            v.gpus = v.gpus or [[] for _ in range(v.info.gpus)]
+        self.live_surge = len(inp.slots) + len(self.enlisted)
+        self.live_by_type = dict(inp.live_by_type)
+        self.cost = inp.cost_per_hour
+        self.launches: list[tuple[str, str, str]] = []
+        self.breaches: list[Breach] = []
+        self.notes: list[str] = []
+        self.started: list[str] = []
+        self.taken = set(inp.taken_slots)
+
+    def _planned(self, slot: str, itype: str, servers: Sequence[PlannedServer]) -> _Virtual:
+        """A booting planned instance on paper: its GPUs hold its planned servers."""
+        info = self._info(itype)
+        gpus: list[list[PlannedServer]] = [[] for _ in range(info.gpus)]
+        for v in servers:
+            gpus[min(v.gpu_index, info.gpus - 1)].append(v)
+        return _Virtual(slot, info, gpus)
+
+    def _info(self, itype: str) -> TypeInfo:
+        return self.inp.types.get(itype) or TypeInfo(name=itype, gpu=itype, gpus=1, price_per_hour=0.0)
+
+    # -- per pick ---------------------------------------------------------------------------------
+    def serve(self, pick: Pick) -> None:
+        key = pick.blockage.key
+        limits: list[str] = []
+        for t in pick.needs:
+            if self._covered(t) or self._adopt(t):  # a stand-in is already there (starting or serving)
+                continue
+            why = self._place(t, t.predicted_throughput_rps, pick.blockage.instance_type, key)
+            if why == "busy" and self.inp.frozen and not self.launches and not self.started:
+                limits.append("max_surge")
+            elif why == "busy":
+                self.notes.append(
+                    f"surge: {t.name} on {key[0]} GPU {key[1]} waits for the surge budget "
+                    f"({self.inp.budget} instance(s) busy with other moves)"
+                )
+            elif why == "unfit":
+                self.notes.append(f"surge: no GPU can hold a stand-in for {t.name}; its move waits")
+            elif why is not None:
+                limits.append(why)
+        if limits:
+            self._force(pick, limits[0])
+
+    def _covered(self, t: PlannedServer) -> bool:
+        return self.carried[t.name] >= t.predicted_throughput_rps * (1 - EPS)
+
+    def _gap(self, workload: str) -> float:
+        """How far the workload's ready capacity, and the stand-ins on their way, fall short of its demand."""
+        return self.tick.inp.demand.get(workload, 0.0) - self.tick.cap[workload] - self.gained[workload]
+
+    def _adopt(self, t: PlannedServer) -> bool:
+        """A stand-in left over from an earlier plan (its planned server is gone) that carries as much
+        as `t` would serves as t's stand-in: no second one for the same capacity."""
+        for i, (_, s) in enumerate(self.orphans):
+            if s.workload == t.workload and s.predicted_throughput_rps >= t.predicted_throughput_rps * (1 - EPS):
+                del self.orphans[i]
+                return True
+        return False
+
+    def _place(self, b: PlannedServer, thr: float, itype: str, blocked: GpuKey) -> str | None:
+        """None once placed; else "busy" (the budget is in use) or the limit that forbids a stand-in."""
+        gpu = self._info(itype).gpu
+        if self._borrow(b, thr, gpu, blocked) or self._ready_surge(b, thr, gpu):
+            return None
+        if self._on_paper(b, thr, gpu):
+            return None
+        return self._launch(b, thr, gpu, blocked)
+
+    def _stand_in(self, b: PlannedServer, slot: str, gpu: int) -> PlannedServer:
+        k = 0
+        while f"{b.name}-s{k}" in self.names:
+            k += 1
+        used = {s.index for key, servers in self.tick.on.items() if key[0] == slot for s in servers}
+        used |= {s.index for key, g in self.tick.gpus.items() if key[0] == slot for s in g.wanted}
+        index = next(i for i in range(len(used) + 1) if i not in used)
+        return replace(b, name=f"{b.name}-s{k}", gpu_index=gpu, index=index, replaces="")
+
+    def _try_gpu(self, key: GpuKey, b: PlannedServer, thr: float) -> bool:
+        """Start a stand-in for b on `key` at b's share, or at all the room there if that is more,
+        where it carries at least b's `thr`."""
+        base = self._stand_in(b, key[0], key[1])
+        room = 100.0 - sum(s.mps_percent for s in self.tick.on[key])
+        for share in sorted({b.mps_percent, max(b.mps_percent, room)}):
+            cand = replace(base, mps_percent=share)
+            got = self.tick.fits_beside(key, cand)
+            if got is not None and got >= thr * (1 - EPS):
+                break
+        else:
+            return False
+        cand = replace(cand, predicted_throughput_rps=got)
+        if not self.tick.try_start(key, cand):
+            return False
+        self.names.add(cand.name)
+        self.started.append(cand.name)
+        self.carried[b.name] += got
+        self.gained[b.workload] += got
+        self._enlist(key[0])
+        return True
+
+    def _temporary(self, slot: str) -> bool:
+        return is_surge_slot(slot) or slot in self.spare
+
+    def _may_use(self, slot: str) -> bool:
+        """A surge instance, or a spare already holding stand-ins or within the surge budget."""
+        return slot not in self.spare or slot in self.enlisted or self.live_surge < self.inp.budget
+
+    def _enlist(self, slot: str) -> None:
+        """A surge instance or spare that holds a stand-in stays; a spare counts against the budget."""
+        if slot in self.spare and slot not in self.enlisted:
+            self.enlisted.add(slot)
+            self.live_surge += 1
+            self.notes.append(f"surge: {slot}, no longer planned, stays as a surge instance for stand-ins")
+        if self._temporary(slot):
+            self.keep.add(slot)
+
+    def _borrow(self, b: PlannedServer, thr: float, gpu: str, blocked: GpuKey) -> bool:
+        for key, g in sorted(self.tick.gpus.items()):
+            if key == blocked or is_surge_slot(key[0]) or self._info(g.instance_type).gpu != gpu:
+                continue
+            at_rest = sorted(s.agent_key() for s in self.tick.on[key]) == sorted(s.agent_key() for s in g.wanted)
+            if g.wanted and at_rest and self._try_gpu(key, b, thr):
+                return True
+        return False
+
+    def _ready_surge(self, b: PlannedServer, thr: float, gpu: str) -> bool:
+        """A ready surge instance, then a ready spare (module docstring, 2 and 4)."""
+        keys = sorted(self.tick.gpus, key=lambda k: (not is_surge_slot(k[0]), k))
+        for key in keys:
+            if not self._temporary(key[0]) or self._info(self.tick.gpus[key].instance_type).gpu != gpu:
+                continue
+            if self._may_use(key[0]) and self._try_gpu(key, b, thr):
+                return True
+        return False
+
+    def early(self) -> None:
+        """Stand-ins for planned servers still booting, on surge instances and spares that serve
+        sooner, as far as their workloads are short (module docstring)."""
+        paper = Amounts()  # placed on paper this way, per workload
+        for t, itype, since in sorted(self.inp.late, key=lambda x: (x[2], x[0].name)):
+            gap = self._gap(t.workload) - paper[t.workload]
+            if gap <= EPS * (1.0 + t.predicted_throughput_rps) or self._covered(t):
+                continue
+            thr, gpu = t.predicted_throughput_rps, self._info(itype).gpu
+            if not self._ready_surge(t, thr, gpu) and self._on_paper(t, thr, gpu, sooner_than=since):
+                paper[t.workload] += thr
+
+    def _on_paper(self, b: PlannedServer, thr: float, gpu: str, sooner_than: float | None = None) -> bool:
+        """On a booting instance's room, on paper; with `sooner_than`, only on a surge instance or
+        spare launched before then."""
+        for v in self.virtual:
+            if v.info.gpu != gpu or not self._may_use(v.slot):
+                continue
+            if sooner_than is not None and not (self._temporary(v.slot) and v.since < sooner_than):
+                continue
+            for i, servers in enumerate(v.gpus):
+                room = 100.0 - sum(s.mps_percent for s in servers)
+                for share in sorted({b.mps_percent, max(b.mps_percent, room)}):
+                    trial = [*servers, replace(b, gpu_index=i, mps_percent=share)]
+                    verdict = self.inp.judge(v.info.name, trial)
+                    if all(ok for ok, _ in verdict) and verdict[-1][1] >= thr * (1 - EPS):
+                        servers.append(trial[-1])
+                        self._enlist(v.slot)
+                        return True
+        return False
+
+    def _launch(self, b: PlannedServer, thr: float, gpu: str, blocked: GpuKey) -> str | None:
+        options = sorted((t for t in self.inp.types.values() if t.gpu == gpu), key=lambda t: (t.price_per_hour, t.name))
+        if not options:
+            options = [self._info(self.tick.gpus[blocked].instance_type)]
+        if self.inp.budget <= 0:
+            return "max_surge"
+        if self.live_surge >= self.inp.budget:
+            return "busy"
+        cap = self.inp.max_instances
+        if cap is not None and sum(self.live_by_type.values()) >= cap:
+            return "max_instances"
+        why = "max_instances"
+        for t in options:
+            if t.max_instances is not None and self.live_by_type.get(t.name, 0) >= t.max_instances:
+                continue
+            cost_cap = self.inp.max_cost_per_hour
+            if cost_cap is not None and self.cost + t.price_per_hour > cost_cap + 1e-9:
+                why = "max_cost_per_hour"
+                continue
+            verdict = self.inp.judge(t.name, [b])
+            if not (verdict[0][0] and verdict[0][1] >= thr * (1 - EPS)):
+                return "unfit"
+            self._open(t, b, blocked)
+            return None if self._on_paper(b, thr, gpu) else "unfit"
+        return why
+
+    def _open(self, t: TypeInfo, b: PlannedServer, blocked: GpuKey) -> None:
+        prefix = f"{self.inp.fleet}-{t.name}-surge"
+        n = 1 + max(
+            (int(m.group(1)) for s in self.taken if s.startswith(prefix) and (m := SURGE_SLOT.search(s))), default=-1
+        )
+        slot = f"{prefix}{n}"
+        self.taken.add(slot)
+        self.virtual.append(_Virtual(slot, t, [[] for _ in range(t.gpus)]))
+        self.live_surge += 1
+        self.live_by_type[t.name] = self.live_by_type.get(t.name, 0) + 1
+        self.cost += t.price_per_hour
+        self.launches.append(
+            (slot, t.name, f"surge: stand-in for {b.name} while {blocked[0]} GPU {blocked[1]} changes")
+        )
+
+    def _force(self, pick: Pick, limit: str) -> None:
+        """Break-before-make: the servers in the way go, smallest share first, until the planned
+        servers of the GPU can start."""
+        key = pick.blockage.key
+        gone: list[PlannedServer] = []
+        for b in sorted(pick.blockage.blockers, key=lambda s: (s.mps_percent, s.name)):
+            self.tick.force_out([b.name])
+            gone.append(b)
+            self.tick.start([key])
+            if not self.tick.unstarted(key):
+                break
+        names = tuple(s.name for s in gone)
+        detail = (
+            f"break-before-make on {key[0]} GPU {key[1]}: {', '.join(names)} removed before their "
+            f"replacements are ready ({limit} leaves no room for surge)"
+        )
+        self.notes.append(detail)
+        workloads = tuple(sorted({s.workload for s in gone}))
+        self.breaches.append(
+            Breach(slot=key[0], gpu=key[1], servers=names, workloads=workloads, limit=limit, detail=detail)
+        )
+
+    def plan(self) -> SurgePlan:
+        return SurgePlan(
+            launches=tuple(self.launches),
+            keep=frozenset(self.keep),
+            breaches=tuple(self.breaches),
+            notes=tuple(self.notes),
+            stand_ins=tuple(self.started),
+        )
+
+
+def allocate(picks: Iterable[Pick], inp: SurgeInput, tick: Tick) -> SurgePlan:
+    """Stand-ins for every pick's needs, in pick order, then for capacity that serves sooner (see
+    the module docstring); starts those that go on ready GPUs and forces out blockers a limit
+    leaves without one, both on `tick`."""
+    alloc = _Allocator(inp, tick)
+    for pick in picks:
+        alloc.serve(pick)
+    alloc.early()
+    return alloc.plan()
