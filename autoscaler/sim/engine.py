@@ -30,11 +30,14 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
 
+from autoscaler.config.errors import InputError
+from autoscaler.config.limits import MAX_SIM_TICKS
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.fleet.lifecycle import State
@@ -48,7 +51,7 @@ from autoscaler.loop.controller import Controller, Deps, PlanFn, TickReport
 from autoscaler.loop.store import Store
 from autoscaler.rates.reader import RateReader
 from autoscaler.sim.changes import Moves
-from autoscaler.sim.memo import MemoPlanner
+from autoscaler.sim.memo import MemoPlanner, PlanMemo
 from autoscaler.sim.result import SimResult, Tuning, feasible_capacity
 from autoscaler.sim.strategies import oracle_horizon_s, peak_plan, reactive_planner, static_result
 from autoscaler.sim.trace_rates import FutureRates, TraceRates, TraceWatch
@@ -56,6 +59,7 @@ from autoscaler.sim.traces import Trace
 from autoscaler.transport.fake import NoneTransport
 
 Strategy = Literal["autoscaler", "reactive", "static-peak", "oracle"]
+Progress = Callable[[float], None]  # the fraction of the trace replayed so far, 0 .. 1
 MAX_WAKES = 8  # early ticks per interval at most: boots and make-before-break chains are few
 SERVING = (State.READY, State.GOING_AWAY)  # records whose servers serve (a going one until EC2 takes it)
 QUIET = (
@@ -130,7 +134,9 @@ def default_plan_fn(policy: Policy) -> PlanFn:
 class Replay:
     """One run of the controller over a trace; `run()` returns the SimResult."""
 
-    def __init__(self, policy: Policy, trace: Trace, opts: SimOptions, plan_fn: PlanFn) -> None:
+    def __init__(
+        self, policy: Policy, trace: Trace, opts: SimOptions, plan_fn: PlanFn, plans: PlanMemo | None = None
+    ) -> None:
         self.policy, self.trace, self.opts = policy, trace, opts
         t0 = float(trace.times[0])
         self.clock = SimClock(t0)
@@ -151,7 +157,7 @@ class Replay:
             else TraceRates(trace, sc.interval_s, opts.rate_stat, warm_s=sc.boot_s + sc.interval_s)
         )
         rates = RateReader(source, policy.rates.stale_after_s)
-        self.planner = MemoPlanner(plan_fn)
+        self.planner = MemoPlanner(plan_fn, policy, plans)
         deps = Deps(
             self.provider,
             NoneTransport(),
@@ -259,13 +265,15 @@ class Replay:
         self.moves.record(lo, hi, cap)
         self.moves.bill(start, end, self.provider.lifetimes.values())
 
-    def run(self) -> tuple[int, int]:
+    def run(self, progress: Progress | None = None) -> tuple[int, int]:
         """Tick on the interval grid to the trace's end, plus the early ticks `igniter run` adds
         (TickReport.wake_at: when instances are due to finish booting, or settle_s after a tick
         whose changes wait on servers it started; at most MAX_WAKES per interval); returns warm-up
-        launches and the end time."""
+        launches and the end time. `progress` hears the fraction of the trace replayed after each
+        interval."""
         t0, end = float(self.trace.times[0]), float(self.trace.times[0]) + self.trace.duration_s
         sc = self.policy.scaling
+        check_ticks(self.trace, sc.interval_s)
         warm = self.warm_start()
         grid = [t0 + k * sc.interval_s for k in range(1, math.ceil(self.trace.duration_s / sc.interval_s))] + [end]
         self.record(t0, grid[0])
@@ -280,6 +288,8 @@ class Replay:
                 t, extra = at, extra + 1
                 wake = self._wake(t, self.tick(t, fast=fast is not None).wake_at)
             self.record(t, nxt)
+            if progress is not None:
+                progress((nxt - t0) / (end - t0))
         return warm, int(end)
 
     def _panic(self, rates: dict[str, float]) -> bool:
@@ -306,18 +316,27 @@ def _configures(store: Store, after_tick: int) -> int:
     return sum(1 for a in store.actions() if a["kind"] == "configure" and (a["tick"] or 0) > after_tick)
 
 
-def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan_fn: PlanFn | None = None) -> SimResult:
-    """Replay `trace` under `policy` with the options' strategy; see the module docstring."""
+def simulate(
+    policy: Policy,
+    trace: Trace,
+    opts: SimOptions = SimOptions(),
+    plan_fn: PlanFn | None = None,
+    progress: Progress | None = None,
+    plans: PlanMemo | None = None,
+) -> SimResult:
+    """Replay `trace` under `policy` with the options' strategy; see the module docstring.
+    `progress` hears the fraction of the trace replayed (Replay.run); `plans`: plans shared with
+    other replays (a `--compare`'s, memo.PlanMemo), else the replay keeps its own."""
     policy = with_overrides(policy, opts)
     base_fn = plan_fn or default_plan_fn(policy)
-    peak = peak_plan(policy, trace, base_fn)
+    peak = peak_plan(policy, trace, MemoPlanner(base_fn, policy, plans))
     if opts.strategy == "static-peak":
         return static_result(policy, trace, opts.describe(policy), peak)
     peak_cost = peak.cost_per_hour * trace.duration_s / 3600.0
     fn = reactive_planner if opts.strategy == "reactive" else base_fn
     with _quiet():
-        replay = Replay(policy, trace, opts, fn)
-        warm, end = replay.run()
+        replay = Replay(policy, trace, opts, fn, plans)
+        warm, end = replay.run(progress)
     p = replay.provider
     sc = policy.scaling
     surge = [life for life in p.lifetimes.values() if is_surge_slot(life.slot)]
@@ -353,7 +372,7 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         fast_ticks=replay.fast_ticks,
         out_of_reach_ticks=replay.out_of_reach,
     )
-    return with_spot_figures(result, policy, trace, opts, plan_fn, p, end)
+    return with_spot_figures(result, policy, trace, opts, plan_fn, p, end, plans)
 
 
 def with_spot_figures(
@@ -364,6 +383,7 @@ def with_spot_figures(
     plan_fn: PlanFn | None,
     provider: SimProvider,
     end: float,
+    plans: PlanMemo | None = None,
 ) -> SimResult:
     """A run that could buy spot gets its spot figures, and (with `on_demand_twin`) the cost and
     attainment of the same replay with spot switched off, the yardstick for what spot saves."""
@@ -372,7 +392,7 @@ def with_spot_figures(
     result.spot_instance_hours = provider.spot_instance_hours(end)
     result.interruptions = provider.interruptions(end)
     if opts.on_demand_twin:
-        twin = simulate(policy, trace, replace(opts, spot=False, label=None), plan_fn)
+        twin = simulate(policy, trace, replace(opts, spot=False, label=None), plan_fn, plans=plans)
         result.cost_on_demand_only_usd = twin.cost_total_usd
         result.slo_attainment_on_demand_only = twin.attainment()
     return result
@@ -391,3 +411,16 @@ class _quiet:
     def __exit__(self, *exc: object) -> None:
         for n, level in self.levels.items():
             logging.getLogger(n).setLevel(level)
+
+
+def check_ticks(trace: Trace, interval_s: float) -> None:
+    """A replay past MAX_SIM_TICKS is refused before it starts (two rows ten years apart would
+    tick for hours): the error says how to shorten it."""
+    ticks = math.ceil(trace.duration_s / interval_s)
+    if ticks > MAX_SIM_TICKS:
+        raise InputError(
+            trace.source,
+            "time_s",
+            f"replaying it takes {ticks:,} ticks of {interval_s:g} s (at most {MAX_SIM_TICKS:,}); "
+            "replay a window (--start-s, --end-s) or set a longer scaling.interval_s",
+        )
