@@ -51,9 +51,7 @@ def _kill_and_wait(gateway: object, url: str) -> float:
     return time.monotonic() - killed
 
 
-def test_a_killed_gateway_serves_again(
-    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_killed_gateway_serves_again(tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("IGNITER_LOCK_DIR", str(tmp_path / "locks"))
     policy = fleet_policy(tmp_path, tiny_model_dir, ["w"])
     assert policy.source is not None
