@@ -1,8 +1,8 @@
 """kill -9 of `igniter run --once` at its fault points, against EC2 in moto's server mode: at
 `after_launch` (RunInstances answered, nothing recorded) while scaling out and at
 `after_terminate` (TerminateInstances sent, nothing recorded; reached when that tick retires an
-instance) while scaling in, the point and
-the rates drawn at random per trial (seeded); two clean runs after each crash. Counted: slots
+instance) while scaling in, the rates drawn at random per trial (seeded); two clean runs after
+each crash. Counted: slots
 with two instances (duplicates), running instances no open record of the state file knows
 (orphans: the autoscaler would never retire them), tracebacks."""
 
@@ -35,8 +35,9 @@ def _set_rates(path: Path, rates: dict[str, float]) -> None:
 
 
 def _once(path: Path, state: Path, fault: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, **({"IGNITER_FAULT": fault} if fault else {})}
-    env.pop("IGNITER_FAULT", None) if fault is None else None
+    env = {k: v for k, v in os.environ.items() if k != "IGNITER_FAULT"}
+    if fault:
+        env["IGNITER_FAULT"] = fault
     cmd = [sys.executable, "-m", "autoscaler", "run", str(path), "--once", "--state", str(state)]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=REPO)
 
