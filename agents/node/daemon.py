@@ -26,9 +26,11 @@ from typing import Any, TextIO
 from agents.errors import InputError
 from agents.fsutil import atomic_write_json, open_private
 from agents.node.gpu import GpuMonitor
+from agents.node.mig import MigManager
+from agents.node.mig_check import check_slices
 from agents.node.mps import Mps
 from agents.node.supervisor import ManagedServer, RestartPolicy, ServerFiles, launch_server, stop_all
-from agents.spec import Assignment, ServerLimits, ServerSpec, parse_assignment
+from agents.spec import Assignment, ServerLimits, ServerSpec, SliceKey, parse_assignment
 
 log = logging.getLogger("igniter-agent")
 ASSIGNMENT_FILE = "assignment.json"
@@ -96,8 +98,10 @@ class Daemon:
         policy: RestartPolicy = RestartPolicy(),
         clock: Callable[[], float] = time.monotonic,
         limits: ServerLimits = ServerLimits(),
+        mig: MigManager | None = None,
     ) -> None:
         self.state_dir = state_dir
+        self.mig = mig
         self.limits = limits
         self.leaving: list[ManagedServer] = []
         self.mps = mps
@@ -115,9 +119,12 @@ class Daemon:
         return spec.drain_timeout_s if spec.drain_timeout_s is not None else self.limits.drain_timeout_s
 
     def launch(self, spec: ServerSpec, files: ServerFiles) -> Any:
-        """Start one server with the GPU share MPS gives it (MPS is started first when needed)."""
-        self.mps.ensure_running()
+        """Start one server with the GPU share MPS gives it (MPS is started first when needed); a
+        server in a MIG slice gets the slice's MIG-<uuid> and the slice's own MPS daemon."""
         limits = self.limits.model_copy(update={"drain_timeout_s": self.drain_timeout(spec)})
+        if spec.mig_slice() is not None and self.mig is not None:
+            return launch_server(spec, self.mig.server_env(spec), self.device, files, limits)
+        self.mps.ensure_running()
         return launch_server(spec, self.mps.server_env(spec), self.device, files, limits)
 
     def step(self) -> None:
@@ -129,10 +136,33 @@ class Daemon:
         for server in self.leaving:
             server.tick(now)
         self.leaving = [server for server in self.leaving if server.state == "draining"]
+        self._reconcile_slices()
         held = {server.spec.port for server in self.leaving if server.holds_port()}
         for server in self.servers.values():
-            server.tick(now, hold=server.spec.port in held)
+            server.tick(now, hold=server.spec.port in held or not self._slice_ready(server.spec))
         self.write_status()
+
+    def _reconcile_slices(self) -> None:
+        """Create the assigned slices, destroy ours that no server is assigned to or still drains in."""
+        if self.mig is None:
+            return
+        desired = {k for k in (s.mig_slice() for s in (self.applied.servers if self.applied else [])) if k}
+        busy = {k for k in (s.spec.mig_slice() for s in self.leaving) if k}
+        self.mig.reconcile(desired, busy)
+
+    def _slice_ready(self, spec: ServerSpec) -> bool:
+        """A server in a slice waits (starting) until its slice exists."""
+        key = spec.mig_slice()
+        return key is None or (self.mig is not None and self.mig.ready(key))
+
+    def slice_servers(self) -> dict[SliceKey, list[str]]:
+        """Slice -> the servers (running and draining) in it, for status."""
+        out: dict[SliceKey, list[str]] = {}
+        for server in [*self.servers.values(), *self.leaving]:
+            key = server.spec.mig_slice()
+            if key is not None:
+                out.setdefault(key, []).append(server.spec.name)
+        return out
 
     def _read_assignment(self) -> Assignment | None:
         """The assignment file, parsed only when it changed (apply renames, so the inode changes)."""
@@ -147,7 +177,12 @@ class Daemon:
         self._seen = key
         try:
             assignment = parse_assignment(path.read_bytes(), str(path))
+            if any(s.mig_slice() is not None for s in assignment.servers):
+                gpus = {g.index: g for g in self.mig.inventory} if self.mig is not None else {}
+                check_slices(assignment, str(path), gpus)
         except (InputError, OSError) as exc:
+            if self.mig is not None and not self.mig.inventory:
+                self._seen = None  # the GPUs could not be read yet: check it again next loop
             self.assignment_error = str(exc)  # keep running what we have; say why in status
             log.error(
                 "assignment rejected, still running generation %s: %s", self.applied and self.applied.generation, exc
@@ -204,6 +239,7 @@ class Daemon:
             "mps": self.mps.describe(),
             "assignment_error": self.assignment_error,
             "draining": [server.describe() for server in self.leaving],
+            "mig": self.mig.describe(self.slice_servers()) if self.mig is not None else {"enabled": False},
         }
 
     def write_status(self) -> None:
@@ -227,5 +263,7 @@ class Daemon:
         stop_all([*self.servers.values(), *self.leaving], self.drain_timeout, self.clock)
         self.leaving = []
         self.mps.stop()
+        if self.mig is not None:
+            self.mig.stop()
         self.write_status()
         self.gpus.close()
