@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.core.routing import AddServer, SetWeight
+from autoscaler.core.routing.routes import AddServer, SetWeight
 from autoscaler.demo.setup import tiny_model
 from autoscaler.gateway.base import GatewaySpec
 from autoscaler.gateway.local import LocalHaproxy

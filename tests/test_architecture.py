@@ -7,6 +7,10 @@
 - Each package imports only the packages below it (LAYERS): data flows down the README's layout,
   never up, so the pure core cannot reach the loop and the loop cannot reach the CLI.
 - The agents (agents/) import nothing from the autoscaler: a GPU VM installs only the agent.
+- core/ is in rooms (CORE_ROOMS), each a subpackage whose docstring says what it owns; a room
+  imports only the rooms below it, so the rollout can use the layout but never the other way round.
+- No module of the autoscaler imports itself back through others: the import graph has no cycle
+  (type-checking and late imports count, since a cycle they hide comes back the day one is moved).
 """
 
 from __future__ import annotations
@@ -53,6 +57,14 @@ AGENT_IMPORTS: dict[str, set[str]] = {
     "demo": {"agents.node", "agents.launch"},
 }
 AGENT_CONTRACT = {"agents.spec", "agents.profiler.schema"}  # the wire contracts, owned by the agent side
+# core's rooms -> the rooms each may import (besides itself): the layout at the bottom, the rollout on top
+CORE_ROOMS: dict[str, set[str]] = {
+    "layout": set(),
+    "capacity": set(),
+    "fleet": {"layout"},
+    "rollout": {"layout", "fleet"},
+    "routing": {"layout"},
+}
 
 
 def py_files(*dirs: str) -> list[Path]:
@@ -74,13 +86,13 @@ def rel(path: Path) -> str:
 
 
 def package_of(path: Path) -> str:
-    """`autoscaler/core/layout.py` -> "core"; the top-level entry modules -> "cli"."""
+    """`autoscaler/core/layout/layout.py` -> "core"; the top-level entry modules -> "cli"."""
     parts = path.relative_to(ROOT / "autoscaler").parts
     return parts[0] if len(parts) > 1 else "cli"
 
 
 def target(module: str) -> str | None:
-    """`autoscaler.fleet.base.Instance` -> "fleet.base"; `autoscaler.core.layout` -> "core"."""
+    """`autoscaler.fleet.base.Instance` -> "fleet.base"; `autoscaler.core.layout.layout` -> "core"."""
     parts = module.split(".")
     if parts[0] != "autoscaler" or len(parts) < 2:
         return None
@@ -133,3 +145,98 @@ def test_every_package_is_covered() -> None:
     """A new folder must be placed in LAYERS (and, if pure, in PURE_DIRS) before it can land."""
     found = {p.name for p in (ROOT / "autoscaler").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert found <= set(LAYERS), sorted(found - set(LAYERS))
+
+
+CORE = ROOT / "autoscaler" / "core"
+
+
+def test_core_is_in_rooms_that_say_what_they_own() -> None:
+    """core/ holds rooms only (no loose module), each a package whose docstring names what it owns."""
+    loose = sorted(p.name for p in CORE.glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"core/ modules outside a room: {loose}; move each into the room it belongs to"
+    rooms = {p.name for p in CORE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert rooms == set(CORE_ROOMS), f"core/ rooms {sorted(rooms)} != CORE_ROOMS {sorted(CORE_ROOMS)}"
+    for room in sorted(rooms):
+        init = CORE / room / "__init__.py"
+        assert init.exists(), f"core/{room}/ has no __init__.py"
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc and len(doc.split()) >= 8, f"core/{room}/__init__.py: no docstring saying what the room owns"
+
+
+@pytest.mark.parametrize("path", py_files("autoscaler/core"), ids=rel)
+def test_core_rooms_import_only_the_rooms_below(path: Path) -> None:
+    room = path.relative_to(CORE).parts[0]
+    if room == "__init__.py":
+        return
+    used = {m.split(".")[2] for m in imports(path) if m.startswith("autoscaler.core.") and len(m.split(".")) > 2}
+    bad = sorted(used - CORE_ROOMS[room] - {room})
+    assert not bad, f"{rel(path)} (core/{room}) imports core rooms {bad}; it may import {sorted(CORE_ROOMS[room])}"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def resolve(name: str, files: dict[str, Path]) -> str | None:
+    """The module of the tree an imported name lives in (`pkg.mod.Name` -> "pkg.mod"), or None."""
+    while name and name not in files:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def module_imports(path: Path, files: dict[str, Path]) -> set[str]:
+    """The modules of the tree a file imports. `from pkg import mod` names the submodule only (its
+    package is already importing: no edge back to it); `from mod import name` names mod."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = [f"{node.module}.{a.name}" for a in node.names]
+            names = subs if all(m in files for m in subs) else [node.module, *(m for m in subs if m in files)]
+        else:
+            continue
+        out |= {m for n in names if (m := resolve(n, files))}
+    return out
+
+
+def import_graph(*dirs: str) -> dict[str, set[str]]:
+    """Module -> the modules of the tree it imports."""
+    files = {module_name(p): p for p in py_files(*dirs)}
+    return {mod: module_imports(path, files) - {mod} for mod, path in files.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle (its modules in order, the first repeated at the end), or [] when none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt) :] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_find_cycle_sees_a_circle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph("autoscaler", "agents")
+    assert "autoscaler.core.layout.layout" in graph  # the walk found the tree
+    cycle = find_cycle(graph)
+    assert not cycle, "import cycle: " + " -> ".join(cycle)

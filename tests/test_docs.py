@@ -14,7 +14,7 @@ from autoscaler.config.policy import (
     RatesConfig,
     ScalingConfig,
 )
-from autoscaler.core.lifecycle import TRANSITIONS
+from autoscaler.core.fleet.lifecycle import TRANSITIONS
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
 

@@ -13,8 +13,8 @@ from typing import Any
 from rich.console import Console
 
 from agents.node.status import read_status
-from autoscaler.core.layout import Layout
-from autoscaler.core.lifecycle import LIVE
+from autoscaler.core.fleet.lifecycle import LIVE
+from autoscaler.core.layout.layout_types import Layout
 from autoscaler.demo.loadgen import LoadGen
 from autoscaler.demo.view import Frame, InstanceRow, WorkloadRow, summary_table
 from autoscaler.loop.controller import Controller, TickReport

@@ -6,12 +6,12 @@
   that cannot start (the port is taken, haproxy is missing) raises GatewayError with a message
   an operator can act on, and leaves nothing behind.
 - `observe()` reports what runs: every backend's counters and every server's address, admin
-  state, health, weight and sessions (core.routing.GatewayView).
-- `apply(ops)` carries out runtime operations in order (core.routing.Op: add, weight, state, del),
+  state, health, weight and sessions (core.routing.routes.GatewayView).
+- `apply(ops)` carries out runtime operations in order (core.routing.routes.Op: add, weight, state, del),
   without a reload; it returns one message per operation that failed (errors as data: the next
   tick diffs again and retries what is still wanted).
 - `route(desired, seen)` makes the gateway route as `desired` says: the operations that take what
-  it runs there (core.routing.route_ops), applied; it returns them and the failures. A gateway of
+  it runs there (core.routing.routes.route_ops), applied; it returns them and the failures. A gateway of
   several hosts diffs each host against what that host runs, so one that missed an operation (it
   was down, or replaced) catches up on its own.
 - `clear_maxima()` starts the maxima `observe()` reports again (each backend's rate_max, its
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from autoscaler.config.policy import GatewayConfig
-from autoscaler.core.routing import GatewayView, Op, Route, route_ops
+from autoscaler.core.routing.routes import GatewayView, Op, Route, route_ops
 
 BACKEND_PREFIX = "wl_"
 

@@ -29,7 +29,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.routing import ServerSeen
+from autoscaler.core.routing.routes import ServerSeen
 from autoscaler.gateway.base import GatewaySpec, backend
 
 FRONTEND = "kserve"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from autoscaler.core.routing import (
+from autoscaler.core.routing.routes import (
     AddServer,
     BackendSeen,
     DelServer,

@@ -29,7 +29,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from autoscaler.core.routing import GatewayView, Op, Route, ServerSeen
+from autoscaler.core.routing.routes import GatewayView, Op, Route, ServerSeen
 from autoscaler.fleet.procs import alive, owned
 from autoscaler.gateway import runtime
 from autoscaler.gateway.base import GatewayError, GatewaySpec, route_one, spec_hash

@@ -15,7 +15,7 @@ only once pinned); listed hosts trust `gateway.host_key` or `gateway.known_hosts
 - `observe` reads every host and merges: counters and sessions are summed; a server counts as
   checked only if every host's check passes, and one missing on a host has no weight there, so it
   is not "serving" until every host routes to it;
-- `route` diffs each host against what that host runs (core.routing.route_ops), so a host that
+- `route` diffs each host against what that host runs (core.routing.routes.route_ops), so a host that
   missed operations (down for a while, or new in the group) catches up by itself;
 - `stop` removes every server from every host (the hosts themselves are Terraform's).
 
@@ -35,7 +35,7 @@ import paramiko
 from paramiko.hostkeys import HostKeyEntry
 
 from autoscaler.config.policy import GatewayConfig
-from autoscaler.core.routing import DelServer, GatewayView, Op, Route, ServerSeen, describe, route_ops
+from autoscaler.core.routing.routes import DelServer, GatewayView, Op, Route, ServerSeen, describe, route_ops
 from autoscaler.fleet.base import Instance
 from autoscaler.gateway import runtime
 from autoscaler.gateway.base import GatewayError, GatewaySpec, spec_hash

@@ -15,7 +15,7 @@ import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.routing import (
+from autoscaler.core.routing.routes import (
     AddServer,
     AdminState,
     BackendSeen,
@@ -88,7 +88,7 @@ class Step:
 
 def steps(op: Op, spec: GatewaySpec) -> list[Step]:
     """A server is added with weight 0 and its health check enabled, then made ready: it gets a
-    weight only once its check has passed (core.routing). Deleting takes maint first."""
+    weight only once its check has passed (core.routing.routes). Deleting takes maint first."""
     where = f"{backend(op.workload)}/{op.name}"
     if isinstance(op, AddServer):
         return [

@@ -20,10 +20,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from autoscaler.config.offerings import offering_key
-from autoscaler.core.assignment import assignment_json
-from autoscaler.core.layout import PlannedServer
-from autoscaler.core.lifecycle import Reason, Record, State, new_record, transition
-from autoscaler.core.reconcile import Action, Configure, Drain, Launch, Terminate
+from autoscaler.core.fleet.lifecycle import Reason, Record, State, new_record, transition
+from autoscaler.core.layout.assignment import assignment_json
+from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout.reconcile import Action, Configure, Drain, Launch, Terminate
 from autoscaler.fleet.base import CapacityError, Instance, OnRecord, Provider, ProviderError, Retry
 from autoscaler.loop import faults
 from autoscaler.loop.state import ControllerState, Quarantine

@@ -20,13 +20,14 @@ from typing import Any
 
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
-from autoscaler.core.colocation import server_judge
-from autoscaler.core.layout import Layout, layout_from_plan, layout_to_plan
-from autoscaler.core.lifecycle import Record, State, SyncInput, going_away, sync
-from autoscaler.core.reconcile import Diff, FleetView, diff
-from autoscaler.core.routing import GatewayNames
-from autoscaler.core.scaling import choose, hold_rates, next_wake
-from autoscaler.core.slo_guard import update as guard_update
+from autoscaler.core.capacity.scaling import choose, hold_rates, next_wake
+from autoscaler.core.capacity.slo_guard import update as guard_update
+from autoscaler.core.fleet.lifecycle import Record, State, SyncInput, going_away, sync
+from autoscaler.core.layout.layout import layout_from_plan
+from autoscaler.core.layout.layout_types import Layout, layout_to_plan
+from autoscaler.core.rollout.colocation import server_judge
+from autoscaler.core.rollout.reconcile import Diff, FleetView, diff
+from autoscaler.core.routing.routes import GatewayNames
 from autoscaler.fleet.base import Instance, ProviderError, Retry
 from autoscaler.leader.base import NotLeader
 from autoscaler.loop import inputs

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.layout import PlannedServer
-from autoscaler.core.lifecycle import LIVE, Record, State
-from autoscaler.core.reconcile import FleetView
-from autoscaler.core.routing import GatewayNames
+from autoscaler.core.fleet.lifecycle import LIVE, Record, State
+from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout.reconcile import FleetView
+from autoscaler.core.routing.routes import GatewayNames
 from autoscaler.loop.state import ControllerState
 from autoscaler.loop.tick import Observation
 

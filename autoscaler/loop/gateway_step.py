@@ -11,10 +11,10 @@
    instance is let go once all its servers are drained (`going_drained`, `gated_diff`);
 3. route: after the act step, the servers the agents were told to run get the weights the plan
    gives them (once ready and checked), retiring ones drain, and those gone from every
-   assignment leave the gateway (core.routing).
+   assignment leave the gateway (core.routing.routes).
 
 Names: a going instance's servers and its replacement's are the slot's, so the gateway knows
-them by core.routing.gateway_name (the replacement's carry its attempt); the drain book and the
+them by core.routing.routes.gateway_name (the replacement's carry its attempt); the drain book and the
 readiness sets are in those names, and `fleet_names` maps them from the controller's records.
 
 The drain book (server -> when its drain began) is the controller state's `gateway_drains`
@@ -29,10 +29,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.layout import Layout, PlannedServer
-from autoscaler.core.lifecycle import LIVE, Record, State
-from autoscaler.core.reconcile import Diff, FleetView, Limits, diff
-from autoscaler.core.routing import (
+from autoscaler.core.fleet.lifecycle import LIVE, Record, State
+from autoscaler.core.layout.layout_types import Layout, PlannedServer
+from autoscaler.core.rollout.reconcile import Diff, FleetView, Limits, diff
+from autoscaler.core.routing.routes import (
     AddServer,
     GatewayNames,
     GatewayView,
@@ -181,7 +181,7 @@ class GatewayStep:
         aliases: Mapping[str, str] | None = None,
     ) -> GatewayReport:
         """Weights, drains, adds and deletes; nothing without a view of the gateway this tick.
-        `applied` and `readiness` in the gateway's names (core.routing.GatewayNames)."""
+        `applied` and `readiness` in the gateway's names (core.routing.routes.GatewayNames)."""
         report = GatewayReport(ok=self.view is not None, error=self.error)
         if self.view is None:
             return report

@@ -8,11 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.layout import Layout, LayoutInput, PlannedServer, WorkloadInfo
-from autoscaler.core.lifecycle import LIVE, USABLE, State
-from autoscaler.core.reconcile import Limits
-from autoscaler.core.resize import Judge
-from autoscaler.core.surge import TypeInfo, is_surge_slot
+from autoscaler.core.fleet.lifecycle import LIVE, USABLE, State
+from autoscaler.core.layout.layout_types import Judge, Layout, LayoutInput, PlannedServer, WorkloadInfo
+from autoscaler.core.rollout.reconcile import Limits
+from autoscaler.core.rollout.surge import TypeInfo, is_surge_slot
 from autoscaler.loop.store import Store
 
 # How long a drained instance waits for its agent to stop its servers before it is terminated: the

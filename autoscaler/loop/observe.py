@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.lifecycle import LIVE, Record, State
+from autoscaler.core.fleet.lifecycle import LIVE, Record, State
 from autoscaler.fleet.base import Instance, OnRecord
 from autoscaler.loop.actuator import quarantine
 from autoscaler.loop.gateway_step import GatewayStep

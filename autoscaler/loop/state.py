@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from autoscaler.core.headroom import HeadroomState
-from autoscaler.core.slo_guard import GuardState
+from autoscaler.core.capacity.headroom import HeadroomState
+from autoscaler.core.capacity.slo_guard import GuardState
 
 SCHEMA_VERSION = 1
 BACKOFF_BASE_S = 15.0  # the first wait after a throttled or unauthorised provider call
@@ -87,7 +87,7 @@ class ControllerState:
     """See the module docstring. Frozen: each step returns a new one (dataclasses.replace)."""
 
     agent_seen: Mapping[Key, float] = field(default_factory=dict)  # when each live attempt's agent last answered
-    slo_guard: GuardState = field(default_factory=GuardState)  # correction factors (core/slo_guard.py)
+    slo_guard: GuardState = field(default_factory=GuardState)  # correction factors (core/capacity/slo_guard.py)
     cheaper_since: float | None = None  # since when a cheaper plan than the held one exists (scaling.choose)
     plan_generation: int = 0  # the plan's generation: +1 whenever the layout's shape changes
     unavailable: Mapping[str, float] = field(
@@ -98,12 +98,14 @@ class ControllerState:
     rejected: Mapping[Key, str] = field(
         default_factory=dict
     )  # attempt -> fingerprint of the assignment its agent refused
-    headroom: HeadroomState = field(default_factory=HeadroomState)  # forecast errors, attainment (core/headroom.py)
+    headroom: HeadroomState = field(
+        default_factory=HeadroomState
+    )  # forecast errors, attainment (core/capacity/headroom.py)
     rollout_baseline: Mapping[str, float] | None = None  # capacity per workload when the change under way
     # began (reconcile's Diff.baseline: the invariant's "before"); None while the fleet is at rest
     gateway_drains: Mapping[str, float] = field(
         default_factory=dict
-    )  # server -> when the gateway began draining it (core/routing.py drain_progress)
+    )  # server -> when the gateway began draining it (core/routing/routes.py drain_progress)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"version": SCHEMA_VERSION}

@@ -24,7 +24,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from autoscaler.config.offerings import offering_prices
-from autoscaler.core.lifecycle import LIVE, describe_table
+from autoscaler.core.fleet.lifecycle import LIVE, describe_table
 from autoscaler.loop.controller import Controller, TickReport
 from autoscaler.loop.gateway_step import snapshot
 from autoscaler.loop.metrics_gateway import GatewayCollector

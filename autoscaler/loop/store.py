@@ -22,8 +22,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from autoscaler.core.layout import Layout, PlannedServer, layout_from_json
-from autoscaler.core.lifecycle import OPEN, Change, Record, State
+from autoscaler.core.fleet.lifecycle import OPEN, Change, Record, State
+from autoscaler.core.layout.layout_types import Layout, PlannedServer, layout_from_json
 from autoscaler.loop import statefile
 from autoscaler.loop.state import ControllerState
 

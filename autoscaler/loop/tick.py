@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.layout import Layout
-from autoscaler.core.routing import GatewayView
+from autoscaler.core.layout.layout_types import Layout
+from autoscaler.core.routing.routes import GatewayView
 from autoscaler.fleet.base import Instance, InterruptionSource, Notice, Provider
 from autoscaler.gateway.base import Gateway
 from autoscaler.loop.actuator import Outcome

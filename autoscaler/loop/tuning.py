@@ -1,5 +1,5 @@
-"""The controller's forecast and headroom step: observed rates in, planned rates out (core/forecast.py
-and core/headroom.py decide).
+"""The controller's forecast and headroom step: observed rates in, planned rates out (core/capacity/forecast.py
+and core/capacity/headroom.py decide).
 
 Kept out of controller.py so the tick stays a list of named steps. The estimator runs whatever the
 policy's headroom: with a number it only measures (errors, attainment) for the status endpoint;
@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.forecast import ForecastConfig, forecast_all, season_windows
-from autoscaler.core.headroom import HeadroomConfig, HeadroomState, TickInput, update
-from autoscaler.core.lifecycle import LIVE, State
+from autoscaler.core.capacity.forecast import ForecastConfig, forecast_all, season_windows
+from autoscaler.core.capacity.headroom import HeadroomConfig, HeadroomState, TickInput, update
+from autoscaler.core.fleet.lifecycle import LIVE, State
 from autoscaler.loop.store import Store
 from autoscaler.loop.tick import Observation
 from autoscaler.transport.base import AgentStatus
@@ -42,7 +42,7 @@ class Tuned:
     (base * (1 + headroom)), the headroom per workload, the
     forecast errors this tick measured (observed / the newest base forecast at least boot_s old,
     minus 1), the attainment measured over the last hour, the burst floor and the quantile of the
-    errors the headroom was sized at (the target, moved by the feedback; core/headroom.py)."""
+    errors the headroom was sized at (the target, moved by the feedback; core/capacity/headroom.py)."""
 
     state: HeadroomState
     planned: dict[str, float | None]
@@ -68,7 +68,7 @@ class Seen:
 
 def tune(state: HeadroomState, policy: Policy, now: float, seen: Seen) -> Tuned:
     """Update the estimator with this tick, then size each workload's headroom: planned is
-    base * (1 + headroom), never below the burst floor (auto mode only; core/headroom.py)."""
+    base * (1 + headroom), never below the burst floor (auto mode only; core/capacity/headroom.py)."""
     cfg = headroom_config(policy)
     base = {w.name: seen.base.get(w.name) for w in policy.workloads}
     inp = TickInput(

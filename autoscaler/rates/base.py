@@ -28,7 +28,7 @@ class StatusFed(Protocol):
 class Peaked(Protocol):
     """Optional RateSource capability: the busiest rate since the previous read, finer than the
     read's mean (HAProxy's per-second `rate_max`, a trace's busiest row). Capacity must carry
-    that peak, not the mean; the headroom step plans for it (core/headroom.py: the burst floor)."""
+    that peak, not the mean; the headroom step plans for it (core/capacity/headroom.py: the burst floor)."""
 
     def peaks(self, now: float, workloads: Sequence[str]) -> dict[str, float | None]:
         """Busiest req/s per workload over what the latest read() covered; None where unknown.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from autoscaler.core.routing import GatewayView, Sample, counter_rate
+from autoscaler.core.routing.routes import GatewayView, Sample, counter_rate
 
 log = logging.getLogger(__name__)
 

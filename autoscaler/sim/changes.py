@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from autoscaler.core.surge import is_surge_slot
+from autoscaler.core.rollout.surge import is_surge_slot
 from autoscaler.fleet.sim import Lifetime
 from autoscaler.loop.controller import TickReport
 
@@ -21,7 +21,7 @@ class Moves:
     shortfall (it never had the capacity), one that lost capacity it had is the change's.
     Also counts the ticks where a policy limit broke the invariant (TickReport.breaches), by limit,
     and bills the instances a re-plan no longer wanted that stay as surge instances for stand-ins
-    (spares, core/surge.py) as surge: their slots are not named as surge slots."""
+    (spares, core/rollout/surge.py) as surge: their slots are not named as surge slots."""
 
     def __init__(self, names: list[str], n: int) -> None:
         self.base = {w: np.full(n, np.nan) for w in names}

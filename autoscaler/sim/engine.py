@@ -37,11 +37,11 @@ import numpy as np
 
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
-from autoscaler.core.colocation import cached_judge
-from autoscaler.core.layout import Layout
-from autoscaler.core.lifecycle import State
-from autoscaler.core.rollout import loading
-from autoscaler.core.surge import is_surge_slot
+from autoscaler.core.fleet.lifecycle import State
+from autoscaler.core.layout.layout_types import Layout
+from autoscaler.core.rollout.colocation import cached_judge
+from autoscaler.core.rollout.rollout import loading
+from autoscaler.core.rollout.surge import is_surge_slot
 from autoscaler.fleet.sim import SimInterruptions, SimProvider
 from autoscaler.loop.controller import Controller, Deps, PlanFn, TickReport
 from autoscaler.loop.store import Store
@@ -61,7 +61,7 @@ QUIET = (
     "autoscaler.loop.controller",
     "autoscaler.loop.actuator",
     "autoscaler.rates.reader",
-    "autoscaler.core.slo_guard",
+    "autoscaler.core.capacity.slo_guard",
 )
 
 

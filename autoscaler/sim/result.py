@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.colocation import GpuJudge, Server, judge
+from autoscaler.core.rollout.colocation import GpuJudge, Server, judge
 from autoscaler.sim.traces import Trace
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from autoscaler.core.blocking import Blockage, Progress, resolve
-from autoscaler.core.layout import PlannedServer
+from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout.blocking import Blockage, Progress, resolve
 
 
 def srv(name: str, workload: str, mps: float = 50.0) -> PlannedServer:

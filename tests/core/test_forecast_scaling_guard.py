@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.core.forecast import ForecastConfig, ewma, forecast, holt
-from autoscaler.core.scaling import choose, hold_rates
-from autoscaler.core.slo_guard import GuardConfig, GuardState, update
+from autoscaler.core.capacity.forecast import ForecastConfig, ewma, forecast, holt
+from autoscaler.core.capacity.scaling import choose, hold_rates
+from autoscaler.core.capacity.slo_guard import GuardConfig, GuardState, update
 
 
 def series(*values: float, dt: float = 30.0) -> list[tuple[float, float]]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.core.forecast import ForecastConfig, forecast, forecast_all, season_windows
-from autoscaler.core.scaling import next_wake
+from autoscaler.core.capacity.forecast import ForecastConfig, forecast, forecast_all, season_windows
+from autoscaler.core.capacity.scaling import next_wake
 from tests.kit.control import Clock, make_controller, make_policy
 
 DAY = 86400.0

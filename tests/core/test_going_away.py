@@ -1,4 +1,4 @@
-"""Letting going instances go (core/going_away.py): after their replacements serve, or, with a
+"""Letting going instances go (core/fleet/going_away.py): after their replacements serve, or, with a
 gateway, once it has drained them (a drain that begins when the replacement serves, or at once
 when the instance is about to be taken); at once when they serve nothing."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from autoscaler.core.going_away import leaving, taken_soon
-from autoscaler.core.layout import PlannedServer
-from autoscaler.core.lifecycle import Record, State
+from autoscaler.core.fleet.going_away import leaving, taken_soon
+from autoscaler.core.fleet.lifecycle import Record, State
+from autoscaler.core.layout.layout_types import PlannedServer
 
 
 def rec(slot: str, state: State = State.GOING_AWAY, attempt: int = 0) -> Record:

@@ -1,4 +1,4 @@
-"""The headroom estimator (core/headroom.py): pure, time and rates passed in."""
+"""The headroom estimator (core/capacity/headroom.py): pure, time and rates passed in."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from autoscaler.core.headroom import (
+from autoscaler.core.capacity.headroom import (
     BINS,
     HeadroomConfig,
     HeadroomState,

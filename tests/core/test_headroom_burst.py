@@ -1,4 +1,4 @@
-"""The burst floor and peak samples of the headroom estimator (core/headroom.py): capacity must
+"""The burst floor and peak samples of the headroom estimator (core/capacity/headroom.py): capacity must
 carry the busiest second a rate source saw, not the mean it read."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from autoscaler.core.headroom import HeadroomConfig, HeadroomState, Step, TickInput, update
+from autoscaler.core.capacity.headroom import HeadroomConfig, HeadroomState, Step, TickInput, update
 
 TICK = 30.0
 

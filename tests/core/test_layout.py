@@ -10,14 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from agents.spec import parse_assignment
-from autoscaler.core.assignment import assignment_json
-from autoscaler.core.layout import (
-    LayoutInput,
-    WorkloadInfo,
-    layout_from_json,
-    layout_from_plan,
-    layout_to_plan,
-)
+from autoscaler.core.layout.assignment import assignment_json
+from autoscaler.core.layout.layout import layout_from_plan
+from autoscaler.core.layout.layout_types import LayoutInput, WorkloadInfo, layout_from_json, layout_to_plan
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 
 INFO = {"a": WorkloadInfo("/models/a", 7.5), "b": WorkloadInfo("/models/b", 20.0)}
@@ -87,7 +82,7 @@ def test_a_leaving_live_slot_is_taken_over_only_where_the_plan_fits_beside_what_
     """A live slot the previous layout lacks (scaled in, its servers draining) saves a boot only if
     the planned servers start beside the ones it still runs; a placement that needs their room
     would be a resize in place waiting on surge, so the plan gets a new instance instead."""
-    from autoscaler.core.layout import PlannedServer
+    from autoscaler.core.layout.layout_types import PlannedServer
 
     running = PlannedServer(name="a-3", workload="a", model="alexnet", gpu_index=0, index=0, batch=4, mps_percent=65.0)
     big = Plan("x", (InstanceOut("p3", 3.0, (GpuOut(0, "v100", (place("a", mps=100.0, batch=13),)),)),))
@@ -149,7 +144,7 @@ def test_assignment_is_the_agents_own_model() -> None:
 
 def test_slot_candidates_are_built_once_per_plan(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Matching scored every planned instance against candidates rebuilt per instance (quadratic)."""
-    import autoscaler.core.slots as slots_mod
+    import autoscaler.core.layout.slots as slots_mod
 
     calls = []
     real = slots_mod._candidates
@@ -212,7 +207,7 @@ def test_retiring_servers_no_longer_decide_between_replace_and_restart() -> None
 def test_a_resized_server_that_still_does_its_job_stays_as_it_runs() -> None:
     """With a judge (resize.py): the running a-0 (30 %, batch 4) carries the placement's rate and
     the GPU fits with it, so it stays as it runs, under its name; one that falls short is replaced."""
-    from autoscaler.core.rollout import shares_judge
+    from autoscaler.core.rollout.rollout import shares_judge
 
     first = layout_from_plan(Plan("x", (instance("a"),)), inp())
     running = first.slots[0].servers

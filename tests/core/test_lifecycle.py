@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autoscaler.core.lifecycle import (
+from autoscaler.core.fleet.lifecycle import (
     LIVE,
     TRANSITIONS,
     InvalidTransition,

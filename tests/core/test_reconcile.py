@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from autoscaler.core.layout import Layout, PlannedServer, SlotSpec
-from autoscaler.core.lifecycle import Reason, Record, State
-from autoscaler.core.reconcile import Configure, Drain, FleetView, Launch, Limits, Terminate, diff
-from autoscaler.core.surge import is_surge_slot
+from autoscaler.core.fleet.lifecycle import Reason, Record, State
+from autoscaler.core.layout.layout_types import Layout, PlannedServer, SlotSpec
+from autoscaler.core.rollout.reconcile import Configure, Drain, FleetView, Launch, Limits, Terminate, diff
+from autoscaler.core.rollout.surge import is_surge_slot
 from tests.kit.paperfleet import PaperFleet, fleet
 
 NOW = 10_000.0

@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 
 from autoscaler.config.policy import load_policy
-from autoscaler.core.colocation import gpu_fits
-from autoscaler.core.layout import Layout, PlannedServer, SlotSpec
-from autoscaler.core.lifecycle import State
-from autoscaler.core.reconcile import Configure, GpuFits, Launch, Limits, shares_fit
+from autoscaler.core.fleet.lifecycle import State
+from autoscaler.core.layout.layout_types import Layout, PlannedServer, SlotSpec
+from autoscaler.core.rollout.colocation import gpu_fits
+from autoscaler.core.rollout.reconcile import Configure, GpuFits, Launch, Limits, shares_fit
 from tests.core.test_reconcile import done, kinds, never_below, rec, run, share, slot
 from tests.kit.control import REPO
 from tests.kit.paperfleet import fleet

@@ -13,9 +13,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.core.layout import PlannedServer, SlotSpec
-from autoscaler.core.reconcile import Limits
-from autoscaler.core.surge import TypeInfo, is_surge_slot
+from autoscaler.core.layout.layout_types import PlannedServer, SlotSpec
+from autoscaler.core.rollout.reconcile import Limits
+from autoscaler.core.rollout.surge import TypeInfo, is_surge_slot
 from tests.core.test_reconcile import done, never_below
 from tests.kit.paperfleet import PaperFleet, fleet
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from autoscaler.core.lifecycle import State
-from autoscaler.core.reconcile import Configure, Drain, Launch, Limits, Terminate
-from autoscaler.core.surge import TypeInfo, is_surge_slot, surge_budget
+from autoscaler.core.fleet.lifecycle import State
+from autoscaler.core.rollout.reconcile import Configure, Drain, Launch, Limits, Terminate
+from autoscaler.core.rollout.surge import TypeInfo, is_surge_slot, surge_budget
 from tests.core.test_reconcile import done, never_below, rec, run, share, slot
 from tests.kit.paperfleet import fleet
 

@@ -1,12 +1,13 @@
-"""core/resize.py: a running server stays as it runs only where its neighbours still do their job,
+"""core/layout/resize.py: a running server stays as it runs only where its neighbours still do their job,
 and the layout then says what those neighbours really carry."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autoscaler.core.layout import LayoutInput, PlannedServer, WorkloadInfo, layout_from_plan
-from autoscaler.core.resize import keep_as_running
+from autoscaler.core.layout.layout import layout_from_plan
+from autoscaler.core.layout.layout_types import LayoutInput, PlannedServer, WorkloadInfo
+from autoscaler.core.layout.resize import keep_as_running
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 
 

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 import pytest
 
 from autoscaler.config.policy import load_policy
-from autoscaler.core.colocation import server_judge, split
-from autoscaler.core.layout import PlannedServer, is_stand_in
-from autoscaler.core.rollout import Gpu, RolloutInput, Tick, original_of, shares_judge, step
+from autoscaler.core.layout.layout_types import PlannedServer, is_stand_in
+from autoscaler.core.rollout.colocation import server_judge, split
+from autoscaler.core.rollout.rollout import Gpu, RolloutInput, Tick, original_of, shares_judge, step
 from tests.kit.control import REPO
 
 K0, K1 = ("s0", 0), ("s1", 0)
@@ -202,7 +202,7 @@ def test_a_ready_successor_keeps_its_predecessors_load_even_when_a_later_plan_dr
     """A handover half done when the plan changes (the successor is no longer wanted either): the
     predecessor still carries nothing and loads nothing, so its neighbours are not judged as if
     three busy servers shared the GPU (which made a server there look worthless, and go)."""
-    from autoscaler.core.rollout import loading
+    from autoscaler.core.rollout.rollout import loading
 
     old = srv("b-0", "b", 65.0, 300.0)
     new = srv("b-1", "b", 55.0, 280.0, index=1, replaces="b-0")
@@ -224,7 +224,7 @@ def test_two_servers_naming_each_other_both_load_their_gpu() -> None:
     """A successor whose predecessor left keeps `replaces`; should a later server carry that name
     and replace it back, neither can be said to have taken over: both load the GPU (neither is
     dropped from the judgement, which once left the workload with no capacity there at all)."""
-    from autoscaler.core.rollout import loading
+    from autoscaler.core.rollout.rollout import loading
 
     a2, a0 = srv("a-2", "a", 40.0, 95.0, replaces="a-0"), srv("a-0", "a", 40.0, 102.0, index=1, replaces="a-2")
     assert names(loading([a2, a0], {"a-0", "a-2"}, ())) == ["a-0", "a-2"]

@@ -1,4 +1,4 @@
-"""core.routing: weights from the plan, readiness gating, make-before-break ordering, drains."""
+"""core.routing.routes: weights from the plan, readiness gating, make-before-break ordering, drains."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autoscaler.core.layout import Layout, PlannedServer, SlotSpec
-from autoscaler.core.lifecycle import Record, State
-from autoscaler.core.reconcile import Configure, FleetView, Limits, diff
-from autoscaler.core.routing import (
+from autoscaler.core.fleet.lifecycle import Record, State
+from autoscaler.core.layout.layout_types import Layout, PlannedServer, SlotSpec
+from autoscaler.core.rollout.reconcile import Configure, FleetView, Limits, diff
+from autoscaler.core.routing.routes import (
     AddServer,
     BackendSeen,
     DelServer,

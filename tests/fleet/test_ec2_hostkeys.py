@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 from botocore.handlers import decode_console_output
 
 from autoscaler.config.policy import load_policy
-from autoscaler.core.lifecycle import State
+from autoscaler.core.fleet.lifecycle import State
 from autoscaler.fleet.base import Instance
 from autoscaler.fleet.ec2 import Ec2Provider
 from autoscaler.loop.controller import Controller

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from autoscaler.core.routing import AddServer, DelServer, SetState, SetWeight
+from autoscaler.core.routing.routes import AddServer, DelServer, SetState, SetWeight
 from autoscaler.gateway.base import GatewayError, GatewaySpec
 from autoscaler.gateway.local import LocalHaproxy, alerts, socket_path
 from autoscaler.rates.gateway import GatewayRates

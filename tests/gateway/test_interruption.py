@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autoscaler.core.lifecycle import State
+from autoscaler.core.fleet.lifecycle import State
 from autoscaler.fleet.base import Notice
 from autoscaler.fleet.fake import FakeInterruptions
 from autoscaler.loop.controller import Controller, TickReport

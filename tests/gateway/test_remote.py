@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from autoscaler.config.policy import AgentsConfig, GatewayConfig
-from autoscaler.core.layout import PlannedServer
-from autoscaler.core.routing import BackendSeen, GatewayView, Readiness, ServerSeen, desired_routes
+from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.routing.routes import BackendSeen, GatewayView, Readiness, ServerSeen, desired_routes
 from autoscaler.gateway.base import GatewayError, GatewaySpec, spec_from
 from autoscaler.gateway.config import Paths, render
 from autoscaler.gateway.remote import HostKeyPin, RemoteGateway, discover_hosts, merge

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 
 from autoscaler.config.policy import Policy, load_policy
-from autoscaler.core.routing import GatewayNames
+from autoscaler.core.routing.routes import GatewayNames
 from autoscaler.loop.controller import Controller
 from autoscaler.loop.gateway_step import fleet_names
 from autoscaler.loop.wiring import build_controller

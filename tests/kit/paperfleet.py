@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from autoscaler.core.layout import Layout, PlannedServer, SlotSpec
-from autoscaler.core.lifecycle import Record, State
-from autoscaler.core.reconcile import Configure, Diff, Drain, FleetView, Launch, Limits, Terminate, diff
-from autoscaler.core.rollout import shares_judge
+from autoscaler.core.fleet.lifecycle import Record, State
+from autoscaler.core.layout.layout_types import Layout, PlannedServer, SlotSpec
+from autoscaler.core.rollout.reconcile import Configure, Diff, Drain, FleetView, Launch, Limits, Terminate, diff
+from autoscaler.core.rollout.rollout import shares_judge
 
 NOW = 10_000.0
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autoscaler.core.lifecycle import State
+from autoscaler.core.fleet.lifecycle import State
 from autoscaler.fleet.base import ThrottledError
 from autoscaler.loop.store import Store
 from tests.kit.control import Clock, make_controller, make_policy

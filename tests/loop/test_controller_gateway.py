@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from autoscaler.core.routing import AddServer, DelServer, SetState, SetWeight
+from autoscaler.core.routing.routes import AddServer, DelServer, SetState, SetWeight
 from autoscaler.fleet.fake import FakeProvider
 from autoscaler.gateway.fake import FakeGateway
 from autoscaler.loop.controller import Controller, Deps

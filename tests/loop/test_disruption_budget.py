@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autoscaler.core.disruption import IN_FLIGHT, allowed_slots
-from autoscaler.core.lifecycle import Record, State
+from autoscaler.core.fleet.disruption import IN_FLIGHT, allowed_slots
+from autoscaler.core.fleet.lifecycle import Record, State
 from autoscaler.fleet.base import Notice
 from autoscaler.fleet.fake import FakeInterruptions
 from tests.kit.control import Clock, make_controller, make_policy

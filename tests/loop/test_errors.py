@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
 
-from autoscaler.core.lifecycle import State
+from autoscaler.core.fleet.lifecycle import State
 from autoscaler.fleet.base import (
     PROVIDER_ERRORS,
     AuthError,

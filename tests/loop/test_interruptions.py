@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.core.lifecycle import State
+from autoscaler.core.fleet.lifecycle import State
 from autoscaler.fleet.base import Notice
 from autoscaler.fleet.fake import FakeInterruptions
 from tests.kit.control import Clock, make_controller, make_policy

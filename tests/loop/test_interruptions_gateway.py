@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autoscaler.core.lifecycle import Record, State
-from autoscaler.core.routing import DelServer, SetState
+from autoscaler.core.fleet.lifecycle import Record, State
+from autoscaler.core.routing.routes import DelServer, SetState
 from autoscaler.fleet.base import Notice
 from autoscaler.fleet.fake import FakeInterruptions, FakeProvider
 from autoscaler.gateway.fake import FakeGateway

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from autoscaler.config.policy import load_policy
-from autoscaler.core.lifecycle import State
+from autoscaler.core.fleet.lifecycle import State
 from autoscaler.demo.setup import port_is_free
 from autoscaler.fleet.local import LocalProvider
 from autoscaler.loop.controller import Controller

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.core.headroom import HeadroomState, WorkloadErrors
-from autoscaler.core.slo_guard import GuardState
+from autoscaler.core.capacity.headroom import HeadroomState, WorkloadErrors
+from autoscaler.core.capacity.slo_guard import GuardState
 from autoscaler.loop.state import (
     _CODECS,
     SCHEMA_VERSION,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autoscaler.core.layout import Layout, PlannedServer, SlotSpec
-from autoscaler.core.lifecycle import Reason, State, new_record, transition
+from autoscaler.core.fleet.lifecycle import Reason, State, new_record, transition
+from autoscaler.core.layout.layout_types import Layout, PlannedServer, SlotSpec
 from autoscaler.loop.store import Store
 
 

@@ -160,7 +160,7 @@ def test_a_peaked_source_gives_the_peaks_of_its_fresh_rates() -> None:
 def test_gateway_rates_peaks_are_the_busiest_second_between_reads() -> None:
     """rate_max read with the counter, the maxima cleared after each read (so the next peak starts
     afresh); a clear that fails keeps the rates, and the next peak spans both reads."""
-    from autoscaler.core.routing import AddServer
+    from autoscaler.core.routing.routes import AddServer
     from autoscaler.gateway.base import GatewaySpec
     from autoscaler.gateway.fake import FakeGateway
     from autoscaler.rates.base import Peaked

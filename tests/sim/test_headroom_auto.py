@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autoscaler.core.headroom import BINS
+from autoscaler.core.capacity.headroom import BINS
 from autoscaler.sim.compare import compare_options
 from autoscaler.sim.engine import SimOptions, simulate
 from autoscaler.sim.traces import Trace

@@ -30,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.layout import PlannedServer
-from autoscaler.core.rollout import GpuKey
+from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout.rollout import GpuKey
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.layout import STAND_IN, PlannedServer
+from autoscaler.core.layout.layout_types import STAND_IN, PlannedServer
 
 Judge = Callable[[str, Sequence[PlannedServer]], Sequence[tuple[bool, float]]]  # per server: (meets budget, req/s)
 GpuKey = tuple[str, int]  # (slot, GPU index)

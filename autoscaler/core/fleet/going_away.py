@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.layout import PlannedServer
-from autoscaler.core.lifecycle import Record, State
+from autoscaler.core.fleet.lifecycle import Record, State
+from autoscaler.core.layout.layout_types import PlannedServer
 
 Key = tuple[str, int]
 

@@ -8,8 +8,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.layout import PlannedServer
-from autoscaler.core.rollout_types import EPS, Judge
+from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout.rollout_types import EPS, Judge
 
 SURGE_SLOT = re.compile(r"-surge(\d+)$")
 

@@ -61,7 +61,7 @@ The estimator, per workload, every tick (time and rates are passed in):
   plans to the histogram's top, which costs the most and, measured, covered no more.
 
 The same state measures attainment: the fraction of the last hour (5-minute buckets) in which the
-capacity that was ready covered the observed rate (core/coverage.py, with the feedback's step);
+capacity that was ready covered the observed rate (core/capacity/coverage.py, with the feedback's step);
 the status endpoint exports both.
 
 `HeadroomState` is one small frozen value per controller (about 100 numbers per workload) with
@@ -75,7 +75,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autoscaler.core import coverage
+from autoscaler.core.capacity import coverage
 
 BINS = 48  # geometric bins between ratio 1 and 1 + cap (about 1.5 % wide for cap 1.0)
 MIN_RPS = 1e-6  # a reference rate below this is none: no multiple of it covers anything

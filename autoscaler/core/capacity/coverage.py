@@ -1,7 +1,7 @@
 """What ready capacity actually covered, per workload: the last hour's attainment and the feedback
 allowance that both read the same per-tick verdict. Pure, on plain values.
 
-Why apart from the error histogram (core/headroom.py): the histogram learns how far traffic went
+Why apart from the error histogram (core/capacity/headroom.py): the histogram learns how far traffic went
 above the forecast, before the planner's rounding and the hold on scale-in add capacity; these
 two measure the capacity that was there. The status endpoint exports the first; the second is
 adaptive conformal inference's miss level (Gibbs and Candes, NeurIPS 2021), which moves the
@@ -42,7 +42,7 @@ def allowance_after(
 ) -> float:
     """The miss level after dt more seconds: up by dt / time_s x goal when covered, down by
     dt / time_s x (1 - goal) when short, held in [goal, cap x goal] (it only ever lowers the
-    quantile below the target; core/headroom.py says why). `goal` is 1 - target."""
+    quantile below the target; core/capacity/headroom.py says why). `goal` is 1 - target."""
     a = goal if allowance is None else allowance
     a += dt / time_s * (goal - (0.0 if covered else 1.0))
     return min(max(a, goal), cap * goal)

@@ -44,10 +44,10 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from autoscaler.core.blocking import Pick
-from autoscaler.core.layout import PlannedServer
-from autoscaler.core.rollout import EPS, Amounts, GpuKey, Tick, original_of
-from autoscaler.core.surge_types import (
+from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout.blocking import Pick
+from autoscaler.core.rollout.rollout import EPS, Amounts, GpuKey, Tick, original_of
+from autoscaler.core.rollout.surge_types import (
     SURGE_SLOT,
     Breach,
     SurgeInput,

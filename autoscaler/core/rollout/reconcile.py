@@ -40,7 +40,11 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.actions import (
+from autoscaler.core.fleet.disruption import allowed_slots
+from autoscaler.core.fleet.going_away import Leaving, leaving
+from autoscaler.core.fleet.lifecycle import USABLE, Reason, Record, State
+from autoscaler.core.layout.layout_types import Layout, PlannedServer, is_stand_in
+from autoscaler.core.rollout.actions import (
     Action,
     Configure,
     Drain,
@@ -53,13 +57,9 @@ from autoscaler.core.actions import (
     judge_from_fits,
     shares_fit,
 )
-from autoscaler.core.disruption import allowed_slots
-from autoscaler.core.going_away import Leaving, leaving
-from autoscaler.core.layout import Layout, PlannedServer, is_stand_in
-from autoscaler.core.lifecycle import USABLE, Reason, Record, State
-from autoscaler.core.moves import Moves, plan_moves
-from autoscaler.core.rollout import RolloutStep
-from autoscaler.core.surge import Breach, is_surge_slot
+from autoscaler.core.rollout.moves import Moves, plan_moves
+from autoscaler.core.rollout.rollout import RolloutStep
+from autoscaler.core.rollout.surge import Breach, is_surge_slot
 
 __all__ = [
     "Action",

@@ -53,8 +53,8 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from autoscaler.core.layout import PlannedServer, is_stand_in
-from autoscaler.core.rollout_types import (
+from autoscaler.core.layout.layout_types import PlannedServer, is_stand_in
+from autoscaler.core.rollout.rollout_types import (
     EPS,
     Amounts,
     Gpu,

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from autoscaler.core.layout import PlannedServer
-from autoscaler.core.lifecycle import Record, State
+from autoscaler.core.fleet.lifecycle import Record, State
+from autoscaler.core.layout.layout_types import PlannedServer
 
 IN_FLIGHT = frozenset({State.DRAINING, State.TERMINATING, State.GOING_AWAY})
 

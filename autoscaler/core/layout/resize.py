@@ -16,15 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # layout imports this module
-    from autoscaler.core.layout import PlannedServer
-    from autoscaler.planner.types import InstanceOut, PlacementOut
+from autoscaler.core.layout.layout_types import Judge, PlannedServer
+from autoscaler.planner.types import InstanceOut, PlacementOut
 
-Spec = Callable[[str, int, "PlacementOut"], "PlannedServer"]  # (name, GPU index, placement) -> planned server
-
-Judge = Callable[[str, Sequence["PlannedServer"]], Sequence[tuple[bool, float]]]
+Spec = Callable[[str, int, PlacementOut], PlannedServer]  # (name, GPU index, placement) -> planned server
 
 
 def keep_as_running(

@@ -2,7 +2,7 @@
 
 One judgement, shared by the places that must agree on it: the simulator counts capacity only from
 servers that meet their budget where they run (sim/result.py), and reconcile counts a workload's
-ready capacity, and lets a server start beside others, by the same test (core/rollout.py).
+ready capacity, and lets a server start beside others, by the same test (core/rollout/rollout.py).
 A server's budget is half its SLO (the other half is the batch-filling wait), as in the planner.
 
 MPS thread percentages are caps, not reservations: the shares on a GPU may add up to more than
@@ -18,9 +18,9 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.layout import PlannedServer
-from autoscaler.core.reconcile import GpuFits, shares_fit
-from autoscaler.core.rollout import Judge, shares_judge
+from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout.reconcile import GpuFits, shares_fit
+from autoscaler.core.rollout.rollout import Judge, shares_judge
 from autoscaler.model.perfmodel import PerfModel, load_perf_model
 
 Server = tuple[str, str, int, float]  # (workload, model, batch, mps_percent)

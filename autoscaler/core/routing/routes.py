@@ -14,9 +14,9 @@ address the actuator recorded) belongs in its workload's backend:
   gateway shows it draining with no current session, or `drain_timeout_s` after the drain began
   (time is passed in); only then does reconcile take it out of its agent's assignment, and once it
   has left every assignment the gateway deletes it (maint, then del). Reconcile lets a server go
-  only once its workload keeps its floor without it (core/rollout.py), so its successors serve.
+  only once its workload keeps its floor without it (core/rollout/rollout.py), so its successors serve.
 - Should a workload's last serving servers be drained before another serves (a break-before-make
-  a policy limit forced, see core/surge.py), they are not drained yet: they keep serving until a
+  a policy limit forced, see core/rollout/surge.py), they are not drained yet: they keep serving until a
   replacement does, or until `drain_timeout_s`, which bounds the wait.
 
 `route_ops` diffs what should run against what the gateway reports and orders the operations
@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from autoscaler.core.layout import Layout, PlannedServer
+from autoscaler.core.layout.layout_types import Layout, PlannedServer
 
 MAX_WEIGHT = 256
 AdminState = Literal["ready", "drain", "maint"]

@@ -4,7 +4,7 @@ A plan lists instances in no particular order; the fleet needs identities that s
 re-planning. Each planned instance is matched to the existing slot of the same offering (the
 previous layout's, then live slots it lacks) that keeps most of its GPU share in place, so a
 small plan change moves few servers; the rest get `<fleet>-<type>-<n>` names no slot has had.
-Used by core/layout.py.
+Used by core/layout/layout.py.
 """
 
 from __future__ import annotations
@@ -12,13 +12,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from autoscaler.config.offerings import SPOT
+from autoscaler.core.layout.layout_types import LayoutInput, PlannedServer
 from autoscaler.planner.types import InstanceOut, Plan
-
-if TYPE_CHECKING:  # layout imports this module
-    from autoscaler.core.layout import LayoutInput, PlannedServer
 
 
 @dataclass(frozen=True, slots=True)

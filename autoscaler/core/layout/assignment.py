@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agents.spec import Assignment, ServerSpec
-from autoscaler.core.layout import PlannedServer
+from autoscaler.core.layout.layout_types import PlannedServer
 
 
 def assignment_json(

@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 
 from autoscaler.config.offerings import ON_DEMAND, offering_key
-from autoscaler.core.layout import PlannedServer
-from autoscaler.core.lifecycle import LIVE, Reason, Record, State
-from autoscaler.core.rollout import Judge, shares_judge
-from autoscaler.core.surge import TypeInfo
+from autoscaler.core.fleet.lifecycle import LIVE, Reason, Record, State
+from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout.rollout import Judge, shares_judge
+from autoscaler.core.rollout.surge import TypeInfo
 
 
 @dataclass(frozen=True, slots=True)

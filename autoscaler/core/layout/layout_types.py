@@ -1,0 +1,191 @@
+"""The layout's records: slots, planned servers, and what naming needs. Pure.
+
+The lowest module of core/layout/: what a layout *is* (a Layout of SlotSpecs holding
+PlannedServers, its JSON form, the plan it realises), apart from how one is made from a plan
+(layout.py), which slot an instance becomes (slots.py) and which running servers may stay as they
+run (resize.py). Those three import these records; nothing here imports them, so the imports run
+one way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import KW_ONLY, asdict, dataclass, field
+from typing import Any
+
+from autoscaler.config.offerings import ON_DEMAND, CapacityType, offering_key
+from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedServer:
+    """One inference server on a slot: what the agent is told to run."""
+
+    name: str
+    workload: str
+    model: str
+    gpu_index: int
+    index: int  # port = the instance's port base + index
+    batch: int
+    mps_percent: float
+    rate_rps: float = 0.0
+    predicted_latency_ms: float = 0.0
+    predicted_throughput_rps: float = 0.0
+    model_dir: str = ""
+    max_queue_delay_ms: float = 0.0
+    replaces: str = ""  # the running server this one resizes on the same GPU: it takes over that one's load
+    address: str = ""  # host:port where the gateway reaches it; recorded when its agent is told to run it
+
+    def agent_key(self) -> tuple[Any, ...]:
+        """What the agent sees; a change here needs a reconfigure (rates and predictions do not)."""
+        return (
+            self.name,
+            self.workload,
+            self.model_dir,
+            self.gpu_index,
+            self.index,
+            self.batch,
+            round(self.mps_percent, 4),
+            round(self.max_queue_delay_ms, 3),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SlotSpec:
+    slot: str
+    instance_type: str
+    price_per_hour: float
+    gpus: tuple[str, ...]  # GPU type name per index
+    servers: tuple[PlannedServer, ...]
+    _: KW_ONLY
+    capacity_type: CapacityType = ON_DEMAND
+
+    @property
+    def offering(self) -> str:
+        return offering_key(self.instance_type, self.capacity_type)
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The fleet the controller converges to: slots with servers, and what the plan left out."""
+
+    planner: str
+    slots: tuple[SlotSpec, ...]
+    unplaced: tuple[Unplaced, ...] = ()
+    rates: Mapping[str, float] = field(default_factory=dict)  # the demand each workload was planned for
+
+    @property
+    def cost_per_hour(self) -> float:
+        return round(sum(s.price_per_hour for s in self.slots), 6)
+
+    def slot(self, name: str) -> SlotSpec | None:
+        return next((s for s in self.slots if s.slot == name), None)
+
+    def servers(self) -> list[tuple[str, PlannedServer]]:
+        return [(s.slot, srv) for s in self.slots for srv in s.servers]
+
+    def capacity(self) -> dict[str, float]:
+        """Predicted throughput per workload: what the layout can carry."""
+        out: dict[str, float] = {}
+        for _, srv in self.servers():
+            out[srv.workload] = out.get(srv.workload, 0.0) + srv.predicted_throughput_rps
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "planner": self.planner,
+            "cost_per_hour": self.cost_per_hour,
+            "rates": dict(self.rates),
+            "slots": [
+                {
+                    "slot": s.slot,
+                    "instance_type": s.instance_type,
+                    "capacity_type": s.capacity_type,
+                    "price_per_hour": s.price_per_hour,
+                    "gpus": list(s.gpus),
+                    "servers": [asdict(v) for v in s.servers],
+                }
+                for s in self.slots
+            ],
+            "unplaced": [u.to_json() for u in self.unplaced],
+        }
+
+
+def layout_from_json(data: Mapping[str, Any]) -> Layout:
+    """Inverse of Layout.to_json (the store keeps layouts as JSON)."""
+    slots = tuple(
+        SlotSpec(
+            s["slot"],
+            s["instance_type"],
+            float(s["price_per_hour"]),
+            tuple(s["gpus"]),
+            tuple(PlannedServer(**v) for v in s["servers"]),
+            capacity_type=s.get("capacity_type", ON_DEMAND),
+        )
+        for s in data["slots"]
+    )
+    unplaced = tuple(Unplaced(u["workload"], u["reason"]) for u in data.get("unplaced", []))
+    return Layout(data["planner"], slots, unplaced, dict(data.get("rates", {})))
+
+
+def layout_to_plan(layout: Layout) -> Plan:
+    """The plan a layout realises, in slot order: the `current` the planner re-plans against."""
+    instances = tuple(
+        InstanceOut(
+            s.instance_type,
+            s.price_per_hour,
+            tuple(
+                GpuOut(i, gpu, tuple(_placement(v) for v in s.servers if v.gpu_index == i))
+                for i, gpu in enumerate(s.gpus)
+            ),
+            capacity_type=s.capacity_type,
+        )
+        for s in layout.slots
+    )
+    return Plan(layout.planner, instances, layout.unplaced)
+
+
+def _placement(srv: PlannedServer) -> PlacementOut:
+    return PlacementOut(
+        srv.workload,
+        srv.model,
+        srv.batch,
+        srv.mps_percent,
+        srv.rate_rps,
+        srv.predicted_latency_ms,
+        srv.predicted_throughput_rps,
+    )
+
+
+# (instance type, servers on one GPU) -> per server: (meets its latency budget, predicted throughput)
+Judge = Callable[[str, Sequence[PlannedServer]], Sequence[tuple[bool, float]]]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadInfo:
+    model_dir: str
+    max_queue_delay_ms: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayoutInput:
+    """Everything besides the plan that naming needs."""
+
+    fleet: str
+    previous: Layout | None
+    extra_slots: Mapping[str, str]  # slot -> offering (offering_key): live slots the previous layout lacks
+    taken_slots: frozenset[str]  # every slot name ever used (never reused: launch tokens)
+    reserved_servers: Mapping[str, frozenset[tuple[str, int]]]  # slot -> (name, index) still running
+    workloads: Mapping[str, WorkloadInfo]
+    rates: Mapping[str, float]
+    running: Mapping[str, tuple[PlannedServer, ...]] = field(default_factory=dict)  # slot -> servers its agent runs
+    judge: Judge | None = None  # with it, a resized server that already does its placement's job stays (resize.py)
+
+
+STAND_IN = re.compile(r"-s\d+$")
+
+
+def is_stand_in(name: str) -> bool:
+    """A stand-in (surge.py) is named `<original>-s<k>`; layout servers (`<workload>-<k>`) never end that way."""
+    return STAND_IN.search(name) is not None
