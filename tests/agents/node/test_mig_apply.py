@@ -78,3 +78,16 @@ def test_a_slice_on_a_vm_without_mig_is_refused(tmp_path: Path, cnn_dir: Path) -
         "<stdin>: servers[0].mig_profile: GPU 0 " + done.stderr.split("GPU 0 ", 1)[-1].strip(),
     )
     assert not (tmp_path / "plain" / "assignment.json").exists()
+
+
+def test_a_bad_fake_mig_flag_is_exit_2_and_creates_nothing(tmp_path: Path) -> None:
+    for extra, expected in (
+        (["--no-gpu", "--fake-mig", "v100"], "igniter-agent run: --fake-mig: unknown GPU 'v100'"),
+        (["--fake-mig", "a100-80gb"], "igniter-agent run: --fake-mig: needs --no-gpu"),
+        (["--no-gpu", "--fake-mig", "h100-80gb", "--fake-gpus", "0"], "igniter-agent run: --fake-gpus: must be 1..16"),
+    ):
+        done = subprocess.run(
+            agent_cmd("run", "--state-dir", str(tmp_path / "st"), *extra), capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 2 and done.stderr.startswith(expected), done.stderr
+        assert not (tmp_path / "st").exists()
