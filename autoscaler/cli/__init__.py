@@ -17,7 +17,7 @@ from autoscaler.config.errors import InputError
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_UNPLACED = 0, 1, 2, 3
 
 # Subcommand modules; each exposes register(subparsers). Missing optional ones are skipped.
-COMMANDS = ("validate", "predict", "plan", "run", "down", "simulate", "trace")
+COMMANDS = ("validate", "predict", "plan", "run", "down", "simulate", "trace", "profile")
 
 
 class _Parser(argparse.ArgumentParser):

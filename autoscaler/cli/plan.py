@@ -12,17 +12,20 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from autoscaler.config.policy import load_policy
+from autoscaler.model.mig import GpuModel, MigModel
 from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner import EXTRA, PLANNERS, TooLarge, TooManyInstances, check_plan, make_plan, planning_inputs
 from autoscaler.planner.limits import as_input_error, check_bound
+from autoscaler.planner.mixed import plan_mixed
 from autoscaler.planner.offerings import plan_offerings
 from autoscaler.planner.types import Demand, InstanceOption, Plan
 
@@ -64,7 +67,7 @@ def _plan(
     args: argparse.Namespace,
     demands: list[Demand],
     options: list[InstanceOption],
-    models: dict[str, PerfModel],
+    models: dict[str, GpuModel],
     name: str,
     limit: int | None,
 ) -> int:
@@ -77,7 +80,7 @@ def _plan(
     if args.json:
         print(json.dumps(plan.to_json(), indent=2))
     else:
-        print_plan(plan, demands, str(args.policy))
+        print_plan(plan, demands, str(args.policy), models)
     return EXIT_UNPLACED if plan.unplaced else EXIT_OK
 
 
@@ -106,14 +109,20 @@ class Row:
         }
 
 
-def compare(demands: Sequence[Demand], options: Sequence[InstanceOption], models: dict[str, PerfModel]) -> list[Row]:
-    """Every planner on the same inputs, timed, each plan re-checked by the model."""
+def compare(demands: Sequence[Demand], options: Sequence[InstanceOption], models: dict[str, GpuModel]) -> list[Row]:
+    """Every planner on the same inputs, timed, each plan re-checked by the model (MIG GPUs: by
+    their measured tables; the planner named plans the MPS types beside them)."""
     rows = []
+    mig = any(isinstance(m, MigModel) for m in models.values())
+    mps = {g: m for g, m in models.items() if isinstance(m, PerfModel)}
     for name in ["igniter-plain", *PLANNERS]:
         fn = PLANNERS.get(name) or EXTRA[name]
         start = time.perf_counter()
         try:
-            plan = plan_offerings(fn, demands, options, models)
+            if mig:
+                plan = plan_mixed(partial(plan_offerings, fn), demands, options, models, None)
+            else:
+                plan = plan_offerings(fn, demands, options, mps)
         except TooLarge as exc:
             rows.append(Row(name, None, (), 0.0, str(exc)))
             continue
@@ -154,12 +163,26 @@ def _console() -> Console:
     return Console() if sys.stdout.isatty() else Console(width=132)
 
 
-def print_plan(plan: Plan, demands: Sequence[Demand], source: str) -> None:
-    """The plan as a table (instances, GPUs, placements, latency against budget) and its cost;
-    also what `make demo` shows."""
+def print_plan(
+    plan: Plan, demands: Sequence[Demand], source: str, models: Mapping[str, GpuModel] | None = None
+) -> None:
+    """The plan as a table (instances, GPUs, placements, latency against budget) and its cost.
+    A MIG placement shows its slice (`3g.40gb@4 x2`: profile, start, MPS processes) and the MIG
+    budget, (1 - margin) x SLO / 2; an MPS one its share."""
     budgets = {d.workload: d.slo_ms / 2.0 / d.correction for d in demands}
+    slo = {d.workload: (d.slo_ms, d.correction) for d in demands}
     table = Table(title=f"{source}: plan by {plan.planner}")
-    for col in ("instance", "$/hour", "GPU", "workload", "batch", "MPS %", "rate rps", "latency ms", "budget ms"):
+    for col in (
+        "instance",
+        "$/hour",
+        "GPU",
+        "workload",
+        "batch",
+        "MPS % / slice",
+        "rate rps",
+        "latency ms",
+        "budget ms",
+    ):
         table.add_column(col, justify="left" if col in ("instance", "GPU", "workload") else "right")
     for k, inst in enumerate(plan.instances):
         spot = " (spot)" if inst.capacity_type == "spot" else ""
@@ -171,10 +194,10 @@ def print_plan(plan: Plan, demands: Sequence[Demand], source: str) -> None:
                     f"{g.index} {g.gpu}",
                     p.workload,
                     str(p.batch),
-                    f"{p.mps_percent:g}",
+                    f"{p.mig_profile}@{p.mig_start} x{p.processes}" if p.mig_profile else f"{p.mps_percent:g}",
                     f"{p.rate_rps:.1f}",
                     f"{p.predicted_latency_ms:.2f}",
-                    f"{budgets.get(p.workload, 0):.2f}",
+                    f"{_budget(p.workload, g.gpu, budgets, slo, models):.2f}",
                 )
                 head = ["", ""]
     console = _console()
@@ -186,6 +209,19 @@ def print_plan(plan: Plan, demands: Sequence[Demand], source: str) -> None:
     )
     for u in plan.unplaced:
         console.print(f"[red]unplaced[/red] {u.workload}: {u.reason}")
+
+
+def _budget(
+    workload: str,
+    gpu: str,
+    budgets: Mapping[str, float],
+    slo: Mapping[str, tuple[float, float]],
+    models: Mapping[str, GpuModel] | None,
+) -> float:
+    model = (models or {}).get(gpu)
+    if isinstance(model, MigModel) and workload in slo:
+        return model.budget_ms(slo[workload][0]) / slo[workload][1]
+    return budgets.get(workload, 0.0)
 
 
 def _spot_count(plan: Plan) -> str:

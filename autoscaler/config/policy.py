@@ -22,7 +22,7 @@ from autoscaler.config.errors import InputError, from_validation
 from autoscaler.config.fields import FieldError, Fraction, Frozen, Name, Price, Rate, Seconds, Slo, Timeout
 from autoscaler.config.gateway import GatewayConfig
 from autoscaler.config.leader import LeaderConfig
-from autoscaler.config.profile import Profile, load_profile
+from autoscaler.config.profile import AnyProfile, load_any_profile
 from autoscaler.config.scaling import DisruptionBudget, ScalingConfig, SpotConfig
 from autoscaler.config.yamlio import load_mapping
 
@@ -246,15 +246,15 @@ def load_policy(path: str | Path) -> Policy:
     return parse_policy(load_mapping(source), source)
 
 
-def load_profiles(policy: Policy) -> dict[str, Profile]:
-    """Profiles by GPU name for every instance type; checks each workload's model is known."""
+def load_profiles(policy: Policy) -> dict[str, AnyProfile]:
+    """Profiles (either kind) by GPU name for every instance type; checks each workload's model is known."""
     src = policy.source or Path("<policy>")
-    profiles: dict[str, Profile] = {}
+    profiles: dict[str, AnyProfile] = {}
     for i, itype in enumerate(policy.instance_types):
         path = policy.profiles_dir / f"{itype.gpu}.yaml"
         if not path.is_file():
             raise InputError(src, f"instance_types[{i}].gpu", f"no profile {itype.gpu!r}: {path} does not exist")
-        profiles[itype.gpu] = load_profile(path)
+        profiles[itype.gpu] = load_any_profile(path)
     known = {m for p in profiles.values() for m in p.models}
     for i, wl in enumerate(policy.workloads):
         if wl.model not in known:

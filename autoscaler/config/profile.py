@@ -1,7 +1,9 @@
 """GPU profiles: load and validate the measurements the performance model is fitted from.
 
-The format itself (agents/profiler/schema.py) belongs to the profiler that writes it; this module
-reads profile files for the autoscaler, with errors that name the file and the field.
+Two kinds: the fitted kind (the iGniter profile; its format, agents/profiler/schema.py, belongs to
+the profiler that writes it) and `kind: measured` (rows per model and MIG slice, config/measured.py,
+written by `igniter profile import`). This module reads either for the autoscaler, with errors that
+name the file and the field.
 """
 
 from __future__ import annotations
@@ -14,13 +16,24 @@ from pydantic import ValidationError
 from agents.profiler.schema import ModelProfile, Profile
 from autoscaler.config.errors import InputError, from_validation
 from autoscaler.config.limits import non_finite
+from autoscaler.config.measured import MeasuredProfile
 from autoscaler.config.yamlio import load_mapping
 
-__all__ = ["ModelProfile", "Profile", "load_profile"]
+__all__ = ["AnyProfile", "MeasuredProfile", "ModelProfile", "Profile", "load_any_profile", "load_profile"]
+
+AnyProfile = Profile | MeasuredProfile
 
 
 def load_profile(path: str | Path) -> Profile:
-    """Load and validate one profile; errors name the file and the field."""
+    """Load and validate one fitted profile; errors name the file and the field."""
+    profile = load_any_profile(path)
+    if isinstance(profile, MeasuredProfile):
+        raise InputError(path, "kind", "a measured (MIG) profile has no fitted model; this needs a fitted profile")
+    return profile
+
+
+def load_any_profile(path: str | Path) -> AnyProfile:
+    """Load and validate a profile of either kind (`kind: measured` or the fitted kind)."""
     resolved = Path(path).resolve()
     try:
         stamp = resolved.stat().st_mtime_ns
@@ -30,10 +43,11 @@ def load_profile(path: str | Path) -> Profile:
 
 
 @lru_cache(maxsize=64)
-def _load_cached(path: Path, _stamp: int) -> Profile:
+def _load_cached(path: Path, _stamp: int) -> AnyProfile:
     data = load_mapping(path)
+    kind: type[Profile] | type[MeasuredProfile] = MeasuredProfile if data.get("kind") == "measured" else Profile
     try:
-        profile = Profile.model_validate(data)
+        profile = kind.model_validate(data)
     except ValidationError as exc:
         raise from_validation(path, exc) from None
     bad = next(non_finite(profile.model_dump()), None)

@@ -115,6 +115,11 @@ class ScalingConfig(Frozen):
         default=1, description="seasonal forecast: periods to look back over"
     )
     planner: Literal["igniter", "ffd", "gslice", "gpulets", "exact"] = "igniter"
+    mig_latency_margin: Annotated[float, Field(ge=0.0, lt=1.0, allow_inf_nan=False)] = Field(
+        default=0.1,
+        description="MIG GPUs (measured profiles): a measured row serves a workload only when its latency is "
+        "at most (1 - margin) x SLO / 2 (ParvaGPU's rule; docs/planner.md)",
+    )
     spot: SpotConfig = Field(default_factory=SpotConfig)
     disruption_budget: DisruptionBudget = Field(default_factory=DisruptionBudget)
     status_listen: str | None = Field(

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from autoscaler.config.offerings import SPOT, offering_key
 from autoscaler.config.policy import Policy
-from autoscaler.model.perfmodel import PerfModel, load_perf_model
+from autoscaler.model.mig import GpuModel, MigModel, load_gpu_model
+from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner import baselines, exact
 from autoscaler.planner.build import build, count_moved
 from autoscaler.planner.igniter import (
@@ -20,6 +21,7 @@ from autoscaler.planner.igniter import (
     spend_idle_share,
 )
 from autoscaler.planner.limits import check_bound, check_plan_size
+from autoscaler.planner.mixed import plan_mixed
 from autoscaler.planner.offerings import plan_offerings
 from autoscaler.planner.repair import repair
 from autoscaler.planner.stability import remaining_demands, seed
@@ -103,10 +105,14 @@ def igniter_lean(
 
 
 def _usable(models: Mapping[str, PerfModel], options: Sequence[InstanceOption]) -> dict[str, PerfModel]:
+    _check_known(models, options)
+    return {o.gpu: models[o.gpu] for o in options}
+
+
+def _check_known(models: Mapping[str, GpuModel], options: Sequence[InstanceOption]) -> None:
     missing = sorted({o.gpu for o in options} - set(models))
     if missing:
         raise ValueError(f"no performance model for GPU type(s) {', '.join(missing)}")
-    return {o.gpu: models[o.gpu] for o in options}
 
 
 def _no_moves(plan: Plan) -> Plan:
@@ -143,7 +149,7 @@ EXTRA: dict[str, PlannerFn] = {"igniter-plain": igniter_plain, "igniter-lean": i
 def make_plan(
     demands: Sequence[Demand],
     options: Sequence[InstanceOption],
-    models: Mapping[str, PerfModel],
+    models: Mapping[str, GpuModel],
     *,
     planner: str = "igniter",
     current: Plan | None = None,
@@ -157,7 +163,8 @@ def make_plan(
     A plan of more than `max_instances` raises TooManyInstances (limits.py), before planning
     where a lower bound already says so. Spot options (capacity_type spot) are planned as offerings
     of their own, each demand keeping its `on_demand_floor` of its rate on on-demand instances
-    (planner/offerings.py).
+    (planner/offerings.py). GPU types with measured MIG tables are planned by planner/mig, beside
+    the MPS types, the workloads split between the two by cost (planner/mixed.py).
     """
     plan = _make_plan(demands, options, models, planner, current, max_instances)
     check_plan_size(plan, max_instances)
@@ -167,7 +174,7 @@ def make_plan(
 def _make_plan(
     demands: Sequence[Demand],
     options: Sequence[InstanceOption],
-    models: Mapping[str, PerfModel],
+    models: Mapping[str, GpuModel],
     planner: str,
     current: Plan | None,
     max_instances: int | None,
@@ -179,9 +186,15 @@ def _make_plan(
         return Plan(
             planner, (), tuple(Unplaced(d.workload, "no instance type is available") for d in demands if d.rate_rps > 0)
         )
-    _usable(models, options)
+    _check_known(models, options)
     check_bound(demands, options, models, max_instances)
-    return plan_offerings(lambda d, o, m, c: _run(fn, d, o, m, c), demands, options, models, current)
+
+    def run_mps(d: Sequence[Demand], o: Sequence[InstanceOption], m: Mapping[str, PerfModel], c: Plan | None) -> Plan:
+        return plan_offerings(lambda d2, o2, m2, c2: _run(fn, d2, o2, m2, c2), d, o, m, c)
+
+    if any(isinstance(m, MigModel) for m in models.values()):
+        return plan_mixed(run_mps, demands, options, models, current)
+    return run_mps(demands, options, {g: m for g, m in models.items() if isinstance(m, PerfModel)}, current)
 
 
 def _run(
@@ -207,11 +220,12 @@ def planning_inputs(
     rates: Mapping[str, float] | None = None,
     corrections: Mapping[str, float] | None = None,
     unavailable: frozenset[str] = frozenset(),
-) -> tuple[list[Demand], list[InstanceOption], dict[str, PerfModel]]:
+) -> tuple[list[Demand], list[InstanceOption], dict[str, GpuModel]]:
     """A policy's workloads (rates and SLO-guard factors overridden where given; each rate raised to
     the workload's `min_rate_rps` floor; each with its on-demand floor), its offerings less the
     unavailable ones (`unavailable` holds offering keys: a type's name for on-demand, `<type>@spot`
-    for spot), and the fitted model of every GPU type the policy names. A type is offered as spot
+    for spot), and the model of every GPU type the policy names (fitted, or measured MIG rows with the
+    policy's `scaling.mig_latency_margin`). A type is offered as spot
     only when it has a spot price and scaling.spot is enabled."""
     rates, corrections = rates or {}, corrections or {}
     demands = [
@@ -235,5 +249,6 @@ def planning_inputs(
         for t in policy.instance_types
         if t.spot_price_per_hour is not None and policy.buys_spot() and offering_key(t.name, SPOT) not in unavailable
     ]
-    models = {t.gpu: load_perf_model(policy.profiles_dir / f"{t.gpu}.yaml") for t in policy.instance_types}
+    margin = policy.scaling.mig_latency_margin
+    models = {t.gpu: load_gpu_model(policy.profiles_dir / f"{t.gpu}.yaml", margin) for t in policy.instance_types}
     return demands, options, models

@@ -76,7 +76,18 @@ def build(name: str, fleet: GpuPool, unplaced: Iterable[Unplaced], stats: dict[s
 
 
 def _identity(itype: str, g: GpuOut, p: PlacementOut) -> tuple[object, ...]:
-    return (itype, g.index, g.gpu, p.workload, p.model, p.batch, round(p.mps_percent, 6))
+    return (
+        itype,
+        g.index,
+        g.gpu,
+        p.workload,
+        p.model,
+        p.batch,
+        round(p.mps_percent, 6),
+        p.mig_profile,
+        p.mig_start,
+        p.processes,
+    )
 
 
 def count_moved(plan: Plan, current: Plan) -> int:

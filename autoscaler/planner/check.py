@@ -2,7 +2,7 @@
 
 It trusts nothing the planner computed: every GPU's placements are re-predicted together with
 `PerfModel.predict_raw`, and the plan is held to the contract (docs/planner.md): latency * correction
-<= SLO / 2, throughput / correction >= the rate share, shares in (0, 100] summing to at most 100
+<= SLO / 2, throughput / correction >= the rate share (MIG GPUs: the measured table, mig/check.py), shares in (0, 100] summing to at most 100
 per GPU, memory where the profile declares it, rate shares adding up to each workload's rate, and
 (given the instance types) no instance with more GPUs than it has or more instances than allowed.
 --compare and the simulator use it, which is how an infeasible baseline shows as infeasible.
@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
+from autoscaler.model.mig import GpuModel, MigModel
 from autoscaler.model.perfmodel import PerfModel
+from autoscaler.planner.mig.check import check_mig_gpu
 from autoscaler.planner.types import Demand, GpuOut, InstanceOption, Plan
 
 REL = 1e-6  # tolerance: the JSON rounds latencies to 1e-4 ms and rates to 1e-6 rps
@@ -22,7 +24,7 @@ REL = 1e-6  # tolerance: the JSON rounds latencies to 1e-4 ms and rates to 1e-6 
 def check_plan(
     plan: Plan,
     demands: Sequence[Demand],
-    models: Mapping[str, PerfModel],
+    models: Mapping[str, GpuModel],
     options: Sequence[InstanceOption] | None = None,
 ) -> list[str]:
     """Every way `plan` breaks the model's feasibility or the contract; empty if feasible."""
@@ -37,10 +39,16 @@ def check_plan(
     return problems
 
 
-def _check_gpu(where: str, g: GpuOut, demands: Mapping[str, Demand], models: Mapping[str, PerfModel]) -> list[str]:
+def _check_gpu(where: str, g: GpuOut, demands: Mapping[str, Demand], models: Mapping[str, GpuModel]) -> list[str]:
     model = models.get(g.gpu)
     if model is None:
         return [f"{where}: no model for GPU type {g.gpu!r}"]
+    if isinstance(model, MigModel):
+        return check_mig_gpu(where, g, demands, model)
+    return _check_mps_gpu(where, g, demands, model)
+
+
+def _check_mps_gpu(where: str, g: GpuOut, demands: Mapping[str, Demand], model: PerfModel) -> list[str]:
     out = []
     for p in g.placements:
         d = demands.get(p.workload)

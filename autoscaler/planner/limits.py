@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy
-from autoscaler.model.perfmodel import PerfModel
+from autoscaler.model.mig import GpuModel, MigModel, best_slice_rps_per_gpu
 from autoscaler.planner.tasks import max_batch
 from autoscaler.planner.types import Demand, InstanceOption, Plan
 
@@ -32,13 +32,17 @@ class TooManyInstances(ValueError):
         )
 
 
-def gpus_needed(demand: Demand, models: Mapping[str, PerfModel]) -> float:
+def gpus_needed(demand: Demand, models: Mapping[str, GpuModel]) -> float:
     """The fewest GPUs (fractional) that could carry `demand` on its best GPU type; 0 when none can
-    serve it (it will be unplaced, not planned)."""
+    serve it (it will be unplaced, not planned). On a MIG GPU: every compute slice at the best
+    usable row per compute slice."""
     if demand.rate_rps <= 0:
         return 0.0
     best = 0.0
     for model in models.values():
+        if isinstance(model, MigModel):
+            best = max(best, best_slice_rps_per_gpu(model, demand.model, demand.slo_ms, demand.correction))
+            continue
         if demand.model not in model.coef:
             continue
         top = max_batch(model, demand.model, demand.slo_ms / 2.0 / demand.correction)
@@ -48,7 +52,7 @@ def gpus_needed(demand: Demand, models: Mapping[str, PerfModel]) -> float:
 
 
 def min_instances(
-    demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, PerfModel]
+    demands: Sequence[Demand], options: Sequence[InstanceOption], models: Mapping[str, GpuModel]
 ) -> tuple[int, str | None]:
     """A lower bound on the instances any plan needs, and the workload that needs the most GPUs."""
     if not options:
@@ -63,7 +67,7 @@ def min_instances(
 def check_bound(
     demands: Sequence[Demand],
     options: Sequence[InstanceOption],
-    models: Mapping[str, PerfModel],
+    models: Mapping[str, GpuModel],
     limit: int | None,
 ) -> None:
     """Raise TooManyInstances when even the lower bound is above `limit` (None: no limit)."""

@@ -42,6 +42,14 @@ class InstanceOption:
 
 @dataclass(frozen=True, slots=True)
 class PlacementOut:
+    """One server (or, on a MIG GPU, one slice of `processes` MPS copies of one workload).
+
+    On a MIG GPU `mig_profile`/`mig_start` say where the slice is cut (start in memory-slice units,
+    as `nvidia-smi mig -lgipp` prints placements), `batch`/`processes` the measured row it runs,
+    and the predictions are that row's (throughput: processes x one process's). `mps_percent`
+    there is the slice's share of the GPU's compute slices (3g of 7: 42.86 %), so per-GPU share
+    sums keep their meaning; the agent sets no MPS thread limit inside a slice."""
+
     workload: str
     model: str
     batch: int
@@ -49,11 +57,16 @@ class PlacementOut:
     rate_rps: float
     predicted_latency_ms: float
     predicted_throughput_rps: float
+    _: KW_ONLY
+    mig_profile: str | None = None
+    mig_start: int | None = None
+    processes: int = 1
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "workload": self.workload,
-            "model": self.model,
+        out: dict[str, Any] = {"workload": self.workload, "model": self.model}
+        if self.mig_profile is not None:
+            out |= {"mig_profile": self.mig_profile, "mig_start": self.mig_start, "processes": self.processes}
+        return out | {
             "batch": self.batch,
             "mps_percent": round(self.mps_percent, 4),
             "rate_rps": round(self.rate_rps, 6),
