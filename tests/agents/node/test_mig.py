@@ -222,3 +222,14 @@ def test_the_fake_answers_as_nvml_does(tmp_path: Path) -> None:
     fake.destroy(0, made.gi_id)
     assert fake.slices(0) == [] and FakeMig(fake.path).describe() == "fake:h100-80gb"
     assert isinstance(made, Slice)
+
+
+@pytest.mark.parametrize("key", sorted(GEOMETRIES))
+def test_the_agents_geometry_matches_the_planners(key: str) -> None:
+    """agents/ imports nothing from autoscaler/, so the two tables are kept equal by this test
+    (the planner leaves out the +me profiles, which cut like their 1g profile)."""
+    from autoscaler.config.mig import BUNDLED
+
+    planner = {p.name: (p.compute_slices, p.memory_units, p.starts) for p in BUNDLED[key].profiles}
+    agent = {n: (p.compute, p.size, p.starts) for n, p in GEOMETRIES[key].profiles.items() if "+me" not in n}
+    assert agent == planner
