@@ -96,6 +96,7 @@ class ServerSpec(_Frozen):
     drain_timeout_s: Annotated[float, Field(ge=0, le=3600)] | None = None
     mig_profile: Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[1-8]g\.[0-9]+gb(\+me)?$")] | None = None
     mig_start: Annotated[int, Field(ge=0, le=7)] | None = None
+    processes: Annotated[int, Field(ge=1, le=64)] = 1
 
     @field_validator("host")
     @classmethod

@@ -26,10 +26,11 @@ from typing import Any, TextIO
 from agents.errors import InputError
 from agents.fsutil import atomic_write_json, open_private
 from agents.node.gpu import GpuMonitor
+from agents.node.group import ServerGroup
 from agents.node.mig import MigManager
 from agents.node.mig_check import check_slices
 from agents.node.mps import Mps
-from agents.node.supervisor import ManagedServer, RestartPolicy, ServerFiles, launch_server, stop_all
+from agents.node.supervisor import RestartPolicy, ServerFiles, launch_server, stop_all
 from agents.spec import Assignment, ServerLimits, ServerSpec, SliceKey, parse_assignment
 
 log = logging.getLogger("igniter-agent")
@@ -103,13 +104,13 @@ class Daemon:
         self.state_dir = state_dir
         self.mig = mig
         self.limits = limits
-        self.leaving: list[ManagedServer] = []
+        self.leaving: list[ServerGroup] = []
         self.mps = mps
         self.gpus = gpus
         self.device = device
         self.policy = policy
         self.clock = clock
-        self.servers: dict[str, ManagedServer] = {}
+        self.servers: dict[str, ServerGroup] = {}
         self.applied: Assignment | None = None
         self.assignment_error: str | None = None
         self._seen: tuple[int, int, int] | None = None
@@ -214,13 +215,11 @@ class Daemon:
         for name in set(changes.keep) - set(retry):
             self.servers[name].spec = desired.by_name()[name]  # drain_timeout_s may have changed
         for spec in (*changes.start, *changes.restart, *(desired.by_name()[name] for name in retry)):
-            self.servers[spec.name] = ManagedServer(
-                spec, ServerFiles.under(self.state_dir, spec.name), self.launch, self.policy, now
-            )
+            self.servers[spec.name] = ServerGroup(spec, self.state_dir, self.launch, self.policy, now)
         self.servers = {spec.name: self.servers[spec.name] for spec in desired.servers}
         self.applied = desired
 
-    def _retire(self, server: ManagedServer, now: float) -> None:
+    def _retire(self, server: ServerGroup, now: float) -> None:
         """Start its drain; it stays supervised (and listed as draining) until its process is gone."""
         server.drain(now, self.drain_timeout(server.spec))
         if server.state == "draining":
@@ -260,7 +259,9 @@ class Daemon:
     def shutdown(self) -> None:
         """No server outlives the agent: drain all (bounded), SIGKILL stragglers, record them stopped."""
         log.info("stopping %d server(s)", len(self.servers) + len(self.leaving))
-        stop_all([*self.servers.values(), *self.leaving], self.drain_timeout, self.clock)
+        stop_all(
+            [m for g in [*self.servers.values(), *self.leaving] for m in g.members], self.drain_timeout, self.clock
+        )
         self.leaving = []
         self.mps.stop()
         if self.mig is not None:

@@ -233,3 +233,15 @@ def test_the_agents_geometry_matches_the_planners(key: str) -> None:
     planner = {p.name: (p.compute_slices, p.memory_units, p.starts) for p in BUNDLED[key].profiles}
     agent = {n: (p.compute, p.size, p.starts) for n, p in GEOMETRIES[key].profiles.items() if "+me" not in n}
     assert agent == planner
+
+
+def test_processes_is_1_to_64() -> None:
+    import json
+
+    doc = _doc((0, "3g.40gb", 0, "a"))
+    assert parse_assignment(json.dumps(doc), "a.json").servers[0].processes == 1
+    for bad in (0, 65):
+        doc["servers"][0]["processes"] = bad
+        with pytest.raises(InputError) as err:
+            parse_assignment(json.dumps(doc), "a.json")
+        assert err.value.field == "servers[0].processes"

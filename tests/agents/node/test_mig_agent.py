@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agents.node.mig_fake import FAKE_FILE, FakeMig
-from autoscaler.core.routing import AddServer, DelServer, SetState, SetWeight
+from autoscaler.core.routing.routes import AddServer, DelServer, SetState, SetWeight
 from autoscaler.gateway.base import GatewaySpec
 from autoscaler.gateway.local import LocalHaproxy
 from tests.kit.agent import Agent, alive, free_port, wait_until
@@ -110,9 +110,10 @@ def _server_pids(state: Path) -> set[int]:
 
 def test_re_cut_under_load_then_kill_9_mid_re_cut_and_adopt(node: Node) -> None:
     # generation 1: GPU 0 cut 3g@0 (a) + 3g@4 (b)
-    a0, b0 = node.server("a-0", "a", 0, "3g.40gb", 0), node.server("b-0", "b", 0, "3g.40gb", 4)
+    a0, b0 = node.server("a-0", "a", 0, "3g.40gb", 0), node.server("b-0", "b", 0, "3g.40gb", 4) | {"processes": 2}
     node.assign(a0, b0)
     node.route("a-0", "b-0")
+    _two_processes_share_the_slice_and_the_port(node, b0)
     assert node.slices() == {0: {("3g.40gb", 0), ("3g.40gb", 4)}, 1: {("1g.10gb", 6)}}
     gpu0 = node.mig_status()["gpus"][0]
     assert gpu0["mig_mode"] == "enabled" and {
@@ -176,7 +177,7 @@ def test_re_cut_under_load_then_kill_9_mid_re_cut_and_adopt(node: Node) -> None:
     owned = {(s["profile"], s["start"]): s for g in status["mig"]["gpus"] for s in g["slices"]}
     assert owned[("3g.40gb", 4)]["uuid"] == uuid_of["b-0"]  # adopted, not re-made
     assert not owned[("1g.10gb", 6)]["owned"] and owned[("1g.10gb", 6)]["uuid"] == node.foreign.uuid
-    assert _server_pids(node.state) == {s["pid"] for s in status["servers"]}  # no orphan process
+    assert _server_pids(node.state) == {p for s in status["servers"] for p in s["pids"]}  # no orphan process
     assert status["mig"]["errors"] == []
 
 
@@ -191,3 +192,27 @@ def _clear_faults(path: Path) -> None:
     doc = json.loads(path.read_text())
     doc["faults"] = []
     path.write_text(json.dumps(doc))
+
+
+def _two_processes_share_the_slice_and_the_port(node: Node, spec: dict[str, Any]) -> None:
+    """`processes: 2`: two server processes in one slice, one port (SO_REUSEPORT), one status entry."""
+    import json
+
+    import httpx
+
+    from tests.kit.fleet import BODY
+
+    [entry] = [s for s in node.agent.status()["servers"] if s["name"] == spec["name"]]
+    assert entry["processes"] == 2 and len(entry["pids"]) == 2 and entry["state"] == "ready"
+    [uuid] = {s["uuid"] for g in node.mig_status()["gpus"] for s in g["slices"] if spec["name"] in s["servers"]}
+    for pid in entry["pids"]:
+        assert f"CUDA_VISIBLE_DEVICES={uuid}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    for _ in range(60):  # a new connection each: the kernel spreads them over both processes
+        assert httpx.post(f"http://127.0.0.1:{spec['port']}/v2/models/b/infer", json=BODY).status_code == 200
+
+    def served() -> list[int]:
+        files = [node.state / "run" / f"{spec['name']}{suffix}.stats.json" for suffix in ("", "~1")]
+        return [json.loads(f.read_text()).get("requests_total", 0) for f in files]
+
+    wait_until(lambda: sum(served()) >= 60, 10, "both stats files to count the requests")
+    assert min(served()) > 0, served()
