@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from rich.console import Console
 
+from agents import logs, version
 from agents.errors import InputError
 from agents.node import status as status_mod
 from agents.node.apply import apply_assignment
@@ -37,8 +38,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="igniter-agent", description="Runs MPS-partitioned inference servers on a GPU VM."
     )
+    parser.add_argument("--version", action="version", version=f"igniter-agent {version()}")
+    _log_format(parser, "text")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="the agent daemon (foreground; systemd runs it)")
+    _log_format(run, argparse.SUPPRESS)
     run.add_argument("--state-dir", type=Path, required=True)
     run.add_argument("--no-gpu", action="store_true", help="run servers on the CPU even where a GPU exists")
     run.add_argument(
@@ -77,6 +81,15 @@ def _parser() -> argparse.ArgumentParser:
     prof.add_argument("--gpu-index", type=int, default=0)
     prof.add_argument("--seconds", type=float, default=3.0, help="measuring time per grid point")
     return parser
+
+
+def _log_format(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        default=default,
+        help="stderr log lines: text (default) or json, one object per line (time, level, logger, message, fleet)",
+    )
 
 
 def _hardware(args: argparse.Namespace) -> tuple[str, Mps, GpuMonitor]:
@@ -161,7 +174,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     limits = _limits(args)  # before anything is created: bad input changes nothing
     _check_fake_mig(args)
     os.umask(PRIVATE_UMASK)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logs.configure(args.log_format)
+    logs.set_fleet(os.environ.get("IGNITER_FLEET") or None)  # the node's cloud-init writes it to node.env
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # HUP too: a closed terminal stops cleanly
         signal.signal(signum, lambda *_: stop.set())

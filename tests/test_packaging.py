@@ -58,7 +58,8 @@ def test_torch_and_nvml_are_only_in_the_agent_extra() -> None:
         by_extra.setdefault(_extra_of(req), set()).add(req.name)
     assert not AGENT_ONLY & by_extra[None], f"the base install pulls {AGENT_ONLY & by_extra[None]}"
     assert AGENT_ONLY <= by_extra["agent"]
-    assert {"uvicorn", "starlette", "httptools"} <= by_extra["agent"], "the inference server's HTTP stack"
+    assert {"uvicorn", "starlette", "httptools"} <= by_extra[None], "the status endpoint's HTTP stack"
+    assert "uvloop" in by_extra["agent"], "the inference servers' event loop"
     assert not AGENT_ONLY & by_extra["dev"], "dev gets torch through the agent extra, not a second pin"
     dev_self = [r for r in _requirements() if r.name == DIST and _extra_of(r) == "dev"]
     assert [sorted(r.extras) for r in dev_self] == [["agent"]], "the dev extra must include the agent extra"

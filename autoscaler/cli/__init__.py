@@ -12,6 +12,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+import agents.logs as logs
+import autoscaler
 from autoscaler.config.errors import InputError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_UNPLACED = 0, 1, 2, 3
@@ -24,9 +26,21 @@ class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on usage errors already; keep its message short and traceback-free."""
 
 
+def add_log_format(parser: argparse.ArgumentParser, *, default: object = "text") -> None:
+    """`--log-format text|json`, before the subcommand or (for `run`) after it."""
+    parser.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        default=default,
+        help="stderr log lines: text (default) or json, one object per line with time, level, logger, message, fleet, tick",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="igniter", description="Interference-aware autoscaler for GPU inference fleets (iGniter).")
+    parser.add_argument("--version", action="version", version=f"igniter {autoscaler.__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    add_log_format(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -42,11 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, dispatch, and map errors to the contract's exit codes."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    logs.configure(getattr(args, "log_format", "text"), logging.DEBUG if args.verbose else logging.INFO)
     try:
         return int(args.func(args) or 0)
     except InputError as exc:

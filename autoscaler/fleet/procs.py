@@ -30,3 +30,15 @@ def owned(pid: int, marker: str) -> bool:
         return marker in " ".join(psutil.Process(pid).cmdline())
     except psutil.Error:
         return False
+
+
+def find_owned(marker: str) -> int | None:
+    """The oldest running process whose command line names `marker` (a state directory only one
+    agent is ever started with): how a process whose pid was never written down is found again."""
+    found: list[tuple[float, int]] = []
+    for proc in psutil.process_iter(["pid", "cmdline", "create_time", "status"]):
+        info = proc.info
+        if info.get("status") == psutil.STATUS_ZOMBIE or marker not in " ".join(info.get("cmdline") or ()):
+            continue
+        found.append((float(info.get("create_time") or 0.0), int(info["pid"])))
+    return min(found)[1] if found else None

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import agents.logs as logs
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.capacity.scaling import choose, hold_rates, next_wake
@@ -68,6 +69,10 @@ class Controller:
         """One full tick; a failure is recorded in the report (and the store), never raised."""
         start = self.deps.clock()
         report = TickReport(self.store.begin_tick(start), start)
+        with logs.tick_context(report.tick):  # every line logged during the tick names it (--log-format json)
+            return self._tick(report, start)
+
+    def _tick(self, report: TickReport, start: float) -> TickReport:
         try:
             self.state = self.store.load_state()
         except StateError as exc:  # never overwrite a state this version cannot read

@@ -6,6 +6,9 @@
 - With an interruption queue, it is checked every scaling.spot.queue_poll_s between ticks, and a
   notice that names instances ticks at once: a spot warning gives two minutes, less than a long
   interval (0 turns the check off: the queue is then read by the ticks only).
+- With a local gateway, the leader checks every GATEWAY_WATCH_S that its haproxy still runs; one
+  that died (killed, crashed) ticks at once, and the tick starts it again with the servers it
+  routed to: clients are refused for about a second, not until the next interval.
 - SIGTERM / SIGINT: the tick in progress finishes, then the process exits 0.
 - SIGHUP, or a change of the policy file's mtime, reloads the policy before the next tick; an
   invalid policy is rejected with the error logged and the running one stays. Changes to `fleet`,
@@ -34,9 +37,11 @@ from autoscaler.config.policy import Policy, load_policy
 from autoscaler.leader.base import Fence, LeaseError
 from autoscaler.loop.controller import Controller
 from autoscaler.loop.status import StatusServer, StatusState
+from autoscaler.loop.status_app import routes_listing
 from autoscaler.loop.wiring import build_controller, make_leadership, make_rates
 
 log = logging.getLogger(__name__)
+GATEWAY_WATCH_S = 0.5  # how often the leader checks that its local gateway still runs
 RESTART_SECTIONS = ("fleet", "provider", "agents", "leader")  # `gateway` changes apply at once (a reload)
 
 
@@ -145,6 +150,17 @@ class Service:
         except Exception:
             log.exception("interruption poll failed")
 
+    def gateway_job(self) -> None:
+        """Between ticks: a local gateway that is not running (it died) ticks now, and the tick
+        starts it again. A standby only watches its leader do so."""
+        running = getattr(self.controller.deps.gateway, "running", None)
+        try:
+            if running is not None and self.fence.held and not running():
+                log.warning("the gateway is not running: starting it again now")
+                self.tick_job()
+        except Exception:
+            log.exception("gateway check failed")
+
     def _book_wake(self, wake_at: float | None) -> None:
         """Book the early tick, unless the scheduler is shutting down: its shutdown holds the job
         store's lock while it waits for this very tick, so adding a job then would deadlock."""
@@ -192,10 +208,11 @@ class Service:
         if self.server is not None:
             self.server.start()
             log.info(
-                "status on http://%s:%d (/healthz /metrics /v1/plan /v1/fleet /v1/leader%s)",
+                "status on http://%s:%d (%s%s)",
                 self.server.host,
                 self.server.port,
-                "; /v1/* with a bearer token" if self.server.httpd.token else "",
+                " ".join(routes_listing()),
+                "; /v1/* with a bearer token" if self.server.token else "",
             )
         self.leadership.start()
         interval = self.policy.scaling.interval_s
@@ -206,6 +223,8 @@ class Service:
         poll_s = self.policy.scaling.spot.queue_poll_s
         if self.controller.deps.interruptions is not None and poll_s > 0:
             self.scheduler.add_job(self.poll_job, "interval", seconds=poll_s, id="interruptions")
+        if getattr(self.controller.deps.gateway, "running", None) is not None:
+            self.scheduler.add_job(self.gateway_job, "interval", seconds=GATEWAY_WATCH_S, id="gateway")
         self.scheduler.start()
         while not self.stop.wait(0.2):
             pass

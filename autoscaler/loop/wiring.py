@@ -17,6 +17,7 @@ from autoscaler.config.policy import Policy
 from autoscaler.fleet.base import HostKeySource, InterruptionSource, Provider
 from autoscaler.gateway.base import Gateway, GatewayError, spec_from
 from autoscaler.leader.base import Fence, Lease
+from autoscaler.loop import faults
 from autoscaler.loop.controller import Controller, Deps
 from autoscaler.loop.fence import FencedProvider, FencedTransport
 from autoscaler.loop.leadership import Leadership
@@ -48,7 +49,9 @@ def make_provider(policy: Policy, state_path: Path, clock: Callable[[], float] =
         from autoscaler.fleet.ec2 import Ec2Provider
 
         _check_templates(policy)
-        return Ec2Provider(policy.fleet, cfg)
+        ec2 = Ec2Provider(policy.fleet, cfg)
+        ec2.before_run = lambda _slot: faults.point("slow_run_instances")  # off unless IGNITER_FAULT says
+        return ec2
     from autoscaler.fleet.local import LocalProvider
 
     root = _relative(policy, cfg.state_root) if cfg.state_root else state_path.parent / f"{policy.fleet}-instances"

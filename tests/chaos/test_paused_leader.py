@@ -1,0 +1,27 @@
+"""A paused DynamoDB leader makes no launch that counts after its lease ran out (forced trials:
+tests/chaos/paused_leader.py). `make chaos` runs 20 or more (CHAOS_TRIALS); make test runs 3."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.paused_leader import trial
+from tests.kit.backends import Moto
+
+pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
+TRIALS = int(os.environ.get("CHAOS_TRIALS", "3"))
+
+
+def test_a_paused_leaders_late_launch_starts_nothing(moto: Moto, tmp_path: Path) -> None:
+    outcomes = []
+    for n in range(TRIALS):
+        (tmp_path / str(n)).mkdir()
+        outcomes.append(trial(moto, tmp_path / str(n)))
+    print(f"\npaused leader, {TRIALS} forced trials: {outcomes}")
+    assert all(o.late_calls >= 1 for o in outcomes)  # the hook did place the call after the term
+    assert [o.late_new for o in outcomes] == [0] * TRIALS
+    assert [o.duplicates for o in outcomes] == [0] * TRIALS
+    assert all(o.instances > 0 for o in outcomes)
