@@ -146,6 +146,7 @@ def test_re_cut_under_load_then_kill_9_mid_re_cut_and_adopt(node: Node) -> None:
         load.wait_for(load.sent + 50)
     finally:
         load.close()
+    print(f"re-cut under load: {load.ok} requests ok, {load.failed} failed")  # shown with -s
     assert load.failed == 0, load.errors
     assert load.ok > 100
     assert node.slices() == {0: {("4g.40gb", 0), ("3g.40gb", 4)}, 1: {("1g.10gb", 6)}}
