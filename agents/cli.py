@@ -7,6 +7,7 @@ Exit codes: 0 ok; 1 internal error (or a wait that did not succeed); 2 bad input
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -151,6 +152,21 @@ def _slice_root(root: Path, s: Slice) -> Path:
     return root / "mps" / f"g{s.gpu}i{s.gi_id}"
 
 
+AGENT_EXTRA = "pip install 'igniter-autoscaler[agent]'"
+
+
+def _serving_unavailable() -> str | None:
+    """Why this VM cannot run inference servers (they import torch), or None. Checked without
+    importing torch: the agent itself never needs it, and the import costs seconds."""
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except ImportError:  # a finder that refuses it: as good as missing
+        found = False
+    if not found:
+        return f"torch is not installed: install the agent extra ({AGENT_EXTRA})"
+    return None
+
+
 PRIVATE_UMASK = 0o077  # what run and apply create (and the servers and MPS daemon they start) is private
 
 
@@ -182,8 +198,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     lock = lock_state_dir(args.state_dir)
     device, mps, gpus = _hardware(args)
     policy = RestartPolicy(initial_backoff_s=args.backoff_initial)
-    daemon = Daemon(args.state_dir.resolve(), mps, gpus, device, policy, limits=limits, mig=_mig(args, device))
+    cannot_serve = _serving_unavailable()
+    daemon = Daemon(
+        args.state_dir.resolve(),
+        mps,
+        gpus,
+        device,
+        policy,
+        limits=limits,
+        mig=_mig(args, device),
+        cannot_serve=cannot_serve,
+    )
     logging.getLogger("igniter-agent").info("pid %d, state dir %s, device %s", os.getpid(), args.state_dir, device)
+    if cannot_serve is not None:  # said once here; status.json repeats it on every server it refuses
+        logging.getLogger("igniter-agent").error("%s; every assigned server is refused until then", cannot_serve)
     try:
         daemon.run(stop, args.interval)
     finally:

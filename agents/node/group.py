@@ -60,6 +60,10 @@ class ServerGroup:
         for member in self.members:
             member.drain(now, timeout_s)
 
+    def refuse(self, reason: str) -> None:
+        for member in self.members:
+            member.refuse(reason)
+
     def holds_port(self) -> bool:
         return any(m.holds_port() for m in self.members)
 

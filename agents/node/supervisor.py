@@ -190,6 +190,11 @@ class ManagedServer:
         else:
             self._crashed(now, describe_exit(returncode, self._crash_detail()))
 
+    def refuse(self, reason: str) -> None:
+        """Never start: what every server needs is missing on this VM. Failed at once, with the reason
+        in status, instead of a crash loop that ends in the same place with a less useful message."""
+        self.state, self.next_start_at, self.last_error = "failed", None, reason
+
     def _start(self, now: float) -> None:
         if self._started_once:
             self.restarts += 1

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autoscaler.cli import extras
 from autoscaler.config.errors import InputError
 from autoscaler.config.limits import MAX_INTERVAL_S
 
@@ -202,6 +203,8 @@ def _check_options(args: argparse.Namespace, policy: Any) -> None:
     if args.planner is not None and args.planner not in PLANNERS:
         raise InputError("--planner", args.planner, f"unknown planner (known: {', '.join(PLANNERS)})")
     _headroom(args.headroom)
+    if args.plot and extras.missing("matplotlib"):  # before the replay, not after it
+        raise InputError("--plot", str(args.plot), f"needs matplotlib, not installed: {extras.install_hint('plot')}")
     if args.interval_s is not None and not 0 < args.interval_s <= MAX_INTERVAL_S:
         raise InputError("--interval-s", str(args.interval_s), f"must be positive, at most {MAX_INTERVAL_S:g}")
     _check_spot_options(args)

@@ -28,6 +28,7 @@ from autoscaler.config.yamlio import load_mapping
 
 __all__ = [
     "BUNDLED_PROFILES",
+    "CLOUD_MODEL_ROOT",
     "AgentsConfig",
     "CloudWatchRates",
     "DisruptionBudget",
@@ -104,6 +105,9 @@ class ProviderConfig(Frozen):
     state_root: str | None = Field(default=None, description="local provider: where agent state dirs live")
 
 
+CLOUD_MODEL_ROOT = "/var/lib/igniter/models"  # where a VM keeps <model>/model.pt unless agents.model_root says
+
+
 class AgentsConfig(Frozen):
     transport: Literal["ssh", "local", "none"] = "local"
     user: str = Field(default="igniter", description="ssh: the nodes' agent user (Terraform's agent_user)")
@@ -120,8 +124,10 @@ class AgentsConfig(Frozen):
     agent_command: str = "igniter-agent"
     state_dir: str = "/var/lib/igniter"
     server_base_port: Annotated[int, Field(ge=1024, le=65000)] = 8100
-    model_root: str = Field(
-        default="/var/lib/igniter/models", description="a workload without model_dir uses <model_root>/<model>"
+    model_root: str | None = Field(
+        default=None,
+        description="a workload without model_dir uses <model_root>/<model>; default /var/lib/igniter/models, "
+        "and with provider local `models` beside the state file, where igniter run writes sample models",
     )
 
 

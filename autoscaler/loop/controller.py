@@ -276,7 +276,9 @@ class Controller:
             self.state = replace(self.state, cheaper_since=choice.cheaper_since)
             chosen, rates = (target, planned) if choice.use == "target" else (held, held_rates)
             why = f"{choice.use}: {choice.why}"
-        layout = layout_from_plan(chosen, layout_input(self.policy, self.store, previous, rates, self.judge))
+        layout = layout_from_plan(
+            chosen, layout_input(self.policy, self.store, previous, rates, self.judge, self.deps.model_root)
+        )
         self._save_layout(layout, previous, why, now)
         return layout, why
 

@@ -34,8 +34,10 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy, load_policy
+from autoscaler.fleet.samples import ensure_local_samples
 from autoscaler.leader.base import Fence, LeaseError
 from autoscaler.loop.controller import Controller
+from autoscaler.loop.metrics_policy import PolicyCollector
 from autoscaler.loop.status import StatusServer, StatusState
 from autoscaler.loop.status_app import routes_listing
 from autoscaler.loop.wiring import build_controller, make_leadership, make_rates
@@ -58,11 +60,13 @@ class StatusBind:
 class Service:
     def __init__(self, policy_path: Path, state_path: Path, status: StatusBind | None) -> None:
         self.policy_path = policy_path
+        self.state_path = state_path
         self.mtime = _mtime(policy_path)
         policy = load_policy(policy_path)
         self.fence = Fence(time.monotonic)
         self.controller: Controller = build_controller(policy, state_path, fence=self.fence)
         self.state = StatusState()
+        self.state.metrics.registry.register(PolicyCollector(lambda: self.controller.policy))
         self.stop = threading.Event()
         self.reload_requested = threading.Event()
         self.scheduler: BackgroundScheduler | None = None
@@ -197,6 +201,7 @@ class Service:
         new = new.model_copy(update={s: getattr(old, s) for s in RESTART_SECTIONS})
         if new.rates != old.rates or new.workloads != old.workloads:
             self.controller.deps.rates = make_rates(new, self.controller.deps.gateway)
+        ensure_local_samples(new, self.state_path)  # a workload added may need a model
         self.controller.set_policy(new)
         if new.scaling.interval_s != old.scaling.interval_s and self.scheduler is not None:
             self.scheduler.reschedule_job("tick", trigger="interval", seconds=new.scaling.interval_s)

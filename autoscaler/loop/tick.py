@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.config.policy import Policy
+from autoscaler.config.policy import CLOUD_MODEL_ROOT, Policy
 from autoscaler.core.layout.layout_types import Layout
 from autoscaler.core.routing.routes import GatewayView
 from autoscaler.fleet.base import Instance, InterruptionSource, Notice, Provider
@@ -36,6 +36,7 @@ class Deps:
     gate: HostKeyGate | None = None  # SSH to cloud nodes: contact an agent only once its host key is pinned
     interruptions: InterruptionSource | None = None  # spot interruption / maintenance notices (EC2: SQS)
     gateway: Gateway | None = None  # the data plane; None: no gateway (servers count as drained at once)
+    model_root: str = CLOUD_MODEL_ROOT  # <model_root>/<model> for a workload without model_dir (fleet/samples.py)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy
 from autoscaler.fleet.base import HostKeySource, InterruptionSource, Provider
+from autoscaler.fleet.samples import ensure_local_samples, model_root
 from autoscaler.gateway.base import Gateway, GatewayError, spec_from
 from autoscaler.leader.base import Fence, Lease
 from autoscaler.loop import faults
@@ -271,6 +272,7 @@ def build_controller(
         pins = make_pins(policy, state_path, provider)
         transport, contact = make_transport(policy, pins)
         gateway = make_gateway(policy, state_path, provider)
+        ensure_local_samples(policy, state_path)
     except BaseException:
         store.close()
         raise
@@ -286,6 +288,7 @@ def build_controller(
         make_gate(policy, provider, pins),
         interruptions=_fenced_interruptions(make_interruptions(policy), fence),
         gateway=gateway,
+        model_root=model_root(policy, state_path),
     )
     return Controller(policy, deps)
 
