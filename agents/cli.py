@@ -62,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
         ("--read-timeout", limits.read_timeout_s, "seconds a client has to send a whole request"),
         ("--idle-timeout", limits.idle_timeout_s, "seconds a connection may stay open without a request"),
         ("--max-connections", limits.max_connections, "open connections per server; past it requests get 503"),
+        ("--max-header-kb", limits.max_header_kb, "KiB of request line and headers; past it requests get 431"),
     ):
         run.add_argument(flag, type=type(default), default=default, help=f"{what} (default {default:g})")
     apply = sub.add_parser("apply", help="validate an assignment and hand it to the agent")
@@ -177,6 +178,7 @@ def _limits(args: argparse.Namespace) -> ServerLimits:
         "read_timeout_s": args.read_timeout,
         "idle_timeout_s": args.idle_timeout,
         "max_connections": args.max_connections,
+        "max_header_kb": args.max_header_kb,
     }
     try:
         return ServerLimits(**values)

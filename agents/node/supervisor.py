@@ -81,6 +81,8 @@ def server_args(limits: ServerLimits) -> list[str]:
         f"{limits.idle_timeout_s:g}",
         "--max-connections",
         str(limits.max_connections),
+        "--max-header-kb",
+        str(limits.max_header_kb),
         "--drain-timeout",
         f"{limits.drain_timeout_s:g}",
     ]
