@@ -60,6 +60,7 @@ class Controller:
         self.state = ControllerState()  # the tick's working copy (see loop/state.py)
         self._saved: ControllerState | None = None  # as saved at the end of the last tick
         self.routing = GatewayStep(deps.gateway) if deps.gateway is not None else None
+        self.agent_mig: dict[str, Any] = {}  # slot -> its agent's last `mig` status (/v1/fleet)
         self.reach = ReachWatch()  # says once when a target goes out of reach (loop/reach.py)
         self.fast = False  # the tick under way is a fast one (core/rollout/fast_path.py)
 
@@ -134,6 +135,7 @@ class Controller:
     def observe(self, now: float) -> Observation:
         """The provider's instances, the agents' status, the rates (loop/observe.py)."""
         obs, self.state = observe(self.deps, self.policy, self.routing, self.state, now)
+        self.agent_mig = {slot: st.mig for slot, st in obs.statuses.items() if st.mig is not None}
         return obs
 
     def sync(self, obs: Observation) -> list[Instance]:
