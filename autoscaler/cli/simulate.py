@@ -66,6 +66,18 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="run igniter under each forecast, ffd, gslice, gpulets, static peak, reactive and oracle side by side "
         "(on-demand only), plus a spot line when the policy buys spot",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="--compare: replay in N processes (default one per CPU; 1: one after another in this process)",
+    )
+    p.add_argument(
+        "--frontier",
+        action="store_true",
+        help="cost against attainment: headroom auto at a few target_attainment values, and the oracle "
+        "(with --plot: the frontier as a chart)",
+    )
     add_spot_args(p)
     add_trace_args(p)
     p.set_defaults(func=run)
@@ -161,7 +173,6 @@ def run(args: argparse.Namespace) -> int:
     """Load, replay (once or --compare), then print and write what was asked for."""
     from autoscaler.config.policy import load_policy
     from autoscaler.sim import engine as sim
-    from autoscaler.sim.compare import compare
     from autoscaler.sim.traces import check_workloads
 
     policy = load_policy(args.policy)
@@ -188,8 +199,12 @@ def run(args: argparse.Namespace) -> int:
         interruption_warning_s=args.interruption_warning_s,
         seed=args.seed,
     )
-    if args.compare:
-        results = compare(policy, trace, opts, progress=None if args.json else _progress)
+    if args.frontier:
+        from autoscaler.sim.frontier import frontier
+
+        results = frontier(policy, trace, opts, progress=None if args.json else _say_running)
+    elif args.compare:
+        results = _compare(args, policy, trace, opts)
     else:
         results = [sim.simulate(policy, trace, opts)]
     wall = time.perf_counter() - started
@@ -203,6 +218,13 @@ def _check_options(args: argparse.Namespace, policy: Any) -> None:
     if args.planner is not None and args.planner not in PLANNERS:
         raise InputError("--planner", args.planner, f"unknown planner (known: {', '.join(PLANNERS)})")
     _headroom(args.headroom)
+    if args.frontier and (args.compare or args.strategy != "autoscaler"):
+        other = "--compare" if args.compare else "--strategy"
+        raise InputError(
+            "--frontier", other, "give --frontier alone: it runs headroom auto at each target and the oracle"
+        )
+    if args.workers is not None and args.workers < 1:
+        raise InputError("--workers", str(args.workers), "must be at least 1")
     if args.plot and extras.missing("matplotlib"):  # before the replay, not after it
         raise InputError("--plot", str(args.plot), f"needs matplotlib, not installed: {extras.install_hint('plot')}")
     if args.interval_s is not None and not 0 < args.interval_s <= MAX_INTERVAL_S:
@@ -246,8 +268,20 @@ def _headroom(value: str | None) -> float | str | None:
     return number
 
 
-def _progress(label: str) -> None:
+def _say_running(label: str) -> None:
     print(f"simulating {label} ...", file=sys.stderr, flush=True)
+
+
+def _compare(args: argparse.Namespace, policy: Any, trace: Any, opts: Any) -> list[Any]:
+    """--compare, its runs in --workers processes, watched on stderr (sim/watch.py)."""
+    from contextlib import nullcontext
+
+    from autoscaler.sim.compare import compare
+    from autoscaler.sim.watch import Bars, watcher_for
+
+    watch = watcher_for(sys.stderr, quiet=args.json)
+    with watch if isinstance(watch, Bars) else nullcontext():
+        return compare(policy, trace, opts, watch, workers=args.workers)
 
 
 def _output(args: argparse.Namespace, results: list[Any], wall: float) -> None:
@@ -261,11 +295,20 @@ def _output(args: argparse.Namespace, results: list[Any], wall: float) -> None:
     )
     if args.timeline:
         simreport.write_timeline(r0, args.timeline)
-    if args.plot:
+    several = args.compare or args.frontier
+    if args.plot and args.frontier:
+        from autoscaler.sim.frontier import plot_frontier
+
+        plot_frontier(results, args.plot)
+    elif args.plot:
         simreport.plot(results if args.compare else [r0], args.plot)
     if args.json:
         docs = [r.summary() for r in results]
-        print(json.dumps(docs if args.compare else docs[0], indent=1))
+        print(json.dumps(docs if several else docs[0], indent=1))
+    elif args.frontier:
+        from autoscaler.sim.frontier import print_frontier
+
+        print_frontier(results)
     elif args.compare:
         simreport.print_compare(results)
     else:

@@ -28,6 +28,7 @@ import uvicorn
 from agents.server.guard import GuardedProtocol, ServerConfig, bind
 from agents.spec import ServerLimits
 from autoscaler.config.offerings import offering_prices
+from autoscaler.core.capacity.reach import conditions
 from autoscaler.core.fleet.lifecycle import LIVE, describe_table
 from autoscaler.loop.controller import Controller, TickReport
 from autoscaler.loop.gateway_step import snapshot
@@ -61,6 +62,7 @@ def fleet_snapshot(controller: Controller) -> dict[str, Any]:
             "updated_at": r.updated_at,
             "leaves_at": r.leaves_at,
             "servers": [s.name for s in applied.get(r.key, (0, ()))[1]],
+            "mig": controller.agent_mig.get(r.slot),
         }
         for r in store.open_records()
     ]
@@ -95,6 +97,7 @@ def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, A
             }
             for w, h in report.headroom.items()
         },
+        "conditions": conditions(report.reach),
     }
 
 
