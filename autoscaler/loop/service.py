@@ -126,8 +126,9 @@ class Service:
         work settling). The interval job and the early one never overlap: a tick that finds
         another in progress is skipped, since the one running does the same work."""
         if not self.ticking.acquire(blocking=False):
-            return
+            return  # no beat: a tick that never ends fails /livez's tick-loop check
         try:
+            self.state.beat(time.time(), self.policy.scaling.interval_s)
             if not self.fence.held:  # a standby acts on nothing
                 self.state.set_leader(self.leadership.snapshot())
                 return
