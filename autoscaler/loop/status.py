@@ -31,6 +31,7 @@ from agents.server.guard import GuardedProtocol, ServerConfig, bind
 from agents.spec import ServerLimits
 from autoscaler.config.offerings import offering_prices
 from autoscaler.core.fleet.lifecycle import LIVE, describe_table
+from autoscaler.loop.advisory import log_advice
 from autoscaler.loop.controller import Controller, TickReport
 from autoscaler.loop.gateway_step import snapshot
 from autoscaler.loop.health import (
@@ -128,14 +129,15 @@ class StatusState:
     leader: dict[str, Any] = field(default_factory=lambda: {"role": "leader"})
     lock: threading.Lock = field(default_factory=threading.Lock)
     book: HealthBook = field(default_factory=lambda: HealthBook(started_at=time.time()))
+    advice: dict[str, Any] = field(default_factory=lambda: {"mode": "off", "actions": []})
 
     def set_leader(self, snapshot: dict[str, Any], changed: bool = False) -> None:
         """The lease's state (leadership.snapshot()); a standby serves no plan, fleet or headroom."""
         with self.lock:
-            leader = snapshot["role"] == "leader"
+            leader = snapshot["role"] in ("leader", "advisory")  # an advisory run plans (and publishes) too
             if changed:
                 self.metrics.role_changes.labels(snapshot["role"]).inc()
-            self.metrics.leader.set(1 if leader else 0)
+            self.metrics.leader.set(1 if snapshot["role"] == "leader" else 0)
             self.metrics.lease_token.set(snapshot.get("token") or 0)
             self.leader = dict(snapshot)
             if not leader:
@@ -144,6 +146,13 @@ class StatusState:
                 self._set_health(STANDBY_HEALTH, None)
             elif self.book.health.status == STANDBY:  # a new leader: nothing checked until its first tick
                 self._set_health(STARTING_HEALTH, None)
+
+    def set_advice(self, advice: dict[str, Any]) -> None:
+        """An advisory run's intended actions (loop/advisory.py), logged once per change."""
+        with self.lock:
+            previous = self.advice if self.advice.get("mode") == "advisory" else None
+            self.advice = advice
+        log_advice(advice, previous)
 
     def beat(self, now: float, interval_s: float) -> None:
         """The scheduler started a tick (leader or standby): what /livez's tick-loop check reads."""
@@ -206,7 +215,7 @@ class StatusState:
             self.metrics.update(report, fleet, corrections)
             self.metrics.gateway.set(gateway)
             self.plan, self.fleet, self.last_error = plan, fleet, report.error
-            if self.leader.get("role", "leader") == "leader":
+            if self.leader.get("role", "leader") != "standby":
                 self._set_health(health, ready)
             self.headroom = headroom
             self.gateway = gateway

@@ -42,6 +42,7 @@ class Served(Protocol):
     headroom: dict[str, Any]
     gateway: dict[str, Any]
     leader: dict[str, Any]
+    advice: dict[str, Any]
 
     def health(self) -> tuple[int, dict[str, Any]]: ...
 
@@ -54,6 +55,7 @@ V1: dict[str, Callable[[Served], Any]] = {
     "/v1/leader": lambda s: s.leader,
     "/v1/headroom": lambda s: s.headroom,
     "/v1/gateway": lambda s: s.gateway,
+    "/v1/advice": lambda s: s.advice,
 }
 OPEN = ("/healthz", "/livez", "/readyz", "/metrics", "/openapi.json")
 
