@@ -18,23 +18,28 @@ import httpx
 import pytest
 import yaml
 
+from agents.samples import TINY, write
+from autoscaler.config.policy import load_policy
+from autoscaler.loop.wiring import make_provider, make_transport
+from autoscaler.transport.base import parse_status
 from tests.fleet.test_ec2 import fleet_instances
 from tests.kit.awscalls import AwsCalls
 from tests.kit.backends import Moto, free_port
 from tests.kit.control import REPO
+from tests.loop.test_health_e2e import policy as health_policy
 from tests.loop.test_leader_e2e import HIGH, PEAK, Node, aws, converge, lease_policy, nodes, set_rates  # noqa: F401
-from tests.loop.test_service import wait_for
+from tests.loop.test_service import Running, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 KEY = "AKIDADVISORY"
 
 
 class Advisor:
-    def __init__(self, policy: Path, tmp_path: Path) -> None:
+    def __init__(self, policy: Path, tmp_path: Path, state: Path | None = None) -> None:
         self.url = f"http://127.0.0.1:{free_port()}"
         self.log = tmp_path / "advisory.log"
         cmd = [sys.executable, "-m", "autoscaler", "run", str(policy), "--advisory"]
-        cmd += ["--state", str(tmp_path / "advisory.sqlite"), "--status-port", self.url.rsplit(":", 1)[1]]
+        cmd += ["--state", str(state or tmp_path / "advisory.sqlite"), "--status-port", self.url.rsplit(":", 1)[1]]
         env = {**os.environ, "AWS_ACCESS_KEY_ID": KEY}
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"))
 
@@ -88,3 +93,48 @@ def test_advisory_reads_and_advises_and_changes_nothing(
     assert {c.service for c in mine} == {"ec2"} and any(c.action == "DescribeInstances" for c in mine)
     text = advisor.log.read_text()
     assert "advice: would launch prod-p3" in text and "leader:" not in text  # no lease taken, none asked for
+
+
+def agent_generations(policy_path: Path, state: Path) -> dict[str, int | None]:
+    """Each local instance's agent: the assignment generation it holds (read as the autoscaler does)."""
+    policy = load_policy(policy_path)
+    provider, (transport, _) = make_provider(policy, state), make_transport(policy)
+    try:
+        return {i.id: parse_status(transport.status(i)).assignment_generation for i in provider.list_instances()}
+    finally:
+        transport.close()
+
+
+def test_advisory_beside_a_local_fleet_tells_no_agent_anything(tmp_path: Path) -> None:
+    """Real agents, servers and haproxy: after the leader stops, the advisor advises more servers
+    and new assignments, and no agent's assignment changes (no `igniter-agent apply` was run)."""
+    gateway = free_port()
+    path = health_policy(tmp_path, tmp_path / "model", gateway)
+    write(tmp_path / "model", TINY)
+    state = tmp_path / "state.sqlite"
+    leader = Running(path, state, free_port())
+    advisor: Advisor | None = None
+    try:
+        wait_for(lambda: leader.get("/healthz").json()["status"] == "ok", 180, "the leader's fleet to serve")
+        leader.stop()
+        before = agent_generations(path, state)
+        assert before and all(g for g in before.values()), before
+        data = yaml.safe_load(path.read_text())
+        data["workloads"][0]["min_rate_rps"] = data["workloads"][0]["rate_rps"] = 400  # more than one server
+        path.write_text(yaml.safe_dump(data))
+        advisor = Advisor(path, tmp_path, state=tmp_path / "state-advisory.sqlite")
+        advice = wait_for(
+            lambda: (a := advisor.get("/v1/advice").json()).get("tick", 0) >= 3 and a["counts"]["assign"] and a,
+            120,
+            "assignments advised",
+        )
+        assert advice["counts"]["launch"] + advice["counts"]["assign"] > 0, advice
+        assert advisor.get("/v1/gateway").json()["ok"], "it reads the leader's gateway"
+        assert agent_generations(path, state) == before  # no agent was told anything
+        assert httpx.get(f"http://127.0.0.1:{gateway}/v2/health/ready", timeout=5).status_code == 200
+    finally:
+        if advisor is not None:
+            advisor.stop()
+        leader.stop()
+        down = [sys.executable, "-m", "autoscaler", "down", str(path), "--state", str(state)]
+        subprocess.run(down, cwd=REPO, capture_output=True, timeout=120)
