@@ -14,12 +14,13 @@ from collections.abc import Sequence
 
 import agents.logs as logs
 import autoscaler
+from autoscaler.cli import extras
 from autoscaler.config.errors import InputError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_UNPLACED = 0, 1, 2, 3
 
 # Subcommand modules; each exposes register(subparsers). Missing optional ones are skipped.
-COMMANDS = ("validate", "predict", "plan", "run", "down", "simulate", "trace", "profile", "models")
+COMMANDS = ("validate", "predict", "plan", "run", "down", "simulate", "trace", "profile", "models", "example")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,13 +56,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, dispatch, and map errors to the contract's exit codes."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except ModuleNotFoundError as exc:  # before a command runs: the install lacks an extra
+        if extras.extra_for(exc.name) is None:
+            raise
+        return _missing_extra(exc, None)
     logs.configure(getattr(args, "log_format", "text"), logging.DEBUG if args.verbose else logging.INFO)
     try:
         return int(args.func(args) or 0)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    except ModuleNotFoundError as exc:
+        if extras.extra_for(exc.name) is None:
+            logging.getLogger("igniter").exception("internal error: %s", exc)
+            return EXIT_INTERNAL
+        return _missing_extra(exc, args.command)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -69,6 +80,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         logging.getLogger("igniter").exception("internal error: %s", exc)
         return EXIT_INTERNAL
+
+
+def _missing_extra(exc: ModuleNotFoundError, command: str | None) -> int:
+    """One line naming the extra to install (exit 2)."""
+    extra = extras.extra_for(exc.name)
+    what = f"igniter {command}" if command else "igniter"
+    print(
+        f"error: {what} needs the {extra} extra ({exc.name} is not installed): {extras.install_hint(extra)}",
+        file=sys.stderr,
+    )
+    return EXIT_INPUT
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """`igniter run POLICY [--once] [--state FILE]`: the autoscaler control loop.
 
 Exit codes: 0 ok (for --once: the tick ran without error, or this process is a standby and did
-nothing); 1 internal error or a failed --once tick; 2 bad input (`FILE: field.path: message`, no
+nothing); 1 internal error or a failed --once tick (a gateway that could not be started or
+reached fails it too); 2 bad input (`FILE: field.path: message`, no
 traceback), a bad state file included (`STATE: what is wrong; what to do`).
 """
 
@@ -109,7 +110,10 @@ def _once(args: argparse.Namespace) -> int:
         f"{len(report.outcome.done)} action(s) done, {len(report.outcome.failed)} failed",
         file=sys.stderr,
     )
-    return 0 if report.ok else 1
+    gateway = report.gateway.error if report.gateway is not None else None
+    if gateway:  # the tick's other work went through, but clients are not served: not a success
+        print(f"gateway: {gateway}", file=sys.stderr)
+    return 0 if report.ok and not gateway else 1
 
 
 def _lead(args: argparse.Namespace, policy: Any, leadership: Any) -> bool:

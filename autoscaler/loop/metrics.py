@@ -61,6 +61,18 @@ class Metrics:
             ["workload"],
             registry=r,
         )
+        self.out_of_reach = Gauge(
+            "igniter_target_out_of_reach",
+            "1 while a workload's target_attainment is out of reach of the settings, by cause "
+            "(cap reached, burst rise time, boot time; docs/operations.md)",
+            ["workload", "cause"],
+            registry=r,
+        )
+        self.fast_ticks = Counter(
+            "igniter_fast_ticks",
+            "Fast ticks the fast path ran between regular ticks (they only add capacity)",
+            registry=r,
+        )
         self.tick_seconds = Histogram(
             "igniter_tick_duration_seconds",
             "Duration of one tick",
@@ -126,6 +138,7 @@ class Metrics:
         _reset(self.attainment, {(w,): v for w, v in report.attainment.items() if v is not None})
         _reset(self.burst_floor, {(w,): v for w, v in report.burst_floor.items()})
         _reset(self.quantile, {(w,): v for w, v in report.headroom_quantile.items()})
+        _reset(self.out_of_reach, {(w, r.cause or ""): float(r.out) for w, r in report.reach.items()})
 
     def set_health(self, health: Health, ready: dict[str, int] | None) -> None:
         for status in STATUSES:

@@ -30,6 +30,7 @@ import uvicorn
 from agents.server.guard import GuardedProtocol, ServerConfig, bind
 from agents.spec import ServerLimits
 from autoscaler.config.offerings import offering_prices
+from autoscaler.core.capacity.reach import conditions
 from autoscaler.core.fleet.lifecycle import LIVE, describe_table
 from autoscaler.loop.advisory import log_advice
 from autoscaler.loop.controller import Controller, TickReport
@@ -113,6 +114,7 @@ def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, A
             }
             for w, h in report.headroom.items()
         },
+        "conditions": conditions(report.reach),
     }
 
 

@@ -302,9 +302,12 @@ def fenced(target: T, fence: Fence | None, mutating: Sequence[str]) -> T:
 
 
 def lock_dir(policy: Policy) -> Path:
-    """Where `leader: local` keeps its lock files: the same for every state file on the host."""
+    """Where `leader: local` keeps its lock files: the same for every state file and every user
+    of the host, so two users' autoscalers of one fleet never both lead it."""
     configured = policy.leader.lock_dir or os.environ.get("IGNITER_LOCK_DIR")
-    return _relative(policy, configured) if configured else default_state_path(policy).parent
+    from autoscaler.leader.local import HOST_LOCK_DIR
+
+    return _relative(policy, configured) if configured else HOST_LOCK_DIR
 
 
 def make_lease(policy: Policy) -> Lease:

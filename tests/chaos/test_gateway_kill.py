@@ -17,10 +17,12 @@ import pytest
 from autoscaler.loop.service import GATEWAY_WATCH_S, Service
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
+from tests.chaos.report import record, trials
 from tests.kit.agent import wait_until
 from tests.kit.fleet import BODY, FixedPlanner, Load, converged, fleet_policy, infer_url
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
+KILLS = trials(1)
 SHAPE = [("p3.8xlarge", [(0, "w", 300.0), (1, "w", 100.0)])]
 
 
@@ -36,6 +38,15 @@ def _every(stop: threading.Event, job: object) -> None:
     assert callable(job)
     while not stop.wait(GATEWAY_WATCH_S):
         job()
+
+
+def _kill_and_wait(gateway: object, url: str) -> float:
+    """kill -9 the haproxy; seconds until a request is served again."""
+    os.kill(int(gateway.pid()), signal.SIGKILL)  # type: ignore[attr-defined]
+    killed = time.monotonic()
+    wait_until(lambda: not _served(url), 5, "the gateway to go", poll=0.01)
+    wait_until(lambda: _served(url), 5, "the gateway to serve again", poll=0.02)
+    return time.monotonic() - killed
 
 
 def test_a_killed_gateway_serves_again_within_5_s(
@@ -62,15 +73,13 @@ def test_a_killed_gateway_serves_again_within_5_s(
         assert converged(ctl)
         watch.start()
         load = Load(url, threads=8, pace_s=0.02).start()
+        backs: list[float] = []
         try:
             load.wait_for(400)
-            os.kill(int(gateway.pid()), signal.SIGKILL)
-            killed = time.monotonic()
-            wait_until(lambda: not _served(url), 5, "the gateway to go", poll=0.01)
-            wait_until(lambda: _served(url), 5, "the gateway to serve again", poll=0.02)
-            back_s = time.monotonic() - killed
-            at, refused = load.sent, load.failed
-            load.wait_for(at + 1500)
+            for _ in range(KILLS):
+                backs.append(_kill_and_wait(gateway, url))
+                at, refused = load.sent, load.failed
+                load.wait_for(at + 1500)
         finally:
             load.close()
     finally:
@@ -81,6 +90,7 @@ def test_a_killed_gateway_serves_again_within_5_s(
             ctl.deps.provider.terminate(inst.id)
         gateway.stop()
         svc.close()
-    print(f"gateway kill -9: served again after {back_s:.2f} s; {load.failed} of {load.sent} refused or failed")
-    assert back_s <= 5.0
+    print(f"gateway kill -9 x{KILLS}: served again after {backs} s; {load.failed} of {load.sent} refused or failed")
+    record("gateway_kill", kills=KILLS, back_s_max=max(backs), refused=load.failed, sent=load.sent)
+    assert max(backs) <= 5.0
     assert load.failed - refused <= 0.005 * (load.sent - at), load.errors  # once back, it serves

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, asdict, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields
 from typing import Any
 
 from autoscaler.config.offerings import ON_DEMAND, CapacityType, offering_key
@@ -37,6 +37,11 @@ class PlannedServer:
     replaces: str = ""  # the running server this one resizes on the same GPU: it takes over that one's load
     address: str = ""  # host:port where the gateway reaches it; recorded when its agent is told to run it
 
+    def to_json(self) -> dict[str, Any]:
+        """Every field by name, in declaration order: dataclasses.asdict's answer for these flat
+        fields, without its recursive copy (a layout is serialised every tick)."""
+        return {name: getattr(self, name) for name in SERVER_FIELDS}
+
     def agent_key(self) -> tuple[Any, ...]:
         """What the agent sees; a change here needs a reconfigure (rates and predictions do not)."""
         return (
@@ -49,6 +54,9 @@ class PlannedServer:
             round(self.mps_percent, 4),
             round(self.max_queue_delay_ms, 3),
         )
+
+
+SERVER_FIELDS = tuple(f.name for f in fields(PlannedServer))
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +112,7 @@ class Layout:
                     "capacity_type": s.capacity_type,
                     "price_per_hour": s.price_per_hour,
                     "gpus": list(s.gpus),
-                    "servers": [asdict(v) for v in s.servers],
+                    "servers": [v.to_json() for v in s.servers],
                 }
                 for s in self.slots
             ],
