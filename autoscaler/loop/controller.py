@@ -21,13 +21,13 @@ from typing import Any
 import agents.logs as logs
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
-from autoscaler.core.capacity.fast_path import additive, no_less
 from autoscaler.core.capacity.scaling import choose, hold_rates, next_wake
 from autoscaler.core.capacity.slo_guard import update as guard_update
 from autoscaler.core.fleet.lifecycle import Record, State, SyncInput, going_away, sync
 from autoscaler.core.layout.layout import layout_from_plan
 from autoscaler.core.layout.layout_types import Layout, layout_to_plan
 from autoscaler.core.rollout.colocation import server_judge
+from autoscaler.core.rollout.fast_path import additive, no_less
 from autoscaler.core.rollout.reconcile import Diff, FleetView, diff
 from autoscaler.core.routing.routes import GatewayNames
 from autoscaler.fleet.base import Instance, ProviderError, Retry
@@ -60,8 +60,9 @@ class Controller:
         self.state = ControllerState()  # the tick's working copy (see loop/state.py)
         self._saved: ControllerState | None = None  # as saved at the end of the last tick
         self.routing = GatewayStep(deps.gateway) if deps.gateway is not None else None
+        self.agent_mig: dict[str, Any] = {}  # slot -> its agent's last `mig` status (/v1/fleet)
         self.reach = ReachWatch()  # says once when a target goes out of reach (loop/reach.py)
-        self.fast = False  # the tick under way is a fast one (core/capacity/fast_path.py)
+        self.fast = False  # the tick under way is a fast one (core/rollout/fast_path.py)
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
@@ -70,7 +71,7 @@ class Controller:
     # -- the tick ---------------------------------------------------------------------------------
     def tick(self, fast: bool = False) -> TickReport:
         """One full tick; a failure is recorded in the report (and the store), never raised.
-        `fast`: a tick the fast path asked for, which only adds capacity (core/capacity/fast_path.py)."""
+        `fast`: a tick the fast path asked for, which only adds capacity (core/rollout/fast_path.py)."""
         start = self.deps.clock()
         report = TickReport(self.store.begin_tick(start), start, fast=fast)
         self.fast = fast
@@ -135,6 +136,7 @@ class Controller:
     def observe(self, now: float) -> Observation:
         """The provider's instances, the agents' status, the rates (loop/observe.py)."""
         obs, self.state = observe(self.deps, self.policy, self.routing, self.state, now)
+        self.agent_mig = {slot: st.mig for slot, st in obs.statuses.items() if st.mig is not None}
         return obs
 
     def sync(self, obs: Observation) -> list[Instance]:

@@ -122,6 +122,11 @@ INSTANCE = obj(
     updated_at=NUM,
     leaves_at=NUM_OR_NULL,
     servers=STRS,
+    mig={
+        "type": ["object", "null"],
+        "description": "Its agent's MIG status (igniter-agent status --json `mig`: device, errors, each GPU's "
+        "mig_mode and slices); null where MIG is off or the agent did not answer.",
+    },
 )
 FLEET = obj(
     "Open instance records, the fleet's hourly cost and what holds parts of it back.",

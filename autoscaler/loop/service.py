@@ -9,7 +9,7 @@
 - With a local gateway, the leader checks every GATEWAY_WATCH_S that its haproxy still runs; one
   that died (killed, crashed) ticks at once, and the tick starts it again with the servers it
   routed to: clients are refused for about a second, not until the next interval.
-- The fast path (core/capacity/fast_path.py, loop/watch.py): with a gateway, its request counters are
+- The fast path (core/rollout/fast_path.py, loop/watch.py): with a gateway, its request counters are
   read every scaling.fast_path.poll_s between ticks, and a workload that outruns its ready capacity
   (or panic_ratio x its planned rate) over the panic window ticks at once, a tick that only adds
   capacity; at most one per min_gap_s, never during a tick, never on a standby.
@@ -176,7 +176,7 @@ class Service:
         self._book_wake(report.wake_at)
 
     def watch_job(self) -> None:
-        """The fast path (core/capacity/fast_path.py): between ticks, a workload whose rate over the panic
+        """The fast path (core/rollout/fast_path.py): between ticks, a workload whose rate over the panic
         window outruns its ready capacity or panic_ratio x its planned rate ticks at once, as a
         fast tick that only adds capacity; at most one per min_gap_s, none while a tick runs (the
         watcher itself waits for no tick: it skips its read), none on a standby."""

@@ -80,6 +80,7 @@ def fleet_snapshot(controller: Controller) -> dict[str, Any]:
             "updated_at": r.updated_at,
             "leaves_at": r.leaves_at,
             "servers": [s.name for s in applied.get(r.key, (0, ()))[1]],
+            "mig": controller.agent_mig.get(r.slot),
         }
         for r in store.open_records()
     ]

@@ -56,7 +56,7 @@ class TickReport:
     now: float
     ok: bool = True
     error: str | None = None
-    fast: bool = False  # a fast tick (core/capacity/fast_path.py): it only added capacity
+    fast: bool = False  # a fast tick (core/rollout/fast_path.py): it only added capacity
     decision: str = ""
     layout: Layout | None = None
     observed: dict[str, float] = field(default_factory=dict)

@@ -1,4 +1,4 @@
-"""The fast path's watcher (core/capacity/fast_path.py decides): between ticks it reads each workload
+"""The fast path's watcher (core/rollout/fast_path.py decides): between ticks it reads each workload
 backend's request counter from the gateway (HAProxy's `req_tot`, one `show stat` per read: the
 cheapest thing the fleet can tell) every scaling.fast_path.poll_s, and measures the rate over the
 last window_s from the counters' change. The service asks it whether any workload panics.
@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 
 from autoscaler.config.scaling import FastPathConfig
-from autoscaler.core.capacity.fast_path import Panic, panicking
+from autoscaler.core.rollout.fast_path import Panic, panicking
 from autoscaler.core.routing.routes import GatewayView
 from autoscaler.loop.store import Store
 from autoscaler.loop.tuning import ready_capacity
@@ -40,7 +40,7 @@ class FastWatch:
         return {w: (n - first[w]) / (t1 - t0) for w, n in last.items() if w in first and n >= first[w]}
 
     def check(self, now: float, cfg: FastPathConfig) -> list[Panic]:
-        """The workloads that panic now (core/capacity/fast_path.py); a failed read panics nobody."""
+        """The workloads that panic now (core/rollout/fast_path.py); a failed read panics nobody."""
         try:
             rates = self.rates(now, cfg.window_s)
         except Exception as exc:  # the watcher is a shortcut: the next tick reads the rates anyway

@@ -40,10 +40,10 @@ from autoscaler.config.errors import InputError
 from autoscaler.config.limits import MAX_SIM_TICKS
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
-from autoscaler.core.capacity.fast_path import panicking
 from autoscaler.core.fleet.lifecycle import State
 from autoscaler.core.layout.layout_types import Layout
 from autoscaler.core.rollout.colocation import cached_judge
+from autoscaler.core.rollout.fast_path import panicking
 from autoscaler.core.rollout.rollout import loading
 from autoscaler.core.rollout.surge import is_surge_slot
 from autoscaler.fleet.sim import SimInterruptions, SimProvider
