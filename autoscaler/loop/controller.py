@@ -37,7 +37,7 @@ from autoscaler.loop.actuator import Actuator, Outcome
 from autoscaler.loop.fleet_view import ViewInput, agent_ready, fleet_view, live_records
 from autoscaler.loop.gateway_step import GatewayStep, fleet_names
 from autoscaler.loop.inputs import AGENT_DRAIN_WAIT_S, layout_input
-from autoscaler.loop.observe import observe, remember_agents
+from autoscaler.loop.observe import agent_facts, observe, remember_agents
 from autoscaler.loop.reach import ReachWatch
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
@@ -90,6 +90,7 @@ class Controller:
             obs = self.observe(start)
             orphans = self.sync(obs)
             obs = self.interrupted(obs, report)
+            report.ready_servers, report.agent_errors = agent_facts(obs.statuses, self.deps.contact)
             planned = self.forecast(obs, report)
             corrections = self.guard(obs)
             self.converge(obs, orphans, planned, corrections, report)
