@@ -304,6 +304,8 @@ class ManagedServer:
             "batch": spec.batch,
             "mps_percent": spec.mps_percent,
             "gpu_index": spec.gpu_index,
+            "mig_profile": spec.mig_profile,
+            "mig_start": spec.mig_start,
             "device": stats.get("device"),
             "restarts": self.restarts,
             "requests_total": stats.get("requests_total", 0),

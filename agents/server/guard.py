@@ -165,11 +165,14 @@ class GuardedProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """Listen before the model loads, so a port conflict fails the start at once."""
+def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """Listen before the model loads, so a port conflict fails the start at once. `reuse_port`:
+    the copies of one server (`processes` > 1) share the port, the kernel spreading connections."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.listen(1024)
     sock.set_inheritable(True)

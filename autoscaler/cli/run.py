@@ -44,6 +44,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--no-status", action="store_true", help="do not serve the status endpoint")
     p.add_argument(
+        "--advisory",
+        action="store_true",
+        help="read the fleet and publish what would be done (/v1/advice, the log), change nothing, take no lease "
+        "(default state file: <fleet>.advisory.sqlite beside the autoscaler's)",
+    )
+    p.add_argument(
         "--log-level",
         default=None,
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -60,6 +66,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Dispatch; InputError propagates to the CLI's handler (exit 2, no traceback)."""
     if args.log_level:
         logging.getLogger().setLevel(args.log_level)
+    if args.once and args.advisory:
+        raise InputError("command line", "--advisory", "runs until stopped; give it without --once")
     return _once(args) if args.once else _serve(args)
 
 
@@ -124,7 +132,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     policy = load_policy(args.policy)
     logs.set_fleet(policy.fleet)
-    return Service(args.policy, _state_path(args), None if args.no_status else status_bind(args, policy)).run()
+    state = _state_path(args)
+    if args.advisory and args.state is None:
+        state = state.with_suffix(".advisory.sqlite")  # beside the autoscaler's: the same local fleet and gateway
+    bind = None if args.no_status else status_bind(args, policy)
+    return Service(args.policy, state, bind, advisory=args.advisory).run()
 
 
 def status_bind(args: argparse.Namespace, policy: Any) -> Any:

@@ -37,7 +37,7 @@ from autoscaler.loop.actuator import Actuator, Outcome
 from autoscaler.loop.fleet_view import ViewInput, agent_ready, fleet_view, live_records
 from autoscaler.loop.gateway_step import GatewayStep, fleet_names
 from autoscaler.loop.inputs import AGENT_DRAIN_WAIT_S, layout_input
-from autoscaler.loop.observe import observe, remember_agents
+from autoscaler.loop.observe import agent_facts, observe, remember_agents
 from autoscaler.loop.reach import ReachWatch
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
@@ -60,6 +60,7 @@ class Controller:
         self.state = ControllerState()  # the tick's working copy (see loop/state.py)
         self._saved: ControllerState | None = None  # as saved at the end of the last tick
         self.routing = GatewayStep(deps.gateway) if deps.gateway is not None else None
+        self.agent_mig: dict[str, Any] = {}  # slot -> its agent's last `mig` status (/v1/fleet)
         self.reach = ReachWatch()  # says once when a target goes out of reach (loop/reach.py)
         self.fast = False  # the tick under way is a fast one (core/rollout/fast_path.py)
 
@@ -89,6 +90,7 @@ class Controller:
             obs = self.observe(start)
             orphans = self.sync(obs)
             obs = self.interrupted(obs, report)
+            report.ready_servers, report.agent_errors = agent_facts(obs.statuses, self.deps.contact)
             planned = self.forecast(obs, report)
             corrections = self.guard(obs)
             self.converge(obs, orphans, planned, corrections, report)
@@ -134,6 +136,7 @@ class Controller:
     def observe(self, now: float) -> Observation:
         """The provider's instances, the agents' status, the rates (loop/observe.py)."""
         obs, self.state = observe(self.deps, self.policy, self.routing, self.state, now)
+        self.agent_mig = {slot: st.mig for slot, st in obs.statuses.items() if st.mig is not None}
         return obs
 
     def sync(self, obs: Observation) -> list[Instance]:

@@ -41,12 +41,16 @@ from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy, load_policy
 from autoscaler.fleet.samples import ensure_local_samples
 from autoscaler.leader.base import Fence, LeaseError
+from autoscaler.loop.advisory import ROLE as ADVISORY_ROLE
+from autoscaler.loop.advisory import AdvisoryController
+from autoscaler.loop.advisory import snapshot as advice_snapshot
 from autoscaler.loop.controller import Controller
+from autoscaler.loop.leadership import Leadership
 from autoscaler.loop.metrics_policy import PolicyCollector
 from autoscaler.loop.status import StatusServer, StatusState
 from autoscaler.loop.status_app import routes_listing
 from autoscaler.loop.watch import FastWatch
-from autoscaler.loop.wiring import build_controller, make_leadership, make_rates
+from autoscaler.loop.wiring import build_advisory_controller, build_controller, make_leadership, make_rates
 
 log = logging.getLogger(__name__)
 GATEWAY_WATCH_S = 0.5  # how often the leader checks that its local gateway still runs
@@ -64,14 +68,20 @@ class StatusBind:
 
 
 class Service:
-    def __init__(self, policy_path: Path, state_path: Path, status: StatusBind | None) -> None:
+    def __init__(self, policy_path: Path, state_path: Path, status: StatusBind | None, advisory: bool = False) -> None:
         self.policy_path = policy_path
         self.state_path = state_path
+        self.advisory = advisory  # loop/advisory.py: no lease, and nothing it calls changes the fleet
         self.mtime = _mtime(policy_path)
         policy = load_policy(policy_path)
         self.fence = Fence(time.monotonic)
-        self.controller: Controller = build_controller(policy, state_path, fence=self.fence)
+        self.controller: Controller = (
+            build_advisory_controller(policy, state_path)
+            if advisory
+            else build_controller(policy, state_path, fence=self.fence)
+        )
         self.state = StatusState()
+        self.leadership: Leadership | None = None
         self.state.metrics.registry.register(PolicyCollector(lambda: self.controller.policy))
         self.stop = threading.Event()
         self.reload_requested = threading.Event()
@@ -85,8 +95,12 @@ class Service:
         self.last_fast = -math.inf  # when the last fast tick ran
         try:
             self.server = self._status_server(status)
-            self.leadership = make_leadership(policy, self.fence, self._role_changed)
-            self._first_attempt()
+            if advisory:
+                self.state.set_leader(dict(ADVISORY_ROLE), changed=True)
+                log.info("advisory: reads the fleet and publishes what it would do (/v1/advice); changes nothing")
+            else:
+                self.leadership = make_leadership(policy, self.fence, self._role_changed)
+                self._first_attempt()
         except BaseException:
             self._close_parts()
             raise
@@ -103,6 +117,7 @@ class Service:
 
     def _first_attempt(self) -> None:
         """Leader or standby from the start; a lease table that cannot be used is bad input."""
+        assert self.leadership is not None
         try:
             self.leadership.attempt(strict=True)
         except LeaseError as exc:
@@ -112,6 +127,7 @@ class Service:
 
     def _role_changed(self, leader: bool) -> None:
         """From the lease thread: report the role; a new leader ticks at once, from the tags."""
+        assert self.leadership is not None
         self.state.set_leader(self.leadership.snapshot(), changed=True)
         if not leader:
             self.was_standby = True
@@ -137,9 +153,11 @@ class Service:
         work settling). The interval job and the early one never overlap: a tick that finds
         another in progress is skipped, since the one running does the same work."""
         if not self.ticking.acquire(blocking=False):
-            return
+            return  # no beat: a tick that never ends fails /livez's tick-loop check
         try:
-            if not self.fence.held:  # a standby acts on nothing
+            self.state.beat(time.time(), self.policy.scaling.interval_s)
+            if not self.advisory and not self.fence.held:  # a standby acts on nothing
+                assert self.leadership is not None
                 self.state.set_leader(self.leadership.snapshot())
                 return
             self.maybe_reload()
@@ -153,6 +171,8 @@ class Service:
     def _tick(self, fast: bool) -> None:
         report = self.controller.tick(fast=fast)
         self.state.publish(self.controller, report)
+        if isinstance(self.controller, AdvisoryController):
+            self.state.set_advice(advice_snapshot(self.controller.advice.take(), report))
         self._book_wake(report.wake_at)
 
     def watch_job(self) -> None:
@@ -234,7 +254,8 @@ class Service:
         new = new.model_copy(update={s: getattr(old, s) for s in RESTART_SECTIONS})
         if new.rates != old.rates or new.workloads != old.workloads:
             self.controller.deps.rates = make_rates(new, self.controller.deps.gateway)
-        ensure_local_samples(new, self.state_path)  # a workload added may need a model
+        if not self.advisory:
+            ensure_local_samples(new, self.state_path)  # a workload added may need a model
         self.controller.set_policy(new)
         if new.scaling.interval_s != old.scaling.interval_s and self.scheduler is not None:
             self.scheduler.reschedule_job("tick", trigger="interval", seconds=new.scaling.interval_s)
@@ -252,7 +273,8 @@ class Service:
                 " ".join(routes_listing()),
                 "; /v1/* with a bearer token" if self.server.token else "",
             )
-        self.leadership.start()
+        if self.leadership is not None:
+            self.leadership.start()
         interval = self.policy.scaling.interval_s
         self.scheduler = BackgroundScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": max(1, int(interval))}

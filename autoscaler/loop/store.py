@@ -371,6 +371,13 @@ class Store:
         keys = ("id", "tick", "kind", "slot", "detail", "status", "error", "at")
         return [dict(zip(keys, (*r[:4], json.loads(r[4]), *r[5:]))) for r in rows]
 
+    def last_error(self, kind: str, slot: str) -> str | None:
+        """The error of the slot's newest failed action of this kind (health names a refusal by it)."""
+        sql = "SELECT error FROM actions WHERE kind=? AND slot=? AND status='failed' ORDER BY id DESC LIMIT 1"
+        with self._lock:
+            row = self._db.execute(sql, (kind, slot)).fetchone()
+        return None if row is None else row[0]
+
     def begin_tick(self, now: float) -> int:
         with self._tx() as db:
             cur = db.execute("INSERT INTO ticks(started_at) VALUES(?)", (now,))

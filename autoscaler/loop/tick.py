@@ -84,6 +84,8 @@ class TickReport:
     duration_s: float = 0.0
     quarantined: dict[str, str] = field(default_factory=dict)  # instance id -> why it is not contacted
     backoff_until: float | None = None  # provider mutations wait until then (throttled, unauthorised)
+    ready_servers: dict[str, int] | None = None  # per workload, servers its agents report ready (None: not contacted)
+    agent_errors: dict[str, str] = field(default_factory=dict)  # slot -> what its agent reports wrong (a refusal)
 
     def summary(self) -> dict[str, Any]:
         return {

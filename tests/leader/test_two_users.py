@@ -58,6 +58,7 @@ def test_the_host_wide_directory_is_made_like_tmp(monkeypatch: pytest.MonkeyPatc
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(
     os.geteuid() != 0 or not os.access(SYSTEM_PYTHON, os.X_OK),
     reason="needs root (to act as a second user) and python3",
