@@ -6,7 +6,7 @@ TOOLS   := .venv-tools
 STAMP   := $(VENV)/.installed
 TSTAMP  := $(TOOLS)/.installed
 
-.PHONY: test lint typecheck demo bench venv tools debs clean
+.PHONY: test lint typecheck demo bench chaos venv tools debs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -54,6 +54,11 @@ test: $(STAMP) $(TSTAMP) debs lint typecheck
 
 demo: $(STAMP) debs
 	$(BIN)/python -m autoscaler.demo
+
+# The long probe suite (tests/chaos repeated: CHAOS_TRIALS trials and kills each); make test runs
+# its quick subset once.
+chaos: $(STAMP) debs
+	$(BIN)/python -m tests.chaos.run --trials 20
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -26,7 +26,11 @@ from agents.node import status as status_mod
 from agents.node.apply import apply_assignment
 from agents.node.daemon import AgentLocked, Daemon, lock_state_dir
 from agents.node.gpu import GpuMonitor, NoGpu, NvmlMonitor
-from agents.node.mps import Mps, NoMps, NvidiaMps
+from agents.node.mig import MigManager
+from agents.node.mig_device import MigError, NvmlMig, Slice
+from agents.node.mig_fake import FAKE_FILE, FakeMig
+from agents.node.mig_geometry import GEOMETRIES
+from agents.node.mps import Mps, NoMps, NvidiaMps, SliceDirsOnly
 from agents.node.supervisor import RestartPolicy
 from agents.spec import ServerLimits
 
@@ -42,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     _log_format(run, argparse.SUPPRESS)
     run.add_argument("--state-dir", type=Path, required=True)
     run.add_argument("--no-gpu", action="store_true", help="run servers on the CPU even where a GPU exists")
+    run.add_argument(
+        "--fake-mig",
+        metavar="GPU",
+        help=f"with --no-gpu: cut fake MIG slices of this GPU ({', '.join(GEOMETRIES)}), kept in DIR/{FAKE_FILE}",
+    )
+    run.add_argument("--fake-gpus", type=int, default=1, help="how many fake MIG GPUs (default 1)")
     run.add_argument("--interval", type=float, default=0.5, help="seconds between loops (default 0.5)")
     run.add_argument(
         "--backoff-initial", type=float, default=1.0, help="first restart delay in seconds (doubles, at most 30)"
@@ -52,6 +62,7 @@ def _parser() -> argparse.ArgumentParser:
         ("--read-timeout", limits.read_timeout_s, "seconds a client has to send a whole request"),
         ("--idle-timeout", limits.idle_timeout_s, "seconds a connection may stay open without a request"),
         ("--max-connections", limits.max_connections, "open connections per server; past it requests get 503"),
+        ("--max-header-kb", limits.max_header_kb, "KiB of request line and headers; past it requests get 431"),
     ):
         run.add_argument(flag, type=type(default), default=default, help=f"{what} (default {default:g})")
     apply = sub.add_parser("apply", help="validate an assignment and hand it to the agent")
@@ -95,6 +106,53 @@ def _hardware(args: argparse.Namespace) -> tuple[str, Mps, GpuMonitor]:
     return "cuda", NvidiaMps(args.state_dir.resolve() / "mps"), monitor
 
 
+def _check_fake_mig(args: argparse.Namespace) -> None:
+    """--fake-mig's input errors, before anything is created."""
+    if args.fake_mig is None:
+        return
+    if args.fake_mig not in GEOMETRIES:
+        raise InputError(
+            "igniter-agent run", "--fake-mig", f"unknown GPU {args.fake_mig!r} (one of {', '.join(GEOMETRIES)})"
+        )
+    if not args.no_gpu:
+        raise InputError("igniter-agent run", "--fake-mig", "needs --no-gpu (no GPU is behind fake slices)")
+    if not 1 <= args.fake_gpus <= 16:
+        raise InputError("igniter-agent run", "--fake-gpus", f"must be 1..16, got {args.fake_gpus}")
+    path = args.state_dir / FAKE_FILE
+    if path.exists():
+        kind = FakeMig(path).describe().removeprefix("fake:")
+        if kind != args.fake_mig:
+            raise InputError(
+                str(path), "kind", f"holds a fake {kind}, not {args.fake_mig}; use another state directory"
+            )
+
+
+def _mig(args: argparse.Namespace, device: str) -> MigManager | None:
+    """The MIG manager: fake slices with --fake-mig, NVML's on a GPU machine, none on the CPU."""
+    root = args.state_dir.resolve()
+    if args.fake_mig is not None:
+        fake = FakeMig.make(root / FAKE_FILE, args.fake_mig, args.fake_gpus)
+        manager = MigManager(fake, root / "mig", lambda s: SliceDirsOnly(_slice_root(root, s), str(s.uuid)))
+    elif device == "cuda":
+        import pynvml
+
+        try:
+            nvml = NvmlMig(pynvml)
+        except MigError as exc:
+            logging.getLogger("igniter-agent").warning("MIG unavailable: %s", exc)
+            return None
+        manager = MigManager(nvml, root / "mig", lambda s: NvidiaMps(_slice_root(root, s), visible=str(s.uuid)))
+    else:
+        return None
+    manager.adopt()
+    return manager
+
+
+def _slice_root(root: Path, s: Slice) -> Path:
+    """A slice's MPS directories: short (MPS's Unix sockets have a 108-byte path limit)."""
+    return root / "mps" / f"g{s.gpu}i{s.gi_id}"
+
+
 AGENT_EXTRA = "pip install 'igniter-autoscaler[agent]'"
 
 
@@ -120,6 +178,7 @@ def _limits(args: argparse.Namespace) -> ServerLimits:
         "read_timeout_s": args.read_timeout,
         "idle_timeout_s": args.idle_timeout,
         "max_connections": args.max_connections,
+        "max_header_kb": args.max_header_kb,
     }
     try:
         return ServerLimits(**values)
@@ -131,6 +190,7 @@ def _limits(args: argparse.Namespace) -> ServerLimits:
 
 def cmd_run(args: argparse.Namespace) -> int:
     limits = _limits(args)  # before anything is created: bad input changes nothing
+    _check_fake_mig(args)
     os.umask(PRIVATE_UMASK)
     logs.configure(args.log_format)
     logs.set_fleet(os.environ.get("IGNITER_FLEET") or None)  # the node's cloud-init writes it to node.env
@@ -141,7 +201,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     device, mps, gpus = _hardware(args)
     policy = RestartPolicy(initial_backoff_s=args.backoff_initial)
     cannot_serve = _serving_unavailable()
-    daemon = Daemon(args.state_dir.resolve(), mps, gpus, device, policy, limits=limits, cannot_serve=cannot_serve)
+    daemon = Daemon(
+        args.state_dir.resolve(),
+        mps,
+        gpus,
+        device,
+        policy,
+        limits=limits,
+        mig=_mig(args, device),
+        cannot_serve=cannot_serve,
+    )
     logging.getLogger("igniter-agent").info("pid %d, state dir %s, device %s", os.getpid(), args.state_dir, device)
     if cannot_serve is not None:  # said once here; status.json repeats it on every server it refuses
         logging.getLogger("igniter-agent").error("%s; every assigned server is refused until then", cannot_serve)

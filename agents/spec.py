@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -70,6 +70,17 @@ class ModelConfig(_Frozen):
     outputs: Annotated[list[TensorSpec], Field(min_length=1)]
 
 
+class SliceKey(NamedTuple):
+    """A MIG slice as the assignment names it: GPU index, profile (`3g.40gb`), start position."""
+
+    gpu: int
+    profile: str
+    start: int
+
+    def label(self) -> str:
+        return f"{self.profile}@{self.start} on GPU {self.gpu}"
+
+
 class ServerSpec(_Frozen):
     """One inference server this VM must run. Any change to it means a restart (MPS shares are fixed per process)."""
 
@@ -83,6 +94,9 @@ class ServerSpec(_Frozen):
     max_queue_delay_ms: Annotated[float, Field(ge=0, le=10_000)] = 5.0
     host: Annotated[str, Field(min_length=1)] = "127.0.0.1"
     drain_timeout_s: Annotated[float, Field(ge=0, le=3600)] | None = None
+    mig_profile: Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[1-8]g\.[0-9]+gb(\+me)?$")] | None = None
+    mig_start: Annotated[int, Field(ge=0, le=7)] | None = None
+    processes: Annotated[int, Field(ge=1, le=64)] = 1
 
     @field_validator("host")
     @classmethod
@@ -92,6 +106,12 @@ class ServerSpec(_Frozen):
             return str(ipaddress.ip_address(host))
         except ValueError:
             raise ValueError(f"must be an IP address such as 127.0.0.1 or 0.0.0.0, got {host!r}") from None
+
+    def mig_slice(self) -> SliceKey | None:
+        """The MIG slice this server runs in (GPU index, profile, start), or None for a whole GPU."""
+        if self.mig_profile is None or self.mig_start is None:
+            return None
+        return SliceKey(self.gpu_index, self.mig_profile, self.mig_start)
 
     def restart_key(self) -> ServerSpec:
         """What a running process depends on: a change of drain_timeout_s alone needs no restart."""
@@ -104,19 +124,22 @@ class ServerLimits(_Frozen):
     read_timeout_s bounds the whole request (headers and body) from its first byte, so a client
     that trickles bytes (slowloris) cannot hold a connection; idle_timeout_s closes connections
     that carry no request, from the connect and between keep-alive requests; past
-    max_connections open connections a request gets 503; drain_timeout_s bounds a graceful stop.
+    max_connections open connections a request gets 503; a request line and headers larger than
+    max_header_kb get 431 (httptools would otherwise buffer a header of any size: 66 MB were
+    taken, and 8 such clients doubled a server's memory); drain_timeout_s bounds a graceful stop.
     """
 
     read_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
     idle_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     max_connections: Annotated[int, Field(ge=1, le=65536)] = 1024
+    max_header_kb: Annotated[int, Field(ge=1, le=1024)] = 64  # request line and headers (431 past it)
     drain_timeout_s: Annotated[float, Field(ge=0, le=3600)] = 30.0
 
 
 class Assignment(_Frozen):
     """What the autoscaler wants this VM to run; `generation` orders assignments."""
 
-    generation: Annotated[int, Field(ge=0, le=2**63 - 1)]
+    generation: Annotated[int, Field(ge=0, le=2**63 - 1, strict=True)]  # "5" is not a generation
     servers: list[ServerSpec]
 
     def by_name(self) -> dict[str, ServerSpec]:
@@ -159,7 +182,29 @@ def parse_assignment(text: str | bytes, source: str) -> Assignment:
     except ValidationError as exc:
         raise from_validation(source, exc) from None
     _check_unique(source, assignment.servers, "servers", _SERVER_KEYS)
+    _check_slice_fields(source, assignment.servers)
     return assignment
+
+
+def _check_slice_fields(source: str, servers: list[ServerSpec]) -> None:
+    """What needs no GPU to check: a slice is named by both fields, and holds one workload only
+    (nothing measured supports two models in one slice)."""
+    holder: dict[SliceKey, int] = {}
+    for i, server in enumerate(servers):
+        if (server.mig_profile is None) != (server.mig_start is None):
+            missing = "mig_start" if server.mig_start is None else "mig_profile"
+            raise InputError(source, f"servers[{i}].{missing}", "a MIG slice needs both mig_profile and mig_start")
+        key = server.mig_slice()
+        if key is None:
+            continue
+        first = holder.setdefault(key, i)
+        if servers[first].workload != server.workload:
+            raise InputError(
+                source,
+                f"servers[{i}].workload",
+                f"slice {key.label()} already runs workload {servers[first].workload!r} (servers[{first}]);"
+                " one workload per slice",
+            )
 
 
 class _DuplicateKey(yaml.YAMLError):

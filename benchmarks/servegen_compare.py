@@ -96,6 +96,7 @@ def wanted(opts: SimOptions, everything: bool) -> bool:
 
 def main() -> None:
     everything = "--all" in sys.argv[1:]
+    code = commit()  # what runs is what was checked out at the start
     policy = load_policy(POLICY)
     trace = traces.read_wide(TRACE)
     started = time.perf_counter()
@@ -108,7 +109,7 @@ def main() -> None:
     peak = runs[MAIN]["static_peak_cost_usd"]
     doc = {
         "machine": describe(),
-        "commit": commit(),
+        "commit": code,
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "wall_seconds": round(time.perf_counter() - started, 1),
         "policy": str(POLICY.relative_to(ROOT)),

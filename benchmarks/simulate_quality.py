@@ -27,7 +27,10 @@ Issue 14's targets (reconfiguration without outage, surge cost) come first: see 
 `--only attainment` answers issue 16 instead (benchmarks/_targets.py): the policy defaults
 (`headroom: auto`) on every trace at its own resolution and at 1-minute rows, against the oracle.
 
-Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure|rollout|attainment] [--scales 0.7,0.85]
+`--only bursts` answers issue 35 (benchmarks/_bursts.py): before vs after the fast path and
+bursting into free share, side by side, on every trace at 1-minute rows.
+
+Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure|rollout|attainment|bursts] [--scales 0.7,0.85]
 """
 
 from __future__ import annotations
@@ -395,9 +398,10 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="ServeGen: the first 3 days only")
     ap.add_argument(
         "--only",
-        choices=["servegen", "azure", "rollout", "attainment"],
+        choices=["servegen", "azure", "rollout", "attainment", "bursts"],
         help="one scenario; rollout: issue 14's targets (reconfiguration without outage, _rollout.py); "
-        "attainment: issue 16's targets, the policy defaults on every trace (benchmarks/_targets.py)",
+        "attainment: issue 16's targets, the policy defaults on every trace (benchmarks/_targets.py); "
+        "bursts: issue 35's, before vs after the fast path and bursting (benchmarks/_bursts.py)",
     )
     ap.add_argument("--no-table", action="store_true", help="attainment: skip the forecast table (first halves)")
     ap.add_argument("--case", help="attainment: only the traces whose name contains this (e.g. Azure, 1-minute)")
@@ -409,6 +413,11 @@ def main() -> None:
     args = ap.parse_args()
     scales = tuple(float(x) for x in args.scales.split(",") if x.strip())
     print(f"machine: {describe()}")
+    if args.only == "bursts":
+        import _bursts
+
+        _bursts.main(only=args.case)
+        return
     if args.only == "attainment":
         import _targets
 

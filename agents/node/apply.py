@@ -14,6 +14,7 @@ from pathlib import Path
 from agents.errors import InputError
 from agents.fsutil import atomic_write_text, open_private, read_json
 from agents.node.daemon import ASSIGNMENT_FILE
+from agents.node.mig_check import check_slices, inventory
 from agents.spec import Assignment, check_model_dirs, parse_assignment
 
 APPLY_LOCK = "apply.lock"
@@ -54,6 +55,8 @@ def apply_assignment(
 ) -> tuple[Assignment, bool]:
     """Validate and write; returns the assignment and whether anything changed. Raises InputError."""
     assignment = parse_assignment(text, source)
+    if any(s.mig_slice() is not None for s in assignment.servers):
+        check_slices(assignment, source, inventory(state_dir))
     if check_models:
         check_model_dirs(assignment, source)
     with os.fdopen(open_private(state_dir / APPLY_LOCK), "a") as lock:

@@ -26,9 +26,12 @@ from typing import Any, TextIO
 from agents.errors import InputError
 from agents.fsutil import atomic_write_json, open_private
 from agents.node.gpu import GpuMonitor
+from agents.node.group import ServerGroup
+from agents.node.mig import MigManager
+from agents.node.mig_check import check_slices
 from agents.node.mps import Mps
-from agents.node.supervisor import ManagedServer, RestartPolicy, ServerFiles, launch_server, stop_all
-from agents.spec import Assignment, ServerLimits, ServerSpec, parse_assignment
+from agents.node.supervisor import RestartPolicy, ServerFiles, launch_server, stop_all
+from agents.spec import Assignment, ServerLimits, ServerSpec, SliceKey, parse_assignment
 
 log = logging.getLogger("igniter-agent")
 ASSIGNMENT_FILE = "assignment.json"
@@ -96,18 +99,20 @@ class Daemon:
         policy: RestartPolicy = RestartPolicy(),
         clock: Callable[[], float] = time.monotonic,
         limits: ServerLimits = ServerLimits(),
+        mig: MigManager | None = None,
         cannot_serve: str | None = None,
     ) -> None:
         self.state_dir = state_dir
+        self.mig = mig
         self.cannot_serve = cannot_serve  # why no server can run here (no torch): each one is refused
         self.limits = limits
-        self.leaving: list[ManagedServer] = []
+        self.leaving: list[ServerGroup] = []
         self.mps = mps
         self.gpus = gpus
         self.device = device
         self.policy = policy
         self.clock = clock
-        self.servers: dict[str, ManagedServer] = {}
+        self.servers: dict[str, ServerGroup] = {}
         self.applied: Assignment | None = None
         self.assignment_error: str | None = None
         self._seen: tuple[int, int, int] | None = None
@@ -117,9 +122,12 @@ class Daemon:
         return spec.drain_timeout_s if spec.drain_timeout_s is not None else self.limits.drain_timeout_s
 
     def launch(self, spec: ServerSpec, files: ServerFiles) -> Any:
-        """Start one server with the GPU share MPS gives it (MPS is started first when needed)."""
-        self.mps.ensure_running()
+        """Start one server with the GPU share MPS gives it (MPS is started first when needed); a
+        server in a MIG slice gets the slice's MIG-<uuid> and the slice's own MPS daemon."""
         limits = self.limits.model_copy(update={"drain_timeout_s": self.drain_timeout(spec)})
+        if spec.mig_slice() is not None and self.mig is not None:
+            return launch_server(spec, self.mig.server_env(spec), self.device, files, limits)
+        self.mps.ensure_running()
         return launch_server(spec, self.mps.server_env(spec), self.device, files, limits)
 
     def step(self) -> None:
@@ -131,10 +139,33 @@ class Daemon:
         for server in self.leaving:
             server.tick(now)
         self.leaving = [server for server in self.leaving if server.state == "draining"]
+        self._reconcile_slices()
         held = {server.spec.port for server in self.leaving if server.holds_port()}
         for server in self.servers.values():
-            server.tick(now, hold=server.spec.port in held)
+            server.tick(now, hold=server.spec.port in held or not self._slice_ready(server.spec))
         self.write_status()
+
+    def _reconcile_slices(self) -> None:
+        """Create the assigned slices, destroy ours that no server is assigned to or still drains in."""
+        if self.mig is None:
+            return
+        desired = {k for k in (s.mig_slice() for s in (self.applied.servers if self.applied else [])) if k}
+        busy = {k for k in (s.spec.mig_slice() for s in self.leaving) if k}
+        self.mig.reconcile(desired, busy)
+
+    def _slice_ready(self, spec: ServerSpec) -> bool:
+        """A server in a slice waits (starting) until its slice exists."""
+        key = spec.mig_slice()
+        return key is None or (self.mig is not None and self.mig.ready(key))
+
+    def slice_servers(self) -> dict[SliceKey, list[str]]:
+        """Slice -> the servers (running and draining) in it, for status."""
+        out: dict[SliceKey, list[str]] = {}
+        for server in [*self.servers.values(), *self.leaving]:
+            key = server.spec.mig_slice()
+            if key is not None:
+                out.setdefault(key, []).append(server.spec.name)
+        return out
 
     def _read_assignment(self) -> Assignment | None:
         """The assignment file, parsed only when it changed (apply renames, so the inode changes)."""
@@ -149,7 +180,12 @@ class Daemon:
         self._seen = key
         try:
             assignment = parse_assignment(path.read_bytes(), str(path))
+            if any(s.mig_slice() is not None for s in assignment.servers):
+                gpus = {g.index: g for g in self.mig.inventory} if self.mig is not None else {}
+                check_slices(assignment, str(path), gpus)
         except (InputError, OSError) as exc:
+            if self.mig is not None and not self.mig.inventory:
+                self._seen = None  # the GPUs could not be read yet: check it again next loop
             self.assignment_error = str(exc)  # keep running what we have; say why in status
             log.error(
                 "assignment rejected, still running generation %s: %s", self.applied and self.applied.generation, exc
@@ -181,14 +217,14 @@ class Daemon:
         for name in set(changes.keep) - set(retry):
             self.servers[name].spec = desired.by_name()[name]  # drain_timeout_s may have changed
         for spec in (*changes.start, *changes.restart, *(desired.by_name()[name] for name in retry)):
-            server = ManagedServer(spec, ServerFiles.under(self.state_dir, spec.name), self.launch, self.policy, now)
+            server = ServerGroup(spec, self.state_dir, self.launch, self.policy, now)
             if self.cannot_serve is not None:
                 server.refuse(self.cannot_serve)
             self.servers[spec.name] = server
         self.servers = {spec.name: self.servers[spec.name] for spec in desired.servers}
         self.applied = desired
 
-    def _retire(self, server: ManagedServer, now: float) -> None:
+    def _retire(self, server: ServerGroup, now: float) -> None:
         """Start its drain; it stays supervised (and listed as draining) until its process is gone."""
         server.drain(now, self.drain_timeout(server.spec))
         if server.state == "draining":
@@ -207,6 +243,7 @@ class Daemon:
             "mps": self.mps.describe(),
             "assignment_error": self.assignment_error,
             "draining": [server.describe() for server in self.leaving],
+            "mig": self.mig.describe(self.slice_servers()) if self.mig is not None else {"enabled": False},
         }
 
     def write_status(self) -> None:
@@ -227,8 +264,12 @@ class Daemon:
     def shutdown(self) -> None:
         """No server outlives the agent: drain all (bounded), SIGKILL stragglers, record them stopped."""
         log.info("stopping %d server(s)", len(self.servers) + len(self.leaving))
-        stop_all([*self.servers.values(), *self.leaving], self.drain_timeout, self.clock)
+        stop_all(
+            [m for g in [*self.servers.values(), *self.leaving] for m in g.members], self.drain_timeout, self.clock
+        )
         self.leaving = []
         self.mps.stop()
+        if self.mig is not None:
+            self.mig.stop()
         self.write_status()
         self.gpus.close()

@@ -54,6 +54,34 @@ class NoMps:
         return {"enabled": False}
 
 
+class SliceDirsOnly:
+    """A MIG slice on a machine without MPS (the fake device on a CPU machine): the server gets the
+    slice's MIG-<uuid> and its own pipe and log directories, but no daemon runs."""
+
+    def __init__(self, root: Path, visible: str) -> None:
+        self.pipe_dir = root / "pipe"
+        self.log_dir = root / "log"
+        self.visible = visible
+
+    def ensure_running(self) -> None:
+        private_dir(self.pipe_dir)
+        private_dir(self.log_dir)
+
+    def server_env(self, spec: ServerSpec) -> dict[str, str]:
+        return {
+            "CUDA_VISIBLE_DEVICES": self.visible,
+            "CUDA_MPS_PIPE_DIRECTORY": str(self.pipe_dir),
+            "CUDA_MPS_LOG_DIRECTORY": str(self.log_dir),
+            "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": share_text(spec.mps_percent),
+        }
+
+    def stop(self) -> None:
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        return {"enabled": False, "pipe_dir": str(self.pipe_dir), "log_dir": str(self.log_dir)}
+
+
 def share_text(percent: float) -> str:
     """30.0 -> "30", 37.5 -> "37.5": the form CUDA_MPS_ACTIVE_THREAD_PERCENTAGE is given in."""
     return f"{percent:g}"
@@ -65,17 +93,23 @@ Runner = Callable[..., subprocess.CompletedProcess]
 class NvidiaMps:
     """The real thing: `nvidia-cuda-mps-control -d`, driven through subprocess."""
 
-    def __init__(self, root: Path, binary: str = CONTROL_BINARY, run: Runner = subprocess.run) -> None:
+    def __init__(
+        self, root: Path, binary: str = CONTROL_BINARY, run: Runner = subprocess.run, visible: str | None = None
+    ) -> None:
         self.pipe_dir = root / "pipe"
         self.log_dir = root / "log"
         self._binary = binary
         self._run = run
+        self.visible = visible  # a MIG slice's MIG-<uuid>: this daemon serves that slice only
         self.started_by_agent = False
         self.last_seen_running = False
 
     def _env(self) -> dict[str, str]:
-        """The daemon must see every GPU (no CUDA_VISIBLE_DEVICES), or indices would be remapped."""
+        """The daemon must see every GPU (no CUDA_VISIBLE_DEVICES), or indices would be remapped;
+        a slice's daemon sees its slice only (NVIDIA's MPS-on-MIG setup: one daemon per slice)."""
         env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+        if self.visible is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.visible
         env.update(CUDA_MPS_PIPE_DIRECTORY=str(self.pipe_dir), CUDA_MPS_LOG_DIRECTORY=str(self.log_dir))
         return env
 
@@ -119,15 +153,16 @@ class NvidiaMps:
         """The assigned GPU (in NVML / nvidia-smi order), our pipe directory and the thread share."""
         return {
             "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-            "CUDA_VISIBLE_DEVICES": str(spec.gpu_index),
+            "CUDA_VISIBLE_DEVICES": self.visible if self.visible is not None else str(spec.gpu_index),
             "CUDA_MPS_PIPE_DIRECTORY": str(self.pipe_dir),
             "CUDA_MPS_LOG_DIRECTORY": str(self.log_dir),
             "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": share_text(spec.mps_percent),
         }
 
     def stop(self) -> None:
-        """Quit the control daemon, only if this agent started it."""
-        if self.started_by_agent:
+        """Quit the control daemon, only if this agent started it (or it serves a slice of ours,
+        which an agent before a restart started)."""
+        if self.started_by_agent or (self.visible is not None and self.last_seen_running):
             try:
                 self._control("quit")
             except (OSError, subprocess.TimeoutExpired):

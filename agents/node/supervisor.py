@@ -81,6 +81,8 @@ def server_args(limits: ServerLimits) -> list[str]:
         f"{limits.idle_timeout_s:g}",
         "--max-connections",
         str(limits.max_connections),
+        "--max-header-kb",
+        str(limits.max_header_kb),
         "--drain-timeout",
         f"{limits.drain_timeout_s:g}",
     ]
@@ -302,6 +304,8 @@ class ManagedServer:
             "batch": spec.batch,
             "mps_percent": spec.mps_percent,
             "gpu_index": spec.gpu_index,
+            "mig_profile": spec.mig_profile,
+            "mig_start": spec.mig_start,
             "device": stats.get("device"),
             "restarts": self.restarts,
             "requests_total": stats.get("requests_total", 0),

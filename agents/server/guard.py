@@ -6,7 +6,9 @@ timeout and arms its idle timer only after a first response, so a client that co
 nothing, or trickles a request byte by byte (slowloris), would hold a connection forever.
 GuardedProtocol adds those two timers and a bound on open connections (503 past it), and answers
 malformed HTTP (for example Content-Length together with chunked framing, a request-smuggling
-vector that llhttp refuses) with a JSON 400. The limits are agents.spec.ServerLimits.
+vector that llhttp refuses) with a JSON 400, and a request line and headers past max_header_kb
+with a JSON 431 (httptools keeps a header of any size in memory until it ends). The limits are
+agents.spec.ServerLimits.
 
 It imports no torch: the inference server (http.py) and the autoscaler's status endpoint
 (autoscaler/loop/status.py) both serve through it.
@@ -26,7 +28,12 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from agents.spec import ServerLimits
 
 LINGER_S = 0.2  # how long an idle connection stays open at shutdown for a request already on its way
-_REASONS = {400: b"Bad Request", 408: b"Request Timeout", 503: b"Service Unavailable"}
+_REASONS = {
+    400: b"Bad Request",
+    408: b"Request Timeout",
+    431: b"Request Header Fields Too Large",
+    503: b"Service Unavailable",
+}
 
 
 class ServerConfig(uvicorn.Config):
@@ -68,6 +75,9 @@ class GuardedProtocol(HttpToolsProtocol):
         super().__init__(config, *args, **kwargs)
         self.limits = config.limits
         self._read_deadline: TimerHandle | None = None
+        self._head_bytes = 0  # of the request whose headers are being read
+        self._in_head = True
+        self._head_reset = False  # a message ended inside the chunk being fed
 
     def connection_made(self, transport: Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -75,12 +85,24 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         self._unset_keepalive_if_required()
+        self._head_reset = False
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             pass  # no WebSocket here: the request is served as plain HTTP
         except httptools.HttpParserError as exc:
             self._refuse(400, f"invalid HTTP request: {exc}")
+            return
+        self._count_head(len(data))
+
+    def _count_head(self, size: int) -> None:
+        """A chunk that leaves the headers unfinished is all header bytes (one in which a request
+        ended is not counted: at most one chunk is missed); past the limit the request gets 431."""
+        if not self._in_head or self._head_reset:
+            return
+        self._head_bytes += size
+        if self._head_bytes > self.limits.max_header_kb * 1024:
+            self._refuse(431, f"request line and headers larger than {self.limits.max_header_kb} KiB")
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -88,6 +110,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._read_deadline = self.loop.call_later(self.limits.read_timeout_s, self._read_timed_out)
 
     def on_headers_complete(self) -> None:
+        self._in_head = False
         if len(self.connections) <= self.limits.max_connections:
             super().on_headers_complete()
             return
@@ -99,6 +122,7 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._cancel_read_deadline()
+        self._in_head, self._head_bytes, self._head_reset = True, 0, True
         super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -141,11 +165,14 @@ class GuardedProtocol(HttpToolsProtocol):
         self.transport.close()
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """Listen before the model loads, so a port conflict fails the start at once."""
+def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """Listen before the model loads, so a port conflict fails the start at once. `reuse_port`:
+    the copies of one server (`processes` > 1) share the port, the kernel spreading connections."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.listen(1024)
     sock.set_inheritable(True)

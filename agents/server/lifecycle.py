@@ -49,7 +49,7 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 
 def serve(spec: ServerSpec, device: str, stats_file: Path | None, limits: ServerLimits, stop: threading.Event) -> None:
     """Bind, load, warm up, serve until stop, drain; stats go to stats_file every half second."""
-    sock = bind(spec.host, spec.port)
+    sock = bind(spec.host, spec.port, reuse_port=spec.processes > 1)
     app = App(spec, load_model_config(spec.model_dir), pick_device(device), limits)
     write_stats = (lambda: atomic_write_json(stats_file, app.stats())) if stats_file else (lambda: None)
     done = threading.Event()

@@ -1,7 +1,8 @@
 """`igniter run POLICY [--once] [--state FILE]`: the autoscaler control loop.
 
 Exit codes: 0 ok (for --once: the tick ran without error, or this process is a standby and did
-nothing); 1 internal error or a failed --once tick; 2 bad input (`FILE: field.path: message`, no
+nothing); 1 internal error or a failed --once tick (a gateway that could not be started or
+reached fails it too); 2 bad input (`FILE: field.path: message`, no
 traceback), a bad state file included (`STATE: what is wrong; what to do`).
 """
 
@@ -43,6 +44,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--no-status", action="store_true", help="do not serve the status endpoint")
     p.add_argument(
+        "--advisory",
+        action="store_true",
+        help="read the fleet and publish what would be done (/v1/advice, the log), change nothing, take no lease "
+        "(default state file: <fleet>.advisory.sqlite beside the autoscaler's)",
+    )
+    p.add_argument(
         "--log-level",
         default=None,
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
@@ -59,6 +66,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Dispatch; InputError propagates to the CLI's handler (exit 2, no traceback)."""
     if args.log_level:
         logging.getLogger().setLevel(args.log_level)
+    if args.once and args.advisory:
+        raise InputError("command line", "--advisory", "runs until stopped; give it without --once")
     return _once(args) if args.once else _serve(args)
 
 
@@ -101,7 +110,10 @@ def _once(args: argparse.Namespace) -> int:
         f"{len(report.outcome.done)} action(s) done, {len(report.outcome.failed)} failed",
         file=sys.stderr,
     )
-    return 0 if report.ok else 1
+    gateway = report.gateway.error if report.gateway is not None else None
+    if gateway:  # the tick's other work went through, but clients are not served: not a success
+        print(f"gateway: {gateway}", file=sys.stderr)
+    return 0 if report.ok and not gateway else 1
 
 
 def _lead(args: argparse.Namespace, policy: Any, leadership: Any) -> bool:
@@ -120,7 +132,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     policy = load_policy(args.policy)
     logs.set_fleet(policy.fleet)
-    return Service(args.policy, _state_path(args), None if args.no_status else status_bind(args, policy)).run()
+    state = _state_path(args)
+    if args.advisory and args.state is None:
+        state = state.with_suffix(".advisory.sqlite")  # beside the autoscaler's: the same local fleet and gateway
+    bind = None if args.no_status else status_bind(args, policy)
+    return Service(args.policy, state, bind, advisory=args.advisory).run()
 
 
 def status_bind(args: argparse.Namespace, policy: Any) -> Any:

@@ -72,6 +72,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         metavar="N",
         help="--compare: replay in N processes (default one per CPU; 1: one after another in this process)",
     )
+    p.add_argument(
+        "--frontier",
+        action="store_true",
+        help="cost against attainment: headroom auto at a few target_attainment values, and the oracle "
+        "(with --plot: the frontier as a chart)",
+    )
     add_spot_args(p)
     add_trace_args(p)
     p.set_defaults(func=run)
@@ -193,7 +199,11 @@ def run(args: argparse.Namespace) -> int:
         interruption_warning_s=args.interruption_warning_s,
         seed=args.seed,
     )
-    if args.compare:
+    if args.frontier:
+        from autoscaler.sim.frontier import frontier
+
+        results = frontier(policy, trace, opts, progress=None if args.json else _say_running)
+    elif args.compare:
         results = _compare(args, policy, trace, opts)
     else:
         results = [sim.simulate(policy, trace, opts)]
@@ -208,6 +218,11 @@ def _check_options(args: argparse.Namespace, policy: Any) -> None:
     if args.planner is not None and args.planner not in PLANNERS:
         raise InputError("--planner", args.planner, f"unknown planner (known: {', '.join(PLANNERS)})")
     _headroom(args.headroom)
+    if args.frontier and (args.compare or args.strategy != "autoscaler"):
+        other = "--compare" if args.compare else "--strategy"
+        raise InputError(
+            "--frontier", other, "give --frontier alone: it runs headroom auto at each target and the oracle"
+        )
     if args.workers is not None and args.workers < 1:
         raise InputError("--workers", str(args.workers), "must be at least 1")
     if args.plot and extras.missing("matplotlib"):  # before the replay, not after it
@@ -253,6 +268,10 @@ def _headroom(value: str | None) -> float | str | None:
     return number
 
 
+def _say_running(label: str) -> None:
+    print(f"simulating {label} ...", file=sys.stderr, flush=True)
+
+
 def _compare(args: argparse.Namespace, policy: Any, trace: Any, opts: Any) -> list[Any]:
     """--compare, its runs in --workers processes, watched on stderr (sim/watch.py)."""
     from contextlib import nullcontext
@@ -276,11 +295,20 @@ def _output(args: argparse.Namespace, results: list[Any], wall: float) -> None:
     )
     if args.timeline:
         simreport.write_timeline(r0, args.timeline)
-    if args.plot:
+    several = args.compare or args.frontier
+    if args.plot and args.frontier:
+        from autoscaler.sim.frontier import plot_frontier
+
+        plot_frontier(results, args.plot)
+    elif args.plot:
         simreport.plot(results if args.compare else [r0], args.plot)
     if args.json:
         docs = [r.summary() for r in results]
-        print(json.dumps(docs if args.compare else docs[0], indent=1))
+        print(json.dumps(docs if several else docs[0], indent=1))
+    elif args.frontier:
+        from autoscaler.sim.frontier import print_frontier
+
+        print_frontier(results)
     elif args.compare:
         simreport.print_compare(results)
     else:

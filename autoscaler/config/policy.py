@@ -10,12 +10,13 @@ silently falling back to a default.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from autoscaler.config import limits
 from autoscaler.config.errors import InputError, from_validation
@@ -108,6 +109,18 @@ class ProviderConfig(Frozen):
 CLOUD_MODEL_ROOT = "/var/lib/igniter/models"  # where a VM keeps <model>/model.pt unless agents.model_root says
 
 
+def _command_words(value: str) -> str:
+    """A command line split as a shell would (shlex): an unclosed quote is an error of the
+    policy, not of the first launch."""
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:
+        raise ValueError(f"not a command line: {exc} in {value!r}") from None
+    if not words:
+        raise ValueError("is empty: name the agent's command (default igniter-agent)")
+    return value
+
+
 class AgentsConfig(Frozen):
     transport: Literal["ssh", "local", "none"] = "local"
     user: str = Field(default="igniter", description="ssh: the nodes' agent user (Terraform's agent_user)")
@@ -121,7 +134,7 @@ class AgentsConfig(Frozen):
     connect_timeout_s: Timeout = 10.0
     command_timeout_s: Timeout = 30.0
     host_override: str | None = None
-    agent_command: str = "igniter-agent"
+    agent_command: Annotated[str, AfterValidator(_command_words)] = "igniter-agent"
     state_dir: str = "/var/lib/igniter"
     server_base_port: Annotated[int, Field(ge=1024, le=65000)] = 8100
     model_root: str | None = Field(

@@ -235,6 +235,8 @@ def print_summary(console: Console, demo: Any, wall_s: float, state: str, left: 
             }
         )
     console.print(summary_table(rows, "demo summary: requests"))
+    for name, (_model, slo) in _workloads(demo).items():
+        console.print(slo_verdict(name, slo, counts.get(name)))
     view = getattr(demo, "gateway_view", None)
     if view is not None:
         per = ", ".join(
@@ -253,6 +255,23 @@ def print_summary(console: Console, demo: Any, wall_s: float, state: str, left: 
         f"demo {state} in {wall_s:.0f} s; processes left behind: "
         + ("none" if not left else f"[red]{len(left)} ({', '.join(map(str, left))})[/red]")
     )
+
+
+def slo_verdict(workload: str, slo_ms: float, counts: Any) -> str:
+    """One sentence per workload: did it meet its SLO? It missed it when the clients' p99 latency
+    was above the SLO or a request failed or was refused (the gateway had no server for it)."""
+    if counts is None or not counts.sent:
+        return f"{workload}: no request was sent, so its {slo_ms:g} ms SLO was not measured"
+    p99 = counts.p99() if counts.latencies_ms else None
+    misses = []
+    if p99 is not None and p99 > slo_ms:
+        misses.append(f"its clients' p99 latency was {p99:.1f} ms, above the SLO")
+    if counts.failed or counts.refused:
+        misses.append(f"{counts.failed} of {counts.sent} requests failed and {counts.refused} were refused")
+    if misses:
+        return f"{workload} MISSED its {slo_ms:g} ms SLO: " + "; ".join(misses)
+    shown = f"p99 {p99:.1f} ms" if p99 is not None else "no latency recorded"
+    return f"{workload} met its {slo_ms:g} ms SLO ({shown}, all {counts.sent} requests answered)"
 
 
 def _workloads(demo: Any) -> dict[str, tuple[str, float]]:

@@ -29,7 +29,7 @@ from agents.launch import resolve_agent_command
 from agents.node.status import agent_running
 from autoscaler.config.offerings import ON_DEMAND
 from autoscaler.fleet.base import TAG_FLEET, Instance, InstanceState, PermanentError, fleet_tags
-from autoscaler.fleet.procs import find_owned, owned
+from autoscaler.fleet.procs import find_owned, owned, private_dirs
 
 PORT_STRIDE = 100
 META = "instance.json"
@@ -113,7 +113,7 @@ class LocalProvider:
 
     # -- helpers ----------------------------------------------------------------------------------
     def _prepare(self, state_dir: Path) -> None:
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)  # the instances' state: private
+        private_dirs(self.root)  # the instances' state: private, and every directory made for it
         state_dir.mkdir(exist_ok=True, mode=0o700)
 
     def _spawn(self, state_dir: Path) -> int:

@@ -74,16 +74,16 @@ def render(spec: GatewaySpec, paths: Paths, servers: Sequence[ServerSeen] = ()) 
 def _global(spec: GatewaySpec, paths: Paths) -> str:
     lines = [
         "global",
-        f"    stats socket {paths.socket} mode 600 level admin expose-fd listeners",
+        f"    stats socket {_quoted(paths.socket)} mode 600 level admin expose-fd listeners",
         "    stats timeout 30s",
         "    noreuseport",
         f"    maxconn {spec.max_connections}",
         f"    nbthread {spec.threads}" if spec.threads else "",
         f"    tune.bufsize {spec.buffer_kb * 1024}",
-        f"    server-state-file {paths.state_file}",
+        f"    server-state-file {_quoted(paths.state_file)}",
     ]
     if paths.pidfile:
-        lines.append(f"    pidfile {paths.pidfile}")
+        lines.append(f"    pidfile {_quoted(paths.pidfile)}")
     return "\n".join(ln for ln in lines if ln) + "\n"
 
 
@@ -182,6 +182,13 @@ def _backend(spec: GatewaySpec, workload: str, servers: Sequence[ServerSeen]) ->
     for s in sorted(servers, key=lambda v: v.name):
         lines.append(f"    server {s.name} {s.address} {server_options(spec, s.weight)}")
     return "\n".join(lines) + "\n"
+
+
+def _quoted(path: str) -> str:
+    """A path as one HAProxy argument: double-quoted, so a state directory with a space (or a #)
+    is one word, with the characters HAProxy interprets inside double quotes escaped."""
+    escaped = "".join("\\" + ch if ch in '"\\$' else ch for ch in path)
+    return f'"{escaped}"'
 
 
 def _json(value: object) -> str:

@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from autoscaler.core.routing.routes import GatewayView, Op, Route, ServerSeen
-from autoscaler.fleet.procs import alive, owned
+from autoscaler.fleet.procs import alive, owned, private_dirs
 from autoscaler.gateway import runtime
 from autoscaler.gateway.base import GatewayError, GatewaySpec, route_one, spec_hash
 from autoscaler.gateway.config import Paths, render
@@ -133,7 +133,7 @@ class LocalHaproxy:
         check_port_free(spec.host, spec.port)
         created = not self.dir.exists()
         try:
-            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dirs(self.dir)
             Path(self.paths.state_file).unlink(missing_ok=True)  # a dead process's states are stale
             self._write(spec, self._revived(spec), binary)
             self._run([binary, "-D", "-f", str(self.cfg), "-p", str(self.pidfile)], "start")

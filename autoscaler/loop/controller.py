@@ -27,6 +27,7 @@ from autoscaler.core.fleet.lifecycle import Record, State, SyncInput, going_away
 from autoscaler.core.layout.layout import layout_from_plan
 from autoscaler.core.layout.layout_types import Layout, layout_to_plan
 from autoscaler.core.rollout.colocation import server_judge
+from autoscaler.core.rollout.fast_path import additive, no_less
 from autoscaler.core.rollout.reconcile import Diff, FleetView, diff
 from autoscaler.core.routing.routes import GatewayNames
 from autoscaler.fleet.base import Instance, ProviderError, Retry
@@ -36,7 +37,8 @@ from autoscaler.loop.actuator import Actuator, Outcome
 from autoscaler.loop.fleet_view import ViewInput, agent_ready, fleet_view, live_records
 from autoscaler.loop.gateway_step import GatewayStep, fleet_names
 from autoscaler.loop.inputs import AGENT_DRAIN_WAIT_S, layout_input
-from autoscaler.loop.observe import observe, remember_agents
+from autoscaler.loop.observe import agent_facts, observe, remember_agents
+from autoscaler.loop.reach import ReachWatch
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
 from autoscaler.loop.tuning import planned_rates
@@ -58,16 +60,21 @@ class Controller:
         self.state = ControllerState()  # the tick's working copy (see loop/state.py)
         self._saved: ControllerState | None = None  # as saved at the end of the last tick
         self.routing = GatewayStep(deps.gateway) if deps.gateway is not None else None
+        self.agent_mig: dict[str, Any] = {}  # slot -> its agent's last `mig` status (/v1/fleet)
+        self.reach = ReachWatch()  # says once when a target goes out of reach (loop/reach.py)
+        self.fast = False  # the tick under way is a fast one (core/rollout/fast_path.py)
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
         return self._saved if self._saved is not None else self.store.load_state()
 
     # -- the tick ---------------------------------------------------------------------------------
-    def tick(self) -> TickReport:
-        """One full tick; a failure is recorded in the report (and the store), never raised."""
+    def tick(self, fast: bool = False) -> TickReport:
+        """One full tick; a failure is recorded in the report (and the store), never raised.
+        `fast`: a tick the fast path asked for, which only adds capacity (core/rollout/fast_path.py)."""
         start = self.deps.clock()
-        report = TickReport(self.store.begin_tick(start), start)
+        report = TickReport(self.store.begin_tick(start), start, fast=fast)
+        self.fast = fast
         with logs.tick_context(report.tick):  # every line logged during the tick names it (--log-format json)
             return self._tick(report, start)
 
@@ -83,6 +90,7 @@ class Controller:
             obs = self.observe(start)
             orphans = self.sync(obs)
             obs = self.interrupted(obs, report)
+            report.ready_servers, report.agent_errors = agent_facts(obs.statuses, self.deps.contact)
             planned = self.forecast(obs, report)
             corrections = self.guard(obs)
             self.converge(obs, orphans, planned, corrections, report)
@@ -128,6 +136,7 @@ class Controller:
     def observe(self, now: float) -> Observation:
         """The provider's instances, the agents' status, the rates (loop/observe.py)."""
         obs, self.state = observe(self.deps, self.policy, self.routing, self.state, now)
+        self.agent_mig = {slot: st.mig for slot, st in obs.statuses.items() if st.mig is not None}
         return obs
 
     def sync(self, obs: Observation) -> list[Instance]:
@@ -185,6 +194,7 @@ class Controller:
         self.state = replace(self.state, headroom=tuned.state)
         report.headroom, report.forecast_error, report.attainment = tuned.headroom, tuned.errors, tuned.attainment
         report.burst_floor, report.headroom_quantile = tuned.floor, tuned.level
+        report.reach = self.reach.update(self.policy, self.store, obs.now, tuned.headroom, tuned.attainment)
         if obs.reading.error:
             report.outcome.error("rates", obs.reading.error)
         report.observed, report.forecast = dict(obs.reading.rates), out.rates
@@ -242,6 +252,7 @@ class Controller:
         report.breaches = [b.to_json() for b in actions.breaches]
         report.converged = actions.converged
         report.surge_slots = sorted(actions.surge_slots)
+        report.bursts = sorted(actions.bursts)
         self.state = replace(self.state, rollout_baseline=actions.baseline)
 
     def plan(
@@ -254,6 +265,7 @@ class Controller:
     ) -> tuple[Layout, str]:
         """Hold plan, or the target plan once a cheaper one has held; the layout is saved first."""
         current = layout_to_plan(previous) if previous else None
+        planned = no_less(planned, previous.rates) if self.fast and previous else planned
         caps = self.caps(now)
         held_rates = hold_rates(planned, previous.rates) if previous else dict(planned)
         target = self.deps.planner(self.policy, planned, corrections, caps, current)
@@ -311,13 +323,16 @@ class Controller:
             self.policy, self.store, self.judge, contact=self.deps.contact, gated=self.routing is not None
         )
         if self.routing is None:
-            return diff(layout, view, obs.now, limits)
-        book = self.state.gateway_drains
-        actions, book = self.routing.gated_diff(
-            layout, view, obs.now, limits, self._gateway_names(), book, self.policy.gateway.drain_timeout_s
-        )
-        self.state = replace(self.state, gateway_drains=book)
-        return actions
+            out = diff(layout, view, obs.now, limits)
+        else:
+            book = self.state.gateway_drains
+            out, after = self.routing.gated_diff(
+                layout, view, obs.now, limits, self._gateway_names(), book, self.policy.gateway.drain_timeout_s
+            )
+            if self.fast:  # drains under way go on; a fast tick begins none
+                after = self.routing.drain(frozenset(book), book, obs.now)
+            self.state = replace(self.state, gateway_drains=after)
+        return replace(out, actions=tuple(additive(out.actions, view.applied))) if self.fast else out
 
     def _gateway_names(self) -> GatewayNames:
         return fleet_names(self.store.open_records(), self.store.applied())

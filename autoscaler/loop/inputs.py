@@ -82,6 +82,7 @@ def limits(policy: Policy, store: Store, judge: Judge, *, contact: bool, gated: 
         agent_drain_s=AGENT_DRAIN_WAIT_S if contact else 0.0,
         max_unavailable=policy.scaling.disruption_budget.limit(fleet),
         drain_timeout_s=policy.gateway.drain_timeout_s if gated else 0.0,
+        burst=policy.scaling.burst,
     )
 
 

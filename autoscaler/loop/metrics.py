@@ -11,6 +11,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from autoscaler.loop.health import STATUSES, Health
 from autoscaler.loop.metrics_gateway import GatewayCollector
 from autoscaler.loop.tick import TickReport
 
@@ -60,6 +61,18 @@ class Metrics:
             ["workload"],
             registry=r,
         )
+        self.out_of_reach = Gauge(
+            "igniter_target_out_of_reach",
+            "1 while a workload's target_attainment is out of reach of the settings, by cause "
+            "(cap reached, burst rise time, boot time; docs/operations.md)",
+            ["workload", "cause"],
+            registry=r,
+        )
+        self.fast_ticks = Counter(
+            "igniter_fast_ticks",
+            "Fast ticks the fast path ran between regular ticks (they only add capacity)",
+            registry=r,
+        )
         self.tick_seconds = Histogram(
             "igniter_tick_duration_seconds",
             "Duration of one tick",
@@ -82,6 +95,21 @@ class Metrics:
             "igniter_invariant_breaches",
             "Ticks where a policy limit made a move take capacity away before its replacement served",
             ["limit"],
+            registry=r,
+        )
+        self.health = Gauge(
+            "igniter_health_status",
+            "1 for the status /healthz reports (ok, degraded, failing, standby, starting), 0 for the others",
+            ["status"],
+            registry=r,
+        )
+        self.health_check = Gauge(
+            "igniter_health_check", "1 while a /readyz check passes, 0 while it fails", ["check"], registry=r
+        )
+        self.ready_servers = Gauge(
+            "igniter_ready_servers",
+            "Servers taking requests per workload (through the gateway when one runs, else ready per their agents)",
+            ["workload"],
             registry=r,
         )
         self.gateway = GatewayCollector()
@@ -110,6 +138,14 @@ class Metrics:
         _reset(self.attainment, {(w,): v for w, v in report.attainment.items() if v is not None})
         _reset(self.burst_floor, {(w,): v for w, v in report.burst_floor.items()})
         _reset(self.quantile, {(w,): v for w, v in report.headroom_quantile.items()})
+        _reset(self.out_of_reach, {(w, r.cause or ""): float(r.out) for w, r in report.reach.items()})
+
+    def set_health(self, health: Health, ready: dict[str, int] | None) -> None:
+        for status in STATUSES:
+            self.health.labels(status).set(1 if status == health.status else 0)
+        _reset(self.health_check, {(c.name,): 1.0 if c.ok else 0.0 for c in health.checks})
+        if ready is not None:
+            _reset(self.ready_servers, {(w,): float(n) for w, n in ready.items()})
 
 
 def _count(instances: list[dict[str, Any]]) -> list[tuple[dict[str, str], int]]:

@@ -92,3 +92,23 @@ def remember_agents(
     seen.update({k: now for k, slot in live.items() if slot in answered})
     rejected = {k: v for k, v in state.rejected.items() if k in live}
     return replace(state, agent_seen=seen, rejected=rejected)
+
+
+def agent_facts(statuses: Mapping[str, AgentStatus], contact: bool) -> tuple[dict[str, int] | None, dict[str, str]]:
+    """What the agents that answered say, for health (loop/health.py): ready servers per workload
+    (None when agents are not contacted: nothing is known), and the errors they report by slot."""
+    if not contact:
+        return None, {}
+    ready: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    for slot, st in sorted(statuses.items()):
+        for srv in st.servers:
+            if srv.state == "ready":
+                ready[srv.workload] = ready.get(srv.workload, 0) + 1
+        failed = [
+            f"server {s.name} failed: {s.last_error or 'no error given'}" for s in st.servers if s.state == "failed"
+        ]
+        said = ([st.error] if st.error else []) + failed
+        if said:
+            errors[slot] = "; ".join(said)
+    return ready, errors

@@ -122,6 +122,11 @@ INSTANCE = obj(
     updated_at=NUM,
     leaves_at=NUM_OR_NULL,
     servers=STRS,
+    mig={
+        "type": ["object", "null"],
+        "description": "Its agent's MIG status (igniter-agent status --json `mig`: device, errors, each GPU's "
+        "mig_mode and slices); null where MIG is off or the agent did not answer.",
+    },
 )
 FLEET = obj(
     "Open instance records, the fleet's hourly cost and what holds parts of it back.",
@@ -189,6 +194,25 @@ GATEWAY = obj(
         )
     ),
 )
+ADVICE = obj(
+    "igniter run --advisory: what the last tick would have done (none of it was done).",
+    mode={"const": "advisory"},
+    tick=INT,
+    at=NUM,
+    decision=STR,
+    cost_per_hour=NUM_OR_NULL,
+    counts=map_of(INT),
+    actions={
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {"action": {"enum": ["launch", "terminate", "drain", "assign", "gateway"]}},
+            "required": ["action"],
+        },
+    },
+    ok=BOOL,
+    error=STR_OR_NULL,
+)
 ERROR = obj("Every error is JSON.", error=STR)
 
 SCHEMAS: dict[str, Any] = {
@@ -201,6 +225,7 @@ SCHEMAS: dict[str, Any] = {
     "Headroom": {"oneOf": [HEADROOM, exact(FIRST, workloads=NONE), standby(workloads=NONE)]},
     "GatewayServer": GATEWAY_SERVER,
     "Gateway": {"oneOf": [GATEWAY, exact("No gateway, or before the first tick.", kind=STR, workloads=NONE)]},
+    "Advice": {"oneOf": [ADVICE, exact("Not an advisory run.", mode={"const": "off"}, actions=EMPTY)]},
     "Error": ERROR,
 }
 VIEWS = {
@@ -209,6 +234,7 @@ VIEWS = {
     "/v1/leader": ("Leader", "The fleet's lease"),
     "/v1/headroom": ("Headroom", "Headroom and attainment per workload"),
     "/v1/gateway": ("Gateway", "The gateway's servers and weights"),
+    "/v1/advice": ("Advice", "What an advisory run would do"),
 }
 
 

@@ -9,6 +9,10 @@
 - With a local gateway, the leader checks every GATEWAY_WATCH_S that its haproxy still runs; one
   that died (killed, crashed) ticks at once, and the tick starts it again with the servers it
   routed to: clients are refused for about a second, not until the next interval.
+- The fast path (core/rollout/fast_path.py, loop/watch.py): with a gateway, its request counters are
+  read every scaling.fast_path.poll_s between ticks, and a workload that outruns its ready capacity
+  (or panic_ratio x its planned rate) over the panic window ticks at once, a tick that only adds
+  capacity; at most one per min_gap_s, never during a tick, never on a standby.
 - SIGTERM / SIGINT: the tick in progress finishes, then the process exits 0.
 - SIGHUP, or a change of the policy file's mtime, reloads the policy before the next tick; an
   invalid policy is rejected with the error logged and the running one stays. Changes to `fleet`,
@@ -23,6 +27,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 import time
@@ -36,11 +41,16 @@ from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy, load_policy
 from autoscaler.fleet.samples import ensure_local_samples
 from autoscaler.leader.base import Fence, LeaseError
+from autoscaler.loop.advisory import ROLE as ADVISORY_ROLE
+from autoscaler.loop.advisory import AdvisoryController
+from autoscaler.loop.advisory import snapshot as advice_snapshot
 from autoscaler.loop.controller import Controller
+from autoscaler.loop.leadership import Leadership
 from autoscaler.loop.metrics_policy import PolicyCollector
 from autoscaler.loop.status import StatusServer, StatusState
 from autoscaler.loop.status_app import routes_listing
-from autoscaler.loop.wiring import build_controller, make_leadership, make_rates
+from autoscaler.loop.watch import FastWatch
+from autoscaler.loop.wiring import build_advisory_controller, build_controller, make_leadership, make_rates
 
 log = logging.getLogger(__name__)
 GATEWAY_WATCH_S = 0.5  # how often the leader checks that its local gateway still runs
@@ -58,14 +68,20 @@ class StatusBind:
 
 
 class Service:
-    def __init__(self, policy_path: Path, state_path: Path, status: StatusBind | None) -> None:
+    def __init__(self, policy_path: Path, state_path: Path, status: StatusBind | None, advisory: bool = False) -> None:
         self.policy_path = policy_path
         self.state_path = state_path
+        self.advisory = advisory  # loop/advisory.py: no lease, and nothing it calls changes the fleet
         self.mtime = _mtime(policy_path)
         policy = load_policy(policy_path)
         self.fence = Fence(time.monotonic)
-        self.controller: Controller = build_controller(policy, state_path, fence=self.fence)
+        self.controller: Controller = (
+            build_advisory_controller(policy, state_path)
+            if advisory
+            else build_controller(policy, state_path, fence=self.fence)
+        )
         self.state = StatusState()
+        self.leadership: Leadership | None = None
         self.state.metrics.registry.register(PolicyCollector(lambda: self.controller.policy))
         self.stop = threading.Event()
         self.reload_requested = threading.Event()
@@ -74,10 +90,17 @@ class Service:
         self.booking = threading.Lock()
         self.closing = False
         self.was_standby = False
+        gateway = self.controller.deps.gateway
+        self.watch = FastWatch(gateway.observe, self.controller.store) if gateway is not None else None
+        self.last_fast = -math.inf  # when the last fast tick ran
         try:
             self.server = self._status_server(status)
-            self.leadership = make_leadership(policy, self.fence, self._role_changed)
-            self._first_attempt()
+            if advisory:
+                self.state.set_leader(dict(ADVISORY_ROLE), changed=True)
+                log.info("advisory: reads the fleet and publishes what it would do (/v1/advice); changes nothing")
+            else:
+                self.leadership = make_leadership(policy, self.fence, self._role_changed)
+                self._first_attempt()
         except BaseException:
             self._close_parts()
             raise
@@ -94,6 +117,7 @@ class Service:
 
     def _first_attempt(self) -> None:
         """Leader or standby from the start; a lease table that cannot be used is bad input."""
+        assert self.leadership is not None
         try:
             self.leadership.attempt(strict=True)
         except LeaseError as exc:
@@ -103,6 +127,7 @@ class Service:
 
     def _role_changed(self, leader: bool) -> None:
         """From the lease thread: report the role; a new leader ticks at once, from the tags."""
+        assert self.leadership is not None
         self.state.set_leader(self.leadership.snapshot(), changed=True)
         if not leader:
             self.was_standby = True
@@ -128,18 +153,46 @@ class Service:
         work settling). The interval job and the early one never overlap: a tick that finds
         another in progress is skipped, since the one running does the same work."""
         if not self.ticking.acquire(blocking=False):
-            return
+            return  # no beat: a tick that never ends fails /livez's tick-loop check
         try:
-            if not self.fence.held:  # a standby acts on nothing
+            self.state.beat(time.time(), self.policy.scaling.interval_s)
+            if not self.advisory and not self.fence.held:  # a standby acts on nothing
+                assert self.leadership is not None
                 self.state.set_leader(self.leadership.snapshot())
                 return
             self.maybe_reload()
-            report = self.controller.tick()
-            self.state.publish(self.controller, report)
-            self._book_wake(report.wake_at)
+            self._tick(fast=False)
         except Exception:  # never let one tick kill the scheduler thread
             log.exception("tick job failed")
             self.state.metrics.errors.labels("tick").inc()
+        finally:
+            self.ticking.release()
+
+    def _tick(self, fast: bool) -> None:
+        report = self.controller.tick(fast=fast)
+        self.state.publish(self.controller, report)
+        if isinstance(self.controller, AdvisoryController):
+            self.state.set_advice(advice_snapshot(self.controller.advice.take(), report))
+        self._book_wake(report.wake_at)
+
+    def watch_job(self) -> None:
+        """The fast path (core/rollout/fast_path.py): between ticks, a workload whose rate over the panic
+        window outruns its ready capacity or panic_ratio x its planned rate ticks at once, as a
+        fast tick that only adds capacity; at most one per min_gap_s, none while a tick runs (the
+        watcher itself waits for no tick: it skips its read), none on a standby."""
+        cfg = self.policy.scaling.fast_path
+        if self.watch is None or not cfg.enabled or not self.fence.held or not self.ticking.acquire(blocking=False):
+            return
+        try:
+            now = time.time()
+            panics = self.watch.check(now, cfg)
+            if panics and now - self.last_fast >= cfg.min_gap_s and self.fence.held:
+                self.last_fast = now
+                log.warning("fast tick: %s", "; ".join(f"{p.workload} {p.why}" for p in panics))
+                self.state.metrics.fast_ticks.inc()
+                self._tick(fast=True)
+        except Exception:
+            log.exception("fast path failed")
         finally:
             self.ticking.release()
 
@@ -201,7 +254,8 @@ class Service:
         new = new.model_copy(update={s: getattr(old, s) for s in RESTART_SECTIONS})
         if new.rates != old.rates or new.workloads != old.workloads:
             self.controller.deps.rates = make_rates(new, self.controller.deps.gateway)
-        ensure_local_samples(new, self.state_path)  # a workload added may need a model
+        if not self.advisory:
+            ensure_local_samples(new, self.state_path)  # a workload added may need a model
         self.controller.set_policy(new)
         if new.scaling.interval_s != old.scaling.interval_s and self.scheduler is not None:
             self.scheduler.reschedule_job("tick", trigger="interval", seconds=new.scaling.interval_s)
@@ -219,12 +273,16 @@ class Service:
                 " ".join(routes_listing()),
                 "; /v1/* with a bearer token" if self.server.token else "",
             )
-        self.leadership.start()
+        if self.leadership is not None:
+            self.leadership.start()
         interval = self.policy.scaling.interval_s
         self.scheduler = BackgroundScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": max(1, int(interval))}
         )
         self.scheduler.add_job(self.tick_job, "interval", seconds=interval, id="tick", next_run_time=datetime.now())
+        fast = self.policy.scaling.fast_path
+        if self.watch is not None and fast.enabled:
+            self.scheduler.add_job(self.watch_job, "interval", seconds=fast.poll_s, id="fast-path")
         poll_s = self.policy.scaling.spot.queue_poll_s
         if self.controller.deps.interruptions is not None and poll_s > 0:
             self.scheduler.add_job(self.poll_job, "interval", seconds=poll_s, id="interruptions")

@@ -18,7 +18,9 @@ latest snapshot, so a slow scrape never blocks a tick and never touches the stor
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,12 +30,29 @@ import uvicorn
 from agents.server.guard import GuardedProtocol, ServerConfig, bind
 from agents.spec import ServerLimits
 from autoscaler.config.offerings import offering_prices
+from autoscaler.core.capacity.reach import conditions
 from autoscaler.core.fleet.lifecycle import LIVE, describe_table
+from autoscaler.loop.advisory import log_advice
 from autoscaler.loop.controller import Controller, TickReport
 from autoscaler.loop.gateway_step import snapshot
+from autoscaler.loop.health import (
+    FAILING,
+    OK,
+    STANDBY,
+    STANDBY_HEALTH,
+    STARTING,
+    STARTING_HEALTH,
+    Health,
+    HealthBook,
+    evaluate,
+    facts_of,
+    pick,
+    render,
+)
 from autoscaler.loop.metrics import Metrics
 from autoscaler.loop.status_app import build_app
 
+log = logging.getLogger(__name__)
 __all__ = ["STATUS_LIMITS", "Metrics", "StatusServer", "StatusState", "fleet_snapshot", "headroom_snapshot"]
 
 # A whole request within 30 s of its first byte (as the inference servers), idle connections
@@ -61,6 +80,7 @@ def fleet_snapshot(controller: Controller) -> dict[str, Any]:
             "updated_at": r.updated_at,
             "leaves_at": r.leaves_at,
             "servers": [s.name for s in applied.get(r.key, (0, ()))[1]],
+            "mig": controller.agent_mig.get(r.slot),
         }
         for r in store.open_records()
     ]
@@ -95,6 +115,7 @@ def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, A
             }
             for w, h in report.headroom.items()
         },
+        "conditions": conditions(report.reach),
     }
 
 
@@ -107,31 +128,63 @@ class StatusState:
     fleet: dict[str, Any] = field(default_factory=lambda: {"instances": []})
     headroom: dict[str, Any] = field(default_factory=lambda: {"workloads": {}})
     gateway: dict[str, Any] = field(default_factory=lambda: {"kind": "none", "workloads": {}})
-    healthy: bool = True
     last_error: str | None = None
     leader: dict[str, Any] = field(default_factory=lambda: {"role": "leader"})
     lock: threading.Lock = field(default_factory=threading.Lock)
+    book: HealthBook = field(default_factory=lambda: HealthBook(started_at=time.time()))
+    advice: dict[str, Any] = field(default_factory=lambda: {"mode": "off", "actions": []})
 
     def set_leader(self, snapshot: dict[str, Any], changed: bool = False) -> None:
         """The lease's state (leadership.snapshot()); a standby serves no plan, fleet or headroom."""
         with self.lock:
-            leader = snapshot["role"] == "leader"
+            leader = snapshot["role"] in ("leader", "advisory")  # an advisory run plans (and publishes) too
             if changed:
                 self.metrics.role_changes.labels(snapshot["role"]).inc()
-            self.metrics.leader.set(1 if leader else 0)
+            self.metrics.leader.set(1 if snapshot["role"] == "leader" else 0)
             self.metrics.lease_token.set(snapshot.get("token") or 0)
             self.leader = dict(snapshot)
             if not leader:
                 self.plan, self.fleet = {"layout": None, "role": "standby"}, {"instances": [], "role": "standby"}
                 self.headroom = {"workloads": {}, "role": "standby"}  # a standby plans nothing
+                self._set_health(STANDBY_HEALTH, None)
+            elif self.book.health.status == STANDBY:  # a new leader: nothing checked until its first tick
+                self._set_health(STARTING_HEALTH, None)
+
+    def set_advice(self, advice: dict[str, Any]) -> None:
+        """An advisory run's intended actions (loop/advisory.py), logged once per change."""
+        with self.lock:
+            previous = self.advice if self.advice.get("mode") == "advisory" else None
+            self.advice = advice
+        log_advice(advice, previous)
+
+    def beat(self, now: float, interval_s: float) -> None:
+        """The scheduler started a tick (leader or standby): what /livez's tick-loop check reads."""
+        with self.lock:
+            self.book.beat_at, self.book.interval_s = now, interval_s
+
+    def _set_health(self, health: Health, ready: dict[str, int] | None) -> None:
+        """The caller holds the lock. One log line and the metrics per change."""
+        line = self.book.update(health)
+        self.metrics.set_health(health, ready)
+        if line is not None:
+            (log.info if health.status in (OK, STANDBY, STARTING) else log.warning)("%s", line)
 
     def health(self) -> tuple[int, dict[str, Any]]:
-        """/healthz: (HTTP code, body); the caller holds the lock. A standby is healthy (200, status
-        "standby"): it is ready to take over, not broken."""
-        if self.leader.get("role", "leader") != "leader":
-            return 200, {"status": "standby", "last_error": None, "leader": self.leader}
-        body = {"status": "ok" if self.healthy else "failing", "last_error": self.last_error, "leader": self.leader}
-        return (200 if self.healthy else 503), body
+        """/healthz: (HTTP code, body); the caller holds the lock. 503 only while the last tick
+        failed; ok, degraded (with reasons), standby and starting answer 200, so a load balancer
+        or a supervisor keeps a process that works; /readyz is the strict one (health.py)."""
+        body = {**self.book.to_json(), "last_error": self.last_error, "leader": self.leader}
+        return (503 if self.book.health.status == FAILING else 200), body
+
+    def probe(self, kind: str, verbose: bool, exclude: list[str], only: str | None = None) -> tuple[int, str]:
+        """/livez and /readyz (and /livez/NAME, /readyz/NAME): kube-apiserver's text answers; the
+        caller holds the lock. An unknown NAME is (404, message)."""
+        checks = self.book.live(time.time()) if kind == "livez" else self.book.ready()
+        if only is not None:
+            checks = tuple(c for c in checks if c.name == only)
+            if not checks:
+                return 404, f"no {kind} check {only!r}\n"
+        return render(kind, pick(checks, exclude), verbose)
 
     def publish(self, controller: Controller, report: TickReport) -> None:
         fleet = fleet_snapshot(controller)
@@ -155,12 +208,18 @@ class StatusState:
             "error": report.error,
         }
         headroom = headroom_snapshot(controller, report)
+        facts = facts_of(controller, report)
+        health = evaluate(facts)
+        counts = facts.serving if facts.serving is not None else facts.ready
+        ready = None if counts is None else {w.name: counts.get(w.name, 0) for w in controller.policy.workloads}
         routing = controller.routing
         gateway = snapshot(routing, controller.policy) if routing is not None else {"kind": "none", "workloads": {}}
         with self.lock:
             self.metrics.update(report, fleet, corrections)
             self.metrics.gateway.set(gateway)
-            self.plan, self.fleet, self.healthy, self.last_error = plan, fleet, report.ok, report.error
+            self.plan, self.fleet, self.last_error = plan, fleet, report.error
+            if self.leader.get("role", "leader") != "standby":
+                self._set_health(health, ready)
             self.headroom = headroom
             self.gateway = gateway
 

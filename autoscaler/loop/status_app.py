@@ -1,4 +1,5 @@
-"""The status endpoint's routes, on starlette: every answer is JSON (or Prometheus text), errors too.
+"""The status endpoint's routes, on starlette: every answer is JSON, errors too, but for /metrics
+(Prometheus text) and /livez and /readyz (kube-apiserver's text: `ok`, or one line per check).
 
 `V1` maps each /v1/* path to the snapshot it serves; a new view of the controller adds one entry
 here and one schema in openapi.py (tests/loop/test_openapi.py checks the two agree). With a token,
@@ -41,8 +42,11 @@ class Served(Protocol):
     headroom: dict[str, Any]
     gateway: dict[str, Any]
     leader: dict[str, Any]
+    advice: dict[str, Any]
 
     def health(self) -> tuple[int, dict[str, Any]]: ...
+
+    def probe(self, kind: str, verbose: bool, exclude: list[str], only: str | None = None) -> tuple[int, str]: ...
 
 
 V1: dict[str, Callable[[Served], Any]] = {
@@ -51,8 +55,9 @@ V1: dict[str, Callable[[Served], Any]] = {
     "/v1/leader": lambda s: s.leader,
     "/v1/headroom": lambda s: s.headroom,
     "/v1/gateway": lambda s: s.gateway,
+    "/v1/advice": lambda s: s.advice,
 }
-OPEN = ("/healthz", "/metrics", "/openapi.json")
+OPEN = ("/healthz", "/livez", "/readyz", "/metrics", "/openapi.json")
 
 
 def json_response(code: int, body: Any, headers: dict[str, str] | None = None) -> Response:
@@ -83,6 +88,16 @@ def build_app(state: Served, token: bytes | None) -> ASGIApp:
             code, body = state.health()
         return json_response(code, body)
 
+    def probe(kind: str) -> Callable[[Request], Any]:
+        async def handler(request: Request) -> Response:
+            verbose = "verbose" in request.query_params
+            exclude = request.query_params.getlist("exclude")
+            with state.lock:
+                code, text = state.probe(kind, verbose, exclude, request.path_params.get("check"))
+            return Response(text, code, media_type="text/plain; charset=utf-8")
+
+        return handler
+
     async def metrics(request: Request) -> Response:
         with state.lock:
             body = generate_latest(state.metrics.registry)
@@ -93,6 +108,8 @@ def build_app(state: Served, token: bytes | None) -> ASGIApp:
 
     routes = [
         Route("/healthz", health, methods=["GET"]),
+        *(Route(f"/{kind}", probe(kind), methods=["GET"]) for kind in ("livez", "readyz")),
+        *(Route(f"/{kind}/{{check}}", probe(kind), methods=["GET"]) for kind in ("livez", "readyz")),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", spec, methods=["GET"]),
         *(Route(path, view(get), methods=["GET"]) for path, get in V1.items()),

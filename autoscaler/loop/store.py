@@ -24,7 +24,7 @@ from typing import Any
 from autoscaler.core.fleet.lifecycle import OPEN, Change, Record, State
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, layout_from_json
 from autoscaler.loop import statefile
-from autoscaler.loop.state import ControllerState
+from autoscaler.loop.state import ControllerState, StateError
 
 STATE_KEY = "controller_state"
 # The loose keys the controller kept before ControllerState (state version 0): read once, while
@@ -90,6 +90,8 @@ class Store:
     def _open(self, file: Path | None) -> None:
         if file is not None:
             statefile.check(self._db, file)  # first: WAL mode already writes to the file
+            if statefile.check_meta(self._db, file):
+                self._check_state(file)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
@@ -154,6 +156,13 @@ class Store:
                 legacy = {k: v for k in LEGACY_STATE_KEYS if (v := self._get(self._db, k)) is not None}
                 raw = {"version": 0, **legacy} if legacy else None
         return ControllerState.from_json(raw)
+
+    def _check_state(self, file: Path) -> None:
+        """The controller state reads (any known version): else the file is refused at open."""
+        try:
+            self.load_state()
+        except (StateError, TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise statefile.StateFileError(file, str(exc), statefile.MOVE_ASIDE, field=STATE_KEY) from None
 
     def save_state(self, state: ControllerState) -> None:
         """Replace the state object (and drop the legacy keys it was migrated from)."""
@@ -362,6 +371,13 @@ class Store:
             ).fetchall()
         keys = ("id", "tick", "kind", "slot", "detail", "status", "error", "at")
         return [dict(zip(keys, (*r[:4], json.loads(r[4]), *r[5:]))) for r in rows]
+
+    def last_error(self, kind: str, slot: str) -> str | None:
+        """The error of the slot's newest failed action of this kind (health names a refusal by it)."""
+        sql = "SELECT error FROM actions WHERE kind=? AND slot=? AND status='failed' ORDER BY id DESC LIMIT 1"
+        with self._lock:
+            row = self._db.execute(sql, (kind, slot)).fetchone()
+        return None if row is None else row[0]
 
     def begin_tick(self, now: float) -> int:
         with self._tx() as db:

@@ -302,9 +302,12 @@ def fenced(target: T, fence: Fence | None, mutating: Sequence[str]) -> T:
 
 
 def lock_dir(policy: Policy) -> Path:
-    """Where `leader: local` keeps its lock files: the same for every state file on the host."""
+    """Where `leader: local` keeps its lock files: the same for every state file and every user
+    of the host, so two users' autoscalers of one fleet never both lead it."""
     configured = policy.leader.lock_dir or os.environ.get("IGNITER_LOCK_DIR")
-    return _relative(policy, configured) if configured else default_state_path(policy).parent
+    from autoscaler.leader.local import HOST_LOCK_DIR
+
+    return _relative(policy, configured) if configured else HOST_LOCK_DIR
 
 
 def make_lease(policy: Policy) -> Lease:
@@ -334,3 +337,44 @@ def make_leadership(
     lease_s = policy.leader.lease_s
     poll = max(0.2, min(lease_s / 4, interval / 3))
     return Leadership(lease, fence, fleet=policy.fleet, poll_s=poll, renew_s=lease_s / 3, on_change=on_change)
+
+
+def build_advisory_controller(policy: Policy, state_path: Path, clock: Callable[[], float] = time.time) -> Controller:
+    """`igniter run --advisory` (loop/advisory.py): the real provider, transport, gateway and rate
+    source behind read-only adapters; no lease, no interruption queue, no sample models, its own
+    host-key pins; no gateway check either (the gateway it reads is another process's, on the
+    port that check would find taken)."""
+    from autoscaler.loop.advisory import (
+        Advice,
+        AdvisoryController,
+        ReadOnlyGateway,
+        ReadOnlyProvider,
+        ReadOnlyTransport,
+    )
+
+    store = Store(state_path)
+    try:
+        provider = make_provider(policy, state_path, clock)
+        own_pins = policy.model_copy(update={"agents": policy.agents.model_copy(update={"known_hosts": None})})
+        pins = make_pins(own_pins, state_path, provider)
+        transport, contact = make_transport(policy, pins)
+        real_gateway = make_gateway(policy, state_path, provider)
+    except BaseException:
+        store.close()
+        raise
+    advice = Advice()
+    gateway = None if real_gateway is None else ReadOnlyGateway(real_gateway, advice)
+    deps = Deps(
+        ReadOnlyProvider(provider, advice),
+        ReadOnlyTransport(transport, advice),
+        make_rates(policy, gateway),  # type: ignore[arg-type]
+        store,
+        default_planner,
+        clock,
+        contact,
+        make_gate(policy, provider, pins),
+        interruptions=None,
+        gateway=gateway,  # type: ignore[arg-type]
+        model_root=model_root(policy, state_path),
+    )
+    return AdvisoryController(policy, deps, advice)

@@ -109,6 +109,7 @@ class AgentStatus:
     servers: tuple[ServerStatus, ...] = ()
     error: str | None = None  # e.g. the agent rejected its assignment
     draining: tuple[str, ...] = ()  # servers it stopped that are still finishing what they hold
+    mig: Any = None  # the agent's `mig` status (each GPU's MIG mode and slices) where MIG is on
 
     def ready_names(self) -> set[str]:
         return {s.name for s in self.servers if s.state == "ready"}
@@ -129,6 +130,7 @@ def parse_status(data: Any) -> AgentStatus:
         tuple(str(s["name"]) for s in draining if isinstance(s, dict) and s.get("name"))
         if isinstance(draining, list)
         else (),
+        mig if isinstance(mig := data.get("mig"), dict) and mig.get("enabled") else None,
     )
 
 

@@ -29,16 +29,18 @@ class NoneTransport:
 class FakeTransport:
     """Records applies; reports each instance's last assignment back as its status.
 
-    Servers are `ready` unless named in `not_ready`; `p99` sets latency per workload and
-    `requests` the requests_total per server name; instance ids in `unreachable` fail, and those
-    in `errors` raise that error (e.g. a host key mismatch) from every call; `draining` lists,
-    per instance id, servers its agent reports still draining (a graceful stop under way)."""
+        Servers are `ready` unless named in `not_ready`; `p99` sets latency per workload and
+        `requests` the requests_total per server name; instance ids in `unreachable` fail, and those
+        in `errors` raise that error (e.g. a host key mismatch) from every call; `draining` lists,
+        per instance id, servers its agent reports still draining (a graceful stop under way); `mig`, the
+    MIG status every agent reports."""
 
     applies: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     not_ready: set[str] = field(default_factory=set)
     unreachable: set[str] = field(default_factory=set)
     reject: bool = False
     p99: dict[str, float] = field(default_factory=dict)
+    mig: dict[str, Any] | None = None  # the `mig` status every agent reports (MIG on the node)
     requests: dict[str, int] = field(default_factory=dict)
     errors: dict[str, TransportError] = field(default_factory=dict)
     draining: dict[str, list[str]] = field(default_factory=dict)
@@ -69,7 +71,8 @@ class FakeTransport:
             for s in current["servers"]
         ]
         draining = [{"name": n, "state": "draining"} for n in self.draining.get(instance.id, [])]
-        return {"generation": current["generation"], "agent_running": True, "servers": servers, "draining": draining}
+        out = {"generation": current["generation"], "agent_running": True, "servers": servers, "draining": draining}
+        return out | ({"mig": self.mig} if self.mig is not None else {})
 
     def forget(self, instance_id: str) -> None:
         """Simulate an agent that restarted with an empty state directory."""

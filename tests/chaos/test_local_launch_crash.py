@@ -16,6 +16,7 @@ import pytest
 
 from autoscaler.fleet.local import LocalProvider
 from autoscaler.fleet.procs import alive, find_owned
+from tests.chaos.report import record
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 
@@ -59,4 +60,5 @@ def test_an_agent_started_by_a_launch_killed_before_its_pid_was_written_is_adopt
     deadline = time.monotonic() + 20
     while alive(orphan) and time.monotonic() < deadline:
         time.sleep(0.1)
+    record("local_launch_crash", orphans=int(alive(orphan) or find_owned(marker) is not None))
     assert not alive(orphan) and find_owned(marker) is None

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.chaos.report import record
 from tests.fleet.test_ec2 import controller, fleet_instances, setup_templates, tags
 from tests.fleet.test_ec2_spot import queue_depth, queue_with, running_spot, spot_policy, sqs
 from tests.kit import events
@@ -40,4 +41,6 @@ def test_a_poison_message_beside_a_spot_warning_blocks_nothing(moto: Moto, tmp_p
     assert calls.ops[n:].count("RunInstances") == 1
     replacement = [i for i in fleet_instances(moto) if tags(i)["igniter:slot"] == rec.slot]
     assert len(replacement) == 2
-    assert queue_depth(moto, url) == 0  # both deleted: the poison one is not seen again
+    depth = queue_depth(moto, url)
+    record("poison_message", warning_handled_same_tick=int(going.state.value == "going_away"), left_in_queue=depth)
+    assert depth == 0  # both deleted: the poison one is not seen again

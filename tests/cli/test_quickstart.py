@@ -100,8 +100,8 @@ def test_the_example_policy_serves_every_workload_through_the_gateway(run: Run) 
         result = client.infer(name, inputs)
         for spec, want in zip(meta["outputs"], expected):
             np.testing.assert_allclose(result.as_numpy(spec["name"]), want.numpy(), rtol=1e-4, atol=1e-5)
-    health = httpx.get(f"http://{run.status}/healthz", timeout=5).json()
-    assert health["status"] == "ok", health
+    ok = wait_for(lambda: httpx.get(f"http://{run.status}/healthz", timeout=5).json()["status"] == "ok", 60, "ok")
+    assert ok and httpx.get(f"http://{run.status}/readyz", timeout=5).text == "ok\n"
     assert "wrote sample models for alexnet, resnet50, ssd, vgg19" in run.log.read_text()
     run.stop()
     assert run.proc.returncode == 0

@@ -40,6 +40,9 @@ def test_json_summary_has_every_field(igniter, small):
         "surge_instance_hours",
         "surge_cost_usd",
         "invariant_breaches",
+        "fast_ticks",
+        "burst_servers",
+        "out_of_reach_ticks",
     ):
         assert key in s
     assert s["duration_s"] == 960 and 0 < s["slo_attainment"] < 1 and s["scaling_actions"] >= 1
@@ -216,3 +219,25 @@ def test_trace_convert_long_to_wide_and_show(igniter, tmp_path):
 def test_trace_convert_bad_columns_exit_2(igniter, tmp_path):
     r = igniter("trace", "convert", ROOT / "traces" / "servegen-llm-rates-10min.csv", "--out", tmp_path / "o.csv")
     assert r.code == 2 and "servegen-llm-rates-10min.csv: time_s: missing column 'time_s'" in r.err
+
+
+def test_frontier_runs_each_target_and_the_oracle(igniter, small, tmp_path):
+    """Cost against attainment at a few targets (headroom auto), then the oracle; a higher target
+    never costs less here, and the chart is drawn with --plot."""
+    policy, trace = small
+    r = igniter("simulate", policy, "--trace", trace, "--frontier", "--json")
+    assert r.code == 0, r.err
+    runs = json.loads(r.out)
+    assert [x["label"] for x in runs] == ["target 0.99", "target 0.995", "target 0.999", "target 0.9999", "oracle"]
+    assert all(x["headroom"] == "auto" for x in runs[:-1])
+    r = igniter("simulate", policy, "--trace", trace, "--frontier", "--plot", tmp_path / "f.png")
+    assert r.code == 0, r.err
+    assert "x oracle" in r.out and (tmp_path / "f.png").stat().st_size > 1000
+
+
+def test_frontier_with_compare_is_bad_input(igniter, small):
+    policy, trace = small
+    r = igniter("simulate", policy, "--trace", trace, "--frontier", "--compare")
+    assert r.code == 2 and r.err.strip() == (
+        "error: --frontier: --compare: give --frontier alone: it runs headroom auto at each target and the oracle"
+    )

@@ -138,3 +138,21 @@ def test_demo_setup_writes_a_local_policy_with_the_tiny_model(tmp_path):
     assert policy.provider.kind == "local" and policy.agents.transport == "local"
     assert all(w.model_dir == str(model) for w in policy.workloads)
     assert {w.model for w in policy.workloads} <= {"alexnet", "resnet50", "vgg19", "ssd"}
+
+
+def test_the_summary_says_in_words_whether_each_workload_met_its_slo() -> None:
+    from autoscaler.demo.loadgen import Counts
+    from autoscaler.demo.stats import slo_verdict
+
+    met = Counts(sent=200, ok=200, latencies_ms=[10.0] * 200)
+    assert slo_verdict("m-mid", 40, met) == "m-mid met its 40 ms SLO (p99 10.0 ms, all 200 requests answered)"
+    slow = Counts(sent=100, ok=100, latencies_ms=[10.0] * 90 + [55.0] * 10)
+    assert (
+        slo_verdict("m-mid", 40, slow)
+        == "m-mid MISSED its 40 ms SLO: its clients' p99 latency was 55.0 ms, above the SLO"
+    )
+    lost = Counts(sent=100, ok=97, failed=1, refused=2, latencies_ms=[5.0] * 97)
+    assert (
+        slo_verdict("m-small", 30, lost) == "m-small MISSED its 30 ms SLO: 1 of 100 requests failed and 2 were refused"
+    )
+    assert slo_verdict("m-small", 30, None) == "m-small: no request was sent, so its 30 ms SLO was not measured"

@@ -99,8 +99,7 @@ def test_status_endpoint_shows_the_gateway(split: Controller) -> None:
         assert s["state"] == "ready" and s["address"].startswith("127.0.0.1:") and s["requests_total"] > 0
     assert w["requests_total"] >= 3000 and w["errors_5xx"] == 0 and "request_rate_rps" in w
     assert (
-        "igniter_gateway_server_weight{address=" in metrics
-        and 'igniter_gateway_requests_total{workload="w"}' in metrics
+        "igniter_gateway_server_weight{server=" in metrics and 'igniter_gateway_requests_total{workload="w"}' in metrics
     )
     assert "igniter_gateway_up 1.0" in metrics
 

@@ -15,7 +15,7 @@ import pytest
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
-from autoscaler.core.routing import AddServer, SetWeight
+from autoscaler.core.routing.routes import AddServer, SetWeight
 from autoscaler.gateway.base import GatewaySpec
 from autoscaler.gateway.local import LocalHaproxy
 from tests.agents.server.helpers import Served, start_server, stop_server

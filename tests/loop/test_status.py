@@ -20,7 +20,9 @@ from tests.kit.control import Clock, make_controller, make_policy, stub_planner,
 def test_endpoints_serve_the_published_snapshot(tmp_path: Path) -> None:
     policy = make_policy(tmp_path)
     clock = Clock()
-    ctl, prov, _tr, _ = make_controller(policy, clock)
+    ctl, prov, tr, _ = make_controller(policy, clock)
+    mig = {"enabled": True, "device": "nvml", "errors": [], "gpus": [{"index": 0, "mig_mode": "enabled", "slices": []}]}
+    tr.mig = mig  # each agent's MIG status reaches /v1/fleet per instance
     state = StatusState()
     server = StatusServer(state, 0).start()
     try:
@@ -33,6 +35,7 @@ def test_endpoints_serve_the_published_snapshot(tmp_path: Path) -> None:
         assert len(plan["layout"]["slots"]) == 3 and plan["forecast"] == {"alex": 150.0, "res": 50.0}
         fleet = httpx.get(url + "/v1/fleet").json()
         assert fleet["cost_per_hour"] == 9.18 and {i["state"] for i in fleet["instances"]} == {"ready"}
+        assert [i["mig"] for i in fleet["instances"]] == [mig] * 3
         metrics = httpx.get(url + "/metrics").text
         assert "igniter_fleet_cost_per_hour 9.18" in metrics
         assert 'igniter_instances{instance_type="p3.2xlarge",state="ready"} 3.0' in metrics
@@ -126,6 +129,12 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
         assert 'igniter_attainment_last_hour_ratio{workload="res"} 1.0' in metrics
         assert 'igniter_burst_floor_rps{workload="alex"} 400.0' in metrics
         assert 'igniter_headroom_quantile_ratio{workload="alex"} 0.999' in metrics
+        # alex's headroom sits at its cap: its target is out of reach, and the endpoint says so
+        cond = {c["workload"]: c for c in body["conditions"]}
+        assert cond["alex"]["status"] == "True" and cond["alex"]["reason"] == "CapReached"
+        assert cond["res"]["status"] == "False"
+        assert 'igniter_target_out_of_reach{cause="cap reached",workload="alex"} 1.0' in metrics
+        assert 'igniter_target_out_of_reach{cause="",workload="res"} 0.0' in metrics
         state.set_leader({"role": "standby", "token": None}, changed=True)  # lost the lease: plans nothing
         assert httpx.get(url + "/v1/headroom").json() == {"workloads": {}, "role": "standby"}
     finally:

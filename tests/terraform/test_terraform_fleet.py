@@ -76,7 +76,7 @@ def test_gpu_ami_comes_from_the_dlami_ssm_parameter_and_is_overridable(fleet: di
 
 def test_user_data_is_the_rendered_template(fleet: dict[str, Any]) -> None:
     template = fleet["resource"]["aws_launch_template"]["node"]
-    assert unwrap(template["user_data"]) == "base64encode(local.node_user_data)"
+    assert unwrap(template["user_data"]) == "base64encode(local.node_user_data[each.key])"
     assert "templates/node-user-data.yaml.tftpl" in fleet["locals"]["node_user_data"]
 
 

@@ -48,6 +48,7 @@ def node_vars(fleet: dict[str, Any]) -> dict[str, Any]:
         "model_dir": variables["model_dir"]["default"],
         "model_sync_interval": variables["model_sync_interval"]["default"],
         "install_cloudwatch_agent": "true",
+        "mig": "false",
         "agent_unit": unit_var("igniter-agent.service"),
         "gpu_setup_unit": unit_var("igniter-gpu-setup.service"),
     }
@@ -287,6 +288,9 @@ def test_node_enables_mps(node: dict[str, Any]) -> None:
         "/usr/bin/nvidia-smi --persistence-mode=1",
         "/usr/bin/nvidia-smi --compute-mode=EXCLUSIVE_PROCESS",
     ]
+    mig = unit(files(node)["/etc/systemd/system/igniter-gpu-setup.service.d/mig.conf"])
+    # before the compute mode (a GPU reset clears it); a no-op unless IGNITER_MIG=true (a MIG type)
+    assert mig == {"EnvironmentFile": ["/etc/igniter/node.env"], "ExecStartPre": ["/usr/local/sbin/igniter-mig-mode"]}
     assert gpu["Type"] == ["oneshot"] and gpu["RemainAfterExit"] == ["yes"]
     assert "User" not in gpu, "compute mode needs root"
     setup = files(node)["/usr/local/sbin/igniter-node-setup"]
@@ -348,3 +352,75 @@ def test_host_writes_the_policy_given_to_terraform(autoscaler: dict[str, Any], t
     end = next(i for i in range(start, len(setup)) if setup[i] == "fi")
     subprocess.run(["bash", "-euc", "\n".join(setup[start : end + 1])], check=True)
     assert target.read_text() == POLICY
+
+
+# --- MIG mode at boot --------------------------------------------------------------------------------
+
+FAKE_SMI = r"""#!/bin/bash
+# nvidia-smi stand-in: per-GPU current/pending MIG mode in $SMI_STATE/<i>.{cur,pend}; calls logged.
+echo "$*" >> "$SMI_STATE/calls"
+case "$*" in
+  --query-gpu=*) for g in 0 1; do echo "$g, $(cat $SMI_STATE/$g.cur), $(cat $SMI_STATE/$g.pend)"; done ;;
+  "-i "?" -mig 1") echo Enabled > "$SMI_STATE/$2.pend" ;;
+  "-i "?" --gpu-reset") [ "$RESET_WORKS" = 1 ] && cp "$SMI_STATE/$2.pend" "$SMI_STATE/$2.cur"; [ "$RESET_WORKS" = 1 ] ;;
+esac
+"""
+
+
+def _run_mig_mode(fleet: dict[str, Any], tmp_path: Path, mig: str, reset_works: bool) -> tuple[int, list[str], Path]:
+    rendered = cloud_config(render_template(NODE_TEMPLATE.read_text(), node_vars(fleet) | {"mig": mig}))
+    script = tmp_path / "igniter-mig-mode"
+    script.write_text(files(rendered)["/usr/local/sbin/igniter-mig-mode"])
+    bash_syntax_ok(script.read_text(), tmp_path)
+    bin_dir, state = tmp_path / "bin", tmp_path / "smi"
+    bin_dir.mkdir()
+    state.mkdir()
+    for name, body in (("nvidia-smi", FAKE_SMI), ("systemctl", 'echo "systemctl $*" >> "$SMI_STATE/calls"\n')):
+        (bin_dir / name).write_text(body if body.startswith("#!") else "#!/bin/bash\n" + body)
+        (bin_dir / name).chmod(0o755)
+    for gpu in (0, 1):
+        (state / f"{gpu}.cur").write_text("Disabled\n")
+        (state / f"{gpu}.pend").write_text("Disabled\n")
+    env_file = tmp_path / "node.env"
+    env_file.write_text(files(rendered)["/etc/igniter/node.env"])
+    done = subprocess.run(
+        ["bash", "-c", f"set -a; . {env_file}; set +a; exec bash {script}"],
+        env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin",
+            "SMI_STATE": str(state),
+            "RESET_WORKS": "1" if reset_works else "0",
+            "IGNITER_MIG_MARKER": str(tmp_path / "marker"),
+        },
+        capture_output=True,
+        text=True,
+    )
+    calls = (state / "calls").read_text().splitlines() if (state / "calls").exists() else []
+    return done.returncode, calls, tmp_path / "marker"
+
+
+def test_a_mig_type_turns_mig_mode_on_and_resets_before_the_agent(fleet: dict[str, Any], tmp_path: Path) -> None:
+    code, calls, marker = _run_mig_mode(fleet, tmp_path, "true", reset_works=True)
+    assert code == 0
+    sets = [c for c in calls if c.endswith("-mig 1")]
+    resets = [c for c in calls if c.endswith("--gpu-reset")]
+    assert sets == ["-i 0 -mig 1", "-i 1 -mig 1"] and resets == ["-i 0 --gpu-reset", "-i 1 --gpu-reset"]
+    assert calls.index(sets[-1]) < calls.index(resets[0]) and not marker.exists()
+    assert not any("reboot" in c for c in calls)
+
+
+def test_a_gpu_the_reset_cannot_switch_gets_one_reboot_then_an_error(fleet: dict[str, Any], tmp_path: Path) -> None:
+    code, calls, marker = _run_mig_mode(fleet, tmp_path, "true", reset_works=False)
+    assert code == 0 and marker.exists() and calls[-1] == "systemctl --no-block reboot"
+
+
+def test_other_types_leave_mig_mode_alone(fleet: dict[str, Any], tmp_path: Path) -> None:
+    code, calls, _ = _run_mig_mode(fleet, tmp_path, "false", reset_works=True)
+    assert code == 0 and calls == []
+
+
+def test_mig_instance_types_are_the_mig_capable_ones(fleet: dict[str, Any]) -> None:
+    variable = fleet["variable"]["mig_instance_types"]
+    assert variable["default"] == []
+    for capable in ("p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge"):
+        assert capable in str(variable["validation"])
+    assert "contains(var.mig_instance_types, type)" in fleet["locals"]["node_user_data"]

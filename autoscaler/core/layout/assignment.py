@@ -23,12 +23,23 @@ def assignment_json(
             workload=s.workload,
             model_dir=s.model_dir,
             batch=s.batch,
-            mps_percent=round(s.mps_percent, 4),
+            mps_percent=100.0 if s.mig_profile is not None else round(s.mps_percent, 4),
             gpu_index=s.gpu_index,
             port=port_base + s.index,
             host=host,
             max_queue_delay_ms=s.max_queue_delay_ms,
+            **_slice(s),
         )
         for s in sorted(servers, key=lambda v: v.index)
     ]
     return Assignment(generation=generation, servers=specs).model_dump(mode="json", exclude_unset=True)
+
+
+def _slice(s: PlannedServer) -> dict[str, Any]:
+    """A server on a MIG GPU names its slice and its process count (agents/spec.py); inside the
+    slice its processes run without an MPS thread limit (100 %), as the measured rows were taken.
+    The layout's mps_percent there is the slice's share of the GPU, for the per-GPU sums only."""
+    out: dict[str, Any] = {"processes": s.processes} if s.processes != 1 else {}
+    if s.mig_profile is not None and s.mig_start is not None:
+        out |= {"mig_profile": s.mig_profile, "mig_start": s.mig_start}
+    return out

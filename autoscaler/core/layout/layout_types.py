@@ -36,6 +36,9 @@ class PlannedServer:
     max_queue_delay_ms: float = 0.0
     replaces: str = ""  # the running server this one resizes on the same GPU: it takes over that one's load
     address: str = ""  # host:port where the gateway reaches it; recorded when its agent is told to run it
+    mig_profile: str | None = None  # on a MIG GPU: the slice it runs in (docs/planner.md), cut at mig_start
+    mig_start: int | None = None
+    processes: int = 1  # MPS copies of the workload in that slice (1 off MIG)
 
     def to_json(self) -> dict[str, Any]:
         """Every field by name, in declaration order: dataclasses.asdict's answer for these flat
@@ -53,6 +56,9 @@ class PlannedServer:
             self.batch,
             round(self.mps_percent, 4),
             round(self.max_queue_delay_ms, 3),
+            self.mig_profile,
+            self.mig_start,
+            self.processes,
         )
 
 

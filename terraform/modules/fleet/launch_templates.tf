@@ -10,7 +10,8 @@ data "aws_ssm_parameter" "gpu_ami" {
 locals {
   default_ami_id = var.ami_id != null ? var.ami_id : data.aws_ssm_parameter.gpu_ami[0].insecure_value
 
-  node_user_data = templatefile("${path.module}/templates/node-user-data.yaml.tftpl", {
+  # One user data per instance type: a MIG type also turns MIG mode on at boot (before the agent).
+  node_user_data = { for type in var.instance_types : type => templatefile("${path.module}/templates/node-user-data.yaml.tftpl", {
     fleet                    = var.name
     region                   = data.aws_region.current.name
     agent_user               = var.agent_user
@@ -24,7 +25,8 @@ locals {
     # deploy/systemd's units, as they are (indented for the YAML block they go in)
     agent_unit     = indent(6, trimspace(file("${path.module}/../../../deploy/systemd/igniter-agent.service")))
     gpu_setup_unit = indent(6, trimspace(file("${path.module}/../../../deploy/systemd/igniter-gpu-setup.service")))
-  })
+    mig            = contains(var.mig_instance_types, type) ? "true" : "false"
+  }) }
 }
 
 resource "aws_launch_template" "node" {
@@ -36,8 +38,15 @@ resource "aws_launch_template" "node" {
   instance_type          = each.key
   ebs_optimized          = true
   update_default_version = true
-  user_data              = base64encode(local.node_user_data)
+  user_data              = base64encode(local.node_user_data[each.key])
   vpc_security_group_ids = [aws_security_group.node.id]
+
+  lifecycle {
+    precondition {
+      condition     = alltrue([for t in var.mig_instance_types : contains(var.instance_types, t)])
+      error_message = "mig_instance_types must be a subset of instance_types."
+    }
+  }
 
   # A node that shuts itself down is gone for good; the autoscaler replaces it.
   instance_initiated_shutdown_behavior = "terminate"

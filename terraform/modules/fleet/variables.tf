@@ -186,6 +186,19 @@ variable "instance_types" {
   }
 }
 
+variable "mig_instance_types" {
+  description = "Instance types (also listed in instance_types) whose GPUs are cut into MIG slices: their nodes turn MIG mode on at boot, before igniter-agent starts, and the agent cuts the slices the autoscaler plans. Only A100, H100 and H200 types support MIG: p4d.24xlarge (8 x A100 40GB), p4de.24xlarge (8 x A100 80GB), p5.4xlarge (1 x H100 80GB), p5.48xlarge (8 x H100 80GB), p5e.48xlarge and p5en.48xlarge (8 x H200 141GB). V100 (p3), T4 (g4dn), A10G (g5) and L4 (g6) do not."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition = alltrue([for t in var.mig_instance_types : contains(
+      ["p4d.24xlarge", "p4de.24xlarge", "p5.4xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge"], t
+    )])
+    error_message = "mig_instance_types may only name MIG-capable types: p4d.24xlarge, p4de.24xlarge, p5.4xlarge, p5.48xlarge, p5e.48xlarge, p5en.48xlarge."
+  }
+}
+
 variable "ami_ssm_parameter" {
   description = "SSM public parameter holding the GPU AMI ID (an AWS Deep Learning AMI with the NVIDIA driver, CUDA, the AWS CLI and Python 3.11+). The default is the Base OSS NVIDIA driver DLAMI on Ubuntu 24.04. Note that current OSS-driver DLAMIs list G4dn and G5 but not P3 (V100) as supported: for p3 types set ami_ids_by_instance_type to an AMI whose driver still supports Volta."
   type        = string

@@ -1,0 +1,82 @@
+"""kill -9 of `igniter run --once` at its fault points, against EC2 in moto's server mode: at
+`after_launch` (RunInstances answered, nothing recorded) while scaling out and at
+`after_terminate` (TerminateInstances sent, nothing recorded; reached when that tick retires an
+instance) while scaling in, the rates drawn at random per trial (seeded); two clean runs after
+each crash. Counted: slots
+with two instances (duplicates), running instances no open record of the state file knows
+(orphans: the autoscaler would never retire them), tracebacks."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autoscaler.loop.store import Store
+from tests.chaos.report import record, trials
+from tests.fleet.test_ec2 import LOW, WORKLOADS, fleet_instances, policy_file, setup_templates, tags
+from tests.kit.backends import Moto
+from tests.kit.control import REPO
+
+pytestmark = [pytest.mark.e2e, pytest.mark.chaos, pytest.mark.slow]
+HIGH = {w["name"]: float(w["rate_rps"]) for w in WORKLOADS}
+TRIALS = max(1, trials(1) // 4)  # each trial is six igniter runs: make chaos's 20 give 5
+
+
+def _set_rates(path: Path, rates: dict[str, float]) -> None:
+    data = yaml.safe_load(path.read_text())
+    data["workloads"] = [{**w, "rate_rps": rates[w["name"]]} for w in data["workloads"]]
+    path.write_text(yaml.safe_dump(data))
+
+
+def _once(path: Path, state: Path, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "IGNITER_FAULT"}
+    if fault:
+        env["IGNITER_FAULT"] = fault
+    cmd = [sys.executable, "-m", "autoscaler", "run", str(path), "--once", "--state", str(state)]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=REPO)
+
+
+def _count(moto: Moto, state: Path) -> tuple[int, int]:
+    running = fleet_instances(moto)
+    slots = Counter(tags(i)["igniter:slot"] for i in running)
+    store = Store(state)
+    try:
+        known = {r.instance_id for r in store.open_records()}
+    finally:
+        store.close()
+    return sum(n - 1 for n in slots.values()), sum(i["InstanceId"] not in known for i in running)
+
+
+def test_kill_9_at_fault_points_leaves_no_duplicate_or_orphan(moto: Moto, tmp_path: Path) -> None:
+    rng = random.Random(32)
+    totals = Counter[str]()
+    for n in range(TRIALS):
+        moto.reset()
+        setup_templates(moto)
+        home = tmp_path / str(n)
+        home.mkdir()
+        path, state = policy_file(home, moto), home / "state.sqlite"
+        scale = rng.choice([0.5, 1.0, 1.5])
+        for rates, fault in (({w: r * scale for w, r in HIGH.items()}, "after_launch"), (LOW, "after_terminate")):
+            _set_rates(path, rates)
+            crashed = _once(path, state, fault)
+            totals["crashes"] += crashed.returncode == -9
+            totals["tracebacks"] += crashed.stderr.count("Traceback")
+            for _ in range(2):
+                again = _once(path, state)
+                assert again.returncode == 0, again.stderr
+                totals["tracebacks"] += again.stderr.count("Traceback")
+            duplicates, orphans = _count(moto, state)
+            totals["duplicates"] += duplicates
+            totals["orphans"] += orphans
+    record("crash_at_fault_points", trials=TRIALS, **totals)
+    print(f"\nkill -9 at fault points over {TRIALS} trial(s): {dict(totals)}")
+    assert totals["crashes"] >= TRIALS  # at least the launch point was reached every trial
+    assert totals["duplicates"] == 0 and totals["orphans"] == 0 and totals["tracebacks"] == 0
