@@ -74,8 +74,8 @@ class Store:
         self._parsed: dict[str, tuple[PlannedServer, ...]] = {}  # applied.servers text -> specs (see applied)
         self._layout_row: tuple[int, str, Layout] | None = None  # newest layouts row: id, body, parsed
         # Record lists by query, for an in-memory store only: no other connection can write to it,
-        # so they hold until this store's own apply() (the one writer of instances) clears them.
-        # A file may be written by another process (an operator's command), so it is read each time.
+        # so they hold until this store's next write transaction (_tx) clears them. A file may be
+        # written by another process (an operator's command), so it is read each time.
         self._records_seen: dict[tuple[str, tuple[Any, ...]], list[Record]] | None = {} if file is None else None
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         try:
@@ -116,6 +116,8 @@ class Store:
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self._records_seen is not None:
+                self._records_seen.clear()
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
@@ -191,11 +193,12 @@ class Store:
 
     def _records(self, where: str, args: tuple[Any, ...]) -> list[Record]:
         seen, key = self._records_seen, (where, args)
-        if seen is not None and key in seen:
-            return list(seen[key])  # Records are frozen; the list is the caller's
-        records = self._read_records(where, args)
-        if seen is not None:
-            seen[key] = records
+        with self._lock:  # a write between the read and the remembering would be lost
+            if seen is not None and key in seen:
+                return list(seen[key])  # Records are frozen; the list is the caller's
+            records = self._read_records(where, args)
+            if seen is not None:
+                seen[key] = records
         return list(records)
 
     def _read_records(self, where: str, args: tuple[Any, ...]) -> list[Record]:
@@ -237,8 +240,6 @@ class Store:
         """Persist transitions (record + history row each) in one transaction."""
         if not changes:
             return
-        if self._records_seen is not None:
-            self._records_seen.clear()
         with self._tx() as db:
             for ch in changes:
                 r = ch.record

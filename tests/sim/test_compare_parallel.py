@@ -3,6 +3,8 @@ advances (sim/parallel.py, sim/watch.py)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from autoscaler.sim.compare import compare
 from autoscaler.sim.engine import default_plan_fn
 from autoscaler.sim.parallel import workers_for
 from autoscaler.sim.traces import Trace
+from tests.conftest import run_cli
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # starts worker processes, replays 22 times
 
@@ -97,3 +100,28 @@ def test_worker_count_is_bounded_by_runs_and_at_least_one():
     assert workers_for(3, 8) == 3
     assert workers_for(11, 0) == 1
     assert 1 <= workers_for(11) <= 11
+
+
+@pytest.fixture
+def tiny(make_policy, write_csv, tmp_path):
+    make_policy()
+    trace = write_csv("trace.csv", [["time_s", "a"], *[[60 * i, 500 if i < 4 else 900] for i in range(8)]])
+    return tmp_path / "policy.yaml", trace
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(tiny):
+    """Piped, as a script runs it: a line per run as it starts, no bar; with --json, nothing."""
+    policy, trace = tiny
+    r = run_cli("simulate", str(policy), "--trace", str(trace), "--compare", "--workers", "2")
+    assert r.code == 0, r.err
+    assert "simulating igniter/last ..." in r.err and "simulating oracle ..." in r.err
+    assert "━" not in r.err and "\x1b[" not in r.err  # no bar, no cursor control
+    quiet = run_cli("simulate", str(policy), "--trace", str(trace), "--compare", "--json", "--workers", "2")
+    assert quiet.code == 0 and "simulating" not in quiet.err and "━" not in quiet.err
+    assert json.loads(quiet.out)[0]["label"] == "igniter/last"
+
+
+def test_workers_must_be_at_least_one(igniter, tiny):
+    policy, trace = tiny
+    r = igniter("simulate", policy, "--trace", trace, "--compare", "--workers", "0")
+    assert r.code == 2 and r.err.strip() == "error: --workers: 0: must be at least 1"
