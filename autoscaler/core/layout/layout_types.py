@@ -36,6 +36,9 @@ class PlannedServer:
     max_queue_delay_ms: float = 0.0
     replaces: str = ""  # the running server this one resizes on the same GPU: it takes over that one's load
     address: str = ""  # host:port where the gateway reaches it; recorded when its agent is told to run it
+    mig_profile: str | None = None  # on a MIG GPU: the slice it runs in (docs/planner.md), cut at mig_start
+    mig_start: int | None = None
+    processes: int = 1  # MPS copies of the workload in that slice (1 off MIG)
 
     def agent_key(self) -> tuple[Any, ...]:
         """What the agent sees; a change here needs a reconfigure (rates and predictions do not)."""
@@ -48,6 +51,9 @@ class PlannedServer:
             self.batch,
             round(self.mps_percent, 4),
             round(self.max_queue_delay_ms, 3),
+            self.mig_profile,
+            self.mig_start,
+            self.processes,
         )
 
 
@@ -155,6 +161,9 @@ def _placement(srv: PlannedServer) -> PlacementOut:
         srv.rate_rps,
         srv.predicted_latency_ms,
         srv.predicted_throughput_rps,
+        mig_profile=srv.mig_profile,
+        mig_start=srv.mig_start,
+        processes=srv.processes,
     )
 
 
