@@ -6,7 +6,7 @@ TOOLS   := .venv-tools
 STAMP   := $(VENV)/.installed
 TSTAMP  := $(TOOLS)/.installed
 
-.PHONY: test lint typecheck demo bench venv tools debs clean
+.PHONY: test lint typecheck demo bench chaos venv tools debs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,13 +27,17 @@ tools: $(TSTAMP)
 
 # Debian packages the tests and the demo start for real, as PACKAGE:COMMAND. Installed when missing
 # and this runs as root with apt; otherwise make stops at once and names them.
-DEBS := openssh-server:/usr/sbin/sshd openssh-client:ssh-keygen haproxy:haproxy socat:socat
+# prometheus ships promtool (tests/test_deploy_prometheus.py checks deploy/prometheus with it); the
+# package also enables a Prometheus server on :9090, which a fresh install here stops and disables
+# again: the tests need the tool, not the daemon.
+DEBS := openssh-server:/usr/sbin/sshd openssh-client:ssh-keygen haproxy:haproxy socat:socat prometheus:promtool
 debs:
 	@missing=$$(for d in $(DEBS); do c=$${d#*:}; command -v $$c >/dev/null 2>&1 || echo $${d%%:*}; done | sort -u | tr '\n' ' '); \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    echo "installing Debian packages: $$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null || exit 1; \
+	    case " $$missing " in *" prometheus "*) systemctl disable --now prometheus >/dev/null 2>&1 || true ;; esac; \
 	  else echo "missing Debian packages: $$missing(run: sudo apt-get install -y $$missing)" >&2; exit 1; fi; \
 	fi
 
@@ -50,6 +54,11 @@ test: $(STAMP) $(TSTAMP) debs lint typecheck
 
 demo: $(STAMP) debs
 	$(BIN)/python -m autoscaler.demo
+
+# The long probe suite (tests/chaos repeated: CHAOS_TRIALS trials and kills each); make test runs
+# its quick subset once.
+chaos: $(STAMP) debs
+	$(BIN)/python -m tests.chaos.run --trials 20
 
 bench: $(STAMP)
 	for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -7,6 +7,7 @@ Exit codes: 0 ok; 1 internal error (or a wait that did not succeed); 2 bad input
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 from rich.console import Console
 
+from agents import logs, version
 from agents.errors import InputError
 from agents.node import status as status_mod
 from agents.node.apply import apply_assignment
@@ -33,8 +35,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="igniter-agent", description="Runs MPS-partitioned inference servers on a GPU VM."
     )
+    parser.add_argument("--version", action="version", version=f"igniter-agent {version()}")
+    _log_format(parser, "text")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="the agent daemon (foreground; systemd runs it)")
+    _log_format(run, argparse.SUPPRESS)
     run.add_argument("--state-dir", type=Path, required=True)
     run.add_argument("--no-gpu", action="store_true", help="run servers on the CPU even where a GPU exists")
     run.add_argument("--interval", type=float, default=0.5, help="seconds between loops (default 0.5)")
@@ -47,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
         ("--read-timeout", limits.read_timeout_s, "seconds a client has to send a whole request"),
         ("--idle-timeout", limits.idle_timeout_s, "seconds a connection may stay open without a request"),
         ("--max-connections", limits.max_connections, "open connections per server; past it requests get 503"),
+        ("--max-header-kb", limits.max_header_kb, "KiB of request line and headers; past it requests get 431"),
     ):
         run.add_argument(flag, type=type(default), default=default, help=f"{what} (default {default:g})")
     apply = sub.add_parser("apply", help="validate an assignment and hand it to the agent")
@@ -69,6 +75,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _log_format(parser: argparse.ArgumentParser, default: str) -> None:
+    parser.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        default=default,
+        help="stderr log lines: text (default) or json, one object per line (time, level, logger, message, fleet)",
+    )
+
+
 def _hardware(args: argparse.Namespace) -> tuple[str, Mps, GpuMonitor]:
     """GPU mode when a GPU answers NVML and --no-gpu is absent; CPU mode otherwise."""
     if args.no_gpu:
@@ -81,6 +96,21 @@ def _hardware(args: argparse.Namespace) -> tuple[str, Mps, GpuMonitor]:
     return "cuda", NvidiaMps(args.state_dir.resolve() / "mps"), monitor
 
 
+AGENT_EXTRA = "pip install 'igniter-autoscaler[agent]'"
+
+
+def _serving_unavailable() -> str | None:
+    """Why this VM cannot run inference servers (they import torch), or None. Checked without
+    importing torch: the agent itself never needs it, and the import costs seconds."""
+    try:
+        found = importlib.util.find_spec("torch") is not None
+    except ImportError:  # a finder that refuses it: as good as missing
+        found = False
+    if not found:
+        return f"torch is not installed: install the agent extra ({AGENT_EXTRA})"
+    return None
+
+
 PRIVATE_UMASK = 0o077  # what run and apply create (and the servers and MPS daemon they start) is private
 
 
@@ -91,6 +121,7 @@ def _limits(args: argparse.Namespace) -> ServerLimits:
         "read_timeout_s": args.read_timeout,
         "idle_timeout_s": args.idle_timeout,
         "max_connections": args.max_connections,
+        "max_header_kb": args.max_header_kb,
     }
     try:
         return ServerLimits(**values)
@@ -103,15 +134,19 @@ def _limits(args: argparse.Namespace) -> ServerLimits:
 def cmd_run(args: argparse.Namespace) -> int:
     limits = _limits(args)  # before anything is created: bad input changes nothing
     os.umask(PRIVATE_UMASK)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logs.configure(args.log_format)
+    logs.set_fleet(os.environ.get("IGNITER_FLEET") or None)  # the node's cloud-init writes it to node.env
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # HUP too: a closed terminal stops cleanly
         signal.signal(signum, lambda *_: stop.set())
     lock = lock_state_dir(args.state_dir)
     device, mps, gpus = _hardware(args)
     policy = RestartPolicy(initial_backoff_s=args.backoff_initial)
-    daemon = Daemon(args.state_dir.resolve(), mps, gpus, device, policy, limits=limits)
+    cannot_serve = _serving_unavailable()
+    daemon = Daemon(args.state_dir.resolve(), mps, gpus, device, policy, limits=limits, cannot_serve=cannot_serve)
     logging.getLogger("igniter-agent").info("pid %d, state dir %s, device %s", os.getpid(), args.state_dir, device)
+    if cannot_serve is not None:  # said once here; status.json repeats it on every server it refuses
+        logging.getLogger("igniter-agent").error("%s; every assigned server is refused until then", cannot_serve)
     try:
         daemon.run(stop, args.interval)
     finally:

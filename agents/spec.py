@@ -104,19 +104,22 @@ class ServerLimits(_Frozen):
     read_timeout_s bounds the whole request (headers and body) from its first byte, so a client
     that trickles bytes (slowloris) cannot hold a connection; idle_timeout_s closes connections
     that carry no request, from the connect and between keep-alive requests; past
-    max_connections open connections a request gets 503; drain_timeout_s bounds a graceful stop.
+    max_connections open connections a request gets 503; a request line and headers larger than
+    max_header_kb get 431 (httptools would otherwise buffer a header of any size: 66 MB were
+    taken, and 8 such clients doubled a server's memory); drain_timeout_s bounds a graceful stop.
     """
 
     read_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
     idle_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 60.0
     max_connections: Annotated[int, Field(ge=1, le=65536)] = 1024
+    max_header_kb: Annotated[int, Field(ge=1, le=1024)] = 64  # request line and headers (431 past it)
     drain_timeout_s: Annotated[float, Field(ge=0, le=3600)] = 30.0
 
 
 class Assignment(_Frozen):
     """What the autoscaler wants this VM to run; `generation` orders assignments."""
 
-    generation: Annotated[int, Field(ge=0, le=2**63 - 1)]
+    generation: Annotated[int, Field(ge=0, le=2**63 - 1, strict=True)]  # "5" is not a generation
     servers: list[ServerSpec]
 
     def by_name(self) -> dict[str, ServerSpec]:

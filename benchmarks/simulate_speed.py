@@ -8,12 +8,27 @@ interpolates the 10-minute rows and adds seeded +-5 % noise. The policy ticks on
 (the CPU time is what the simulator itself costs on a machine shared with other work).
 
 Run: .venv/bin/python benchmarks/simulate_speed.py [--runs N]
+
+`--compare` times `igniter simulate policies/servegen-sim.yaml --trace
+traces/servegen-3models-wide.csv --compare` (the issue's target: under 2 minutes) as a user runs
+it, a fresh process per run, in the same session: one process (`--workers 1`: the caches alone)
+against the default (a worker per CPU), and with `--baseline REF` the code of a git revision
+before the change (exported with `git archive`, run the same way). `--days D` replays the
+trace's first D days only. Every case must print the same JSON (checked: identical numbers is the
+bar), and the table gives the median wall time of `--runs` runs, the ratio to the one-process
+case, and the CPU time where it can be measured (the one-process runs: a worker's time is not
+seen by the command, whose fork server does not wait for it). The load average is printed
+beside: on a shared machine wall time follows it.
+
+Run: nice .venv/bin/python benchmarks/simulate_speed.py --compare [--runs N] [--days D] [--baseline REF]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -94,11 +109,75 @@ def timed(policy_path: Path, trace: Trace, runs: int) -> tuple[float, float, dic
     return statistics.median(walls), statistics.median(cpus), summary
 
 
+def compare_cmd(days: float | None, workers: int | None) -> list[str]:
+    cmd = ["-m", "autoscaler", "simulate", str(ROOT / "policies" / "servegen-sim.yaml"), "--trace", str(SERVEGEN)]
+    cmd += ["--compare", "--json"] + (["--end-s", str(days * 86400)] if days else [])
+    return cmd + (["--workers", str(workers)] if workers else [])
+
+
+def run_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str]:
+    """Wall and CPU seconds of one command (CPU: it and the children it waited for), and its stdout."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, *cmd], cwd=cwd, env=env, stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime, out
+
+
+def baseline_tree(ref: str, into: Path) -> Path:
+    """The package and policies as they were at `ref`, to run beside this checkout."""
+    archive = subprocess.run(
+        ["git", "archive", ref, "autoscaler", "policies"], cwd=ROOT, capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive.stdout, check=True)
+    return into
+
+
+def compare_speed(runs: int, days: float | None, baseline: str | None) -> None:
+    """The `--compare` cases (see the module docstring), interleaved run by run so that the
+    machine's load falls on each alike."""
+    env = {**os.environ, "PYTHONPATH": ""}
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = {"one process (--workers 1)": (compare_cmd(days, 1), ROOT, env)}
+        cases["worker per CPU (default)"] = (compare_cmd(days, None), ROOT, env)
+        if baseline:
+            old = baseline_tree(baseline, Path(tmp))
+            cases[f"before: {baseline}"] = (compare_cmd(days, None), old, {**env, "PYTHONPATH": str(old)})
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+        outputs: set[str] = set()
+        for _ in range(runs):
+            for name, (cmd, cwd, e) in cases.items():
+                wall, cpu, out = run_once(cmd, cwd, e)
+                times[name].append((wall, cpu))
+                outputs.add(out)
+        assert len(outputs) == 1, "the cases printed different numbers"
+    medians = {
+        name: (statistics.median(w for w, _ in ts), statistics.median(c for _, c in ts)) for name, ts in times.items()
+    }
+    one = medians["one process (--workers 1)"][0]
+    before = medians[f"before: {baseline}"][0] if baseline else None
+    print(f"ServeGen example --compare, {days or 14:g} days, median of {runs}; load average {os.getloadavg()}")
+    print(f"{'case':<32} {'wall s':>8} {'one process / it':>17} {'before / it':>12} {'cpu s':>8}")
+    for name, (wall, cpu) in medians.items():
+        cpu_s = "-" if "default" in name else f"{cpu:.1f}"  # a worker's CPU is not seen (docstring)
+        vs_before = f"{before / wall:.2f}" if before else "-"
+        print(f"{name:<32} {wall:>8.1f} {one / wall:>17.2f} {vs_before:>12} {cpu_s:>8}")
+    print("identical JSON from every case: yes")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--compare", action="store_true", help="time simulate --compare (see the module docstring)")
+    ap.add_argument("--days", type=float, help="--compare: the trace's first D days only")
+    ap.add_argument("--baseline", metavar="REF", help="--compare: also time the code at this git revision")
     args = ap.parse_args()
     print(f"machine: {describe()}")
+    if args.compare:
+        compare_speed(args.runs, args.days, args.baseline)
+        return
     print(f"{'case':<44} {'ticks':>6} {'wall s':>7} {'cpu s':>7} {'ms/tick':>8} {'target':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         cases = [

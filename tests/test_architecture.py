@@ -50,13 +50,18 @@ LAYERS: dict[str, set[str]] = {
     "cli": PURE | EDGES | {"loop", "sim", "demo", "cli"},
 }
 # What the autoscaler may import from the agent side: its wire contract everywhere; the node
-# agent itself only where the autoscaler runs agents on this machine (local provider, demo).
+# agent itself only where the autoscaler runs agents on this machine (local provider, demo), with
+# the sample models they serve there (and `igniter models init`); the
+# inference server's torch-free HTTP guard where the loop serves its status endpoint.
 AGENT_IMPORTS: dict[str, set[str]] = {
-    "fleet": {"agents.node", "agents.launch"},
+    "loop": {"agents.server.guard"},
+    "fleet": {"agents.node", "agents.launch", "agents.samples"},
     "transport": {"agents.launch"},
-    "demo": {"agents.node", "agents.launch"},
+    "demo": {"agents.node", "agents.launch", "agents.samples"},
+    "cli": {"agents.samples"},
 }
-AGENT_CONTRACT = {"agents.spec", "agents.profiler.schema"}  # the wire contracts, owned by the agent side
+# the wire contracts and the one log format: owned by the agent side, shared by both
+AGENT_CONTRACT = {"agents.spec", "agents.profiler.schema", "agents.logs"}
 # core's rooms -> the rooms each may import (besides itself): the layout at the bottom, the rollout on top
 CORE_ROOMS: dict[str, set[str]] = {
     "layout": set(),

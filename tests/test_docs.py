@@ -1,9 +1,25 @@
-"""docs/operations.md documents every lifecycle edge and every policy default it lists."""
+"""The docs cannot go stale: docs/operations.md documents every lifecycle edge and every policy
+default it lists, and every figure README.md and docs/*.md quote from a benchmark or a simulation is
+the one its results file holds.
+
+The marker convention (docs/README of benchmarks/results, in benchmarks/results/README.md):
+
+- A quoted number is followed at once by `<!-- = FILE.json:key.path -->` (optionally ` *SCALE`,
+  e.g. `*100` for a ratio shown as a percentage, `*-1` for "x % less"): the number must equal the
+  value at `key.path` in `benchmarks/results/FILE.json`, rounded to the decimals the doc shows.
+- A table a benchmark writes sits between `<!-- table FILE.json:key -->` and `<!-- /table -->`, and
+  must be exactly the list of lines at that key.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+from functools import cache
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 
 from autoscaler.config.policy import (
@@ -16,7 +32,63 @@ from autoscaler.config.policy import (
 )
 from autoscaler.core.fleet.lifecycle import TRANSITIONS
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "operations.md"
+RESULTS = ROOT / "benchmarks" / "results"
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FIGURE = re.compile(
+    r"(?P<num>-?\d[\d,]*(?:\.\d+)?)(?P<gap>\s*)<!-- = (?P<file>[\w.-]+\.json):(?P<key>[\w.\[\]/-]+)(?: \*(?P<scale>-?[\d.]+))? -->"
+)
+TABLE = re.compile(
+    r"<!-- table (?P<file>[\w.-]+\.json):(?P<key>[\w.\[\]/-]+) -->\n(?P<body>.*?)\n?<!-- /table -->", re.S
+)
+
+pytestmark = pytest.mark.unit
+
+
+@cache
+def results(name: str) -> Any:
+    return json.loads((RESULTS / name).read_text())
+
+
+def lookup(doc: Any, key: str) -> Any:
+    """`runs.igniter/seasonal.cost` style paths: dots separate keys, [i] indexes lists; a key may hold
+    a slash (run labels do)."""
+    for part in re.findall(r"[^.\[\]]+|\[\d+\]", key):
+        doc = doc[int(part[1:-1])] if part.startswith("[") else doc[part]
+    return doc
+
+
+def figures() -> list[tuple[str, re.Match[str]]]:
+    return [(p.name, m) for p in DOCS for m in FIGURE.finditer(p.read_text())]
+
+
+def test_every_marker_follows_a_number() -> None:
+    for path in DOCS:
+        text = path.read_text()
+        assert text.count("<!-- = ") == len(FIGURE.findall(text)), f"{path.name}: a marker without a number before it"
+
+
+@pytest.mark.parametrize(("doc", "match"), figures(), ids=[f"{d}:{m['key']}" for d, m in figures()])
+def test_quoted_figure_equals_its_result(doc: str, match: re.Match[str]) -> None:
+    value = lookup(results(match["file"]), match["key"]) * float(match["scale"] or 1)
+    shown = match["num"].replace(",", "")
+    decimals = len(shown.split(".")[1]) if "." in shown else 0
+    assert f"{value:.{decimals}f}" == shown, f"{doc} quotes {match['num']}; {match['file']}:{match['key']} says {value}"
+
+
+def test_embedded_tables_equal_their_results() -> None:
+    for path in DOCS:
+        text = path.read_text()
+        assert text.count("<!-- table ") == len(TABLE.findall(text)), f"{path.name}: a table marker without its end"
+        for m in TABLE.finditer(text):
+            want = lookup(results(m["file"]), m["key"])
+            assert m["body"].splitlines() == want, f"{path.name}: {m['file']}:{m['key']}"
+
+
+def test_the_docs_quote_results() -> None:
+    """The convention is in use (README's install sizes at least), so a broken regex cannot pass silently."""
+    assert {m["file"] for _, m in figures()} >= {"install_size.json"}
 
 
 def test_every_transition_is_in_the_table() -> None:

@@ -96,8 +96,10 @@ class Daemon:
         policy: RestartPolicy = RestartPolicy(),
         clock: Callable[[], float] = time.monotonic,
         limits: ServerLimits = ServerLimits(),
+        cannot_serve: str | None = None,
     ) -> None:
         self.state_dir = state_dir
+        self.cannot_serve = cannot_serve  # why no server can run here (no torch): each one is refused
         self.limits = limits
         self.leaving: list[ManagedServer] = []
         self.mps = mps
@@ -179,9 +181,10 @@ class Daemon:
         for name in set(changes.keep) - set(retry):
             self.servers[name].spec = desired.by_name()[name]  # drain_timeout_s may have changed
         for spec in (*changes.start, *changes.restart, *(desired.by_name()[name] for name in retry)):
-            self.servers[spec.name] = ManagedServer(
-                spec, ServerFiles.under(self.state_dir, spec.name), self.launch, self.policy, now
-            )
+            server = ManagedServer(spec, ServerFiles.under(self.state_dir, spec.name), self.launch, self.policy, now)
+            if self.cannot_serve is not None:
+                server.refuse(self.cannot_serve)
+            self.servers[spec.name] = server
         self.servers = {spec.name: self.servers[spec.name] for spec in desired.servers}
         self.applied = desired
 

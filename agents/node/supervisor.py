@@ -81,6 +81,8 @@ def server_args(limits: ServerLimits) -> list[str]:
         f"{limits.idle_timeout_s:g}",
         "--max-connections",
         str(limits.max_connections),
+        "--max-header-kb",
+        str(limits.max_header_kb),
         "--drain-timeout",
         f"{limits.drain_timeout_s:g}",
     ]
@@ -189,6 +191,11 @@ class ManagedServer:
             self._refresh_stats()
         else:
             self._crashed(now, describe_exit(returncode, self._crash_detail()))
+
+    def refuse(self, reason: str) -> None:
+        """Never start: what every server needs is missing on this VM. Failed at once, with the reason
+        in status, instead of a crash loop that ends in the same place with a less useful message."""
+        self.state, self.next_start_at, self.last_error = "failed", None, reason
 
     def _start(self, now: float) -> None:
         if self._started_once:

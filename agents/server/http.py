@@ -1,11 +1,6 @@
-"""The inference server's HTTP side: uvicorn on httptools (and uvloop), plus what uvicorn leaves out.
-
-uvicorn owns HTTP parsing, keep-alive and the graceful shutdown of connections. It has no read
-timeout and arms its idle timer only after a first response, so a client that connects and sends
-nothing, or trickles a request byte by byte (slowloris), would hold a connection forever.
-GuardedProtocol adds those two timers and a bound on open connections (503 past it), and answers
-malformed HTTP (for example Content-Length together with chunked framing, a request-smuggling
-vector that llhttp refuses) with a JSON 400. The limits are agents.spec.ServerLimits.
+"""The inference server's HTTP side: uvicorn on httptools (and uvloop), guarded by guard.py (read
+timeout, idle timer, connection cap, JSON errors for malformed HTTP), with signals and a drain of
+our own.
 """
 
 from __future__ import annotations
@@ -14,134 +9,17 @@ import asyncio
 import contextlib
 import functools
 import socket
-from asyncio import TimerHandle, Transport
 from collections.abc import Iterator
-from typing import Any
 
-import httptools
-import pydantic_core
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from agents.server.app import App
+from agents.server.guard import GuardedProtocol, ServerConfig, bind
 from agents.server.routes import build
-from agents.spec import ServerLimits
+
+__all__ = ["DrainingServer", "bind", "make_server"]
 
 GRACE_AFTER_DRAIN_S = 2.0  # uvicorn's own wait for connections once the drain has answered everything
-LINGER_S = 0.2  # how long an idle connection stays open at shutdown for a request already on its way
-_REASONS = {400: b"Bad Request", 408: b"Request Timeout", 503: b"Service Unavailable"}
-
-
-class ServerConfig(uvicorn.Config):
-    """uvicorn's config plus the limits GuardedProtocol reads."""
-
-    def __init__(self, app: Any, limits: ServerLimits, **kwargs: Any) -> None:
-        super().__init__(app, **kwargs)
-        self.limits = limits
-
-
-def raw_response(code: int, message: str) -> bytes:
-    """A complete HTTP/1.1 error response with a JSON body, written before any ASGI app runs."""
-    body = pydantic_core.to_json({"error": message})
-    head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % (
-        code,
-        _REASONS[code],
-        len(body),
-    )
-    return head + body
-
-
-async def _too_many_connections(scope: Any, receive: Any, send: Any) -> None:
-    """The ASGI app a request over the connection limit gets instead of the real one."""
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 503,
-            "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
-        }
-    )
-    await send({"type": "http.response.body", "body": b'{"error":"too many open connections; try again"}'})
-
-
-class GuardedProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with an idle timer from the connect, a per-request read deadline,
-    a connection limit and JSON errors for unparseable requests."""
-
-    def __init__(self, config: ServerConfig, *args: Any, **kwargs: Any) -> None:
-        super().__init__(config, *args, **kwargs)
-        self.limits = config.limits
-        self._read_deadline: TimerHandle | None = None
-
-    def connection_made(self, transport: Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
-
-    def data_received(self, data: bytes) -> None:
-        self._unset_keepalive_if_required()
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            pass  # no WebSocket here: the request is served as plain HTTP
-        except httptools.HttpParserError as exc:
-            self._refuse(400, f"invalid HTTP request: {exc}")
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        self._cancel_read_deadline()
-        self._read_deadline = self.loop.call_later(self.limits.read_timeout_s, self._read_timed_out)
-
-    def on_headers_complete(self) -> None:
-        if len(self.connections) <= self.limits.max_connections:
-            super().on_headers_complete()
-            return
-        app, self.app = self.app, _too_many_connections
-        try:
-            super().on_headers_complete()
-        finally:
-            self.app = app
-
-    def on_message_complete(self) -> None:
-        self._cancel_read_deadline()
-        super().on_message_complete()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_read_deadline()
-        super().connection_lost(exc)
-
-    def shutdown(self) -> None:
-        """uvicorn's graceful close, without its race: an idle keep-alive connection may have a request
-        on the wire, so it closes only after a short linger in which such a request is still answered
-        (503 while draining, with Connection: close)."""
-        if self.cycle is not None and not self.cycle.response_complete:
-            self.cycle.keep_alive = False
-        elif self._read_deadline is None:
-            self.loop.call_later(LINGER_S, self._close_if_idle)
-
-    def _close_if_idle(self) -> None:
-        idle = (self.cycle is None or self.cycle.response_complete) and self._read_deadline is None
-        if idle and not self.transport.is_closing():
-            self.transport.close()
-
-    def _cancel_read_deadline(self) -> None:
-        if self._read_deadline is not None:
-            self._read_deadline.cancel()
-            self._read_deadline = None
-
-    def _read_timed_out(self) -> None:
-        self._read_deadline = None
-        self._refuse(408, f"request not received within {self.limits.read_timeout_s:g} s")
-
-    def _refuse(self, code: int, message: str) -> None:
-        """Answer (unless a response already began) and close; the app, if running, sees a disconnect."""
-        if self.transport.is_closing():
-            return
-        active = self.cycle if self.cycle is not None and not self.cycle.response_complete else None
-        if active is not None:  # its headers were read: the app is waiting for the rest of the body
-            active.disconnected = True
-            active.message_event.set()
-        if active is None or not active.response_started:
-            self.transport.write(raw_response(code, message))
-        self.transport.close()
 
 
 class DrainingServer(uvicorn.Server):
@@ -180,17 +58,6 @@ class DrainingServer(uvicorn.Server):
                 break
             adopted.append(loop.connect_accepted_socket(factory, conn))
         await asyncio.gather(*adopted, return_exceptions=True)
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """Listen before the model loads, so a port conflict fails the start at once."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
-    sock.set_inheritable(True)
-    return sock
 
 
 def make_server(app: App, listener: socket.socket) -> DrainingServer:

@@ -65,6 +65,7 @@ def _start(args: argparse.Namespace, stop: threading.Event) -> None:
         read_timeout_s=args.read_timeout,
         idle_timeout_s=args.idle_timeout,
         max_connections=args.max_connections,
+        max_header_kb=args.max_header_kb,
         drain_timeout_s=args.drain_timeout,
     )
     serve(spec, args.device, args.stats_file, limits, stop)
@@ -83,6 +84,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--idle-timeout", type=float, default=defaults.idle_timeout_s, help="seconds without a request")
     parser.add_argument("--max-connections", type=int, default=defaults.max_connections)
+    parser.add_argument("--max-header-kb", type=int, default=defaults.max_header_kb, help="request line and headers")
     parser.add_argument(
         "--drain-timeout", type=float, default=defaults.drain_timeout_s, help="bound of a graceful stop"
     )

@@ -18,7 +18,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from agents.server import tensors
+from agents.server import tensors, triton
 from agents.server.app import App
 from agents.server.batcher import BatchError
 
@@ -65,6 +65,25 @@ class Routes:
             return self._unknown(name)
         is_ready = self.app.ready.is_set()
         return json_response(200 if is_ready else 503, {"name": name, "ready": is_ready})
+
+    async def model_config(self, request: Request) -> Response:
+        """Triton's `GET /v2/models/{m}/config` (agents/server/triton.py)."""
+        name = request.path_params["model"]
+        if name != self.app.spec.workload:
+            return self._unknown(name)
+        return json_response(200, triton.model_config(self.app.spec, self.app.config, self.app.device))
+
+    async def repository_index(self, request: Request) -> Response:
+        """Triton's `POST /v2/repository/index`: this server's one model and its state."""
+        try:
+            ready_only = triton.wants_ready_only(await request.body())
+        except ValueError as exc:
+            return error(400, f"repository index: {exc}")
+        ready = self.app.ready.is_set()
+        entry = triton.index_entry(self.app.spec.workload, ready=ready, draining=self.app.draining)
+        return Response(
+            pydantic_core.to_json([] if ready_only and not ready else [entry]), media_type="application/json"
+        )
 
     async def metrics(self, request: Request) -> Response:
         return Response(self.app.metrics.exposition(), media_type="text/plain; version=0.0.4")
@@ -177,5 +196,7 @@ def build(app: App) -> CloseWhileDraining:
         Route("/metrics", r.metrics),
         *(Route(base, r.model_metadata) for base in (model, version)),
         *(Route(f"{base}/ready", r.model_ready) for base in (model, version)),
+        *(Route(f"{base}/config", r.model_config) for base in (model, version)),
+        Route("/v2/repository/index", r.repository_index, methods=["POST"]),
     ]
     return CloseWhileDraining(app, Starlette(routes=routes, exception_handlers={404: _no_route, 405: _no_route}))

@@ -12,21 +12,36 @@ import logging
 import sys
 from collections.abc import Sequence
 
+import agents.logs as logs
+import autoscaler
+from autoscaler.cli import extras
 from autoscaler.config.errors import InputError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_UNPLACED = 0, 1, 2, 3
 
 # Subcommand modules; each exposes register(subparsers). Missing optional ones are skipped.
-COMMANDS = ("validate", "predict", "plan", "run", "down", "simulate", "trace", "profile")
+COMMANDS = ("validate", "predict", "plan", "run", "down", "simulate", "trace", "profile", "models", "example")
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on usage errors already; keep its message short and traceback-free."""
 
 
+def add_log_format(parser: argparse.ArgumentParser, *, default: object = "text") -> None:
+    """`--log-format text|json`, before the subcommand or (for `run`) after it."""
+    parser.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        default=default,
+        help="stderr log lines: text (default) or json, one object per line with time, level, logger, message, fleet, tick",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="igniter", description="Interference-aware autoscaler for GPU inference fleets (iGniter).")
+    parser.add_argument("--version", action="version", version=f"igniter {autoscaler.__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    add_log_format(parser)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -41,17 +56,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, dispatch, and map errors to the contract's exit codes."""
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    try:
+        args = build_parser().parse_args(argv)
+    except ModuleNotFoundError as exc:  # before a command runs: the install lacks an extra
+        if extras.extra_for(exc.name) is None:
+            raise
+        return _missing_extra(exc, None)
+    logs.configure(getattr(args, "log_format", "text"), logging.DEBUG if args.verbose else logging.INFO)
     try:
         return int(args.func(args) or 0)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
+    except ModuleNotFoundError as exc:
+        if extras.extra_for(exc.name) is None:
+            logging.getLogger("igniter").exception("internal error: %s", exc)
+            return EXIT_INTERNAL
+        return _missing_extra(exc, args.command)
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
@@ -59,6 +80,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         logging.getLogger("igniter").exception("internal error: %s", exc)
         return EXIT_INTERNAL
+
+
+def _missing_extra(exc: ModuleNotFoundError, command: str | None) -> int:
+    """One line naming the extra to install (exit 2)."""
+    extra = extras.extra_for(exc.name)
+    what = f"igniter {command}" if command else "igniter"
+    print(
+        f"error: {what} needs the {extra} extra ({exc.name} is not installed): {extras.install_hint(extra)}",
+        file=sys.stderr,
+    )
+    return EXIT_INPUT
 
 
 if __name__ == "__main__":

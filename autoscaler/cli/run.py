@@ -1,7 +1,8 @@
 """`igniter run POLICY [--once] [--state FILE]`: the autoscaler control loop.
 
 Exit codes: 0 ok (for --once: the tick ran without error, or this process is a standby and did
-nothing); 1 internal error or a failed --once tick; 2 bad input (`FILE: field.path: message`, no
+nothing); 1 internal error or a failed --once tick (a gateway that could not be started or
+reached fails it too); 2 bad input (`FILE: field.path: message`, no
 traceback), a bad state file included (`STATE: what is wrong; what to do`).
 """
 
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import agents.logs as logs
 from autoscaler.config.errors import InputError
 
 DESCRIPTION = """Autoscale a GPU inference fleet: every scaling.interval_s observe the rates and the fleet,
@@ -47,6 +49,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log level on stderr (default INFO; `igniter -v` means DEBUG)",
     )
+    from autoscaler.cli import add_log_format
+
+    add_log_format(p, default=argparse.SUPPRESS)  # `igniter run POLICY --log-format json` as well as before `run`
     p.set_defaults(func=cmd_run, handler=cmd_run)
     return p
 
@@ -55,8 +60,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Dispatch; InputError propagates to the CLI's handler (exit 2, no traceback)."""
     if args.log_level:
         logging.getLogger().setLevel(args.log_level)
-    for noisy in ("botocore", "boto3", "urllib3", "paramiko", "apscheduler.executors", "httpx"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
     return _once(args) if args.once else _serve(args)
 
 
@@ -76,6 +79,7 @@ def _once(args: argparse.Namespace) -> int:
     from autoscaler.loop.wiring import build_controller, make_leadership
 
     policy = load_policy(args.policy)
+    logs.set_fleet(policy.fleet)
     fence = Fence(time.monotonic)
     controller = build_controller(policy, _state_path(args), fence=fence)
     leadership = make_leadership(policy, fence)
@@ -98,7 +102,10 @@ def _once(args: argparse.Namespace) -> int:
         f"{len(report.outcome.done)} action(s) done, {len(report.outcome.failed)} failed",
         file=sys.stderr,
     )
-    return 0 if report.ok else 1
+    gateway = report.gateway.error if report.gateway is not None else None
+    if gateway:  # the tick's other work went through, but clients are not served: not a success
+        print(f"gateway: {gateway}", file=sys.stderr)
+    return 0 if report.ok and not gateway else 1
 
 
 def _lead(args: argparse.Namespace, policy: Any, leadership: Any) -> bool:
@@ -116,6 +123,7 @@ def _serve(args: argparse.Namespace) -> int:
     from autoscaler.loop.service import Service
 
     policy = load_policy(args.policy)
+    logs.set_fleet(policy.fleet)
     return Service(args.policy, _state_path(args), None if args.no_status else status_bind(args, policy)).run()
 
 
@@ -162,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="igniter")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["run", *(sys.argv[1:] if argv is None else argv)])
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(getattr(args, "log_format", "text"))
     try:
         return int(args.func(args))
     except InputError as exc:

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autoscaler.cli import extras
 from autoscaler.config.errors import InputError
 from autoscaler.config.limits import MAX_INTERVAL_S
 
@@ -64,6 +65,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         action="store_true",
         help="run igniter under each forecast, ffd, gslice, gpulets, static peak, reactive and oracle side by side "
         "(on-demand only), plus a spot line when the policy buys spot",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="--compare: replay in N processes (default one per CPU; 1: one after another in this process)",
     )
     add_spot_args(p)
     add_trace_args(p)
@@ -160,7 +167,6 @@ def run(args: argparse.Namespace) -> int:
     """Load, replay (once or --compare), then print and write what was asked for."""
     from autoscaler.config.policy import load_policy
     from autoscaler.sim import engine as sim
-    from autoscaler.sim.compare import compare
     from autoscaler.sim.traces import check_workloads
 
     policy = load_policy(args.policy)
@@ -188,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     if args.compare:
-        results = compare(policy, trace, opts, progress=None if args.json else _progress)
+        results = _compare(args, policy, trace, opts)
     else:
         results = [sim.simulate(policy, trace, opts)]
     wall = time.perf_counter() - started
@@ -202,6 +208,10 @@ def _check_options(args: argparse.Namespace, policy: Any) -> None:
     if args.planner is not None and args.planner not in PLANNERS:
         raise InputError("--planner", args.planner, f"unknown planner (known: {', '.join(PLANNERS)})")
     _headroom(args.headroom)
+    if args.workers is not None and args.workers < 1:
+        raise InputError("--workers", str(args.workers), "must be at least 1")
+    if args.plot and extras.missing("matplotlib"):  # before the replay, not after it
+        raise InputError("--plot", str(args.plot), f"needs matplotlib, not installed: {extras.install_hint('plot')}")
     if args.interval_s is not None and not 0 < args.interval_s <= MAX_INTERVAL_S:
         raise InputError("--interval-s", str(args.interval_s), f"must be positive, at most {MAX_INTERVAL_S:g}")
     _check_spot_options(args)
@@ -243,8 +253,16 @@ def _headroom(value: str | None) -> float | str | None:
     return number
 
 
-def _progress(label: str) -> None:
-    print(f"simulating {label} ...", file=sys.stderr, flush=True)
+def _compare(args: argparse.Namespace, policy: Any, trace: Any, opts: Any) -> list[Any]:
+    """--compare, its runs in --workers processes, watched on stderr (sim/watch.py)."""
+    from contextlib import nullcontext
+
+    from autoscaler.sim.compare import compare
+    from autoscaler.sim.watch import Bars, watcher_for
+
+    watch = watcher_for(sys.stderr, quiet=args.json)
+    with watch if isinstance(watch, Bars) else nullcontext():
+        return compare(policy, trace, opts, watch, workers=args.workers)
 
 
 def _output(args: argparse.Namespace, results: list[Any], wall: float) -> None:

@@ -29,8 +29,8 @@ class LeaderConfig(Frozen):
     endpoint_url: str | None = Field(default=None, description="dynamodb: default provider.endpoint_url")
     lock_dir: str | None = Field(
         default=None,
-        description="local: where the lock files live (default $IGNITER_LOCK_DIR, else ~/.local/state/igniter); "
-        "every autoscaler of the host must use the same one",
+        description="local: where the lock files live (default $IGNITER_LOCK_DIR, else /tmp/igniter-locks, "
+        "shared by the host's users); every autoscaler of the host must use the same one",
     )
 
     @model_validator(mode="after")

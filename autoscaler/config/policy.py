@@ -10,12 +10,13 @@ silently falling back to a default.
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from autoscaler.config import limits
 from autoscaler.config.errors import InputError, from_validation
@@ -28,6 +29,7 @@ from autoscaler.config.yamlio import load_mapping
 
 __all__ = [
     "BUNDLED_PROFILES",
+    "CLOUD_MODEL_ROOT",
     "AgentsConfig",
     "CloudWatchRates",
     "DisruptionBudget",
@@ -104,6 +106,21 @@ class ProviderConfig(Frozen):
     state_root: str | None = Field(default=None, description="local provider: where agent state dirs live")
 
 
+CLOUD_MODEL_ROOT = "/var/lib/igniter/models"  # where a VM keeps <model>/model.pt unless agents.model_root says
+
+
+def _command_words(value: str) -> str:
+    """A command line split as a shell would (shlex): an unclosed quote is an error of the
+    policy, not of the first launch."""
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:
+        raise ValueError(f"not a command line: {exc} in {value!r}") from None
+    if not words:
+        raise ValueError("is empty: name the agent's command (default igniter-agent)")
+    return value
+
+
 class AgentsConfig(Frozen):
     transport: Literal["ssh", "local", "none"] = "local"
     user: str = Field(default="igniter", description="ssh: the nodes' agent user (Terraform's agent_user)")
@@ -117,11 +134,13 @@ class AgentsConfig(Frozen):
     connect_timeout_s: Timeout = 10.0
     command_timeout_s: Timeout = 30.0
     host_override: str | None = None
-    agent_command: str = "igniter-agent"
+    agent_command: Annotated[str, AfterValidator(_command_words)] = "igniter-agent"
     state_dir: str = "/var/lib/igniter"
     server_base_port: Annotated[int, Field(ge=1024, le=65000)] = 8100
-    model_root: str = Field(
-        default="/var/lib/igniter/models", description="a workload without model_dir uses <model_root>/<model>"
+    model_root: str | None = Field(
+        default=None,
+        description="a workload without model_dir uses <model_root>/<model>; default /var/lib/igniter/models, "
+        "and with provider local `models` beside the state file, where igniter run writes sample models",
     )
 
 

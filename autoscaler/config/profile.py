@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from agents.profiler.schema import ModelProfile, Profile
 from autoscaler.config.errors import InputError, from_validation
-from autoscaler.config.limits import non_finite
+from autoscaler.config.limits import above_ceiling, non_finite
 from autoscaler.config.measured import MeasuredProfile
 from autoscaler.config.yamlio import load_mapping
 
@@ -53,4 +53,6 @@ def _load_cached(path: Path, _stamp: int) -> AnyProfile:
     bad = next(non_finite(profile.model_dump()), None)
     if bad is not None:
         raise InputError(path, bad, "must be a finite number (not .inf or .nan)")
+    for field, value, ceiling in above_ceiling(profile.model_dump()):
+        raise InputError(path, field, f"{value:g} is above the ceiling {ceiling:g} (docs/operations.md, Limits)")
     return profile

@@ -42,6 +42,26 @@ class SpotConfig(Frozen):
     )
 
 
+class FastPathConfig(Frozen):
+    """Between ticks, a cheap watcher reads the rate source (the gateway's HAProxy counters) every
+    poll_s and ticks at once where a workload outruns what it has; Knative KPA's panic mode is the
+    model (a 6 s window at 2 x the target). A fast tick only adds capacity (docs/operations.md)."""
+
+    enabled: bool = True
+    poll_s: Annotated[float, Field(gt=0, le=3600)] = Field(default=2.0, description="how often the watcher reads")
+    window_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=6.0, description="the panic window: the rate is the request counter's change over this long"
+    )
+    panic_ratio: Annotated[float, Field(gt=1, le=100)] = Field(
+        default=2.0,
+        description="a fast tick when a workload's rate reaches this multiple of the rate it was planned for, "
+        "or exceeds its ready capacity",
+    )
+    min_gap_s: Annotated[float, Field(ge=0, le=86400)] = Field(
+        default=30.0, description="at most one fast tick per this many seconds (and never during a tick)"
+    )
+
+
 class DisruptionBudget(Frozen):
     """Karpenter's node budget: voluntary disruptions (scale-in, consolidation) in flight at once."""
 
@@ -120,7 +140,13 @@ class ScalingConfig(Frozen):
         description="MIG GPUs (measured profiles): a measured row serves a workload only when its latency is "
         "at most (1 - margin) x SLO / 2 (ParvaGPU's rule; docs/planner.md)",
     )
+    burst: bool = Field(
+        default=True,
+        description="while a short workload's new capacity boots, stand-ins carry what they can in the MPS "
+        "share that ready GPUs leave free, where the model says every neighbour still meets its SLO",
+    )
     spot: SpotConfig = Field(default_factory=SpotConfig)
+    fast_path: FastPathConfig = Field(default_factory=FastPathConfig)
     disruption_budget: DisruptionBudget = Field(default_factory=DisruptionBudget)
     status_listen: str | None = Field(
         default=None,

@@ -7,13 +7,13 @@ processes by that path in their command line and nothing outside it is touched.
 from __future__ import annotations
 
 import socket
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
 
+from agents.samples import TINY, write
 from autoscaler.sim.traces import Trace, read_wide, window
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,27 +39,9 @@ class DemoConfig:
 
 
 def tiny_model(directory: Path) -> Path:
-    """A TorchScript model (x [8] FP32 -> y [4] FP32) in the agent's model directory layout."""
-    import torch
-
-    class Tiny(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.fc = torch.nn.Linear(8, 4)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.fc(x).relu()
-
-    directory.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        torch.jit.script(Tiny().eval()).save(str(directory / "model.pt"))
-    (directory / "model.yaml").write_text(
-        "inputs:\n- {name: x, shape: [8], datatype: FP32}\noutputs:\n- {name: y, shape: [4], datatype: FP32}\n",
-        encoding="utf-8",
-    )
-    return directory
+    """A TorchScript model (x [8] FP32 -> y [4] FP32) in the agent's model directory layout: the
+    smallest sample model (agents/samples.py), so the demo's requests are cheap to send."""
+    return write(directory, TINY)
 
 
 def free_port_base(span: int = 1000, start: int = 21000, stop: int = 60000) -> int:

@@ -186,8 +186,8 @@ class Provider(Protocol):
         """Start an instance for `slot` (idempotent: returns the existing one if present), bought
         on-demand or as spot (`capacity_type`; a backend without spot treats both alike).
 
-        `salt` is the state file's random epoch: it keeps launch tokens unique when a slot name is
-        reused after the state was lost."""
+        `salt` is the state file's random epoch, for a backend whose tokens must differ between
+        state files; EC2 leaves it out, so two leaders' launches of one slot and attempt are one."""
         ...
 
     def terminate(self, instance_id: str) -> None:

@@ -2,8 +2,13 @@
 
 - Launch: look for the slot's instance (fleet + slot + attempt tags) first; only if none is pending
   or running call RunInstances with the type's launch template, the instance type, tags applied at
-  launch (TagSpecifications) and a ClientToken derived from fleet, slot and attempt, so neither a
-  retried request nor a launch repeated after a crash starts a second instance. A spot launch is
+  launch (TagSpecifications) and a ClientToken derived from fleet, slot and attempt only, so neither a
+  retried request, nor a launch repeated after a crash, nor the same launch made by two leaders
+  (one paused past its lease between its fence check and this call, the other rebuilt from the
+  tags, hence the same slot and attempt) starts a second instance: EC2 answers the later request
+  with the first one's instance. A token that names an instance already gone (a slot and attempt
+  reused after the state file was lost, longer ago than EC2 lists terminated instances) is a
+  NotFoundError: the record closes and the next attempt carries a new token. A spot launch is
   the same RunInstances with InstanceMarketOptions (spot, one-time, terminate on interruption):
   no spot request outlives its instance, and an interrupted instance is replaced by the loop, not
   restarted by EC2. Every launch carries `igniter:capacity-type`.
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import boto3
@@ -131,6 +136,7 @@ class Ec2Provider:
         self.cfg = cfg
         self.client = client if client is not None else make_client(cfg)
         self._no_latest: set[str] = set()  # instance types that refused Latest=True
+        self.before_run: Callable[[str], None] | None = None  # test-only: a pause just before RunInstances
 
     def list_instances(self) -> list[Instance]:
         filters = [
@@ -152,12 +158,17 @@ class Ec2Provider:
         existing = self._find(slot, attempt)
         if existing is not None:
             return existing
-        request = self._run_request(slot, instance_type, plan_generation, attempt, salt, capacity_type)
+        request = self._run_request(slot, instance_type, plan_generation, attempt, capacity_type)
+        if self.before_run is not None:
+            self.before_run(slot)
         try:
             reply = self.client.run_instances(**request)
         except (ClientError, BotoCoreError) as exc:
             raise classify(exc, instance_type, capacity_type) from exc
-        return self._to_instance(reply["Instances"][0])
+        raw = reply["Instances"][0]
+        if raw.get("State", {}).get("Name") in ("shutting-down", "terminated"):
+            raise NotFoundError(f"{slot}#{attempt}: its launch token names {raw.get('InstanceId')}, already gone")
+        return self._to_instance(raw)
 
     def terminate(self, instance_id: str) -> None:
         found = list(self._describe_ids([instance_id]))
@@ -222,7 +233,7 @@ class Ec2Provider:
 
     # -- helpers ----------------------------------------------------------------------------------
     def _run_request(
-        self, slot: str, instance_type: str, plan_generation: int, attempt: int, salt: str, capacity_type: str
+        self, slot: str, instance_type: str, plan_generation: int, attempt: int, capacity_type: str
     ) -> dict[str, Any]:
         tags = [
             {"Key": k, "Value": v}
@@ -234,7 +245,7 @@ class Ec2Provider:
             "MaxCount": 1,
             "InstanceType": instance_type,
             "LaunchTemplate": self._template(instance_type),
-            "ClientToken": launch_token(self.fleet, slot, attempt, salt),
+            "ClientToken": launch_token(self.fleet, slot, attempt),  # no state-file salt: the same across leaders
             "TagSpecifications": [{"ResourceType": "instance", "Tags": tags}],
         }
         if capacity_type == SPOT:

@@ -11,7 +11,11 @@ events, the ones Karpenter's interruption controller reads:
 | AWS Health Event, EC2, scheduledChange       | scheduled_change | going away (retirement, maintenance)    |
 
 Anything else (another event, a state change to running) is `ignored`; a body that is not such
-an event is `malformed` (logged). Every message is deleted once its tick has handled it. Messages
+an event is `malformed` (logged). Each message is parsed on its own: one that cannot be read at
+all (nested thousands deep, which json turns into a RecursionError; anything else that raises)
+is `malformed` too, and the rest of its batch is handled in the same tick. Every message is
+deleted once its tick has handled it, poison ones included (SQS would otherwise show it again
+every visibility timeout, forever). Messages
 sent through SNS (an envelope with `"Type": "Notification"`) are unwrapped. A queue that cannot be
 read is logged and reads as empty: a tick never fails because of it.
 """
@@ -83,7 +87,7 @@ class SqsInterruptions:
                 log.warning("interruption queue %s: receive failed: %s", self.queue_url, exc)
                 break
             messages = reply.get("Messages", [])
-            out.extend(parse_message(m.get("Body", ""), m.get("ReceiptHandle", "")) for m in messages)
+            out.extend(_isolated(m) for m in messages)
             if len(messages) < 10:
                 break
         return out
@@ -102,6 +106,17 @@ class SqsInterruptions:
                 log.warning("interruption queue %s: message not deleted: %s", self.queue_url, failed)
 
 
+def _isolated(message: dict[str, Any]) -> Notice:
+    """One message of a batch, whatever it holds: a parse that raises what parse_message does not
+    expect makes that message malformed (deleted and logged), never the batch undeleted."""
+    token = str(message.get("ReceiptHandle", ""))
+    try:
+        return parse_message(str(message.get("Body", "")), token)
+    except Exception as exc:  # a poison message must not block its neighbours
+        log.warning("interruption queue: unreadable message deleted (%s)", type(exc).__name__)
+        return Notice(kind="malformed", detail=f"unreadable: {type(exc).__name__}", token=token)
+
+
 def parse_message(body: str, token: str = "") -> Notice:
     """One SQS message body (an EventBridge event, possibly in an SNS envelope) as a Notice."""
     try:
@@ -109,6 +124,9 @@ def parse_message(body: str, token: str = "") -> Notice:
         if isinstance(event, dict) and event.get("Type") == "Notification" and isinstance(event.get("Message"), str):
             event = json.loads(event["Message"])
         notice = _notice(event)
+    except RecursionError:
+        log.warning("interruption queue: malformed message deleted (nested too deep): %.200r", body)
+        return Notice(kind="malformed", detail="nested too deep", token=token)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         log.warning("interruption queue: malformed message deleted (%s): %.200r", exc, body)
         return Notice(kind="malformed", detail=str(exc), token=token)

@@ -6,6 +6,12 @@ the Instance (`state_dir`, `port_base`; also shown as `igniter:*` tags for an op
 Instances outlive the autoscaler, as VMs do; a later run rediscovers them from their directories.
 An instance is `running` while its agent holds the state directory's lock, `pending` while the
 process lives but has not taken it yet; a dead agent is not listed (the controller sees it vanish).
+
+A launch writes instance.json (the intent, without a pid) before it starts the agent, then again
+with the pid: an autoscaler killed between the two leaves an instance whose agent is found by
+its command line (`--state-dir <its directory>`, a marker no other process carries) and adopted,
+so it is listed, relaunched as itself, and stopped by `terminate` and `igniter down`, never left
+as an orphan that holds the directory's lock.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from agents.launch import resolve_agent_command
 from agents.node.status import agent_running
 from autoscaler.config.offerings import ON_DEMAND
 from autoscaler.fleet.base import TAG_FLEET, Instance, InstanceState, PermanentError, fleet_tags
-from autoscaler.fleet.procs import owned
+from autoscaler.fleet.procs import find_owned, owned, private_dirs
 
 PORT_STRIDE = 100
 META = "instance.json"
@@ -83,6 +89,8 @@ class LocalProvider:
             "port_base": self._free_port_base(),
             "terminated": False,
         }
+        self._prepare(self.root / iid)
+        self._write(self.root / iid, meta)  # the intent first: a crash after the spawn leaves a trace
         meta["pid"] = self._spawn(self.root / iid)
         self._write(self.root / iid, meta)
         return self._instance(meta, "pending")
@@ -93,7 +101,7 @@ class LocalProvider:
             return
         if meta.get("fleet") != self.fleet:
             raise PermanentError(f"refusing to terminate {instance_id}: it does not carry {TAG_FLEET}={self.fleet}")
-        self._stop(int(meta.get("pid") or 0), self.root / instance_id)
+        self._stop(self._pid(meta), self.root / instance_id)
         meta["terminated"] = True
         self._write(self.root / instance_id, meta)
 
@@ -104,12 +112,14 @@ class LocalProvider:
                 self._children.pop(pid, None)
 
     # -- helpers ----------------------------------------------------------------------------------
-    def _spawn(self, state_dir: Path) -> int:
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)  # the instances' state: private
+    def _prepare(self, state_dir: Path) -> None:
+        private_dirs(self.root)  # the instances' state: private, and every directory made for it
         state_dir.mkdir(exist_ok=True, mode=0o700)
+
+    def _spawn(self, state_dir: Path) -> int:
         with open(os.open(state_dir / "agent.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
             proc = subprocess.Popen(
-                [*self.argv, "run", "--state-dir", str(state_dir), "--no-gpu"],
+                [*self.argv, "run", "--state-dir", str(state_dir), "--no-gpu"],  # _marker names this
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -149,7 +159,21 @@ class LocalProvider:
         state_dir = self.root / str(meta["id"])
         if agent_running(state_dir):
             return "running"
-        return "pending" if self._alive(int(meta.get("pid") or 0), state_dir) else None
+        return "pending" if self._alive(self._pid(meta), state_dir) else None
+
+    def _pid(self, meta: dict[str, Any]) -> int:
+        """The agent's pid: as written, or (a launch cut off before it wrote it) found by its
+        command line, then written down."""
+        pid = int(meta.get("pid") or 0)
+        if pid or meta.get("terminated"):
+            return pid
+        state_dir = self.root / str(meta["id"])
+        found = find_owned(_marker(state_dir))
+        if found is None:
+            return 0
+        meta["pid"] = found
+        self._write(state_dir, meta)
+        return found
 
     def _instance(self, meta: dict[str, Any], state: InstanceState) -> Instance:
         capacity = str(meta.get("capacity_type", ON_DEMAND))
@@ -195,6 +219,11 @@ class LocalProvider:
         tmp = state_dir / (META + ".tmp")
         tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
         os.replace(tmp, state_dir / META)
+
+
+def _marker(state_dir: Path) -> str:
+    """What only this instance's agent has on its command line."""
+    return f"run --state-dir {state_dir} --no-gpu"
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

@@ -4,7 +4,10 @@ The frontend serves the KServe v2 REST API for every workload, routed by path to
 workload (`/v2/models/{workload}`, `.../ready`, `.../infer`, and the same under `/versions/{v}`).
 The gateway answers by itself what is about the whole fleet: `/v2/health/live`, `/v2/health/ready`
 (200 when every workload has a server that takes requests, else 503 naming the first that has
-none), `/v2` (server metadata), and a KServe v2 JSON 404 for an unknown workload or path.
+none), `/v2` (server metadata), Triton's repository index (`POST /v2/repository/index`: every
+workload, READY when a server of it takes requests, else UNAVAILABLE; `{"ready": true}` keeps the
+ready ones), and a KServe v2 JSON 404 for an unknown workload or path. A model's Triton config
+(`/v2/models/{workload}/config`) is routed to its servers like its metadata.
 
 Each backend balances by weighted round robin (weights change at run time without a reload) over
 servers health-checked with `GET /v2/health/ready`; a connection error marks a server down at
@@ -71,16 +74,16 @@ def render(spec: GatewaySpec, paths: Paths, servers: Sequence[ServerSeen] = ()) 
 def _global(spec: GatewaySpec, paths: Paths) -> str:
     lines = [
         "global",
-        f"    stats socket {paths.socket} mode 600 level admin expose-fd listeners",
+        f"    stats socket {_quoted(paths.socket)} mode 600 level admin expose-fd listeners",
         "    stats timeout 30s",
         "    noreuseport",
         f"    maxconn {spec.max_connections}",
         f"    nbthread {spec.threads}" if spec.threads else "",
         f"    tune.bufsize {spec.buffer_kb * 1024}",
-        f"    server-state-file {paths.state_file}",
+        f"    server-state-file {_quoted(paths.state_file)}",
     ]
     if paths.pidfile:
-        lines.append(f"    pidfile {paths.pidfile}")
+        lines.append(f"    pidfile {_quoted(paths.pidfile)}")
     return "\n".join(ln for ln in lines if ln) + "\n"
 
 
@@ -128,13 +131,36 @@ def _frontend(spec: GatewaySpec) -> str:
         f"    http-request return status 200 content-type application/json string '{_json({'ready': True})}' "
         "if health_ready"
     )
+    lines += _repository_index(spec)
     for w in spec.workloads:
         b, prefix = backend(w), f"/v2/models/{w}"
-        lines.append(f"    acl {b} path {prefix} {prefix}/ready {prefix}/infer")
+        lines.append(f"    acl {b} path {prefix} {prefix}/ready {prefix}/infer {prefix}/config")
         lines.append(f"    acl {b} path_beg {prefix}/versions/")
         lines.append(f"    use_backend {b} if {b}")
     lines.append(f"    default_backend {UNKNOWN}")
     return "\n".join(lines) + "\n"
+
+
+def _repository_index(spec: GatewaySpec) -> list[str]:
+    """Triton's index, built per request from each backend's count of usable servers: entries are
+    appended to a variable (a comma before all but the first), then returned as one JSON array."""
+    lines = [
+        "    acl repo_index path /v2/repository/index",
+        "    acl repo_index_ready_only req.body -m reg '\"ready\"[[:space:]]*:[[:space:]]*true'",
+    ]
+    for w in spec.workloads:
+        up = f"{{ nbsrv({backend(w)}) gt 0 }}"
+        ready = _json({"name": w, "version": "1", "state": "READY"})
+        down = _json({"name": w, "version": "1", "state": "UNAVAILABLE", "reason": "no server takes requests"})
+        append = "http-request set-var-fmt(txn.index) '%[var(txn.index)]%[var(txn.comma)]"
+        lines.append(f"    {append}{ready}' if METH_POST repo_index {up}")
+        lines.append(f"    {append}{down}' if METH_POST repo_index !{up} !repo_index_ready_only")
+        lines.append("    http-request set-var-fmt(txn.comma) ',' if METH_POST repo_index { var(txn.index) -m found }")
+    lines.append(
+        "    http-request return status 200 content-type application/json lf-string '[%[var(txn.index)]]' "
+        "if METH_POST repo_index"
+    )
+    return lines
 
 
 def _unknown() -> str:
@@ -156,6 +182,13 @@ def _backend(spec: GatewaySpec, workload: str, servers: Sequence[ServerSeen]) ->
     for s in sorted(servers, key=lambda v: v.name):
         lines.append(f"    server {s.name} {s.address} {server_options(spec, s.weight)}")
     return "\n".join(lines) + "\n"
+
+
+def _quoted(path: str) -> str:
+    """A path as one HAProxy argument: double-quoted, so a state directory with a space (or a #)
+    is one word, with the characters HAProxy interprets inside double quotes escaped."""
+    escaped = "".join("\\" + ch if ch in '"\\$' else ch for ch in path)
+    return f'"{escaped}"'
 
 
 def _json(value: object) -> str:

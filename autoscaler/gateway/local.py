@@ -9,7 +9,11 @@ private directory under /tmp when the state path is too long for a unix socket).
 
 Starting checks first that the listen address is free (haproxy is told `noreuseport`, so a
 second gateway cannot silently share a port either), validates the configuration with
-`haproxy -c`, then starts `haproxy -D`. A reload renders the servers that run now into the new
+`haproxy -c`, then starts `haproxy -D`. The check binds with SO_REUSEADDR, as haproxy itself
+does: after a gateway under load dies, its accepted connections linger in TIME_WAIT for a minute,
+and without the option the check took them for "another process" and refused every restart for
+that minute. A gateway that died is started with the servers it routed to when last observed
+(the next tick's routing corrects the rest), so it serves at once. A reload renders the servers that run now into the new
 configuration, saves their state, and starts the new process with `-x` (it takes over the
 listening sockets) and `-sf` (the old one finishes its requests, then exits): no connection is
 refused or dropped.
@@ -30,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from autoscaler.core.routing.routes import GatewayView, Op, Route, ServerSeen
-from autoscaler.fleet.procs import alive, owned
+from autoscaler.fleet.procs import alive, owned, private_dirs
 from autoscaler.gateway import runtime
 from autoscaler.gateway.base import GatewayError, GatewaySpec, route_one, spec_hash
 from autoscaler.gateway.config import Paths, render
@@ -50,6 +54,7 @@ class LocalHaproxy:
         self.paths = Paths(socket=str(socket_path(self.dir)), state_file=str(self.dir / "servers.state"))
         self.channel = runtime.UnixSocketChannel(self.paths.socket)
         self._spec: GatewaySpec | None = None
+        self._seen: GatewayView | None = None  # the last observation: what a restart routes to at once
 
     # -- the contract -----------------------------------------------------------------------------
     def ensure(self, spec: GatewaySpec) -> bool:
@@ -71,7 +76,8 @@ class LocalHaproxy:
             check_port_free(spec.host, spec.port)
 
     def observe(self) -> GatewayView:
-        return runtime.observe(self.channel)
+        self._seen = runtime.observe(self.channel)
+        return self._seen
 
     def apply(self, ops: Sequence[Op]) -> list[str]:
         spec = self._spec_or_fail()
@@ -127,14 +133,22 @@ class LocalHaproxy:
         check_port_free(spec.host, spec.port)
         created = not self.dir.exists()
         try:
-            self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._write(spec, (), binary)
+            private_dirs(self.dir)
+            Path(self.paths.state_file).unlink(missing_ok=True)  # a dead process's states are stale
+            self._write(spec, self._revived(spec), binary)
             self._run([binary, "-D", "-f", str(self.cfg), "-p", str(self.pidfile)], "start")
             self._wait_ready()
         except GatewayError:
             self._undo(created)
             raise
         self._spec = spec
+
+    def _revived(self, spec: GatewaySpec) -> list[ServerSeen]:
+        """The servers a gateway that died was sending requests to (none on a first start)."""
+        if self._seen is None or self._spec != spec:
+            return []
+        serving = self._seen.serving()
+        return [s for s in self._seen.servers.values() if s.name in serving]
 
     def _reload(self, spec: GatewaySpec, pid: int) -> None:
         binary = self._binary()
@@ -214,9 +228,12 @@ def socket_path(state_dir: Path) -> Path:
 
 
 def check_port_free(host: str, port: int) -> None:
-    """Bind the listen address once (without SO_REUSEPORT): a taken port fails here, clearly."""
+    """Bind the listen address once, as haproxy will (SO_REUSEADDR, not SO_REUSEPORT): a port
+    another process listens on fails here, clearly; one that only has connections in TIME_WAIT
+    (a gateway that died under load) is free, as it is for haproxy."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError as exc:

@@ -5,7 +5,11 @@ The kernel releases the lock when the process dies, however it dies (kill -9 inc
 standby on the same host takes over at its next attempt; and while the process lives the lock
 cannot be taken from it, so a term never runs out (a paused leader stays the leader until it is
 killed). The file keeps the fencing counter (one more per new leader) and says who holds it.
-The lock is keyed by the fleet, not by the state file: two state files on one host share it.
+The lock is keyed by the fleet, not by the state file: two state files on one host share it, and
+so do two users: the host-wide default directory (HOST_LOCK_DIR) is made like /tmp (1777: anyone
+creates a lock file, nobody removes another's), a lock file stays private (0600), and a user who
+cannot open a fleet's lock file (another user made it) is refused with that user's name: one
+user runs a fleet's autoscalers on a host.
 Lock descriptors are not inherited by child processes (Python opens them close-on-exec), so the
 agents the local provider starts never hold it.
 """
@@ -17,10 +21,13 @@ import fcntl
 import json
 import math
 import os
+import pwd
 from pathlib import Path
 from typing import Any
 
 from autoscaler.leader.base import LeaseError, Term
+
+HOST_LOCK_DIR = Path("/tmp/igniter-locks")  # the default lock_dir: one per host, whoever runs igniter
 
 
 class LocalLease:
@@ -59,12 +66,25 @@ class LocalLease:
 
     def _open(self) -> int:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._make_dir()
             return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
-            err = LeaseError(f"cannot open the lock file {self.path}: {exc.strerror}")
+            err = LeaseError(f"cannot open the lock file {self.path}: {exc.strerror}{_whose(self.path)}")
             err.permanent = True
             raise err from None
+
+    def _make_dir(self) -> None:
+        """The lock directory: the host-wide one made as /tmp is (1777), so every user of the host
+        shares it; one the policy names, private (0700)."""
+        directory = self.path.parent
+        if directory.is_dir():
+            return
+        if directory != HOST_LOCK_DIR:
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            return
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir()
+            os.chmod(directory, 0o1777)
 
     def _read(self) -> dict[str, Any]:
         try:
@@ -80,3 +100,18 @@ class LocalLease:
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, body, 0)
         os.fsync(self._fd)
+
+
+def _whose(path: Path) -> str:
+    """For a lock file another user made: whose it is, and what that means."""
+    try:
+        uid = path.stat().st_uid
+    except OSError:
+        return ""
+    if uid == os.geteuid():
+        return ""
+    try:
+        name = f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        name = f"uid {uid}"
+    return f" (it belongs to user {name}: only that user's autoscalers lead this fleet on this host)"

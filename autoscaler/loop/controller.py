@@ -18,8 +18,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import agents.logs as logs
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
+from autoscaler.core.capacity.fast_path import additive, no_less
 from autoscaler.core.capacity.scaling import choose, hold_rates, next_wake
 from autoscaler.core.capacity.slo_guard import update as guard_update
 from autoscaler.core.fleet.lifecycle import Record, State, SyncInput, going_away, sync
@@ -36,6 +38,7 @@ from autoscaler.loop.fleet_view import ViewInput, agent_ready, fleet_view, live_
 from autoscaler.loop.gateway_step import GatewayStep, fleet_names
 from autoscaler.loop.inputs import AGENT_DRAIN_WAIT_S, layout_input
 from autoscaler.loop.observe import observe, remember_agents
+from autoscaler.loop.reach import ReachWatch
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
 from autoscaler.loop.tuning import planned_rates
@@ -57,16 +60,24 @@ class Controller:
         self.state = ControllerState()  # the tick's working copy (see loop/state.py)
         self._saved: ControllerState | None = None  # as saved at the end of the last tick
         self.routing = GatewayStep(deps.gateway) if deps.gateway is not None else None
+        self.reach = ReachWatch()  # says once when a target goes out of reach (loop/reach.py)
+        self.fast = False  # the tick under way is a fast one (core/capacity/fast_path.py)
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
         return self._saved if self._saved is not None else self.store.load_state()
 
     # -- the tick ---------------------------------------------------------------------------------
-    def tick(self) -> TickReport:
-        """One full tick; a failure is recorded in the report (and the store), never raised."""
+    def tick(self, fast: bool = False) -> TickReport:
+        """One full tick; a failure is recorded in the report (and the store), never raised.
+        `fast`: a tick the fast path asked for, which only adds capacity (core/capacity/fast_path.py)."""
         start = self.deps.clock()
-        report = TickReport(self.store.begin_tick(start), start)
+        report = TickReport(self.store.begin_tick(start), start, fast=fast)
+        self.fast = fast
+        with logs.tick_context(report.tick):  # every line logged during the tick names it (--log-format json)
+            return self._tick(report, start)
+
+    def _tick(self, report: TickReport, start: float) -> TickReport:
         try:
             self.state = self.store.load_state()
         except StateError as exc:  # never overwrite a state this version cannot read
@@ -180,6 +191,7 @@ class Controller:
         self.state = replace(self.state, headroom=tuned.state)
         report.headroom, report.forecast_error, report.attainment = tuned.headroom, tuned.errors, tuned.attainment
         report.burst_floor, report.headroom_quantile = tuned.floor, tuned.level
+        report.reach = self.reach.update(self.policy, self.store, obs.now, tuned.headroom, tuned.attainment)
         if obs.reading.error:
             report.outcome.error("rates", obs.reading.error)
         report.observed, report.forecast = dict(obs.reading.rates), out.rates
@@ -237,6 +249,7 @@ class Controller:
         report.breaches = [b.to_json() for b in actions.breaches]
         report.converged = actions.converged
         report.surge_slots = sorted(actions.surge_slots)
+        report.bursts = sorted(actions.bursts)
         self.state = replace(self.state, rollout_baseline=actions.baseline)
 
     def plan(
@@ -249,6 +262,7 @@ class Controller:
     ) -> tuple[Layout, str]:
         """Hold plan, or the target plan once a cheaper one has held; the layout is saved first."""
         current = layout_to_plan(previous) if previous else None
+        planned = no_less(planned, previous.rates) if self.fast and previous else planned
         caps = self.caps(now)
         held_rates = hold_rates(planned, previous.rates) if previous else dict(planned)
         target = self.deps.planner(self.policy, planned, corrections, caps, current)
@@ -269,7 +283,9 @@ class Controller:
             self.state = replace(self.state, cheaper_since=choice.cheaper_since)
             chosen, rates = (target, planned) if choice.use == "target" else (held, held_rates)
             why = f"{choice.use}: {choice.why}"
-        layout = layout_from_plan(chosen, layout_input(self.policy, self.store, previous, rates, self.judge))
+        layout = layout_from_plan(
+            chosen, layout_input(self.policy, self.store, previous, rates, self.judge, self.deps.model_root)
+        )
         self._save_layout(layout, previous, why, now)
         return layout, why
 
@@ -304,13 +320,16 @@ class Controller:
             self.policy, self.store, self.judge, contact=self.deps.contact, gated=self.routing is not None
         )
         if self.routing is None:
-            return diff(layout, view, obs.now, limits)
-        book = self.state.gateway_drains
-        actions, book = self.routing.gated_diff(
-            layout, view, obs.now, limits, self._gateway_names(), book, self.policy.gateway.drain_timeout_s
-        )
-        self.state = replace(self.state, gateway_drains=book)
-        return actions
+            out = diff(layout, view, obs.now, limits)
+        else:
+            book = self.state.gateway_drains
+            out, after = self.routing.gated_diff(
+                layout, view, obs.now, limits, self._gateway_names(), book, self.policy.gateway.drain_timeout_s
+            )
+            if self.fast:  # drains under way go on; a fast tick begins none
+                after = self.routing.drain(frozenset(book), book, obs.now)
+            self.state = replace(self.state, gateway_drains=after)
+        return replace(out, actions=tuple(additive(out.actions, view.applied))) if self.fast else out
 
     def _gateway_names(self) -> GatewayNames:
         return fleet_names(self.store.open_records(), self.store.applied())

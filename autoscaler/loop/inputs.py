@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from autoscaler.config.policy import Policy
+from autoscaler.config.policy import CLOUD_MODEL_ROOT, Policy
 from autoscaler.core.fleet.lifecycle import LIVE, USABLE, State
 from autoscaler.core.layout.layout_types import Judge, Layout, LayoutInput, PlannedServer, WorkloadInfo
 from autoscaler.core.rollout.reconcile import Limits
@@ -22,7 +22,12 @@ AGENT_DRAIN_WAIT_S = 60.0
 
 
 def layout_input(
-    policy: Policy, store: Store, previous: Layout | None, rates: Mapping[str, float], judge: Judge
+    policy: Policy,
+    store: Store,
+    previous: Layout | None,
+    rates: Mapping[str, float],
+    judge: Judge,
+    model_root: str = CLOUD_MODEL_ROOT,
 ) -> LayoutInput:
     """Slots the fleet holds (surge ones apart), server names and ports still taken, and what each
     live slot's agent runs: what naming a new layout must respect."""
@@ -41,16 +46,17 @@ def layout_input(
         extra_slots=live,
         taken_slots=frozenset(r.slot for r in records),
         reserved_servers={k: frozenset(v) for k, v in reserved.items()},
-        workloads=workload_info(policy),
+        workloads=workload_info(policy, model_root),
         rates=dict(rates),
         running=running,
         judge=judge,
     )
 
 
-def workload_info(policy: Policy) -> dict[str, WorkloadInfo]:
-    """Per workload, its model directory on the node and its queue delay (half the SLO)."""
-    root = policy.agents.model_root.rstrip("/")
+def workload_info(policy: Policy, model_root: str = CLOUD_MODEL_ROOT) -> dict[str, WorkloadInfo]:
+    """Per workload, its model directory on the node and its queue delay (half the SLO); model_root
+    is agents.model_root or the provider's default (fleet/samples.py)."""
+    root = (policy.agents.model_root or model_root).rstrip("/")
     return {w.name: WorkloadInfo(w.model_dir or f"{root}/{w.model}", round(w.slo_ms / 2, 3)) for w in policy.workloads}
 
 
@@ -76,6 +82,7 @@ def limits(policy: Policy, store: Store, judge: Judge, *, contact: bool, gated: 
         agent_drain_s=AGENT_DRAIN_WAIT_S if contact else 0.0,
         max_unavailable=policy.scaling.disruption_budget.limit(fleet),
         drain_timeout_s=policy.gateway.drain_timeout_s if gated else 0.0,
+        burst=policy.scaling.burst,
     )
 
 

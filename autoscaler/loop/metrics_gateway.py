@@ -46,7 +46,7 @@ class GatewayCollector(Collector):
         yield from (reqs, errs, rate)
 
     def _servers(self, workloads: dict[str, Any]) -> Iterator[Any]:
-        labels = ["workload", "server", "address", "state"]
+        labels = ["workload", "server", "state"]  # no address: /metrics is open (/v1/gateway, behind the token, has it)
         weight = GaugeMetricFamily("igniter_gateway_server_weight", "HAProxy weight (0..256)", labels=labels)
         planned = GaugeMetricFamily("igniter_gateway_server_planned_rate_rps", "Rate the plan gives it", labels=labels)
         sessions = GaugeMetricFamily("igniter_gateway_server_current_sessions", "Requests in flight", labels=labels)
@@ -54,7 +54,7 @@ class GatewayCollector(Collector):
         healthy = GaugeMetricFamily("igniter_gateway_server_check_ok", "1 while its health check passes", labels=labels)
         for w, body in sorted(workloads.items()):
             for s in body.get("servers", []):
-                key = [w, s["name"], s["address"], s["state"]]
+                key = [w, s["name"], s["state"]]
                 weight.add_metric(key, s["weight"])
                 sessions.add_metric(key, s["current_sessions"])
                 reqs.add_metric(key, s["requests_total"])

@@ -6,6 +6,13 @@
 - With an interruption queue, it is checked every scaling.spot.queue_poll_s between ticks, and a
   notice that names instances ticks at once: a spot warning gives two minutes, less than a long
   interval (0 turns the check off: the queue is then read by the ticks only).
+- With a local gateway, the leader checks every GATEWAY_WATCH_S that its haproxy still runs; one
+  that died (killed, crashed) ticks at once, and the tick starts it again with the servers it
+  routed to: clients are refused for about a second, not until the next interval.
+- The fast path (core/capacity/fast_path.py, loop/watch.py): with a gateway, its request counters are
+  read every scaling.fast_path.poll_s between ticks, and a workload that outruns its ready capacity
+  (or panic_ratio x its planned rate) over the panic window ticks at once, a tick that only adds
+  capacity; at most one per min_gap_s, never during a tick, never on a standby.
 - SIGTERM / SIGINT: the tick in progress finishes, then the process exits 0.
 - SIGHUP, or a change of the policy file's mtime, reloads the policy before the next tick; an
   invalid policy is rejected with the error logged and the running one stays. Changes to `fleet`,
@@ -20,6 +27,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import signal
 import threading
 import time
@@ -31,12 +39,17 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy, load_policy
+from autoscaler.fleet.samples import ensure_local_samples
 from autoscaler.leader.base import Fence, LeaseError
 from autoscaler.loop.controller import Controller
+from autoscaler.loop.metrics_policy import PolicyCollector
 from autoscaler.loop.status import StatusServer, StatusState
+from autoscaler.loop.status_app import routes_listing
+from autoscaler.loop.watch import FastWatch
 from autoscaler.loop.wiring import build_controller, make_leadership, make_rates
 
 log = logging.getLogger(__name__)
+GATEWAY_WATCH_S = 0.5  # how often the leader checks that its local gateway still runs
 RESTART_SECTIONS = ("fleet", "provider", "agents", "leader")  # `gateway` changes apply at once (a reload)
 
 
@@ -53,11 +66,13 @@ class StatusBind:
 class Service:
     def __init__(self, policy_path: Path, state_path: Path, status: StatusBind | None) -> None:
         self.policy_path = policy_path
+        self.state_path = state_path
         self.mtime = _mtime(policy_path)
         policy = load_policy(policy_path)
         self.fence = Fence(time.monotonic)
         self.controller: Controller = build_controller(policy, state_path, fence=self.fence)
         self.state = StatusState()
+        self.state.metrics.registry.register(PolicyCollector(lambda: self.controller.policy))
         self.stop = threading.Event()
         self.reload_requested = threading.Event()
         self.scheduler: BackgroundScheduler | None = None
@@ -65,6 +80,9 @@ class Service:
         self.booking = threading.Lock()
         self.closing = False
         self.was_standby = False
+        gateway = self.controller.deps.gateway
+        self.watch = FastWatch(gateway.observe, self.controller.store) if gateway is not None else None
+        self.last_fast = -math.inf  # when the last fast tick ran
         try:
             self.server = self._status_server(status)
             self.leadership = make_leadership(policy, self.fence, self._role_changed)
@@ -125,12 +143,36 @@ class Service:
                 self.state.set_leader(self.leadership.snapshot())
                 return
             self.maybe_reload()
-            report = self.controller.tick()
-            self.state.publish(self.controller, report)
-            self._book_wake(report.wake_at)
+            self._tick(fast=False)
         except Exception:  # never let one tick kill the scheduler thread
             log.exception("tick job failed")
             self.state.metrics.errors.labels("tick").inc()
+        finally:
+            self.ticking.release()
+
+    def _tick(self, fast: bool) -> None:
+        report = self.controller.tick(fast=fast)
+        self.state.publish(self.controller, report)
+        self._book_wake(report.wake_at)
+
+    def watch_job(self) -> None:
+        """The fast path (core/capacity/fast_path.py): between ticks, a workload whose rate over the panic
+        window outruns its ready capacity or panic_ratio x its planned rate ticks at once, as a
+        fast tick that only adds capacity; at most one per min_gap_s, none while a tick runs (the
+        watcher itself waits for no tick: it skips its read), none on a standby."""
+        cfg = self.policy.scaling.fast_path
+        if self.watch is None or not cfg.enabled or not self.fence.held or not self.ticking.acquire(blocking=False):
+            return
+        try:
+            now = time.time()
+            panics = self.watch.check(now, cfg)
+            if panics and now - self.last_fast >= cfg.min_gap_s and self.fence.held:
+                self.last_fast = now
+                log.warning("fast tick: %s", "; ".join(f"{p.workload} {p.why}" for p in panics))
+                self.state.metrics.fast_ticks.inc()
+                self._tick(fast=True)
+        except Exception:
+            log.exception("fast path failed")
         finally:
             self.ticking.release()
 
@@ -144,6 +186,17 @@ class Service:
                 self.tick_job()
         except Exception:
             log.exception("interruption poll failed")
+
+    def gateway_job(self) -> None:
+        """Between ticks: a local gateway that is not running (it died) ticks now, and the tick
+        starts it again. A standby only watches its leader do so."""
+        running = getattr(self.controller.deps.gateway, "running", None)
+        try:
+            if running is not None and self.fence.held and not running():
+                log.warning("the gateway is not running: starting it again now")
+                self.tick_job()
+        except Exception:
+            log.exception("gateway check failed")
 
     def _book_wake(self, wake_at: float | None) -> None:
         """Book the early tick, unless the scheduler is shutting down: its shutdown holds the job
@@ -181,6 +234,7 @@ class Service:
         new = new.model_copy(update={s: getattr(old, s) for s in RESTART_SECTIONS})
         if new.rates != old.rates or new.workloads != old.workloads:
             self.controller.deps.rates = make_rates(new, self.controller.deps.gateway)
+        ensure_local_samples(new, self.state_path)  # a workload added may need a model
         self.controller.set_policy(new)
         if new.scaling.interval_s != old.scaling.interval_s and self.scheduler is not None:
             self.scheduler.reschedule_job("tick", trigger="interval", seconds=new.scaling.interval_s)
@@ -192,10 +246,11 @@ class Service:
         if self.server is not None:
             self.server.start()
             log.info(
-                "status on http://%s:%d (/healthz /metrics /v1/plan /v1/fleet /v1/leader%s)",
+                "status on http://%s:%d (%s%s)",
                 self.server.host,
                 self.server.port,
-                "; /v1/* with a bearer token" if self.server.httpd.token else "",
+                " ".join(routes_listing()),
+                "; /v1/* with a bearer token" if self.server.token else "",
             )
         self.leadership.start()
         interval = self.policy.scaling.interval_s
@@ -203,9 +258,14 @@ class Service:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": max(1, int(interval))}
         )
         self.scheduler.add_job(self.tick_job, "interval", seconds=interval, id="tick", next_run_time=datetime.now())
+        fast = self.policy.scaling.fast_path
+        if self.watch is not None and fast.enabled:
+            self.scheduler.add_job(self.watch_job, "interval", seconds=fast.poll_s, id="fast-path")
         poll_s = self.policy.scaling.spot.queue_poll_s
         if self.controller.deps.interruptions is not None and poll_s > 0:
             self.scheduler.add_job(self.poll_job, "interval", seconds=poll_s, id="interruptions")
+        if getattr(self.controller.deps.gateway, "running", None) is not None:
+            self.scheduler.add_job(self.gateway_job, "interval", seconds=GATEWAY_WATCH_S, id="gateway")
         self.scheduler.start()
         while not self.stop.wait(0.2):
             pass

@@ -9,12 +9,14 @@ holds the fleet's addresses and assignments.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import stat
 from pathlib import Path
 
 from autoscaler.config.errors import InputError
+from autoscaler.fleet.procs import private_dirs
 
 # Every table the store reads, with the columns it reads: a database without them is another
 # program's file, or one from a version of igniter this one cannot read.
@@ -33,8 +35,8 @@ MOVE_ASIDE = "move it aside (mv {p} {p}.bad) and start again: the fleet is redis
 class StateFileError(InputError):
     """The state file cannot be used: `STATE: what is wrong; what to do` (exit 2, nothing changed)."""
 
-    def __init__(self, path: Path, problem: str, remedy: str) -> None:
-        super().__init__(path, "", f"{problem}; {remedy.format(p=path)}")
+    def __init__(self, path: Path, problem: str, remedy: str, field: str = "") -> None:
+        super().__init__(path, field, f"{problem}; {remedy.format(p=path)}")
 
 
 def prepare(path: Path) -> None:
@@ -60,7 +62,9 @@ def _make_parent(parent: Path) -> None:
     if parent.is_dir():
         return
     try:
-        parent.mkdir(parents=True, mode=0o700)
+        private_dirs(parent)
+        if not parent.is_dir():
+            raise FileExistsError(parent)
     except FileExistsError:
         if not parent.is_dir():
             raise StateFileError(parent, "is not a directory", "give --state a path in a directory") from None
@@ -117,3 +121,17 @@ def check(db: sqlite3.Connection, path: Path) -> None:
         if not COLUMNS[table] <= have:
             missing = ", ".join(sorted(COLUMNS[table] - have))
             raise StateFileError(path, f"is not an igniter state file (table {table} lacks {missing})", MOVE_ASIDE)
+
+
+def check_meta(db: sqlite3.Connection, path: Path) -> bool:
+    """Every value of the meta table is JSON (the controller state among them): one that is not
+    is refused at open, naming its key, before a tick could stop on it with a traceback. False
+    when there is no meta table yet (a new file)."""
+    if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone() is None:
+        return False
+    for key, value in db.execute("SELECT key, value FROM meta").fetchall():
+        try:
+            json.loads(value)
+        except (TypeError, ValueError) as exc:
+            raise StateFileError(path, f"is not JSON ({exc})", MOVE_ASIDE, field=f"meta.{key}") from None
+    return True

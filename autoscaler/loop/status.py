@@ -1,141 +1,46 @@
-"""The status endpoint: /healthz, /metrics (Prometheus), /v1/plan, /v1/fleet, /v1/gateway, /v1/leader,
-/v1/headroom.
+"""The status endpoint: /healthz, /metrics (Prometheus), /openapi.json and the /v1/* views of the
+controller (status_app.py lists them), served by uvicorn on a thread of its own.
 
 It listens on scaling.status_listen (127.0.0.1:9464 by default; a private address lets Prometheus
 on another host scrape it). With scaling.status_token_file, /v1/* requires that bearer token;
 /healthz and /metrics stay open (what a load balancer and Prometheus need, and they show no
 addresses or assignments).
 
-The tick thread publishes an immutable snapshot after every tick; HTTP threads only read the
+The server is the inference server's: uvicorn on httptools with agents.server.guard's read
+timeout, idle timer, connection cap and JSON errors for malformed HTTP (STATUS_LIMITS). One event
+loop serves every connection, so a client holding hundreds of idle connections costs sockets until
+the idle timer closes them, not a thread each.
+
+The tick thread publishes an immutable snapshot after every tick; the HTTP loop only reads the
 latest snapshot, so a slow scrape never blocks a tick and never touches the store.
 """
 
 from __future__ import annotations
 
-import hmac
-import json
-import socket
+import contextlib
 import threading
-from collections import Counter as Count
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import uvicorn
 
+from agents.server.guard import GuardedProtocol, ServerConfig, bind
+from agents.spec import ServerLimits
 from autoscaler.config.offerings import offering_prices
+from autoscaler.core.capacity.reach import conditions
 from autoscaler.core.fleet.lifecycle import LIVE, describe_table
 from autoscaler.loop.controller import Controller, TickReport
 from autoscaler.loop.gateway_step import snapshot
-from autoscaler.loop.metrics_gateway import GatewayCollector
+from autoscaler.loop.metrics import Metrics
+from autoscaler.loop.status_app import build_app
 
+__all__ = ["STATUS_LIMITS", "Metrics", "StatusServer", "StatusState", "fleet_snapshot", "headroom_snapshot"]
 
-class Metrics:
-    """Prometheus metrics of one controller, in their own registry."""
-
-    def __init__(self) -> None:
-        r = self.registry = CollectorRegistry()
-        self.cost = Gauge("igniter_fleet_cost_per_hour", "Hourly price of the instances the fleet holds", registry=r)
-        self.instances = Gauge(
-            "igniter_instances", "Instance records by type and lifecycle state", ["instance_type", "state"], registry=r
-        )
-        self.by_capacity = Gauge(
-            "igniter_instances_by_capacity_type",
-            "Live instance records by capacity type (on-demand, spot) and lifecycle state",
-            ["capacity_type", "state"],
-            registry=r,
-        )
-        self.planned = Gauge(
-            "igniter_planned_capacity_rps", "Predicted throughput the layout provides", ["workload"], registry=r
-        )
-        self.forecast = Gauge(
-            "igniter_forecast_rps", "Rate planned for (forecast with headroom)", ["workload"], registry=r
-        )
-        self.observed = Gauge("igniter_observed_rps", "Latest usable observed rate", ["workload"], registry=r)
-        self.correction = Gauge("igniter_slo_correction", "SLO-guard correction factor", ["workload"], registry=r)
-        self.headroom = Gauge(
-            "igniter_headroom_ratio", "Headroom planned above the forecast (0.2: 20 %)", ["workload"], registry=r
-        )
-        self.burst_floor = Gauge(
-            "igniter_burst_floor_rps",
-            "Headroom auto: the busiest rate seen over the last scale_down_delay_s, the least planned",
-            ["workload"],
-            registry=r,
-        )
-        self.quantile = Gauge(
-            "igniter_headroom_quantile_ratio",
-            "Headroom auto: the quantile of the forecast errors the headroom is sized at (the target, "
-            "moved by the attainment measured)",
-            ["workload"],
-            registry=r,
-        )
-        self.attainment = Gauge(
-            "igniter_attainment_last_hour_ratio",
-            "Fraction of the last hour in which the ready capacity covered the observed rate",
-            ["workload"],
-            registry=r,
-        )
-        self.tick_seconds = Histogram(
-            "igniter_tick_duration_seconds",
-            "Duration of one tick",
-            registry=r,
-            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
-        )
-        self.ticks = Counter("igniter_ticks", "Ticks run", ["result"], registry=r)
-        self.errors = Counter(
-            "igniter_errors", "Errors by kind (provider, transport, capacity, rates, tick)", ["kind"], registry=r
-        )
-        self.last_tick = Gauge("igniter_last_tick_timestamp_seconds", "When the last tick started", registry=r)
-        self.leader = Gauge(
-            "igniter_leader", "1 while this process holds the fleet's lease, 0 as a standby", registry=r
-        )
-        self.lease_token = Gauge("igniter_lease_token", "Fencing token of the lease's current tenure", registry=r)
-        self.role_changes = Counter("igniter_leader_changes", "Changes of role", ["to"], registry=r)
-        self.surge = Gauge("igniter_surge_instances", "Surge instances kept or launched for moves", registry=r)
-        self.draining = Gauge("igniter_draining_servers", "Retiring servers waiting to be drained", registry=r)
-        self.breaches = Counter(
-            "igniter_invariant_breaches",
-            "Ticks where a policy limit made a move take capacity away before its replacement served",
-            ["limit"],
-            registry=r,
-        )
-        self.gateway = GatewayCollector()
-        r.register(self.gateway)
-
-    def update(self, report: TickReport, fleet: dict[str, Any], corrections: dict[str, float]) -> None:
-        self.ticks.labels("ok" if report.ok else "error").inc()
-        self.tick_seconds.observe(report.duration_s)
-        self.last_tick.set(report.now)
-        for kind, n in report.outcome.errors.items():
-            self.errors.labels(kind).inc(n)
-        self.surge.set(len(report.surge_slots))
-        self.draining.set(len(report.draining))
-        for b in report.breaches:
-            self.breaches.labels(b["limit"]).inc()
-        self.cost.set(fleet["cost_per_hour"])
-        _reset(self.instances, {(i["instance_type"], i["state"]): n for i, n in _count(fleet["instances"])})
-        by_capacity = Count((i["capacity_type"], i["state"]) for i in fleet["instances"])
-        _reset(self.by_capacity, dict(by_capacity))
-        capacity = report.layout.capacity() if report.layout else {}
-        _reset(self.planned, {(w,): capacity.get(w, 0.0) for w in report.forecast})
-        _reset(self.forecast, {(w,): v for w, v in report.forecast.items()})
-        _reset(self.observed, {(w,): v for w, v in report.observed.items()})
-        _reset(self.correction, {(w,): v for w, v in corrections.items()})
-        _reset(self.headroom, {(w,): v for w, v in report.headroom.items()})
-        _reset(self.attainment, {(w,): v for w, v in report.attainment.items() if v is not None})
-        _reset(self.burst_floor, {(w,): v for w, v in report.burst_floor.items()})
-        _reset(self.quantile, {(w,): v for w, v in report.headroom_quantile.items()})
-
-
-def _count(instances: list[dict[str, Any]]) -> list[tuple[dict[str, str], int]]:
-    counts = Count((i["instance_type"], i["state"]) for i in instances)
-    return [({"instance_type": t, "state": s}, n) for (t, s), n in counts.items()]
-
-
-def _reset(gauge: Gauge, values: dict[tuple[str, ...], float]) -> None:
-    gauge.clear()
-    for labels, value in values.items():
-        gauge.labels(*labels).set(value)
+# A whole request within 30 s of its first byte (as the inference servers), idle connections
+# closed after 60 s, and past 256 open connections a request gets a JSON 503: a scraper, a load
+# balancer's checks and a few people with curl need far fewer.
+STATUS_LIMITS = ServerLimits(read_timeout_s=30.0, idle_timeout_s=60.0, max_connections=256, drain_timeout_s=0.0)
 
 
 def fleet_snapshot(controller: Controller) -> dict[str, Any]:
@@ -191,6 +96,7 @@ def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, A
             }
             for w, h in report.headroom.items()
         },
+        "conditions": conditions(report.reach),
     }
 
 
@@ -220,6 +126,14 @@ class StatusState:
             if not leader:
                 self.plan, self.fleet = {"layout": None, "role": "standby"}, {"instances": [], "role": "standby"}
                 self.headroom = {"workloads": {}, "role": "standby"}  # a standby plans nothing
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        """/healthz: (HTTP code, body); the caller holds the lock. A standby is healthy (200, status
+        "standby"): it is ready to take over, not broken."""
+        if self.leader.get("role", "leader") != "leader":
+            return 200, {"status": "standby", "last_error": None, "leader": self.leader}
+        body = {"status": "ok" if self.healthy else "failing", "last_error": self.last_error, "leader": self.leader}
+        return (200 if self.healthy else 503), body
 
     def publish(self, controller: Controller, report: TickReport) -> None:
         fleet = fleet_snapshot(controller)
@@ -253,101 +167,57 @@ class StatusState:
             self.gateway = gateway
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Server
+class _ThreadServer(uvicorn.Server):
+    """uvicorn on a thread of its own: the process's signals belong to the service, not to it."""
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
-    def do_GET(self) -> None:
-        state = self.server.state
-        with state.lock:
-            routes = {
-                "/healthz": lambda: self._health(state),
-                "/metrics": lambda: self._metrics(state),
-                "/v1/plan": lambda: self._json(200, state.plan),
-                "/v1/fleet": lambda: self._json(200, state.fleet),
-                "/v1/leader": lambda: self._json(200, state.leader),
-                "/v1/headroom": lambda: self._json(200, state.headroom),
-                "/v1/gateway": lambda: self._json(200, state.gateway),
-            }
-            path = self.path.split("?", 1)[0]
-            route = routes.get(path)
-            if path.startswith("/v1/") and not self._authorized():
-                self._unauthorized()
-            elif route is None:
-                self._json(404, {"error": f"no route {self.path}", "routes": sorted(routes)})
-            else:
-                route()
-
-    def _authorized(self) -> bool:
-        token = self.server.token
-        if token is None:
-            return True
-        scheme, _, given = (self.headers.get("Authorization") or "").partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token)
-
-    def _unauthorized(self) -> None:
-        body = json.dumps({"error": "/v1/* needs the bearer token (Authorization: Bearer TOKEN)"}).encode()
-        self.send_response(401)
-        self.send_header("WWW-Authenticate", 'Bearer realm="igniter"')
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _health(self, state: StatusState) -> None:
-        """A standby is healthy (200, status "standby"): it is ready to take over, not broken."""
-        role = state.leader.get("role", "leader")
-        if role != "leader":
-            self._json(200, {"status": "standby", "last_error": None, "leader": state.leader})
-            return
-        self._json(
-            200 if state.healthy else 503,
-            {"status": "ok" if state.healthy else "failing", "last_error": state.last_error, "leader": state.leader},
-        )
-
-    def _metrics(self, state: StatusState) -> None:
-        self._send(200, generate_latest(state.metrics.registry), CONTENT_TYPE_LATEST)
-
-    def _json(self, code: int, body: Any) -> None:
-        self._send(code, json.dumps(body, indent=1, default=str).encode(), "application/json")
-
-    def _send(self, code: int, body: bytes, ctype: str) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    state: StatusState
-    token: bytes | None = None
-
-
-class _Server6(_Server):
-    address_family = socket.AF_INET6
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 class StatusServer:
     """Serves a StatusState on host:port (port 0: any free port; see `.port`); with `token`,
-    /v1/* answers 401 without `Authorization: Bearer <token>`."""
+    /v1/* answers 401 without `Authorization: Bearer <token>`. Binding happens here, so a port in
+    use fails at construction (OSError), before anything starts."""
 
-    def __init__(self, state: StatusState, port: int, host: str = "127.0.0.1", token: str | None = None) -> None:
-        self.httpd = (_Server6 if ":" in host else _Server)((host, port), _Handler)
-        self.httpd.state = state
-        self.httpd.token = token.encode() if token is not None else None
+    def __init__(
+        self,
+        state: StatusState,
+        port: int,
+        host: str = "127.0.0.1",
+        token: str | None = None,
+        limits: ServerLimits = STATUS_LIMITS,
+    ) -> None:
+        self.listener = bind(host, port)
+        self.listener.set_inheritable(False)  # agents and haproxy started later must not hold the port
         self.host = host
-        self.port = int(self.httpd.server_address[1])
-        self._thread = threading.Thread(target=self.httpd.serve_forever, name="igniter-status", daemon=True)
+        self.port = int(self.listener.getsockname()[1])
+        self.token = token
+        config = ServerConfig(
+            build_app(state, token.encode() if token is not None else None),
+            limits,
+            http=GuardedProtocol,
+            loop="asyncio",
+            lifespan="off",
+            access_log=False,
+            log_config=None,  # the service's logging (and its format) applies to uvicorn's loggers too
+            log_level="warning",
+            timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]  # a float works: call_later
+            timeout_graceful_shutdown=1,
+            server_header=False,
+            headers=[("server", "igniter-status")],
+        )
+        self.server = _ThreadServer(config)
+        self._thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.listener]}, name="igniter-status", daemon=True
+        )
 
     def start(self) -> StatusServer:
         self._thread.start()
         return self
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self._thread.join(timeout=5)
+        self.server.should_exit = True
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        self.listener.close()

@@ -18,14 +18,13 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from autoscaler.core.fleet.lifecycle import OPEN, Change, Record, State
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, layout_from_json
 from autoscaler.loop import statefile
-from autoscaler.loop.state import ControllerState
+from autoscaler.loop.state import ControllerState, StateError
 
 STATE_KEY = "controller_state"
 # The loose keys the controller kept before ControllerState (state version 0): read once, while
@@ -74,6 +73,10 @@ class Store:
         self._lock = threading.RLock()
         self._parsed: dict[str, tuple[PlannedServer, ...]] = {}  # applied.servers text -> specs (see applied)
         self._layout_row: tuple[int, str, Layout] | None = None  # newest layouts row: id, body, parsed
+        # Record lists by query, for an in-memory store only: no other connection can write to it,
+        # so they hold until this store's own apply() (the one writer of instances) clears them.
+        # A file may be written by another process (an operator's command), so it is read each time.
+        self._records_seen: dict[tuple[str, tuple[Any, ...]], list[Record]] | None = {} if file is None else None
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         try:
             self._open(file)
@@ -87,6 +90,8 @@ class Store:
     def _open(self, file: Path | None) -> None:
         if file is not None:
             statefile.check(self._db, file)  # first: WAL mode already writes to the file
+            if statefile.check_meta(self._db, file):
+                self._check_state(file)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
@@ -150,6 +155,13 @@ class Store:
                 raw = {"version": 0, **legacy} if legacy else None
         return ControllerState.from_json(raw)
 
+    def _check_state(self, file: Path) -> None:
+        """The controller state reads (any known version): else the file is refused at open."""
+        try:
+            self.load_state()
+        except (StateError, TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise statefile.StateFileError(file, str(exc), statefile.MOVE_ASIDE, field=STATE_KEY) from None
+
     def save_state(self, state: ControllerState) -> None:
         """Replace the state object (and drop the legacy keys it was migrated from)."""
         with self._tx() as db:
@@ -178,6 +190,15 @@ class Store:
         return self._records("1=1", ())
 
     def _records(self, where: str, args: tuple[Any, ...]) -> list[Record]:
+        seen, key = self._records_seen, (where, args)
+        if seen is not None and key in seen:
+            return list(seen[key])  # Records are frozen; the list is the caller's
+        records = self._read_records(where, args)
+        if seen is not None:
+            seen[key] = records
+        return list(records)
+
+    def _read_records(self, where: str, args: tuple[Any, ...]) -> list[Record]:
         with self._lock:
             rows = self._db.execute(
                 "SELECT slot, attempt, instance_type, state, created_at, updated_at, instance_id, generation, "
@@ -216,6 +237,8 @@ class Store:
         """Persist transitions (record + history row each) in one transaction."""
         if not changes:
             return
+        if self._records_seen is not None:
+            self._records_seen.clear()
         with self._tx() as db:
             for ch in changes:
                 r = ch.record
@@ -298,7 +321,7 @@ class Store:
         self, key: tuple[str, int], servers: tuple[PlannedServer, ...], generation: int, now: float
     ) -> None:
         """What the agent of (slot, attempt) was last told to run, and under which assignment generation."""
-        body = json.dumps([asdict(s) for s in servers])
+        body = json.dumps([s.to_json() for s in servers])
         with self._tx() as db:
             db.execute(
                 "INSERT INTO applied(slot, attempt, generation, servers, at) VALUES(?,?,?,?,?) "

@@ -8,7 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autoscaler.config.policy import Policy
+from autoscaler.config.policy import CLOUD_MODEL_ROOT, Policy
+from autoscaler.core.capacity.reach import Reach
 from autoscaler.core.layout.layout_types import Layout
 from autoscaler.core.routing.routes import GatewayView
 from autoscaler.fleet.base import Instance, InterruptionSource, Notice, Provider
@@ -36,6 +37,7 @@ class Deps:
     gate: HostKeyGate | None = None  # SSH to cloud nodes: contact an agent only once its host key is pinned
     interruptions: InterruptionSource | None = None  # spot interruption / maintenance notices (EC2: SQS)
     gateway: Gateway | None = None  # the data plane; None: no gateway (servers count as drained at once)
+    model_root: str = CLOUD_MODEL_ROOT  # <model_root>/<model> for a workload without model_dir (fleet/samples.py)
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class TickReport:
     now: float
     ok: bool = True
     error: str | None = None
+    fast: bool = False  # a fast tick (core/capacity/fast_path.py): it only added capacity
     decision: str = ""
     layout: Layout | None = None
     observed: dict[str, float] = field(default_factory=dict)
@@ -63,6 +66,9 @@ class TickReport:
     attainment: dict[str, float | None] = field(default_factory=dict)  # ready capacity >= rate, last hour
     burst_floor: dict[str, float] = field(default_factory=dict)  # busiest peak of the last scale_down_delay_s (auto)
     headroom_quantile: dict[str, float] = field(default_factory=dict)  # the errors' quantile headroom auto sizes at
+    reach: dict[str, Reach] = field(
+        default_factory=dict
+    )  # target_attainment out of reach, and why (core/capacity/reach.py)
     missing: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     settling: bool = False  # make-before-break work waits on servers just started: tick again soon
@@ -70,6 +76,7 @@ class TickReport:
     breaches: list[dict[str, Any]] = field(default_factory=list)  # invariant broken: a policy limit left no room
     converged: bool = False  # the fleet is the layout (no move under way)
     surge_slots: list[str] = field(default_factory=list)  # surge instances kept or launched this tick
+    bursts: list[str] = field(default_factory=list)  # stand-ins started in free share this tick
     wake_at: float | None = None  # tick again then, before the next interval (scaling.next_wake)
     outcome: Outcome = field(default_factory=Outcome)
     gateway: GatewayReport | None = None
@@ -82,11 +89,13 @@ class TickReport:
         return {
             "ok": self.ok,
             "error": self.error,
+            "fast": self.fast,
             "decision": self.decision,
             "observed": self.observed,
             "forecast": self.forecast,
             "headroom": self.headroom,
             "attainment_1h": self.attainment,
+            "out_of_reach": {w: r.cause for w, r in self.reach.items() if r.out},
             "missing": self.missing,
             "notes": self.notes,
             "settling": self.settling,
@@ -94,6 +103,7 @@ class TickReport:
             "breaches": self.breaches,
             "converged": self.converged,
             "surge_slots": self.surge_slots,
+            "bursts": self.bursts,
             "wake_at": self.wake_at,
             "rounds": self.rounds,
             "done": self.outcome.done,

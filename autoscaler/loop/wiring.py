@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, TypeVar
 from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy
 from autoscaler.fleet.base import HostKeySource, InterruptionSource, Provider
+from autoscaler.fleet.samples import ensure_local_samples, model_root
 from autoscaler.gateway.base import Gateway, GatewayError, spec_from
 from autoscaler.leader.base import Fence, Lease
+from autoscaler.loop import faults
 from autoscaler.loop.controller import Controller, Deps
 from autoscaler.loop.fence import FencedProvider, FencedTransport
 from autoscaler.loop.leadership import Leadership
@@ -48,7 +50,9 @@ def make_provider(policy: Policy, state_path: Path, clock: Callable[[], float] =
         from autoscaler.fleet.ec2 import Ec2Provider
 
         _check_templates(policy)
-        return Ec2Provider(policy.fleet, cfg)
+        ec2 = Ec2Provider(policy.fleet, cfg)
+        ec2.before_run = lambda _slot: faults.point("slow_run_instances")  # off unless IGNITER_FAULT says
+        return ec2
     from autoscaler.fleet.local import LocalProvider
 
     root = _relative(policy, cfg.state_root) if cfg.state_root else state_path.parent / f"{policy.fleet}-instances"
@@ -268,6 +272,7 @@ def build_controller(
         pins = make_pins(policy, state_path, provider)
         transport, contact = make_transport(policy, pins)
         gateway = make_gateway(policy, state_path, provider)
+        ensure_local_samples(policy, state_path)
     except BaseException:
         store.close()
         raise
@@ -283,6 +288,7 @@ def build_controller(
         make_gate(policy, provider, pins),
         interruptions=_fenced_interruptions(make_interruptions(policy), fence),
         gateway=gateway,
+        model_root=model_root(policy, state_path),
     )
     return Controller(policy, deps)
 
@@ -296,9 +302,12 @@ def fenced(target: T, fence: Fence | None, mutating: Sequence[str]) -> T:
 
 
 def lock_dir(policy: Policy) -> Path:
-    """Where `leader: local` keeps its lock files: the same for every state file on the host."""
+    """Where `leader: local` keeps its lock files: the same for every state file and every user
+    of the host, so two users' autoscalers of one fleet never both lead it."""
     configured = policy.leader.lock_dir or os.environ.get("IGNITER_LOCK_DIR")
-    return _relative(policy, configured) if configured else default_state_path(policy).parent
+    from autoscaler.leader.local import HOST_LOCK_DIR
+
+    return _relative(policy, configured) if configured else HOST_LOCK_DIR
 
 
 def make_lease(policy: Policy) -> Lease:

@@ -30,13 +30,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 from scipy.optimize import curve_fit
 
 from autoscaler.config.profile import ModelProfile, Profile, load_profile
+
+SOLO_KEEP = 1 << 16  # solo predictions a model remembers (PerfModel.solo)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +171,7 @@ class PerfModel:
         self.clock_slope = _fit_clock_slope(profile)
         self.delta1, self.delta0, self.delta_slope = _fit_delta(profile)
         self.coef = {name: _fit_model(profile, m, self.delta1) for name, m in profile.models.items()}
+        self._solo: dict[tuple[str, float, float], tuple[float, float]] = {}
 
     @property
     def models(self) -> frozenset[str]:
@@ -216,8 +218,16 @@ class PerfModel:
         return out
 
     def solo(self, model: str, batch: int, mps: float) -> tuple[float, float]:
-        """(latency_ms, throughput_rps) of a model alone on the GPU."""
-        return self.predict_raw([(model, batch, mps)])[0]
+        """(latency_ms, throughput_rps) of a model alone on the GPU. Remembered: the planner asks
+        for the same few (batch, share) pairs of a model many times a plan, and the answer of a
+        pure function of the key is the same float each time (at most SOLO_KEEP kept)."""
+        key = (model, batch, mps)
+        out = self._solo.get(key)
+        if out is None:
+            if len(self._solo) >= SOLO_KEEP:
+                self._solo.clear()
+            out = self._solo[key] = self.predict_raw([(model, batch, mps)])[0]
+        return out
 
     def batch_size(self, model: str, slo_ms: float, rate_rps: float) -> int:
         """The paper's batch rule: the smallest batch that fills within half the SLO at this rate."""
@@ -267,9 +277,8 @@ def fit(profile: Profile, name: str = "gpu") -> PerfModel:
     return PerfModel(name, profile)
 
 
-@lru_cache(maxsize=32)
-def _cached(path: Path, _stamp: int) -> PerfModel:
-    return PerfModel(path.stem, load_profile(path))
+FITTED_KEEP = 32  # fitted models kept (per profile file and modification time)
+_fitted: dict[tuple[Path, int], PerfModel] = {}
 
 
 def load_perf_model(path: str | Path) -> PerfModel:
@@ -279,4 +288,22 @@ def load_perf_model(path: str | Path) -> PerfModel:
         stamp = resolved.stat().st_mtime_ns
     except OSError:
         stamp = 0
-    return _cached(resolved, stamp)
+    model = _fitted.get((resolved, stamp))
+    if model is None:
+        model = _fitted[resolved, stamp] = PerfModel(resolved.stem, load_profile(resolved))
+        if len(_fitted) > FITTED_KEEP:
+            _fitted.pop(next(iter(_fitted)))
+    return model
+
+
+def fitted_perf_models() -> dict[tuple[Path, int], PerfModel]:
+    """Every model fitted in this process so far, by (profile path, modification time)."""
+    return dict(_fitted)
+
+
+def prime_perf_models(models: dict[tuple[Path, int], PerfModel]) -> None:
+    """Models another process fitted (a `--compare` worker gets its parent's), so that
+    load_perf_model answers with them instead of fitting the same files again. A key holds the
+    file's modification time, so a profile edited since is still fitted afresh."""
+    for key, model in models.items():
+        _fitted.setdefault(key, model)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from autoscaler.config.offerings import SPOT, offering_key
 from autoscaler.config.policy import Policy
@@ -32,6 +33,8 @@ PlannerFn = Callable[[Sequence[Demand], Sequence[InstanceOption], Mapping[str, P
 
 
 STABILITY_TOLERANCE = 0.03  # a plan that keeps placements may cost this much more than a fresh one
+FRESH_KEPT = 1024  # fresh plans remembered (_fresh)
+_fresh_plans: dict[tuple[Any, ...], Plan] = {}
 
 
 def igniter(
@@ -45,7 +48,7 @@ def igniter(
     """Algorithm 1 (+ what `cfg` enables). With `current`: keep what still works, unless that
     costs more than STABILITY_TOLERANCE over a fresh plan (kept placements block better packings
     as rates drift); then the fresh plan, with `moved` counted against `current`."""
-    fresh = _igniter(demands, options, models, None, cfg, name)
+    fresh = _fresh(demands, options, models, cfg, name)
     if current is None:
         return fresh
     kept = _igniter(demands, options, models, current, cfg, name)
@@ -55,6 +58,26 @@ def igniter(
         return kept
     note = f"fresh plan: keeping placements would cost {kept.cost_per_hour:.2f} $/h"
     return Plan(name, fresh.instances, fresh.unplaced, count_moved(fresh, current), {**fresh.stats, "stability": note})
+
+
+def _fresh(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    cfg: Config,
+    name: str,
+) -> Plan:
+    """The plan from scratch, remembered per exact inputs (FRESH_KEPT of them, oldest forgotten
+    first): every re-plan needs it beside the one that keeps placements, and while rates hold
+    the same inputs come back tick after tick with another current plan. The planner is
+    deterministic and its inputs are frozen, so the remembered plan is the one it would make."""
+    key = (tuple(demands), tuple(options), tuple(models.items()), cfg, name)
+    plan = _fresh_plans.get(key)
+    if plan is None:
+        plan = _fresh_plans[key] = _igniter(demands, options, models, None, cfg, name)
+        if len(_fresh_plans) > FRESH_KEPT:
+            _fresh_plans.pop(next(iter(_fresh_plans)))
+    return plan
 
 
 def _igniter(

@@ -21,6 +21,7 @@ from autoscaler.planner.types import Demand, Unplaced
 
 MAX_BATCH = 1024  # the fitted t_act is a quadratic in b; beyond this it is extrapolation
 BATCH_SEARCH = 5  # batches tried below the paper's rule (its rounding up is what they recover)
+SIZES_KEPT = 16384  # size_on answers remembered
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +83,11 @@ def make_size(model: PerfModel, gpu: str, d: Demand, batch: int, lower: float, r
     )
 
 
+@lru_cache(maxsize=SIZES_KEPT)
 def size_on(model: PerfModel, gpu: str, d: Demand, rate: float, search: bool = True) -> Size | None:
     """Batch and lower bound for `rate` of `d` on one GPU type; None if it needs more than one GPU.
+    Remembered per exact arguments (a pure function; Size is frozen): the repair pass and the
+    stability check ask it again for demands already decomposed, many times a plan.
 
     The paper's rule takes the smallest batch that fills within half the SLO. It rounds up, and
     the rounding can cost a lot: one request more per batch must finish in the same half-SLO.

@@ -30,13 +30,17 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
 
+from autoscaler.config.errors import InputError
+from autoscaler.config.limits import MAX_SIM_TICKS
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
+from autoscaler.core.capacity.fast_path import panicking
 from autoscaler.core.fleet.lifecycle import State
 from autoscaler.core.layout.layout_types import Layout
 from autoscaler.core.rollout.colocation import Server, cached_judge, server_tuple
@@ -47,14 +51,15 @@ from autoscaler.loop.controller import Controller, Deps, PlanFn, TickReport
 from autoscaler.loop.store import Store
 from autoscaler.rates.reader import RateReader
 from autoscaler.sim.changes import Moves
-from autoscaler.sim.memo import MemoPlanner
+from autoscaler.sim.memo import MemoPlanner, PlanMemo
 from autoscaler.sim.result import SimResult, Tuning, feasible_capacity
-from autoscaler.sim.strategies import peak_plan, reactive_planner, static_result
-from autoscaler.sim.trace_rates import FutureRates, TraceRates
+from autoscaler.sim.strategies import oracle_horizon_s, peak_plan, reactive_planner, static_result
+from autoscaler.sim.trace_rates import FutureRates, TraceRates, TraceWatch
 from autoscaler.sim.traces import Trace
 from autoscaler.transport.fake import NoneTransport
 
 Strategy = Literal["autoscaler", "reactive", "static-peak", "oracle"]
+Progress = Callable[[float], None]  # the fraction of the trace replayed so far, 0 .. 1
 MAX_WAKES = 8  # early ticks per interval at most: boots and make-before-break chains are few
 SERVING = (State.READY, State.GOING_AWAY)  # records whose servers serve (a going one until EC2 takes it)
 QUIET = (
@@ -62,6 +67,7 @@ QUIET = (
     "autoscaler.loop.actuator",
     "autoscaler.rates.reader",
     "autoscaler.core.capacity.slo_guard",
+    "autoscaler.loop.reach",
 )
 
 
@@ -128,7 +134,9 @@ def default_plan_fn(policy: Policy) -> PlanFn:
 class Replay:
     """One run of the controller over a trace; `run()` returns the SimResult."""
 
-    def __init__(self, policy: Policy, trace: Trace, opts: SimOptions, plan_fn: PlanFn) -> None:
+    def __init__(
+        self, policy: Policy, trace: Trace, opts: SimOptions, plan_fn: PlanFn, plans: PlanMemo | None = None
+    ) -> None:
         self.policy, self.trace, self.opts = policy, trace, opts
         t0 = float(trace.times[0])
         self.clock = SimClock(t0)
@@ -144,12 +152,12 @@ class Replay:
         self.store = Store(":memory:")
         sc = policy.scaling
         source = (
-            FutureRates(trace, sc.boot_s + sc.interval_s)
+            FutureRates(trace, oracle_horizon_s(sc))
             if opts.strategy == "oracle"
             else TraceRates(trace, sc.interval_s, opts.rate_stat, warm_s=sc.boot_s + sc.interval_s)
         )
         rates = RateReader(source, policy.rates.stale_after_s)
-        self.planner = MemoPlanner(plan_fn)
+        self.planner = MemoPlanner(plan_fn, policy, plans)
         deps = Deps(
             self.provider,
             NoneTransport(),
@@ -174,16 +182,26 @@ class Replay:
         self.moves = Moves(trace.names, n)
         self.verdict = cached_judge(policy)
         self.layout: Layout | None = None  # the layout of the last tick
+        self.bursts = 0  # stand-ins started in free share
+        self.fast_ticks = 0
+        fp = policy.scaling.fast_path
+        self.watch = TraceWatch(trace, fp if fp.enabled and opts.strategy == "autoscaler" else None)
+        self.out_of_reach: dict[str, int] = {}  # workload-ticks out of reach, by cause
 
-    def tick(self, now: float) -> TickReport:
+    def tick(self, now: float, fast: bool = False) -> TickReport:
         self.clock.t = now
         self.moves.begin()
-        report = self.controller.tick()
+        report = self.controller.tick(fast=fast)
         self.ticks += 1
+        self.fast_ticks += fast
         planned = report.layout.capacity() if report.layout is not None else {}
         self.tuning.add(now, report.headroom, report.forecast_error, planned)
         self.moves.end(report)
         self.layout = report.layout or self.layout
+        self.bursts += len(report.bursts)
+        for r in report.reach.values():
+            if r.out and r.cause:
+                self.out_of_reach[r.cause] = self.out_of_reach.get(r.cause, 0) + 1
         if not report.ok and report.error:
             self.errors.append(f"t={now:g}: {report.error}")
         if report.layout is not None:
@@ -247,24 +265,39 @@ class Replay:
         self.moves.record(lo, hi, cap)
         self.moves.bill(start, end, self.provider.lifetimes.values())
 
-    def run(self) -> tuple[int, int]:
+    def run(self, progress: Progress | None = None) -> tuple[int, int]:
         """Tick on the interval grid to the trace's end, plus the early ticks `igniter run` adds
         (TickReport.wake_at: when instances are due to finish booting, or settle_s after a tick
         whose changes wait on servers it started; at most MAX_WAKES per interval); returns warm-up
-        launches and the end time."""
+        launches and the end time. `progress` hears the fraction of the trace replayed after each
+        interval."""
         t0, end = float(self.trace.times[0]), float(self.trace.times[0]) + self.trace.duration_s
         sc = self.policy.scaling
+        check_ticks(self.trace, sc.interval_s)
         warm = self.warm_start()
         grid = [t0 + k * sc.interval_s for k in range(1, math.ceil(self.trace.duration_s / sc.interval_s))] + [end]
         self.record(t0, grid[0])
         for t, nxt in itertools.pairwise(grid):
             wake, extra = self._wake(t, self.tick(t).wake_at), 0
-            while wake is not None and t < wake < nxt and extra < MAX_WAKES:
-                self.record(t, wake)
-                t, extra = wake, extra + 1
-                wake = self._wake(t, self.tick(t).wake_at)
+            while extra < MAX_WAKES:
+                fast = self.watch.next_panic(t, nxt if wake is None else min(wake, nxt), self._panic)
+                at = fast if fast is not None else wake
+                if at is None or not t < at < nxt:
+                    break
+                self.record(t, at)
+                t, extra = at, extra + 1
+                wake = self._wake(t, self.tick(t, fast=fast is not None).wake_at)
             self.record(t, nxt)
+            if progress is not None:
+                progress((nxt - t0) / (end - t0))
         return warm, int(end)
+
+    def _panic(self, rates: dict[str, float]) -> bool:
+        """The fast path's test (core/fast_path.py) against the fleet as last recorded."""
+        cap = {w: v[-1] for w, v in self.tick_capacity.items() if v}
+        planned = dict(self.layout.rates) if self.layout is not None else {}
+        coming = self.layout.capacity() if self.layout is not None else {}
+        return bool(panicking(rates, cap, coming, planned, self.policy.scaling.fast_path.panic_ratio))
 
     def _wake(self, now: float, asked: float | None) -> float | None:
         """The early tick a tick asked for, or the one `igniter run`'s interruption poll makes
@@ -283,18 +316,27 @@ def _configures(store: Store, after_tick: int) -> int:
     return sum(1 for a in store.actions() if a["kind"] == "configure" and (a["tick"] or 0) > after_tick)
 
 
-def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan_fn: PlanFn | None = None) -> SimResult:
-    """Replay `trace` under `policy` with the options' strategy; see the module docstring."""
+def simulate(
+    policy: Policy,
+    trace: Trace,
+    opts: SimOptions = SimOptions(),
+    plan_fn: PlanFn | None = None,
+    progress: Progress | None = None,
+    plans: PlanMemo | None = None,
+) -> SimResult:
+    """Replay `trace` under `policy` with the options' strategy; see the module docstring.
+    `progress` hears the fraction of the trace replayed (Replay.run); `plans`: plans shared with
+    other replays (a `--compare`'s, memo.PlanMemo), else the replay keeps its own."""
     policy = with_overrides(policy, opts)
     base_fn = plan_fn or default_plan_fn(policy)
-    peak = peak_plan(policy, trace, base_fn)
+    peak = peak_plan(policy, trace, MemoPlanner(base_fn, policy, plans))
     if opts.strategy == "static-peak":
         return static_result(policy, trace, opts.describe(policy), peak)
     peak_cost = peak.cost_per_hour * trace.duration_s / 3600.0
     fn = reactive_planner if opts.strategy == "reactive" else base_fn
     with _quiet():
-        replay = Replay(policy, trace, opts, fn)
-        warm, end = replay.run()
+        replay = Replay(policy, trace, opts, fn, plans)
+        warm, end = replay.run(progress)
     p = replay.provider
     sc = policy.scaling
     surge = [life for life in p.lifetimes.values() if is_surge_slot(life.slot)]
@@ -326,8 +368,11 @@ def simulate(policy: Policy, trace: Trace, opts: SimOptions = SimOptions(), plan
         surge_cost_usd=p.cost_usd(end, is_surge_slot) + replay.moves.spare_cost_usd,
         surge_launches=surge_launches,
         breaches=dict(replay.moves.breaches),
+        burst_servers=replay.bursts,
+        fast_ticks=replay.fast_ticks,
+        out_of_reach_ticks=replay.out_of_reach,
     )
-    return with_spot_figures(result, policy, trace, opts, plan_fn, p, end)
+    return with_spot_figures(result, policy, trace, opts, plan_fn, p, end, plans)
 
 
 def with_spot_figures(
@@ -338,6 +383,7 @@ def with_spot_figures(
     plan_fn: PlanFn | None,
     provider: SimProvider,
     end: float,
+    plans: PlanMemo | None = None,
 ) -> SimResult:
     """A run that could buy spot gets its spot figures, and (with `on_demand_twin`) the cost and
     attainment of the same replay with spot switched off, the yardstick for what spot saves."""
@@ -346,7 +392,7 @@ def with_spot_figures(
     result.spot_instance_hours = provider.spot_instance_hours(end)
     result.interruptions = provider.interruptions(end)
     if opts.on_demand_twin:
-        twin = simulate(policy, trace, replace(opts, spot=False, label=None), plan_fn)
+        twin = simulate(policy, trace, replace(opts, spot=False, label=None), plan_fn, plans=plans)
         result.cost_on_demand_only_usd = twin.cost_total_usd
         result.slo_attainment_on_demand_only = twin.attainment()
     return result
@@ -365,3 +411,16 @@ class _quiet:
     def __exit__(self, *exc: object) -> None:
         for n, level in self.levels.items():
             logging.getLogger(n).setLevel(level)
+
+
+def check_ticks(trace: Trace, interval_s: float) -> None:
+    """A replay past MAX_SIM_TICKS is refused before it starts (two rows ten years apart would
+    tick for hours): the error says how to shorten it."""
+    ticks = math.ceil(trace.duration_s / interval_s)
+    if ticks > MAX_SIM_TICKS:
+        raise InputError(
+            trace.source,
+            "time_s",
+            f"replaying it takes {ticks:,} ticks of {interval_s:g} s (at most {MAX_SIM_TICKS:,}); "
+            "replay a window (--start-s, --end-s) or set a longer scaling.interval_s",
+        )

@@ -106,6 +106,9 @@ class SimResult:
     surge_cost_usd: float = 0.0
     surge_launches: int = 0
     breaches: dict[str, int] = field(default_factory=dict)  # ticks a policy limit broke the invariant, by limit
+    burst_servers: int = 0  # stand-ins started in free share (scaling.burst)
+    fast_ticks: int = 0  # ticks the fast path ran between regular ones (scaling.fast_path)
+    out_of_reach_ticks: dict[str, int] = field(default_factory=dict)  # workload-ticks out of reach, by cause
 
     def outage_steps(self) -> int:
         """(row, workload) pairs with traffic and no capacity at all."""
@@ -204,6 +207,9 @@ class SimResult:
             else 0.0,
             "surge_launches": self.surge_launches,
             "invariant_breaches": dict(self.breaches),
+            "fast_ticks": self.fast_ticks,
+            "burst_servers": self.burst_servers,
+            "out_of_reach_ticks": dict(sorted(self.out_of_reach_ticks.items())),
             "tick_errors": len(self.tick_errors),
             "first_tick_error": self.tick_errors[0] if self.tick_errors else None,
             **self._spot_summary(),

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from autoscaler.config.policy import InstanceType, Policy
+from autoscaler.config.scaling import ScalingConfig
 from autoscaler.model.perfmodel import load_perf_model
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
 from autoscaler.sim.result import SimResult, feasible_capacity
@@ -129,6 +130,14 @@ def reactive_planner(
         gpus = tuple(GpuOut(i, rep.itype.gpu, (place,)) for i in range(rep.itype.gpus))
         instances.extend(InstanceOut(rep.itype.name, rep.itype.price_per_hour, gpus) for _ in range(n))
     return Plan("reactive", tuple(instances), tuple(unplaced))
+
+
+def oracle_horizon_s(scaling: ScalingConfig) -> float:
+    """How far the oracle looks ahead at a tick: the whole time that tick's decision stands. What it
+    launches serves from boot_s on, and it is the fleet until what the next tick launches is ready,
+    interval_s + boot_s from now (an early or fast tick comes sooner, never later). boot_s is the
+    cold boot: an instance started from a warm pool is ready sooner, but the pool may be empty."""
+    return scaling.interval_s + scaling.boot_s
 
 
 def plan_types(plan: Plan) -> dict[str, int]:

@@ -5,8 +5,12 @@ that the real controller reads through the same RateReader as `igniter run`.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import numpy as np
 
+from autoscaler.config.scaling import FastPathConfig
 from autoscaler.sim.traces import Trace
 
 
@@ -67,3 +71,50 @@ class FutureRates(TraceRates):
     def _rows(self, now: float) -> tuple[int, int]:
         lo = max(int(np.searchsorted(self.times, now, "right")) - 1, 0)
         return lo, max(int(np.searchsorted(self.times, now + self.window_s, "right")), lo + 1)
+
+
+class TraceWatch:
+    """The fast path's watcher on a trace (loop/watch.py reads the gateway instead): every poll_s
+    it measures each workload's mean rate over the last window_s, and the first poll at which
+    `panics` says so (at least min_gap_s after the last one) is a fast tick. Rates are step
+    functions of the rows, so only polls within window_s of a row's start can change the answer."""
+
+    def __init__(self, trace: Trace, cfg: FastPathConfig | None) -> None:
+        self.trace, self.cfg = trace, cfg
+        self.t0 = float(trace.times[0])
+        widths = np.diff(np.concatenate([trace.times, [self.t0 + trace.duration_s]]))
+        self.area = {w: np.concatenate([[0.0], np.cumsum(v * widths)]) for w, v in trace.rates.items()}
+        self.last = -np.inf
+
+    def mean(self, a: float, b: float) -> dict[str, float]:
+        """Each workload's mean rate over [a, b] (the trace's start bounds a)."""
+        a = max(a, self.t0)
+        return {w: (self._integral(w, b) - self._integral(w, a)) / (b - a) for w in self.trace.names} if b > a else {}
+
+    def _integral(self, w: str, x: float) -> float:
+        k = max(int(np.searchsorted(self.trace.times, x, "right")) - 1, 0)
+        return float(self.area[w][k] + self.trace.rates[w][k] * (x - self.trace.times[k]))
+
+    def next_panic(self, after: float, before: float, panics: Callable[[dict[str, float]], bool]) -> float | None:
+        """The first poll in (after, before) where `panics` holds, None if none."""
+        cfg = self.cfg
+        if cfg is None or before <= after:
+            return None
+        for p in self._polls(after, before, cfg):
+            if p - self.last >= cfg.min_gap_s and panics(self.mean(p - cfg.window_s, p)):
+                self.last = p
+                return p
+        return None
+
+    def _polls(self, after: float, before: float, cfg: FastPathConfig) -> list[float]:
+        times = self.trace.times
+        lo = int(np.searchsorted(times, after - cfg.window_s, "right"))
+        hi = int(np.searchsorted(times, before, "left"))
+        polls: set[float] = set()
+        for r in times[lo:hi]:
+            k = math.ceil((max(float(r), after) - self.t0) / cfg.poll_s - 1e-9)
+            while (p := self.t0 + k * cfg.poll_s) <= min(float(r) + cfg.window_s + cfg.poll_s, before):
+                if after < p < before:
+                    polls.add(p)
+                k += 1
+        return sorted(polls)

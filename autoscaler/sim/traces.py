@@ -55,7 +55,7 @@ class Trace:
 def _open_rows(path: Path) -> tuple[list[str], list[list[str]]]:
     """Header and data rows of a CSV file; a missing, unreadable or empty file is an InputError."""
     try:
-        with path.open(newline="", encoding="utf-8") as fh:
+        with path.open(newline="", encoding="utf-8-sig") as fh:  # a BOM (Excel's UTF-8 CSV) is no column name
             rows = [r for r in csv.reader(fh) if r and any(c.strip() for c in r)]
     except FileNotFoundError:
         raise InputError(path, "", "file not found") from None

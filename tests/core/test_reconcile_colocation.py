@@ -155,9 +155,10 @@ def test_a_grow_hands_over_at_once() -> None:
     old = sized("m-3", 4, 30.0, 200.0)
     grown = sized("m-4", 8, 80.0, 1000.0, replaces="m-3")
     layout = [slot("s0", grown), slot("s1", sized("m-2", 4, 50.0, 800.0))]
-    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (old,)}, ready={"m-3"})
+    calm = Limits(burst=False)  # no burst stand-in for m-2 in the room m-3 leaves (test_burst.py)
+    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (old,)}, ready={"m-3"}, limits=calm)
     assert by_name(configures(d)["s0"].servers) == [old, grown]  # 110 % assigned, m-4 idle until ready
-    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (old, grown)}, ready={"m-3", "m-4"})
+    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (old, grown)}, ready={"m-3", "m-4"}, limits=calm)
     assert by_name(configures(d)["s0"].servers) == [grown]
 
 
@@ -331,9 +332,12 @@ def test_a_resize_on_a_full_gpu_hands_over_without_waiting_for_booting_capacity(
     m2, n0 = share("m-2", "m", 0, 45.0), share("n-0", "n", 1, 40.0)
     m1 = replace(share("m-1", "m", 2, 15.0), replaces="m-2")
     layout = [slot("s0", m1, n0, share("p-0", "p", 3, 30.0)), slot("s1", share("m-3", "m", 0, 50.0))]
-    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (m2, n0)}, ready={"m-2", "n-0"})
+    calm = Limits(burst=False)  # no burst stand-in for m-3 in the room left (test_burst.py)
+    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (m2, n0)}, ready={"m-2", "n-0"}, limits=calm)
     assert [s.name for s in by_name(configures(d)["s0"].servers)] == ["m-1", "m-2", "n-0"]
-    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (m2, n0, m1)}, ready={"m-2", "n-0", "m-1"})
+    d = run(
+        layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (m2, n0, m1)}, ready={"m-2", "n-0", "m-1"}, limits=calm
+    )
     assert [s.name for s in by_name(configures(d)["s0"].servers)] == ["m-1", "n-0", "p-0"]
     assert not any("break-before-make" in n for n in d.notes)
 
@@ -344,8 +348,11 @@ def test_a_workload_growing_on_its_full_gpu_hands_over_at_once() -> None:
     m2, n0 = share("m-2", "m", 0, 45.0), share("n-0", "n", 1, 40.0)
     m1 = replace(share("m-1", "m", 2, 60.0), predicted_throughput_rps=300.0, replaces="m-2")
     layout = [slot("s0", m1, n0), slot("s1", share("m-3", "m", 0, 50.0))]
-    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (m2, n0)}, ready={"m-2", "n-0"})
+    calm = Limits(burst=False)  # no burst stand-in for m-3 in the room left (test_burst.py)
+    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (m2, n0)}, ready={"m-2", "n-0"}, limits=calm)
     assert [s.name for s in by_name(configures(d)["s0"].servers)] == ["m-1", "m-2", "n-0"]
-    d = run(layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (m2, n0, m1)}, ready={"m-2", "n-0", "m-1"})
+    d = run(
+        layout, [rec("s0"), rec("s1", State.PENDING)], {"s0": (m2, n0, m1)}, ready={"m-2", "n-0", "m-1"}, limits=calm
+    )
     assert [s.name for s in by_name(configures(d)["s0"].servers)] == ["m-1", "n-0"]
     assert not any("break-before-make" in n for n in d.notes)

@@ -12,6 +12,7 @@ from tests.core.test_reconcile import done, never_below, rec, run, share, slot
 from tests.kit.paperfleet import fleet
 
 P3 = {"p3": TypeInfo(name="p3", gpu="v100", gpus=1, price_per_hour=3.0)}
+CALM = Limits(types=P3, burst=False)  # free share left to planned servers: where surge goes without bursting
 SWAP = [slot("s0", share("a-1", "a", 1, 70.0)), slot("s1", share("b-1", "b", 0, 60.0))]
 SWAP_APPLIED = {"s0": (share("b-0", "b", 0, 60.0),), "s1": (share("a-0", "a", 0, 70.0),)}
 SWAP_RECORDS = [rec("s0"), rec("s1")]
@@ -165,13 +166,11 @@ def test_a_booting_surge_instance_launched_first_carries_a_new_server_still_boot
     layout = [slot("s0", share("a-0", "a", 0, 50.0)), slot("s1", share("b-0", "b", 0, 50.0))]
     applied = {"s0": (share("a-0", "a", 0, 50.0),)}
     surge = rec("igniter-p3-surge0", State.PENDING, age=60.0)
-    d = run(layout, [rec("s0"), surge], applied, ready={"a-0"}, limits=Limits(types=P3))
+    d = run(layout, [rec("s0"), surge], applied, ready={"a-0"}, limits=CALM)
     assert [a.slot for a in launches(d)] == ["s1"] and d.surge_slots == {"igniter-p3-surge0"}
     assert not [a for a in d.actions if isinstance(a, Terminate)]
     later = rec("igniter-p3-surge0", State.PENDING, age=10.0)
-    d = run(
-        layout, [rec("s0"), rec("s1", State.PENDING, age=30.0), later], applied, ready={"a-0"}, limits=Limits(types=P3)
-    )
+    d = run(layout, [rec("s0"), rec("s1", State.PENDING, age=30.0), later], applied, ready={"a-0"}, limits=CALM)
     assert [a.slot for a in d.actions if isinstance(a, Terminate)] == ["igniter-p3-surge0"]
 
 
@@ -180,10 +179,10 @@ def test_a_ready_spare_carries_a_new_server_until_its_instance_is_ready() -> Non
     at once, s0 is retired once b-0 serves, and the floors hold at every step."""
     layout = [slot("s1", share("a-1", "a", 0, 50.0)), slot("s2", share("b-0", "b", 0, 50.0))]
     applied = {"s0": (), "s1": (share("a-1", "a", 0, 50.0),)}
-    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-1"}, limits=Limits(types=P3))
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-1"}, limits=CALM)
     [conf] = [a for a in d.actions if isinstance(a, Configure)]
     assert conf.slot == "s0" and [s.name for s in conf.servers] == ["b-0-s0"] and d.surge_slots == {"s0"}
-    pf = fleet(layout, dict(applied), limits=Limits(types=P3))
+    pf = fleet(layout, dict(applied), limits=CALM)
     pf.run()
     assert done(pf) and "s0" not in pf.records and not any(d.breaches for d in pf.diffs)
     assert any(c.get("b", 0.0) > 0 for c in pf.history[1:3])  # b serves before s2 is ready
@@ -194,9 +193,9 @@ def test_no_stand_in_for_a_booting_server_when_the_workload_is_covered() -> None
     """a grows onto s2 (launched now) but its observed rate is within what a-1 serves: s0 is retired."""
     layout = [slot("s1", share("a-1", "a", 0, 50.0)), slot("s2", share("a-2", "a", 0, 50.0))]
     applied = {"s0": (), "s1": (share("a-1", "a", 0, 50.0),)}
-    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-1"}, limits=Limits(types=P3), rates={"a": 100.0})
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-1"}, limits=CALM, rates={"a": 100.0})
     assert [a.slot for a in d.actions if isinstance(a, Terminate)] == ["s0"] and not d.surge_slots
-    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-1"}, limits=Limits(types=P3), rates={"a": 200.0})
+    d = run(layout, [rec("s0"), rec("s1")], applied, ready={"a-1"}, limits=CALM, rates={"a": 200.0})
     assert d.surge_slots == {"s0"}
 
 

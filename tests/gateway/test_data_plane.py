@@ -27,6 +27,7 @@ import torch
 from autoscaler.loop.controller import Controller
 from autoscaler.loop.status import StatusServer, StatusState
 from autoscaler.transport.base import parse_status
+from tests.kit import openapi
 from tests.kit.agent import load_scripted, wait_until
 from tests.kit.fleet import (
     FixedPlanner,
@@ -83,8 +84,10 @@ def test_status_endpoint_shows_the_gateway(split: Controller) -> None:
     try:
         body = httpx.get(f"http://127.0.0.1:{server.port}/v1/gateway", timeout=5).json()
         metrics = httpx.get(f"http://127.0.0.1:{server.port}/metrics", timeout=5).text
+        doc = httpx.get(f"http://127.0.0.1:{server.port}/openapi.json", timeout=5).json()
     finally:
         server.close()
+    openapi.check(doc, "/v1/gateway", body)  # the description holds for a real haproxy's answer
     w = body["workloads"]["w"]
     assert body["ok"] and body["listen"] == split.policy.gateway.listen
     assert sorted(s["planned_rate_rps"] for s in w["servers"]) == [100.0, 300.0]
@@ -96,8 +99,7 @@ def test_status_endpoint_shows_the_gateway(split: Controller) -> None:
         assert s["state"] == "ready" and s["address"].startswith("127.0.0.1:") and s["requests_total"] > 0
     assert w["requests_total"] >= 3000 and w["errors_5xx"] == 0 and "request_rate_rps" in w
     assert (
-        "igniter_gateway_server_weight{address=" in metrics
-        and 'igniter_gateway_requests_total{workload="w"}' in metrics
+        "igniter_gateway_server_weight{server=" in metrics and 'igniter_gateway_requests_total{workload="w"}' in metrics
     )
     assert "igniter_gateway_up 1.0" in metrics
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -67,10 +68,34 @@ class Moto:
         httpx.post(f"{self.url}/moto-api/reset", timeout=10).raise_for_status()
 
 
+def _idempotent_run_instances() -> None:
+    """EC2's documented ClientToken idempotency, which moto lacks: RunInstances repeated with a
+    token already used answers with that request's reservation and starts nothing (moto's default
+    token, "ABCDE" when the caller sends none, is not a token). In this process, where the
+    threaded moto server runs."""
+    from moto.ec2.models.instances import InstanceBackend
+
+    original = InstanceBackend.run_instances
+    if getattr(original, "idempotent", False):
+        return
+
+    def run_instances(self: Any, image_id: str, count: int, *args: Any, **kwargs: Any) -> Any:
+        token = kwargs.get("client_token")
+        if token and token != "ABCDE":
+            for reservation in self.reservations.values():
+                if any(getattr(i, "client_token", None) == token for i in reservation.instances):
+                    return reservation
+        return original(self, image_id, count, *args, **kwargs)
+
+    run_instances.idempotent = True  # type: ignore[attr-defined]
+    InstanceBackend.run_instances = run_instances  # type: ignore[method-assign]
+
+
 @pytest.fixture(scope="session")
 def moto_server() -> Iterator[Moto]:
     from moto.server import ThreadedMotoServer
 
+    _idempotent_run_instances()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

@@ -170,11 +170,13 @@ def tick_until(ctl: Controller, done: Callable[[], bool], timeout: float = 150.0
 
 @dataclass
 class Load:
-    """Closed-loop clients through the gateway: each thread sends one request after another."""
+    """Clients through the gateway: each thread sends one request after another (closed loop), or
+    one every `pace_s` at most (a steady rate, so a refused connection does not speed it up)."""
 
     url: str
     threads: int = 8
     timeout_s: float = 10.0
+    pace_s: float = 0.0
     ok: int = 0
     failed: int = 0
     errors: Counter[str] = field(default_factory=Counter)
@@ -195,7 +197,9 @@ class Load:
     def _run(self) -> None:
         with httpx.Client(timeout=self.timeout_s) as client:
             while not self.stop.is_set():
+                due = time.monotonic() + self.pace_s
                 self._one(client)
+                self.stop.wait(max(0.0, due - time.monotonic()))
 
     def _one(self, client: httpx.Client) -> None:
         try:

@@ -101,6 +101,8 @@ def test_serves_status_reloads_policy_and_stops_on_sigterm(moto: Moto, tmp_path:
         'igniter_forecast_rps{workload="alex"} 1500.0',
         "igniter_tick_duration_seconds_bucket",
         'igniter_ticks_total{result="ok"}',
+        "igniter_target_attainment_ratio 0.999",  # the policy's own thresholds (deploy/prometheus/alerts.yaml)
+        'igniter_workload_slo_seconds{workload="alex"}',
     ):
         assert name in metrics, name
     assert svc.get("/nope").status_code == 404

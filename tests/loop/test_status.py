@@ -126,6 +126,12 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
         assert 'igniter_attainment_last_hour_ratio{workload="res"} 1.0' in metrics
         assert 'igniter_burst_floor_rps{workload="alex"} 400.0' in metrics
         assert 'igniter_headroom_quantile_ratio{workload="alex"} 0.999' in metrics
+        # alex's headroom sits at its cap: its target is out of reach, and the endpoint says so
+        cond = {c["workload"]: c for c in body["conditions"]}
+        assert cond["alex"]["status"] == "True" and cond["alex"]["reason"] == "CapReached"
+        assert cond["res"]["status"] == "False"
+        assert 'igniter_target_out_of_reach{cause="cap reached",workload="alex"} 1.0' in metrics
+        assert 'igniter_target_out_of_reach{cause="",workload="res"} 0.0' in metrics
         state.set_leader({"role": "standby", "token": None}, changed=True)  # lost the lease: plans nothing
         assert httpx.get(url + "/v1/headroom").json() == {"workloads": {}, "role": "standby"}
     finally:

@@ -109,7 +109,7 @@ def test_memo_planner_answers_repeated_questions_once(make_policy):
         calls.append(args)
         return default_plan_fn(policy)(*args)
 
-    memo = MemoPlanner(fn)
+    memo = MemoPlanner(fn, policy)
     first = memo(policy, {"a": 100.0}, {}, {}, None)
     assert memo(policy, {"a": 100.0}, {}, {}, None) is first and len(calls) == 1
     memo(policy, {"a": 101.0}, {}, {}, None)
@@ -117,7 +117,7 @@ def test_memo_planner_answers_repeated_questions_once(make_policy):
 
 
 def test_tick_errors_are_reported_not_hidden(make_policy):
-    policy = make_policy()
+    policy = make_policy(scaling={"fast_path": {"enabled": False}})  # one tick per interval: 5 fail
     real = default_plan_fn(policy)
 
     def fragile(policy, rates, corrections, caps, current):

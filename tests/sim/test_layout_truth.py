@@ -19,8 +19,8 @@ class CheckedReplay(Replay):
         super().__init__(*args)
         self.mismatches: list[tuple[float, str, float, float]] = []  # (time, workload, layout's, judged)
 
-    def tick(self, now: float) -> Any:
-        report = super().tick(now)
+    def tick(self, now: float, fast: bool = False) -> Any:
+        report = super().tick(now, fast)
         if report.converged and report.layout is not None:
             judged = self.snapshot(now)
             for w, planned in report.layout.capacity().items():

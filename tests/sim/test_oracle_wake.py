@@ -10,6 +10,7 @@ import pytest
 
 from autoscaler.sim.compare import compare_options
 from autoscaler.sim.engine import SimOptions, simulate, with_overrides
+from autoscaler.sim.strategies import oracle_horizon_s
 from autoscaler.sim.trace_rates import FutureRates
 from autoscaler.sim.traces import Trace
 
@@ -59,7 +60,7 @@ def test_oracle_ignores_the_policys_forecast_and_headroom(make_policy):
 # tick; 30 s rows: the rows between the boot's end and the next grid tick see the difference.
 def _wake_runs(make_policy):  # type: ignore[no-untyped-def]
     trace = trace_of([600.0] * 20 + [1200.0] * 20, step=30.0)
-    off = make_policy(scaling={"boot_s": 150, "settle_s": 0})
+    off = make_policy(scaling={"boot_s": 150, "settle_s": 0, "fast_path": {"enabled": False}})
     on = make_policy(scaling={"boot_s": 150})  # settle_s: the default (15)
     assert on.scaling.settle_s > 0
     return trace, off, simulate(off, trace), on, simulate(on, trace)
@@ -124,3 +125,21 @@ def test_seasonal_runs_in_the_simulator_like_ewma_on_a_trace_shorter_than_a_seas
     assert seasonal.forecast == "seasonal"
     assert np.array_equal(seasonal.capacity["a"], ewma.capacity["a"])
     assert seasonal.cost_total_usd == pytest.approx(ewma.cost_total_usd)
+
+
+@pytest.mark.parametrize("boot_s", [40.0, 180.0])
+def test_the_oracle_looks_ahead_over_interval_plus_boot(make_policy, boot_s):
+    """A tick's decision stands until the next tick's launches are ready: interval_s + boot_s. A
+    burst in the last row of that window is planned for now, one a row beyond it is not; the
+    window is as long with a 40 s boot as the decision stands, not shorter."""
+    policy = make_policy(scaling={"interval_s": 60, "boot_s": boot_s})
+    h = oracle_horizon_s(policy.scaling)
+    assert h == 60.0 + boot_s
+    rows = [1.0] * 40
+    last = int(h // 10)  # 10 s rows: the row holding now + h
+    rows[last] = 9.0
+    future = FutureRates(trace_of(rows, step=10.0), h)
+    assert future.read(0.0, ["a"]) == {"a": 9.0}
+    assert future.read(10.0, ["a"]) == {"a": 9.0}
+    rows[last], rows[last + 1] = 1.0, 9.0
+    assert FutureRates(trace_of(rows, step=10.0), h).read(0.0, ["a"]) == {"a": 1.0}

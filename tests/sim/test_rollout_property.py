@@ -32,7 +32,7 @@ def replay(policy: Policy, trace: Trace, opts: SimOptions, plan_fn: Any = None) 
     rep = Replay(policy, trace, opts, plan_fn or default_plan_fn(policy))
     reports: list[Any] = []
     tick = rep.tick
-    rep.tick = lambda now: reports.append(tick(now)) or reports[-1]  # type: ignore[method-assign]
+    rep.tick = lambda now, fast=False: reports.append(tick(now, fast)) or reports[-1]  # type: ignore[method-assign]
     _, end = rep.run()
     p = rep.provider
     result = SimResult(

@@ -104,8 +104,8 @@ def test_every_layout_of_the_replay_keeps_the_on_demand_floor(spot_policy, day):
     shares: list[float] = []
     tick = replay.tick
 
-    def checked(now: float):  # type: ignore[no-untyped-def]
-        report = tick(now)
+    def checked(now: float, fast: bool = False):  # type: ignore[no-untyped-def]
+        report = tick(now, fast)
         layout = report.layout
         total = sum(v.rate_rps for _, v in layout.servers())
         od = sum(v.rate_rps for s in layout.slots if s.capacity_type == "on-demand" for v in s.servers)

@@ -103,7 +103,7 @@ def test_console_output_only_of_instances_tagged_with_the_fleet(statements: list
 
 def test_run_instances_only_tagged_for_the_fleet_and_from_its_templates(statements: list[dict[str, Any]]) -> None:
     runs = _with_action(statements, "ec2:RunInstances")
-    assert len(runs) == 3
+    assert len(runs) == 4
     for statement in runs:
         conditions = _conditions(statement)
         template_only = unwrap(statement["resources"]) == "var.launch_template_arns"
@@ -112,6 +112,11 @@ def test_run_instances_only_tagged_for_the_fleet_and_from_its_templates(statemen
             assert conditions["ec2:LaunchTemplate"] == ("ArnEquals", "${var.launch_template_arns}")
     (instances,) = [s for s in runs if s["resources"] == ["${local.ec2_arn}:instance/*"]]
     assert _conditions(instances)[f"aws:RequestTag/{FLEET_TAG}"] == ("StringEquals", ["${var.name}"])
+    assert _conditions(instances)["ec2:InstanceType"] == ("StringEquals", "${var.instance_types}")
+    assert _conditions(instances)["ec2:MetadataHttpTokens"] == ("StringEquals", ["required"])
+    images = [s for s in runs if any("::image/" in r for r in s["resources"])]
+    assert len(images) == 1 and images[0]["resources"] == ["arn:${local.partition}:ec2:${local.region}::image/*"]
+    assert _conditions(images[0])["ec2:IsLaunchTemplateResource"] == ("Bool", ["true"])
 
 
 def test_create_tags_only_while_launching_and_instances_only_with_the_fleet_tag(

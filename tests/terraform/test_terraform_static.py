@@ -122,6 +122,7 @@ def test_terraform_validate_with_a_local_provider_mirror(needs_terraform: str, t
     if mirror is None:
         pytest.skip("no local provider mirror with hashicorp/aws (set TF_PLUGIN_DIR); downloads are not possible here")
     shutil.copytree(TF_DIR, tmp_path / "terraform", ignore=shutil.ignore_patterns(".terraform", "*.tfstate*"))
+    shutil.copytree(TF_DIR.parent / "deploy", tmp_path / "deploy")  # the modules read deploy/systemd's units
     workdir = tmp_path / "terraform" / config
     init = subprocess.run(
         [needs_terraform, "init", "-backend=false", "-input=false", "-no-color", f"-plugin-dir={mirror}"],

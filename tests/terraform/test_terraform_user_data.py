@@ -15,6 +15,7 @@ import yaml
 from tests.terraform.tfhelpers import (
     AUTOSCALER_DIR,
     FLEET_DIR,
+    ROOT,
     render_template,
     template_placeholders,
     templatefile_call_keys,
@@ -26,6 +27,12 @@ HOST_TEMPLATE = AUTOSCALER_DIR / "templates" / "autoscaler-user-data.yaml.tftpl"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB7d9Kq3Xexample igniter-autoscaler"
 PACKAGE = "igniter-autoscaler>=0.1,<1"  # has shell metacharacters on purpose
 POLICY = "fleet: igniter\ninstance_types: []\n"
+UNITS = ROOT / "deploy" / "systemd"
+
+
+def unit_var(name: str) -> str:
+    """What `indent(6, trimspace(file(".../deploy/systemd/NAME")))` gives Terraform's templatefile."""
+    return (UNITS / name).read_text().strip().replace("\n", "\n" + " " * 6)
 
 
 def node_vars(fleet: dict[str, Any]) -> dict[str, Any]:
@@ -41,6 +48,8 @@ def node_vars(fleet: dict[str, Any]) -> dict[str, Any]:
         "model_dir": variables["model_dir"]["default"],
         "model_sync_interval": variables["model_sync_interval"]["default"],
         "install_cloudwatch_agent": "true",
+        "agent_unit": unit_var("igniter-agent.service"),
+        "gpu_setup_unit": unit_var("igniter-gpu-setup.service"),
     }
 
 
@@ -55,6 +64,7 @@ def host_vars(autoscaler: dict[str, Any], policy_file: str | None = None) -> dic
         "known_hosts_file": locals_["known_hosts_file"],
         "policy_file": policy_file or locals_["policy_file"],
         "policy_b64": base64.b64encode(POLICY.encode()).decode(),
+        "autoscaler_unit": unit_var("igniter.service"),
     }
 
 
@@ -115,7 +125,10 @@ def test_python_render_matches_terraform_templatefile(
     config = request.getfixturevalue(kind)
     variables = node_vars(config) if kind == "fleet" else host_vars(config)
     shutil.copy(template, tmp_path / template.name)
-    arguments = ", ".join(f"{name} = {json.dumps(value)}" for name, value in variables.items())
+    # an HCL string literal interpolates ${...}: the units' own ${VAR} (systemd's) are escaped, as
+    # file() in the module never interpolates them
+    literal = {n: json.dumps(v).replace("${", "$${").replace("%{", "%%{") for n, v in variables.items()}
+    arguments = ", ".join(f"{name} = {value}" for name, value in literal.items())
     rendered = terraform_string(tmp_path, f'templatefile("{template.name}", {{ {arguments} }})')
     assert rendered == render_template(template.read_text(), variables)
 
@@ -141,13 +154,32 @@ def test_node_prints_its_ssh_host_keys_to_the_console(node: dict[str, Any]) -> N
     assert node["no_ssh_fingerprints"] is False
 
 
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/etc/systemd/system/igniter-agent.service", "igniter-agent.service"),
+        ("/etc/systemd/system/igniter-gpu-setup.service", "igniter-gpu-setup.service"),
+    ],
+)
+def test_node_installs_the_deploy_units_verbatim(node: dict[str, Any], path: str, name: str) -> None:
+    assert files(node)[path] == (UNITS / name).read_text().strip() + "\n"
+
+
+def test_host_installs_the_deploy_unit_verbatim(host: dict[str, Any]) -> None:
+    assert files(host)["/etc/systemd/system/igniter.service"] == (UNITS / "igniter.service").read_text().strip() + "\n"
+
+
 def test_node_starts_the_agent_as_a_systemd_service(node: dict[str, Any]) -> None:
-    agent = unit(files(node)["/etc/systemd/system/igniter-agent.service"])
-    assert agent["ExecStart"] == ["/opt/igniter/venv/bin/igniter-agent run --state-dir /var/lib/igniter"]
-    assert agent["User"] == ["igniter"], "the daemon must run as the SSH user: they share 0600 state files"
+    written = files(node)
+    agent = unit(written["/etc/systemd/system/igniter-agent.service"])
+    agent_user = unit(written["/etc/systemd/system/igniter-agent.service.d/10-fleet.conf"])
+    cmd = "/opt/igniter/venv/bin/igniter-agent run --state-dir ${IGNITER_STATE_DIR} --log-format ${IGNITER_LOG_FORMAT}"
+    assert agent["ExecStart"] == [cmd]
+    assert 'IGNITER_STATE_DIR="/var/lib/igniter"' in written["/etc/igniter/node.env"]
+    assert agent_user["User"] == ["igniter"], "the daemon must run as the SSH user: they share 0600 state files"
     assert agent["Restart"] == ["always"]
     assert agent["WantedBy"] == ["multi-user.target"]
-    assert agent["EnvironmentFile"] == ["/etc/igniter/node.env"]
+    assert agent["EnvironmentFile"] == ["-/etc/igniter/node.env"]
     assert "igniter-gpu-setup.service" in agent["After"][0]
     setup = files(node)["/usr/local/sbin/igniter-node-setup"]
     assert "systemctl enable --now igniter-agent.service" in setup
@@ -155,6 +187,7 @@ def test_node_starts_the_agent_as_a_systemd_service(node: dict[str, Any]) -> Non
 
 
 INSTALL = '/opt/igniter/venv/bin/pip install --quiet "$(agent_requirement "$IGNITER_PACKAGE")"'
+HOST_INSTALL = '/opt/igniter/venv/bin/pip install --quiet "$(service_requirement "$IGNITER_PACKAGE")"'
 
 
 def test_node_installs_the_project_with_its_agent_extra(node: dict[str, Any], tmp_path: Path) -> None:
@@ -170,6 +203,15 @@ def _shell_function(script: str, name: str) -> str:
     start = next(i for i, line in enumerate(lines) if line.strip() == f"{name}() {{")
     end = next(i for i in range(start, len(lines)) if lines[i].strip() == "}")
     return "\n".join(lines[start : end + 1])
+
+
+def _call(script: str, name: str, argument: str) -> str:
+    """What the script's shell function `name` prints for one argument (its last newline dropped)."""
+    function = _shell_function(script, name)
+    done = subprocess.run(
+        ["bash", "-euc", f'{function}\n{name} "$1"', "bash", argument], capture_output=True, text=True, check=True
+    )
+    return done.stdout.removesuffix("\n")
 
 
 @pytest.mark.parametrize(
@@ -197,14 +239,29 @@ def test_node_adds_the_agent_extra_to_every_form_of_igniter_package(
     node: dict[str, Any], package: str, requirement: str
 ) -> None:
     """Every form terraform's igniter_package validation admits gets torch and NVML on the node."""
-    function = _shell_function(files(node)["/usr/local/sbin/igniter-node-setup"], "agent_requirement")
-    done = subprocess.run(
-        ["bash", "-euc", f'{function}\nagent_requirement "$1"', "bash", package],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert done.stdout == requirement + "\n"
+    assert _call(files(node)["/usr/local/sbin/igniter-node-setup"], "agent_requirement", package) == requirement
+
+
+@pytest.mark.parametrize(
+    ("package", "requirement"),
+    [
+        (PACKAGE, "igniter-autoscaler[service]>=0.1,<1"),
+        ("igniter-autoscaler", "igniter-autoscaler[service]"),
+        (
+            "git+https://github.com/ORG/REPO@v0.1.0",
+            "igniter-autoscaler[service] @ git+https://github.com/ORG/REPO@v0.1.0",
+        ),
+        (
+            "/opt/wheels/igniter_autoscaler-0.1.0-py3-none-any.whl",
+            "/opt/wheels/igniter_autoscaler-0.1.0-py3-none-any.whl[service]",
+        ),
+    ],
+)
+def test_host_installs_the_service_extra(host: dict[str, Any], package: str, requirement: str) -> None:
+    """The central service's libraries come with [service]: the host installs it, in every form."""
+    setup = files(host)["/usr/local/sbin/igniter-autoscaler-setup"]
+    assert HOST_INSTALL in setup
+    assert _call(setup, "service_requirement", package) == requirement
 
 
 def test_node_state_dir_is_private_to_the_agent_user(node: dict[str, Any]) -> None:
@@ -259,8 +316,12 @@ def test_node_cloudwatch_agent_config_is_json_with_its_own_variables(node: dict[
 def test_host_runs_igniter_run_with_the_policy(host: dict[str, Any], tmp_path: Path) -> None:
     written = files(host)
     service = unit(written["/etc/systemd/system/igniter.service"])
-    assert service["ExecStart"] == ["/opt/igniter/venv/bin/igniter run /etc/igniter/policy.yaml"]
-    assert service["ExecStartPre"] == ["+/usr/local/sbin/igniter-fetch-ssh-key"]
+    dropin = unit(written["/etc/systemd/system/igniter.service.d/10-fleet.conf"])
+    assert service["ExecStart"] == [
+        "/opt/igniter/venv/bin/igniter run /etc/igniter/policy.yaml --log-format ${IGNITER_LOG_FORMAT}"
+    ]
+    assert service["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+    assert dropin["ExecStartPre"] == ["+/usr/local/sbin/igniter-fetch-ssh-key"]
     assert service["ConditionPathExists"] == ["/etc/igniter/policy.yaml"]
     assert service["User"] == ["igniter"] and service["Restart"] == ["always"]
     setup = written["/usr/local/sbin/igniter-autoscaler-setup"]

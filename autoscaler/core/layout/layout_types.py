@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, asdict, dataclass, field
+from dataclasses import KW_ONLY, dataclass, field, fields
 from typing import Any
 
 from autoscaler.config.offerings import ON_DEMAND, CapacityType, offering_key
@@ -40,6 +40,11 @@ class PlannedServer:
     mig_start: int | None = None
     processes: int = 1  # MPS copies of the workload in that slice (1 off MIG)
 
+    def to_json(self) -> dict[str, Any]:
+        """Every field by name, in declaration order: dataclasses.asdict's answer for these flat
+        fields, without its recursive copy (a layout is serialised every tick)."""
+        return {name: getattr(self, name) for name in SERVER_FIELDS}
+
     def agent_key(self) -> tuple[Any, ...]:
         """What the agent sees; a change here needs a reconfigure (rates and predictions do not)."""
         return (
@@ -55,6 +60,9 @@ class PlannedServer:
             self.mig_start,
             self.processes,
         )
+
+
+SERVER_FIELDS = tuple(f.name for f in fields(PlannedServer))
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +118,7 @@ class Layout:
                     "capacity_type": s.capacity_type,
                     "price_per_hour": s.price_per_hour,
                     "gpus": list(s.gpus),
-                    "servers": [asdict(v) for v in s.servers],
+                    "servers": [v.to_json() for v in s.servers],
                 }
                 for s in self.slots
             ],

@@ -109,6 +109,7 @@ class Limits:
     agent_drain_s: float = 0.0
     max_unavailable: int | None = None  # voluntary disruptions in flight at most (disruption.py); None: any
     drain_timeout_s: float = 0.0  # the gateway's longest drain: a going instance drains this long before it goes
+    burst: bool = True  # scaling.burst: stand-ins in free share while a short workload's capacity boots
 
     def server_judge(self) -> Judge:
         if self.judge is not None:

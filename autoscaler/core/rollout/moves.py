@@ -21,6 +21,8 @@ from autoscaler.core.rollout.blocking import Blockage, Progress, resolve
 from autoscaler.core.rollout.rollout import Gpu, GpuKey, Judge, RolloutInput, RolloutStep, Tick, original_of
 from autoscaler.core.rollout.surge import SurgeInput, SurgePlan, SurgeSlot, allocate, is_surge_slot, surge_budget
 
+BOOTING = (State.REQUESTED, State.PENDING, State.RUNNING)
+
 
 @dataclass(frozen=True, slots=True)
 class Moves:
@@ -37,7 +39,8 @@ def plan_moves(
     notes: list[str],
 ) -> Moves:
     """Stops, starts, and stand-ins where a move would otherwise wait forever (module docstring)."""
-    if (rest := _at_rest(layout, current, view)) is not None:
+    rest = _at_rest(layout, current, view)
+    if rest is not None and not _coming(current, launches, limits):
         return Moves(rest, SurgePlan())
     judge = limits.server_judge()
     tick = Tick(_rollout_input(layout, current, view, limits, judge))
@@ -58,7 +61,7 @@ def plan_moves(
             f"start once {', '.join(s.name for s in b.blockers)} leave (their replacements are coming)"
         )
     inp = _surge_input(layout, current, view, limits, launches, judge, frozen)
-    inp = replace(inp, late=(*inp.late, *_waiting_late(res.waiting, inp.late)))
+    inp = replace(inp, late=(*inp.late, *_waiting_late(res.waiting, inp.late)), burst_only=rest is not None)
     plan = allocate(res.picks, inp, tick)
     notes.extend(plan.notes)
     step = tick.result()
@@ -88,6 +91,14 @@ def _held(layout: Layout, tick: Tick, step: RolloutStep) -> list[str]:
         for w, names in sorted(kept.items())
         if names and not any(original_of(n) for n in names)
     ]
+
+
+def _coming(current: Mapping[str, Record], launches: Sequence[object], limits: Limits) -> bool:
+    """With bursting on, instances launched now or still booting: a short workload's capacity on its
+    way may be carried meanwhile in free share (surge.py), so the at-rest shortcut does not apply."""
+    if not limits.burst:
+        return False
+    return any(isinstance(a, Launch) for a in launches) or any(r.state in BOOTING for r in current.values())
 
 
 def _at_rest(layout: Layout, current: Mapping[str, Record], view: FleetView) -> RolloutStep | None:
@@ -287,6 +298,7 @@ def _surge_input(
         booting=_booting(layout, current, launching),
         spare=_spare(layout, current),
         late=_late(layout, current, launching),
+        burst=limits.burst,
     )
 
 

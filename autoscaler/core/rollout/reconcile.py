@@ -88,6 +88,7 @@ class Diff:
     converged: bool = False  # the fleet is the layout: nothing to start, stop, launch or retire
     baseline: Mapping[str, float] | None = None  # capacity before the change; None once converged
     surge_slots: frozenset[str] = frozenset()  # surge instances kept or launched
+    bursts: tuple[str, ...] = ()  # stand-ins started this tick in free share (surge.py: bursting)
     step: RolloutStep | None = None  # the capacity accounting of the moves
 
 
@@ -122,6 +123,7 @@ def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
         converged=converged,
         baseline=None if converged else dict(step.baseline),
         surge_slots=moves.surge.keep | {s for s, _, _ in moves.surge.launches},
+        bursts=moves.surge.bursts,
         step=step,
     )
 

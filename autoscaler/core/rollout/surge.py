@@ -29,6 +29,15 @@ the same): on a re-plan that moves a workload's new capacity from a booting surg
 instance, the surge instance would otherwise be retired and the workload stay short until the new
 one is ready. No new instance is launched for it, and only the shortfall is covered.
 
+**Bursting** (`scaling.burst`, on by default). Before any of that, such a short workload's planned
+server gets stand-ins in the MPS share that ready GPUs at rest leave free (of the same GPU type, at
+its planned batch, at its share or the free share if less), each started only where the model says
+it and every neighbour stay within their latency budgets and no floor breaks (`Tick.fits_beside`):
+capacity in seconds, with no boot and no extra cost. They carry what the model predicts, possibly
+less than the planned server, until the shortfall is covered; what they cannot carry falls to
+surge instances and the planned launches. Like every stand-in they leave once the planned server
+serves, so the next regular plan absorbs them (or retires them when the burst is over).
+
 A surge instance (or spare) with nothing to do is retired at once; it is billed like any other
 meanwhile. `scaling.max_surge` bounds the surge instances alive at once, spares kept for
 stand-ins included (default: 1, or 10 % of the planned fleet if larger); max_instances and
@@ -57,6 +66,8 @@ from autoscaler.core.rollout.surge_types import (
     is_surge_slot,
     surge_budget,
 )
+
+BURST_MIN_SHARE = 5.0  # MPS percent: a burst stand-in in less share carries too little to be worth a process
 
 __all__ = ["Breach", "SurgeInput", "SurgePlan", "SurgeSlot", "TypeInfo", "allocate", "is_surge_slot", "surge_budget"]
 
@@ -100,6 +111,7 @@ class _Allocator:
         self.breaches: list[Breach] = []
         self.notes: list[str] = []
         self.started: list[str] = []
+        self.bursts: list[str] = []  # stand-ins started in free share for capacity that serves sooner
         self.taken = set(inp.taken_slots)
 
     def _planned(self, slot: str, itype: str, servers: Sequence[PlannedServer]) -> _Virtual:
@@ -207,14 +219,48 @@ class _Allocator:
         if self._temporary(slot):
             self.keep.add(slot)
 
-    def _borrow(self, b: PlannedServer, thr: float, gpu: str, blocked: GpuKey) -> bool:
+    def _lendable(self, gpu: str, blocked: GpuKey | None = None) -> list[GpuKey]:
+        """Ready planned GPUs of GPU type `gpu` at rest (running exactly what the layout wants)."""
+        out = []
         for key, g in sorted(self.tick.gpus.items()):
-            if key == blocked or is_surge_slot(key[0]) or self._info(g.instance_type).gpu != gpu:
+            if key == blocked or is_surge_slot(key[0]) or not g.wanted or self._info(g.instance_type).gpu != gpu:
                 continue
-            at_rest = sorted(s.agent_key() for s in self.tick.on[key]) == sorted(s.agent_key() for s in g.wanted)
-            if g.wanted and at_rest and self._try_gpu(key, b, thr):
-                return True
-        return False
+            if sorted(s.agent_key() for s in self.tick.on[key]) == sorted(s.agent_key() for s in g.wanted):
+                out.append(key)
+        return out
+
+    def _borrow(self, b: PlannedServer, thr: float, gpu: str, blocked: GpuKey) -> bool:
+        return any(self._try_gpu(key, b, thr) for key in self._lendable(gpu, blocked))
+
+    def _burst(self, t: PlannedServer, gap: float, gpu: str) -> float:
+        """Burst into free share (module docstring, "Bursting"): stand-ins for `t` in the MPS share
+        ready GPUs at rest leave free, each carrying what the model says it can there with every
+        neighbour still within its budget, until they cover `gap`; returns what they carry."""
+        got = 0.0
+        for key in self._lendable(gpu):
+            if got >= gap * (1 - EPS):
+                break
+            got += self._burst_on(key, t)
+        return got
+
+    def _burst_on(self, key: GpuKey, t: PlannedServer) -> float:
+        """One burst stand-in for `t` on `key` at t's share or the free share if less (at least
+        BURST_MIN_SHARE); its judged throughput, 0 where none fits."""
+        room = 100.0 - sum(s.mps_percent for s in self.tick.on[key])
+        share = min(t.mps_percent, room)
+        if share < BURST_MIN_SHARE:
+            return 0.0
+        scaled = t.predicted_throughput_rps * share / t.mps_percent  # what a model-free judge credits
+        cand = replace(self._stand_in(t, key[0], key[1]), mps_percent=share, predicted_throughput_rps=scaled)
+        got = self.tick.fits_beside(key, cand)
+        if not got or not self.tick.try_start(key, replace(cand, predicted_throughput_rps=got)):
+            return 0.0
+        self.names.add(cand.name)
+        self.started.append(cand.name)
+        self.bursts.append(cand.name)
+        self.carried[t.name] += got
+        self.gained[t.workload] += got
+        return got
 
     def _ready_surge(self, b: PlannedServer, thr: float, gpu: str) -> bool:
         """A ready surge instance, then a ready spare (module docstring, 2 and 4)."""
@@ -227,14 +273,17 @@ class _Allocator:
         return False
 
     def early(self) -> None:
-        """Stand-ins for planned servers still booting, on surge instances and spares that serve
-        sooner, as far as their workloads are short (module docstring)."""
+        """Stand-ins for planned servers still booting, in free share of ready GPUs first, then on
+        surge instances and spares that serve sooner, as far as their workloads are short (module
+        docstring)."""
         paper = Amounts()  # placed on paper this way, per workload
         for t, itype, since in sorted(self.inp.late, key=lambda x: (x[2], x[0].name)):
             gap = self._gap(t.workload) - paper[t.workload]
             if gap <= EPS * (1.0 + t.predicted_throughput_rps) or self._covered(t):
                 continue
             thr, gpu = t.predicted_throughput_rps, self._info(itype).gpu
+            if (self.inp.burst and self._burst(t, gap, gpu) >= gap * (1 - EPS)) or self.inp.burst_only:
+                continue
             if not self._ready_surge(t, thr, gpu) and self._on_paper(t, thr, gpu, sooner_than=since):
                 paper[t.workload] += thr
 
@@ -327,6 +376,7 @@ class _Allocator:
             breaches=tuple(self.breaches),
             notes=tuple(self.notes),
             stand_ins=tuple(self.started),
+            bursts=tuple(self.bursts),
         )
 
 

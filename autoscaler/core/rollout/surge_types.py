@@ -93,6 +93,8 @@ class SurgeInput:
     # Planned servers on instances not ready yet: (server, instance type, the instance's launch
     # time, inf if launched this tick), for capacity that serves sooner (module docstring).
     late: Sequence[tuple[PlannedServer, str, float]] = ()
+    burst: bool = True  # stand-ins for late servers may start in free share of ready GPUs (surge.py)
+    burst_only: bool = False  # the fleet is at rest but for instances booting: bursts, and nothing else
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,3 +104,4 @@ class SurgePlan:
     breaches: tuple[Breach, ...] = ()
     notes: tuple[str, ...] = ()
     stand_ins: tuple[str, ...] = ()  # started this tick
+    bursts: tuple[str, ...] = ()  # of those, the ones started in free share for a short workload

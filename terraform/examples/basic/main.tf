@@ -22,6 +22,7 @@ module "autoscaler" {
 
   name                    = module.fleet.fleet_name
   launch_template_arns    = module.fleet.launch_template_arns
+  instance_types          = module.fleet.instance_types
   node_role_arn           = module.fleet.node_role_arn
   subnet_ids              = module.fleet.subnet_ids
   node_security_group_ids = [module.fleet.node_security_group_id]

@@ -142,6 +142,8 @@ resource "aws_instance" "host" {
     known_hosts_file   = local.known_hosts_file
     policy_file        = local.policy_file
     policy_b64         = var.policy_yaml == null ? "" : base64encode(var.policy_yaml)
+    # deploy/systemd/igniter.service, as it is (indented for the YAML block it goes in)
+    autoscaler_unit = indent(6, trimspace(file("${path.module}/../../../deploy/systemd/igniter.service")))
   })
 
   metadata_options {

@@ -1,7 +1,9 @@
 # The autoscaler's role, least privilege: exactly the calls autoscaler/ uses, each as narrow as IAM
 # allows. What it can do, and why (docs/deploy.md has the table):
 #   - launch instances only from the fleet's launch templates, into the fleet's subnets and
-#     security groups, and only when the new instance is tagged igniter:fleet=<name>; spot
+#     security groups, and only when the new instance is tagged igniter:fleet=<name>, is of one
+#     of the fleet's instance types, requires IMDSv2, and boots the template's own image (a
+#     caller cannot override the AMI: ec2:IsLaunchTemplateResource); spot
 #     launches too (RunInstances with InstanceMarketOptions: its spot request, from the fleet's
 #     templates, and its instance, tagged for the fleet like any other);
 #   - tag resources only while launching them (TagSpecifications), the instance only with the
@@ -94,6 +96,36 @@ data "aws_iam_policy_document" "autoscaler" {
       variable = "ec2:LaunchTemplate"
       values   = var.launch_template_arns
     }
+
+    condition {
+      test     = "StringEquals"
+      variable = "ec2:InstanceType"
+      values   = var.instance_types
+    }
+
+    condition {
+      test     = "StringEquals"
+      variable = "ec2:MetadataHttpTokens"
+      values   = ["required"]
+    }
+  }
+
+  statement {
+    sid       = "LaunchOnlyTheTemplatesImage"
+    actions   = ["ec2:RunInstances"]
+    resources = ["arn:${local.partition}:ec2:${local.region}::image/*"]
+
+    condition {
+      test     = "ArnEquals"
+      variable = "ec2:LaunchTemplate"
+      values   = var.launch_template_arns
+    }
+
+    condition {
+      test     = "Bool"
+      variable = "ec2:IsLaunchTemplateResource"
+      values   = ["true"]
+    }
   }
 
   statement {
@@ -104,7 +136,6 @@ data "aws_iam_policy_document" "autoscaler" {
         "${local.ec2_arn}:volume/*",
         "${local.ec2_arn}:network-interface/*",
         "${local.ec2_arn}:spot-instances-request/*",
-        "arn:${local.partition}:ec2:${local.region}::image/*",
       ],
       local.subnet_arns,
       local.security_group_arns,

@@ -22,6 +22,16 @@ variable "launch_template_arns" {
   }
 }
 
+variable "instance_types" {
+  description = "The fleet's instance types (fleet module output instance_types): the only types the role may launch."
+  type        = list(string)
+
+  validation {
+    condition     = length(var.instance_types) > 0
+    error_message = "instance_types must name at least one instance type."
+  }
+}
+
 variable "node_role_arn" {
   description = "ARN of the fleet's node role (fleet module output node_role_arn): the only role the autoscaler may pass to instances."
   type        = string

@@ -21,6 +21,9 @@ locals {
     model_dir                = var.model_dir
     model_sync_interval      = var.model_sync_interval
     install_cloudwatch_agent = var.install_cloudwatch_agent ? "true" : "false"
+    # deploy/systemd's units, as they are (indented for the YAML block they go in)
+    agent_unit     = indent(6, trimspace(file("${path.module}/../../../deploy/systemd/igniter-agent.service")))
+    gpu_setup_unit = indent(6, trimspace(file("${path.module}/../../../deploy/systemd/igniter-gpu-setup.service")))
   })
 }
 

@@ -33,6 +33,11 @@ output "launch_template_ids" {
   value       = { for type, lt in aws_launch_template.node : type => lt.id }
 }
 
+output "instance_types" {
+  description = "The instance types the fleet has launch templates for: pass them to the autoscaler module."
+  value       = keys(aws_launch_template.node)
+}
+
 output "launch_template_arns" {
   description = "Launch template ARNs: pass them to the autoscaler module, whose role may launch only from these."
   value       = [for lt in aws_launch_template.node : lt.arn]

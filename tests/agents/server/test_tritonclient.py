@@ -7,6 +7,7 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import torch
@@ -49,6 +50,33 @@ def test_health_and_metadata_through_tritonclient(client: triton.InferenceServer
         ("a", "FP32", [-1, 4]),
         ("b", "INT64", [-1, 4]),
     ]
+
+
+@pytest.mark.parametrize("version", ["", "1"])
+def test_model_config_as_triton_gives_it(client: triton.InferenceServerClient, version: str) -> None:
+    """Triton's ModelConfig JSON: TYPE_* data types, dims without the batch, the server's batching."""
+    config = client.get_model_config("heads", model_version=version)
+    assert config["name"] == "heads" and config["platform"] == "pytorch_libtorch"
+    assert config["max_batch_size"] == 4
+    assert [(t["name"], t["data_type"], t["dims"]) for t in config["input"]] == [
+        ("a", "TYPE_FP32", [4]),
+        ("b", "TYPE_INT64", [4]),
+    ]
+    assert [t["name"] for t in config["output"]] == ["mix", "top"]
+    assert config["dynamic_batching"]["max_queue_delay_microseconds"] == 1000
+    (group,) = config["instance_group"]
+    assert group["kind"] == "KIND_CPU" and group["count"] == 1
+    with pytest.raises(InferenceServerException, match="unknown model 'nope'"):
+        client.get_model_config("nope")
+
+
+def test_repository_index_lists_the_model_ready(heads: Served, client: triton.InferenceServerClient) -> None:
+    assert client.get_model_repository_index() == [{"name": "heads", "version": "1", "state": "READY"}]
+    ready_only = httpx.post(f"{heads.url}/v2/repository/index", json={"ready": True})
+    assert ready_only.json() == [{"name": "heads", "version": "1", "state": "READY"}]
+    bad = httpx.post(f"{heads.url}/v2/repository/index", content=b"[1]")
+    assert bad.status_code == 400 and "ready" in bad.json()["error"]
+    assert httpx.get(f"{heads.url}/v2/repository/index").status_code == 405
 
 
 @pytest.mark.parametrize(

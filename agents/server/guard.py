@@ -1,0 +1,176 @@
+"""uvicorn's httptools protocol with what it leaves out: a read timeout, an idle timer from the
+connect, a cap on open connections and JSON errors for malformed HTTP.
+
+uvicorn owns HTTP parsing, keep-alive and the graceful shutdown of connections. It has no read
+timeout and arms its idle timer only after a first response, so a client that connects and sends
+nothing, or trickles a request byte by byte (slowloris), would hold a connection forever.
+GuardedProtocol adds those two timers and a bound on open connections (503 past it), and answers
+malformed HTTP (for example Content-Length together with chunked framing, a request-smuggling
+vector that llhttp refuses) with a JSON 400, and a request line and headers past max_header_kb
+with a JSON 431 (httptools keeps a header of any size in memory until it ends). The limits are
+agents.spec.ServerLimits.
+
+It imports no torch: the inference server (http.py) and the autoscaler's status endpoint
+(autoscaler/loop/status.py) both serve through it.
+"""
+
+from __future__ import annotations
+
+import socket
+from asyncio import TimerHandle, Transport
+from typing import Any
+
+import httptools
+import pydantic_core
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from agents.spec import ServerLimits
+
+LINGER_S = 0.2  # how long an idle connection stays open at shutdown for a request already on its way
+_REASONS = {
+    400: b"Bad Request",
+    408: b"Request Timeout",
+    431: b"Request Header Fields Too Large",
+    503: b"Service Unavailable",
+}
+
+
+class ServerConfig(uvicorn.Config):
+    """uvicorn's config plus the limits GuardedProtocol reads."""
+
+    def __init__(self, app: Any, limits: ServerLimits, **kwargs: Any) -> None:
+        super().__init__(app, **kwargs)
+        self.limits = limits
+
+
+def raw_response(code: int, message: str) -> bytes:
+    """A complete HTTP/1.1 error response with a JSON body, written before any ASGI app runs."""
+    body = pydantic_core.to_json({"error": message})
+    head = b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n" % (
+        code,
+        _REASONS[code],
+        len(body),
+    )
+    return head + body
+
+
+async def _too_many_connections(scope: Any, receive: Any, send: Any) -> None:
+    """The ASGI app a request over the connection limit gets instead of the real one."""
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [(b"content-type", b"application/json"), (b"connection", b"close")],
+        }
+    )
+    await send({"type": "http.response.body", "body": b'{"error":"too many open connections; try again"}'})
+
+
+class GuardedProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with an idle timer from the connect, a per-request read deadline,
+    a connection limit and JSON errors for unparseable requests."""
+
+    def __init__(self, config: ServerConfig, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, *args, **kwargs)
+        self.limits = config.limits
+        self._read_deadline: TimerHandle | None = None
+        self._head_bytes = 0  # of the request whose headers are being read
+        self._in_head = True
+        self._head_reset = False  # a message ended inside the chunk being fed
+
+    def connection_made(self, transport: Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+
+    def data_received(self, data: bytes) -> None:
+        self._unset_keepalive_if_required()
+        self._head_reset = False
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            pass  # no WebSocket here: the request is served as plain HTTP
+        except httptools.HttpParserError as exc:
+            self._refuse(400, f"invalid HTTP request: {exc}")
+            return
+        self._count_head(len(data))
+
+    def _count_head(self, size: int) -> None:
+        """A chunk that leaves the headers unfinished is all header bytes (one in which a request
+        ended is not counted: at most one chunk is missed); past the limit the request gets 431."""
+        if not self._in_head or self._head_reset:
+            return
+        self._head_bytes += size
+        if self._head_bytes > self.limits.max_header_kb * 1024:
+            self._refuse(431, f"request line and headers larger than {self.limits.max_header_kb} KiB")
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._cancel_read_deadline()
+        self._read_deadline = self.loop.call_later(self.limits.read_timeout_s, self._read_timed_out)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        if len(self.connections) <= self.limits.max_connections:
+            super().on_headers_complete()
+            return
+        app, self.app = self.app, _too_many_connections
+        try:
+            super().on_headers_complete()
+        finally:
+            self.app = app
+
+    def on_message_complete(self) -> None:
+        self._cancel_read_deadline()
+        self._in_head, self._head_bytes, self._head_reset = True, 0, True
+        super().on_message_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_read_deadline()
+        super().connection_lost(exc)
+
+    def shutdown(self) -> None:
+        """uvicorn's graceful close, without its race: an idle keep-alive connection may have a request
+        on the wire, so it closes only after a short linger in which such a request is still answered
+        (503 while draining, with Connection: close)."""
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.keep_alive = False
+        elif self._read_deadline is None:
+            self.loop.call_later(LINGER_S, self._close_if_idle)
+
+    def _close_if_idle(self) -> None:
+        idle = (self.cycle is None or self.cycle.response_complete) and self._read_deadline is None
+        if idle and not self.transport.is_closing():
+            self.transport.close()
+
+    def _cancel_read_deadline(self) -> None:
+        if self._read_deadline is not None:
+            self._read_deadline.cancel()
+            self._read_deadline = None
+
+    def _read_timed_out(self) -> None:
+        self._read_deadline = None
+        self._refuse(408, f"request not received within {self.limits.read_timeout_s:g} s")
+
+    def _refuse(self, code: int, message: str) -> None:
+        """Answer (unless a response already began) and close; the app, if running, sees a disconnect."""
+        if self.transport.is_closing():
+            return
+        active = self.cycle if self.cycle is not None and not self.cycle.response_complete else None
+        if active is not None:  # its headers were read: the app is waiting for the rest of the body
+            active.disconnected = True
+            active.message_event.set()
+        if active is None or not active.response_started:
+            self.transport.write(raw_response(code, message))
+        self.transport.close()
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Listen before the model loads, so a port conflict fails the start at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock

@@ -1,0 +1,136 @@
+"""The status endpoint's Prometheus metrics: one registry per controller, set from each tick's
+report (StatusState.publish) and from the lease thread (StatusState.set_leader).
+
+Names are a contract for dashboards and alert rules (deploy/): rename none without a note.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Count
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from autoscaler.loop.metrics_gateway import GatewayCollector
+from autoscaler.loop.tick import TickReport
+
+
+class Metrics:
+    """Prometheus metrics of one controller, in their own registry."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.cost = Gauge("igniter_fleet_cost_per_hour", "Hourly price of the instances the fleet holds", registry=r)
+        self.instances = Gauge(
+            "igniter_instances", "Instance records by type and lifecycle state", ["instance_type", "state"], registry=r
+        )
+        self.by_capacity = Gauge(
+            "igniter_instances_by_capacity_type",
+            "Live instance records by capacity type (on-demand, spot) and lifecycle state",
+            ["capacity_type", "state"],
+            registry=r,
+        )
+        self.planned = Gauge(
+            "igniter_planned_capacity_rps", "Predicted throughput the layout provides", ["workload"], registry=r
+        )
+        self.forecast = Gauge(
+            "igniter_forecast_rps", "Rate planned for (forecast with headroom)", ["workload"], registry=r
+        )
+        self.observed = Gauge("igniter_observed_rps", "Latest usable observed rate", ["workload"], registry=r)
+        self.correction = Gauge("igniter_slo_correction", "SLO-guard correction factor", ["workload"], registry=r)
+        self.headroom = Gauge(
+            "igniter_headroom_ratio", "Headroom planned above the forecast (0.2: 20 %)", ["workload"], registry=r
+        )
+        self.burst_floor = Gauge(
+            "igniter_burst_floor_rps",
+            "Headroom auto: the busiest rate seen over the last scale_down_delay_s, the least planned",
+            ["workload"],
+            registry=r,
+        )
+        self.quantile = Gauge(
+            "igniter_headroom_quantile_ratio",
+            "Headroom auto: the quantile of the forecast errors the headroom is sized at (the target, "
+            "moved by the attainment measured)",
+            ["workload"],
+            registry=r,
+        )
+        self.attainment = Gauge(
+            "igniter_attainment_last_hour_ratio",
+            "Fraction of the last hour in which the ready capacity covered the observed rate",
+            ["workload"],
+            registry=r,
+        )
+        self.out_of_reach = Gauge(
+            "igniter_target_out_of_reach",
+            "1 while a workload's target_attainment is out of reach of the settings, by cause "
+            "(cap reached, burst rise time, boot time; docs/operations.md)",
+            ["workload", "cause"],
+            registry=r,
+        )
+        self.fast_ticks = Counter(
+            "igniter_fast_ticks",
+            "Fast ticks the fast path ran between regular ticks (they only add capacity)",
+            registry=r,
+        )
+        self.tick_seconds = Histogram(
+            "igniter_tick_duration_seconds",
+            "Duration of one tick",
+            registry=r,
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+        )
+        self.ticks = Counter("igniter_ticks", "Ticks run", ["result"], registry=r)
+        self.errors = Counter(
+            "igniter_errors", "Errors by kind (provider, transport, capacity, rates, tick)", ["kind"], registry=r
+        )
+        self.last_tick = Gauge("igniter_last_tick_timestamp_seconds", "When the last tick started", registry=r)
+        self.leader = Gauge(
+            "igniter_leader", "1 while this process holds the fleet's lease, 0 as a standby", registry=r
+        )
+        self.lease_token = Gauge("igniter_lease_token", "Fencing token of the lease's current tenure", registry=r)
+        self.role_changes = Counter("igniter_leader_changes", "Changes of role", ["to"], registry=r)
+        self.surge = Gauge("igniter_surge_instances", "Surge instances kept or launched for moves", registry=r)
+        self.draining = Gauge("igniter_draining_servers", "Retiring servers waiting to be drained", registry=r)
+        self.breaches = Counter(
+            "igniter_invariant_breaches",
+            "Ticks where a policy limit made a move take capacity away before its replacement served",
+            ["limit"],
+            registry=r,
+        )
+        self.gateway = GatewayCollector()
+        r.register(self.gateway)
+
+    def update(self, report: TickReport, fleet: dict[str, Any], corrections: dict[str, float]) -> None:
+        self.ticks.labels("ok" if report.ok else "error").inc()
+        self.tick_seconds.observe(report.duration_s)
+        self.last_tick.set(report.now)
+        for kind, n in report.outcome.errors.items():
+            self.errors.labels(kind).inc(n)
+        self.surge.set(len(report.surge_slots))
+        self.draining.set(len(report.draining))
+        for b in report.breaches:
+            self.breaches.labels(b["limit"]).inc()
+        self.cost.set(fleet["cost_per_hour"])
+        _reset(self.instances, {(i["instance_type"], i["state"]): n for i, n in _count(fleet["instances"])})
+        by_capacity = Count((i["capacity_type"], i["state"]) for i in fleet["instances"])
+        _reset(self.by_capacity, dict(by_capacity))
+        capacity = report.layout.capacity() if report.layout else {}
+        _reset(self.planned, {(w,): capacity.get(w, 0.0) for w in report.forecast})
+        _reset(self.forecast, {(w,): v for w, v in report.forecast.items()})
+        _reset(self.observed, {(w,): v for w, v in report.observed.items()})
+        _reset(self.correction, {(w,): v for w, v in corrections.items()})
+        _reset(self.headroom, {(w,): v for w, v in report.headroom.items()})
+        _reset(self.attainment, {(w,): v for w, v in report.attainment.items() if v is not None})
+        _reset(self.burst_floor, {(w,): v for w, v in report.burst_floor.items()})
+        _reset(self.quantile, {(w,): v for w, v in report.headroom_quantile.items()})
+        _reset(self.out_of_reach, {(w, r.cause or ""): float(r.out) for w, r in report.reach.items()})
+
+
+def _count(instances: list[dict[str, Any]]) -> list[tuple[dict[str, str], int]]:
+    counts = Count((i["instance_type"], i["state"]) for i in instances)
+    return [({"instance_type": t, "state": s}, n) for (t, s), n in counts.items()]
+
+
+def _reset(gauge: Gauge, values: dict[tuple[str, ...], float]) -> None:
+    gauge.clear()
+    for labels, value in values.items():
+        gauge.labels(*labels).set(value)

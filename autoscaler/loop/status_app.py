@@ -1,0 +1,137 @@
+"""The status endpoint's routes, on starlette: every answer is JSON (or Prometheus text), errors too.
+
+`V1` maps each /v1/* path to the snapshot it serves; a new view of the controller adds one entry
+here and one schema in openapi.py (tests/loop/test_openapi.py checks the two agree). With a token,
+every /v1/* path answers 401 without `Authorization: Bearer TOKEN` (unknown ones too, so the
+listing of routes is not shown to strangers); /healthz, /livez, /readyz, /metrics and
+/openapi.json stay open: they are what a load balancer and Prometheus need, and they show no
+addresses or assignments.
+
+Handlers only copy the latest snapshot under the state's lock: a slow scrape never blocks a tick.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from autoscaler.loop.metrics import Metrics
+from autoscaler.loop.openapi import openapi
+
+
+class Served(Protocol):
+    """What the app serves (loop/status.py's StatusState is the one implementation): the routes
+    depend on this shape, not on the module that fills it, so imports run status -> status_app."""
+
+    lock: threading.Lock
+    metrics: Metrics
+    plan: dict[str, Any]
+    fleet: dict[str, Any]
+    headroom: dict[str, Any]
+    gateway: dict[str, Any]
+    leader: dict[str, Any]
+
+    def health(self) -> tuple[int, dict[str, Any]]: ...
+
+
+V1: dict[str, Callable[[Served], Any]] = {
+    "/v1/plan": lambda s: s.plan,
+    "/v1/fleet": lambda s: s.fleet,
+    "/v1/leader": lambda s: s.leader,
+    "/v1/headroom": lambda s: s.headroom,
+    "/v1/gateway": lambda s: s.gateway,
+}
+OPEN = ("/healthz", "/metrics", "/openapi.json")
+
+
+def json_response(code: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    """Indented: people read these with curl as often as programs do."""
+    return Response(json.dumps(body, indent=1, default=str), code, headers, media_type="application/json")
+
+
+def error(code: int, message: str, **extra: Any) -> Response:
+    return json_response(code, {"error": message, **extra})
+
+
+def routes_listing() -> list[str]:
+    return sorted([*OPEN, *V1])
+
+
+def build_app(state: Served, token: bytes | None) -> ASGIApp:
+    """The ASGI app over one served state; `token` guards /v1/*."""
+
+    def view(get: Callable[[Served], Any]) -> Callable[[Request], Any]:
+        async def handler(request: Request) -> Response:
+            with state.lock:
+                return json_response(200, get(state))
+
+        return handler
+
+    async def health(request: Request) -> Response:
+        with state.lock:
+            code, body = state.health()
+        return json_response(code, body)
+
+    async def metrics(request: Request) -> Response:
+        with state.lock:
+            body = generate_latest(state.metrics.registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    async def spec(request: Request) -> Response:
+        return json_response(200, openapi())
+
+    routes = [
+        Route("/healthz", health, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/openapi.json", spec, methods=["GET"]),
+        *(Route(path, view(get), methods=["GET"]) for path, get in V1.items()),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
+    return BearerGuard(app, token)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """404 and 405 as JSON, naming what exists (starlette's own answer is plain text)."""
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        return error(404, f"no route {request.url.path}", routes=routes_listing())
+    headers = dict(exc.headers or {})
+    return json_response(exc.status_code, {"error": f"{request.method} {request.url.path}: {exc.detail}"}, headers)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    return error(500, f"internal error: {type(exc).__name__}: {exc}")
+
+
+class BearerGuard:
+    """ASGI middleware: /v1/* needs the bearer token (compared in constant time)."""
+
+    def __init__(self, app: ASGIApp, token: bytes | None) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/v1/") and not self._authorized(scope):
+            response = error(401, "/v1/* needs the bearer token (Authorization: Bearer TOKEN)")
+            response.headers["WWW-Authenticate"] = 'Bearer realm="igniter"'
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        if self.token is None:
+            return True
+        given = dict(scope["headers"]).get(b"authorization", b"")
+        scheme, _, value = given.partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(value.strip(), self.token)

@@ -1,0 +1,94 @@
+"""/openapi.json: a valid OpenAPI 3.1 document describing every /v1/* route, and real answers of a
+ticking controller (before its first tick, after ticks, under a token, as a standby) match it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from jsonschema import ValidationError
+from openapi_spec_validator import validate
+
+from autoscaler.leader.base import Fence
+from autoscaler.loop.openapi import openapi
+from autoscaler.loop.status import StatusServer, StatusState
+from autoscaler.loop.status_app import V1
+from autoscaler.loop.wiring import make_leadership
+from tests.kit.control import Clock, make_controller, make_policy
+from tests.kit.openapi import check
+
+pytestmark = pytest.mark.unit
+TOKEN = "openapi-token-0123456789"
+
+
+def test_the_document_is_valid_openapi_and_covers_every_v1_route() -> None:
+    server = StatusServer(StatusState(), 0).start()
+    try:
+        doc = httpx.get(f"http://127.0.0.1:{server.port}/openapi.json", timeout=5).json()
+    finally:
+        server.close()
+    validate(doc)
+    assert doc["openapi"].startswith("3.1") and sorted(doc["paths"]) == sorted(V1)
+
+
+def test_real_answers_match_the_document(tmp_path: Path) -> None:
+    policy = make_policy(
+        tmp_path,
+        scaling={"interval_s": 30, "headroom": "auto", "forecast": "last"},
+        leader={"kind": "local", "lock_dir": str(tmp_path / "locks")},
+    )
+    clock = Clock()
+    ctl, _prov, _tr, manual = make_controller(policy, clock)
+    state = StatusState()
+    leadership = make_leadership(policy, Fence(time.monotonic))
+    leadership.attempt(strict=True)
+    state.set_leader(leadership.snapshot(), changed=True)  # what the service does at start
+    server = StatusServer(state, 0, token=TOKEN).start()
+    url = f"http://127.0.0.1:{server.port}"
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    try:
+        doc = httpx.get(url + "/openapi.json", timeout=5).json()  # open, like /healthz
+        seen = {path: [httpx.get(url + path, headers=auth, timeout=5).json()] for path in V1}  # before a tick
+        for k in range(6):
+            manual.set(alex=400.0 if k >= 3 else 150.0)
+            state.publish(ctl, ctl.tick())
+            clock.advance(30)
+        for path in V1:
+            seen[path].append(httpx.get(url + path, headers=auth, timeout=5).json())
+        denied = httpx.get(url + "/v1/plan", timeout=5)
+        leadership.stop()  # gives the lease up: this process is a standby now
+        state.set_leader(leadership.snapshot(), changed=True)
+        assert state.leader["role"] == "standby"
+        for path in V1:
+            seen[path].append(httpx.get(url + path, headers=auth, timeout=5).json())
+    finally:
+        server.close()
+    assert denied.status_code == 401
+    check(doc, "/v1/plan", denied.json(), "401")
+    assert seen["/v1/plan"][1]["layout"]["slots"], "the ticks planned something"
+    assert seen["/v1/fleet"][1]["instances"] and seen["/v1/headroom"][1]["workloads"]
+    for path, bodies in seen.items():
+        for body in bodies:
+            check(doc, path, body)
+
+
+def test_a_changed_answer_fails_the_check(tmp_path: Path) -> None:
+    """The check is not vacuous: a retyped or missing field breaks it."""
+    policy = make_policy(tmp_path)
+    ctl, _prov, _tr, _ = make_controller(policy, Clock())
+    state = StatusState()
+    state.publish(ctl, ctl.tick())
+    spec = openapi()
+    plan = dict(state.plan)
+    check(spec, "/v1/plan", plan)
+    with pytest.raises(ValidationError):
+        check(spec, "/v1/plan", {**plan, "tick": "seven"})
+    fleet = dict(state.fleet)
+    del fleet["cost_per_hour"]
+    with pytest.raises(ValidationError):
+        check(spec, "/v1/fleet", fleet)
+    instance = {**state.fleet["instances"][0], "attempt": None}
+    with pytest.raises(ValidationError):
+        check(spec, "/v1/fleet", {**state.fleet, "instances": [instance]})
