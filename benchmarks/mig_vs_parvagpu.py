@@ -47,37 +47,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _machine import describe
 
 from autoscaler.cli import main as igniter
+from autoscaler.config.tables import parvagpu_scenarios
 from autoscaler.model.mig import MigModel, load_gpu_model
 from autoscaler.planner import Demand, InstanceOption, Plan, check_plan, make_plan
 from autoscaler.planner.mig import lower_bound_gpus
 
 HERE = Path(__file__).resolve().parent
-MODELS = (
-    "bert",
-    "densenet121",
-    "densenet169",
-    "densenet201",
-    "inceptionv3",
-    "mobilenetv2",
-    "resnet101",
-    "resnet152",
-    "resnet50",
-    "vgg16",
-    "vgg19",
-)
 PARVAGPU = [2, 3, 5, 7, 13, 16]
 A100 = [InstanceOption("a100-80gb-1", "a100-80gb", 1, 5.07)]
 Scenario = dict[str, tuple[float, float]]  # model -> (rate_rps, slo_ms)
 
 
 def load_scenarios(shared: Path) -> list[Scenario]:
-    rates = (shared / "scenarios" / "mig" / "parvagpu-slo-req-rate.csv").read_text().split()
-    slos = (shared / "scenarios" / "mig" / "parvagpu-slo-latency.csv").read_text().split()
-    out = []
-    for rrow, srow in zip(rates, slos):
-        cells = zip(MODELS, rrow.split(","), srow.split(","))
-        out.append({m: (float(r), float(s)) for m, r, s in cells if r != "N/A" and s != "N/A"})
-    return out
+    folder = shared / "scenarios" / "mig"
+    rates = (folder / "parvagpu-slo-req-rate.csv").read_text()
+    return parvagpu_scenarios(rates, (folder / "parvagpu-slo-latency.csv").read_text())
 
 
 def import_model(shared: Path, folder: Path) -> MigModel:
