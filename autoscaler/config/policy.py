@@ -272,7 +272,12 @@ def load_profiles(policy: Policy) -> dict[str, AnyProfile]:
     for i, itype in enumerate(policy.instance_types):
         path = policy.profiles_dir / f"{itype.gpu}.yaml"
         if not path.is_file():
-            raise InputError(src, f"instance_types[{i}].gpu", f"no profile {itype.gpu!r}: {path} does not exist")
+            raise InputError(
+                src,
+                f"instance_types[{i}].gpu",
+                f"no profile {itype.gpu!r}: {path} does not exist (measure one with `igniter-agent profile`, "
+                "or convert measured MIG tables with `igniter profile import`)",
+            )
         profiles[itype.gpu] = load_any_profile(path)
     known = {m for p in profiles.values() for m in p.models}
     for i, wl in enumerate(policy.workloads):

@@ -103,3 +103,29 @@ def _number(where: str, column: str, text: str | None) -> float:
 
 def _column(key: str) -> str:
     return next(c for c, k in COLUMNS.items() if k == key)
+
+
+# ParvaGPU's scenario files (one row per scenario, one column per model in this order; N/A: not served)
+SCENARIO_MODELS = (
+    "bert",
+    "densenet121",
+    "densenet169",
+    "densenet201",
+    "inceptionv3",
+    "mobilenetv2",
+    "resnet101",
+    "resnet152",
+    "resnet50",
+    "vgg16",
+    "vgg19",
+)
+
+
+def parvagpu_scenarios(rates_csv: str, slos_csv: str) -> list[dict[str, tuple[float, float]]]:
+    """ParvaGPU's scenarios from its request-rate and latency-SLO files: per scenario, model ->
+    (rate in req/s, SLO in ms), the models it does not serve left out."""
+    out = []
+    for rrow, srow in zip(rates_csv.split(), slos_csv.split()):
+        cells = zip(SCENARIO_MODELS, rrow.split(","), srow.split(","))
+        out.append({m: (float(r), float(s)) for m, r, s in cells if r != "N/A" and s != "N/A"})
+    return out

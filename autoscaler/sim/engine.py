@@ -42,7 +42,7 @@ from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.fleet.lifecycle import State
 from autoscaler.core.layout.layout_types import Layout
-from autoscaler.core.rollout.colocation import cached_judge
+from autoscaler.core.rollout.colocation import Server, cached_judge, server_tuple
 from autoscaler.core.rollout.fast_path import panicking
 from autoscaler.core.rollout.rollout import loading
 from autoscaler.core.rollout.surge import is_surge_slot
@@ -231,14 +231,14 @@ class Replay:
             if r.state in SERVING and self.provider.alive(r.instance_id or "", at)
         }
         wanted = frozenset(s.agent_key() for _, s in self.layout.servers()) if self.layout else frozenset()
-        gpus: dict[tuple[tuple[str, int], int], list[tuple[str, str, int, float]]] = {}
+        gpus: dict[tuple[tuple[str, int], int], list[Server]] = {}
         for key, (_, servers) in self.store.applied().items():
             if key not in ready:
                 continue
             for gi in {s.gpu_index for s in servers}:
                 on = [s for s in servers if s.gpu_index == gi]
                 for s in loading(on, {v.name for v in on}, wanted):
-                    gpus.setdefault((key, gi), []).append((s.workload, s.model, s.batch, s.mps_percent))
+                    gpus.setdefault((key, gi), []).append(server_tuple(s))
         cap, broken = feasible_capacity(
             self.policy, ((gpu_of[ready[k]], v) for (k, _), v in gpus.items()), self.verdict
         )

@@ -30,7 +30,7 @@ def feasible_capacity(
     broken = 0
     for gpu, servers in gpus:
         answers = verdict(gpu, servers) if verdict is not None else judge(policy, gpu, servers)
-        for (workload, _, _, _), (ok, thr) in zip(servers, answers):
+        for (workload, *_), (ok, thr) in zip(servers, answers):
             if ok:
                 out[workload] = out.get(workload, 0.0) + thr
             else:

@@ -13,24 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from autoscaler.config.tables import SCENARIO_MODELS, parvagpu_scenarios
 from tests.conftest import ROOT
 
 SHARED = ROOT.parent / "shared"
 TABLES = SHARED / "profiles" / "a100-80gb-mig"
 SCENARIOS = SHARED / "scenarios" / "mig"
-MODELS = (
-    "bert",
-    "densenet121",
-    "densenet169",
-    "densenet201",
-    "inceptionv3",
-    "mobilenetv2",
-    "resnet101",
-    "resnet152",
-    "resnet50",
-    "vgg16",
-    "vgg19",
-)
+MODELS = SCENARIO_MODELS
 
 needs_shared = pytest.mark.skipif(
     not TABLES.is_dir(), reason=f"ParvaGPU's A100 tables are not at {TABLES} (../shared beside the clone)"
@@ -50,10 +39,6 @@ def import_a100(out_dir: Path) -> Path:
 
 def scenarios() -> list[tuple[int, dict[str, tuple[float, float]]]]:
     """ParvaGPU's six scenarios: (index, {model: (rate_rps, slo_ms)}), models it does not serve left out."""
-    rates = (SCENARIOS / "parvagpu-slo-req-rate.csv").read_text().split()
-    slos = (SCENARIOS / "parvagpu-slo-latency.csv").read_text().split()
-    out = []
-    for i, (rrow, srow) in enumerate(zip(rates, slos)):
-        cells = zip(MODELS, rrow.split(","), srow.split(","))
-        out.append((i, {m: (float(r), float(s)) for m, r, s in cells if r != "N/A" and s != "N/A"}))
-    return out
+    rates = (SCENARIOS / "parvagpu-slo-req-rate.csv").read_text()
+    slos = (SCENARIOS / "parvagpu-slo-latency.csv").read_text()
+    return list(enumerate(parvagpu_scenarios(rates, slos)))

@@ -210,4 +210,7 @@ def _spec(name: str, index: int, gpu_index: int, p: PlacementOut, info: Mapping[
         predicted_throughput_rps=p.predicted_throughput_rps,
         model_dir=wi.model_dir,
         max_queue_delay_ms=wi.max_queue_delay_ms,
+        mig_profile=p.mig_profile,
+        mig_start=p.mig_start,
+        processes=p.processes,
     )

@@ -169,6 +169,9 @@ def _placement(srv: PlannedServer) -> PlacementOut:
         srv.rate_rps,
         srv.predicted_latency_ms,
         srv.predicted_throughput_rps,
+        mig_profile=srv.mig_profile,
+        mig_start=srv.mig_start,
+        processes=srv.processes,
     )
 
 

@@ -21,9 +21,11 @@ from autoscaler.config.policy import Policy
 from autoscaler.core.layout.layout_types import PlannedServer
 from autoscaler.core.rollout.reconcile import GpuFits, shares_fit
 from autoscaler.core.rollout.rollout import Judge, shares_judge
-from autoscaler.model.perfmodel import PerfModel, load_perf_model
+from autoscaler.model.mig import GpuModel, MigModel, load_gpu_model
 
-Server = tuple[str, str, int, float]  # (workload, model, batch, mps_percent)
+MigSlice = tuple[str, int, int]  # (slice profile, start, MPS processes) of a server on a MIG GPU
+# (workload, model, batch, mps_percent[, its MIG slice]): the slice only on a MIG GPU
+Server = tuple[str, str, int, float] | tuple[str, str, int, float, MigSlice | None]
 REL = 1e-6
 
 
@@ -38,16 +40,47 @@ def judge(policy: Policy, gpu: str, servers: Sequence[Server]) -> list[tuple[boo
     if not servers:
         return []
     slo = {w.name: w.slo_ms for w in policy.workloads}
-    perf = load_perf_model(policy.profiles_dir / f"{gpu}.yaml")
-    return _verdict(perf, slo, servers)
+    return _verdict(_model(policy, gpu), slo, servers)
 
 
-def _verdict(perf: PerfModel, slo: dict[str, float], servers: Sequence[Server]) -> list[tuple[bool, float]]:
-    shares = split([r for *_, r in servers])
-    preds = perf.predict_raw([(m, b, r) for (_, m, b, _), r in zip(servers, shares)])
-    return [
-        (lat <= slo.get(w, float("inf")) / 2.0 * (1 + REL), thr) for (w, _, _, _), (lat, thr) in zip(servers, preds)
-    ]
+def _model(policy: Policy, gpu: str) -> GpuModel:
+    return load_gpu_model(policy.profiles_dir / f"{gpu}.yaml", policy.scaling.mig_latency_margin)
+
+
+def server_tuple(s: PlannedServer, digits: int | None = None) -> Server:
+    """What the judgement needs of a planned server."""
+    share = s.mps_percent if digits is None else round(s.mps_percent, digits)
+    mig = (s.mig_profile, s.mig_start, s.processes) if s.mig_profile is not None and s.mig_start is not None else None
+    return (s.workload, s.model, s.batch, share, mig)
+
+
+def _verdict(perf: GpuModel, slo: dict[str, float], servers: Sequence[Server]) -> list[tuple[bool, float]]:
+    if isinstance(perf, MigModel):
+        return _mig_verdict(perf, slo, servers)
+    shares = split([s[3] for s in servers])
+    preds = perf.predict_raw([(s[1], s[2], r) for s, r in zip(servers, shares)])
+    return [(lat <= slo.get(s[0], float("inf")) / 2.0 * (1 + REL), thr) for s, (lat, thr) in zip(servers, preds)]
+
+
+def _mig_verdict(model: MigModel, slo: dict[str, float], servers: Sequence[Server]) -> list[tuple[bool, float]]:
+    """On a MIG GPU a slice's neighbours do not slow it: each server is its measured row, within
+    budget when the row's latency meets (1 - margin) x SLO / 2; a server with no slice, a row not
+    in the table, or slices sharing memory units (not a valid cut) serves nothing."""
+    migs = [_slice_of(s) for s in servers]
+    slots = [(mig[0], mig[1]) for mig in migs if mig is not None]
+    whole = model.geometry.valid(slots) and len(slots) == len(servers)
+    out = []
+    for s, mig in zip(servers, migs):
+        row = model.row(s[1], mig[0], s[2], mig[2]) if mig is not None else None
+        if row is None or not whole:
+            out.append((False, 0.0))
+            continue
+        out.append((model.usable(row, slo.get(s[0], float("inf"))), row.slice_throughput_rps))
+    return out
+
+
+def _slice_of(s: Server) -> MigSlice | None:
+    return s[4] if len(s) == 5 else None
 
 
 def gpu_fits(policy: Policy) -> GpuFits:
@@ -60,7 +93,7 @@ def gpu_fits(policy: Policy) -> GpuFits:
         gpu = gpu_of.get(instance_type)
         if gpu is None:
             return True
-        return all(ok for ok, _ in judge(policy, gpu, [(s.workload, s.model, s.batch, s.mps_percent) for s in servers]))
+        return all(ok for ok, _ in judge(policy, gpu, [server_tuple(s) for s in servers]))
 
     return fits
 
@@ -72,7 +105,7 @@ def cached_judge(policy: Policy) -> GpuJudge:
     """`judge` for one policy, its models loaded once and its answers remembered: the same
     co-locations come back tick after tick in a replay."""
     slo = {w.name: w.slo_ms for w in policy.workloads}
-    perfs = {t.gpu: load_perf_model(policy.profiles_dir / f"{t.gpu}.yaml") for t in policy.instance_types}
+    perfs = {t.gpu: _model(policy, t.gpu) for t in policy.instance_types}
 
     @lru_cache(maxsize=8192)
     def cached(gpu: str, servers: tuple[Server, ...]) -> tuple[tuple[bool, float], ...]:
@@ -91,6 +124,6 @@ def server_judge(policy: Policy) -> Judge:
         gpu = gpu_of.get(instance_type)
         if gpu is None:  # an instance type the policy no longer lists: the model-free test
             return shares_judge(instance_type, servers)
-        return cached(gpu, tuple((s.workload, s.model, s.batch, round(s.mps_percent, 6)) for s in servers))
+        return cached(gpu, tuple(server_tuple(s, 6) for s in servers))
 
     return verdict

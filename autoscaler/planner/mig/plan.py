@@ -17,15 +17,16 @@ A workload's rate is split over its slices in proportion to their throughput.
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.config.mig import Slot
 from autoscaler.model.mig import MigModel
 from autoscaler.planner.build import count_moved
+from autoscaler.planner.mig.joint import choose_jointly
 from autoscaler.planner.mig.packing import fewest_gpus, free_start
-from autoscaler.planner.mig.segments import Chooser, Segment, why_none
+from autoscaler.planner.mig.segments import Chooser, Segment, items, why_none
 from autoscaler.planner.packing import cover
 from autoscaler.planner.state import price_per_gpu
 from autoscaler.planner.types import Demand, GpuOut, InstanceOption, InstanceOut, PlacementOut, Plan, Unplaced
@@ -92,7 +93,7 @@ def _plan(
             for s in g.slices:
                 carried[s.workload] = carried.get(s.workload, 0.0) + s.seg.throughput_rps
     chooser, unplaced = Chooser(), []
-    todo: dict[str, list[tuple[Demand, Segment]]] = {}
+    todo: dict[str, list[tuple[Demand, float, list[Segment]]]] = {}
     for d in sorted(demands, key=lambda d: d.workload):
         rest = d.rate_rps - carried.get(d.workload, 0.0)
         if rest <= 1e-9 * max(1.0, d.rate_rps):
@@ -102,9 +103,9 @@ def _plan(
             unplaced.append(found)
             continue
         gpu, segs = found
-        todo.setdefault(gpu, []).extend((d, s) for s in segs)
+        todo.setdefault(gpu, []).append((d, rest, segs))
     for gpu in sorted(todo):
-        unplaced += _place(gpu, todo[gpu], insts, options, models[gpu])
+        unplaced += _place(gpu, _together(todo[gpu], models[gpu]), insts, options, models[gpu])
     return _build(insts, by_name, unplaced, current)
 
 
@@ -127,6 +128,25 @@ def _choose(
     if best is None:
         return Unplaced(d.workload, reasons[0] if reasons else "no MIG instance type is available")
     return best[1], best[2]
+
+
+def _together(entries: list[tuple[Demand, float, list[Segment]]], model: MigModel) -> list[tuple[Demand, Segment]]:
+    """The segments chosen jointly with the cuts (joint.py) where that packs onto fewer GPUs than
+    each workload's own lightest set."""
+    alone = [(d, s) for d, _, segs in entries for s in segs]
+    wants = [(rest, items(model, d.model, d.slo_ms, d.correction)) for d, rest, _ in entries]
+    joint = choose_jointly(model.geometry, wants)
+    if joint is None:
+        return alone
+    together = [(d, s) for (d, _, _), segs in zip(entries, joint) for s in segs]
+    covered = all(
+        sum(s.throughput_rps for s in segs) >= rest * (1 - 1e-9) for (_, rest, _), segs in zip(entries, joint)
+    )
+    geo = model.geometry
+    fewer = len(fewest_gpus(geo, Counter(s.slice for _, s in together))) < len(
+        fewest_gpus(geo, Counter(s.slice for _, s in alone))
+    )
+    return together if covered and fewer else alone
 
 
 def _place(
@@ -182,13 +202,13 @@ def _fill(
     gpu: str,
 ) -> None:
     """Slices into the cuts' slots (a workload's slices side by side), GPUs into instances."""
-    free: dict[str, list[tuple[int, Slot]]] = {}
+    free: dict[str, deque[tuple[int, Slot]]] = {}
     for k, cut in enumerate(cuts):
         for slot in cut:
-            free.setdefault(slot[0], []).append((k, slot))
+            free.setdefault(slot[0], deque()).append((k, slot))
     gpus = [Gpu(gpu) for _ in cuts]
     for d, s in sorted(segs, key=lambda x: (x[0].workload, -x[1].compute)):
-        k, slot = free[s.slice].pop(0)
+        k, slot = free[s.slice].popleft()
         gpus[k].slices.append(Slice(d.workload, d.model, slot, s))
     for option, count in sorted(mix, key=lambda x: -x[0].gpus):
         for _ in range(count):
