@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from autoscaler.config.policy import (
@@ -15,6 +16,9 @@ from autoscaler.config.policy import (
     ScalingConfig,
 )
 from autoscaler.core.fleet.lifecycle import TRANSITIONS
+
+pytestmark = pytest.mark.unit
+
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
 

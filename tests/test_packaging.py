@@ -52,6 +52,7 @@ def _extra_of(req: Requirement) -> str | None:
     return None
 
 
+@pytest.mark.e2e
 def test_torch_and_nvml_are_only_in_the_agent_extra() -> None:
     by_extra: dict[str | None, set[str]] = {}
     for req in _requirements():
@@ -65,6 +66,7 @@ def test_torch_and_nvml_are_only_in_the_agent_extra() -> None:
     assert "tritonclient" in by_extra["dev"]
 
 
+@pytest.mark.unit
 def test_installed_metadata_matches_pyproject() -> None:
     """A stale editable install would make the check above test an old pyproject: reinstall (make venv)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -86,6 +88,7 @@ def _script(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
+@pytest.mark.e2e
 def test_the_blocker_really_blocks(tmp_path: Path) -> None:
     for module in (*BLOCKED, "agents.server.app"):
         done = _run_blocked(tmp_path, sys.executable, "-c", f"import {module}")
@@ -101,6 +104,7 @@ def trace(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.e2e
 def test_central_service_commands_run_without_torch_or_nvml(tmp_path: Path, trace: Path) -> None:
     policy = str(ROOT / "policies" / "example.yaml")
     commands = [
@@ -116,6 +120,7 @@ def test_central_service_commands_run_without_torch_or_nvml(tmp_path: Path, trac
         assert "is blocked" not in done.stderr
 
 
+@pytest.mark.e2e
 def test_the_wheel_ships_the_bundled_profiles(tmp_path: Path) -> None:
     """A non-editable install has no policies/ beside the package: the wheel carries the profiles
     into <prefix>/share/igniter/profiles, where the default profiles_dir then points."""
@@ -133,6 +138,7 @@ def test_the_wheel_ships_the_bundled_profiles(tmp_path: Path) -> None:
     assert shipped == {p.name for p in (ROOT / "policies" / "profiles").glob("*.yaml")}
 
 
+@pytest.mark.unit
 def test_default_profiles_dir_falls_back_to_the_installed_share(tmp_path: Path) -> None:
     from autoscaler.config.policy import BUNDLED_PROFILES, bundled_profiles
 

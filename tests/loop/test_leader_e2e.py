@@ -31,6 +31,8 @@ from tests.kit.backends import Moto, free_port
 from tests.kit.control import REPO
 from tests.loop.test_service import Running, wait_for
 
+pytestmark = pytest.mark.e2e
+
 INTERVAL_S = 2.0
 LEASE_S = 6.0
 TABLE = "igniter-leases"

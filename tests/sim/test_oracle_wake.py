@@ -13,6 +13,9 @@ from autoscaler.sim.engine import SimOptions, simulate, with_overrides
 from autoscaler.sim.trace_rates import FutureRates
 from autoscaler.sim.traces import Trace
 
+pytestmark = pytest.mark.unit
+
+
 STEP_UP = [600.0] * 10 + [1200.0] * 10  # rows of 60 s: the rate doubles at t=600
 
 

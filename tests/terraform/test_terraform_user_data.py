@@ -97,6 +97,7 @@ def host(autoscaler: dict[str, Any]) -> dict[str, Any]:
 # --- both templates ----------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("template", "tf_file"),
     [(NODE_TEMPLATE, FLEET_DIR / "launch_templates.tf"), (HOST_TEMPLATE, AUTOSCALER_DIR / "host.tf")],
@@ -106,6 +107,7 @@ def test_templatefile_call_passes_exactly_the_placeholders(template: Path, tf_fi
     assert template_placeholders(template.read_text()) == templatefile_call_keys(tf_file.read_text(), template.name)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("template", "kind"), [(NODE_TEMPLATE, "fleet"), (HOST_TEMPLATE, "autoscaler")], ids=["node", "host"]
 )
@@ -123,6 +125,7 @@ def test_python_render_matches_terraform_templatefile(
 # --- the GPU node ------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_node_authorises_the_autoscaler_key_for_the_unprivileged_agent_user_only(node: dict[str, Any]) -> None:
     assert "ssh_authorized_keys" not in node, "the key must not go to the sudo-capable default user"
     default, agent = node["users"]
@@ -132,6 +135,7 @@ def test_node_authorises_the_autoscaler_key_for_the_unprivileged_agent_user_only
     assert "sudo" not in agent and "groups" not in agent
 
 
+@pytest.mark.unit
 def test_node_prints_its_ssh_host_keys_to_the_console(node: dict[str, Any]) -> None:
     """The autoscaler pins a new node's host key from its console (ec2:GetConsoleOutput): nothing
     may keep cloud-init from printing every key type there, whatever the AMI's cloud.cfg says."""
@@ -141,6 +145,7 @@ def test_node_prints_its_ssh_host_keys_to_the_console(node: dict[str, Any]) -> N
     assert node["no_ssh_fingerprints"] is False
 
 
+@pytest.mark.unit
 def test_node_starts_the_agent_as_a_systemd_service(node: dict[str, Any]) -> None:
     agent = unit(files(node)["/etc/systemd/system/igniter-agent.service"])
     assert agent["ExecStart"] == ["/opt/igniter/venv/bin/igniter-agent run --state-dir /var/lib/igniter"]
@@ -157,6 +162,7 @@ def test_node_starts_the_agent_as_a_systemd_service(node: dict[str, Any]) -> Non
 INSTALL = '/opt/igniter/venv/bin/pip install --quiet "$(agent_requirement "$IGNITER_PACKAGE")"'
 
 
+@pytest.mark.e2e
 def test_node_installs_the_project_with_its_agent_extra(node: dict[str, Any], tmp_path: Path) -> None:
     setup = files(node)["/usr/local/sbin/igniter-node-setup"]
     assert INSTALL in setup
@@ -172,6 +178,7 @@ def _shell_function(script: str, name: str) -> str:
     return "\n".join(lines[start : end + 1])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("package", "requirement"),
     [
@@ -207,11 +214,13 @@ def test_node_adds_the_agent_extra_to_every_form_of_igniter_package(
     assert done.stdout == requirement + "\n"
 
 
+@pytest.mark.unit
 def test_node_state_dir_is_private_to_the_agent_user(node: dict[str, Any]) -> None:
     setup = files(node)["/usr/local/sbin/igniter-node-setup"]
     assert 'install -d -o "$IGNITER_AGENT_USER" -g "$IGNITER_AGENT_USER" -m 0700 "$IGNITER_STATE_DIR"' in setup
 
 
+@pytest.mark.e2e
 def test_node_env_file_survives_shell_and_systemd_quoting(node: dict[str, Any], tmp_path: Path) -> None:
     env = tmp_path / "node.env"
     env.write_text(files(node)["/etc/igniter/node.env"])
@@ -224,6 +233,7 @@ def test_node_env_file_survives_shell_and_systemd_quoting(node: dict[str, Any], 
     assert result.stdout == f"{PACKAGE}|s3://team-models/models/"
 
 
+@pytest.mark.unit
 def test_node_enables_mps(node: dict[str, Any]) -> None:
     gpu = unit(files(node)["/etc/systemd/system/igniter-gpu-setup.service"])
     assert gpu["ExecStart"] == [
@@ -236,6 +246,7 @@ def test_node_enables_mps(node: dict[str, Any]) -> None:
     assert setup.index("enable --now igniter-gpu-setup.service") < setup.index("enable --now igniter-agent.service")
 
 
+@pytest.mark.e2e
 def test_node_syncs_models_from_s3(node: dict[str, Any], tmp_path: Path) -> None:
     written = files(node)
     sync = written["/usr/local/sbin/igniter-model-sync"]
@@ -247,6 +258,7 @@ def test_node_syncs_models_from_s3(node: dict[str, Any], tmp_path: Path) -> None
     assert setup.index("systemctl start igniter-model-sync.service") < setup.index("enable --now igniter-agent.service")
 
 
+@pytest.mark.unit
 def test_node_cloudwatch_agent_config_is_json_with_its_own_variables(node: dict[str, Any]) -> None:
     config = json.loads(files(node)["/etc/igniter/cloudwatch-agent.json"])
     assert config["metrics"]["append_dimensions"]["InstanceId"] == "${aws:InstanceId}"
@@ -256,6 +268,7 @@ def test_node_cloudwatch_agent_config_is_json_with_its_own_variables(node: dict[
 # --- the autoscaler host -----------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_host_runs_igniter_run_with_the_policy(host: dict[str, Any], tmp_path: Path) -> None:
     written = files(host)
     service = unit(written["/etc/systemd/system/igniter.service"])
@@ -269,6 +282,7 @@ def test_host_runs_igniter_run_with_the_policy(host: dict[str, Any], tmp_path: P
     assert host["runcmd"] == [["/usr/local/sbin/igniter-autoscaler-setup"]]
 
 
+@pytest.mark.unit
 def test_host_fetches_its_key_from_the_secret(host: dict[str, Any]) -> None:
     written = files(host)
     script = written["/usr/local/sbin/igniter-fetch-ssh-key"]
@@ -279,6 +293,7 @@ def test_host_fetches_its_key_from_the_secret(host: dict[str, Any]) -> None:
     assert 'IGNITER_SSH_KEY_FILE="/etc/igniter/ssh/id_autoscaler"' in env
 
 
+@pytest.mark.e2e
 def test_host_writes_the_policy_given_to_terraform(autoscaler: dict[str, Any], tmp_path: Path) -> None:
     target = tmp_path / "policy.yaml"
     config = cloud_config(render_template(HOST_TEMPLATE.read_text(), host_vars(autoscaler, str(target))))
