@@ -47,8 +47,9 @@ typecheck: $(STAMP)
 
 # pytest-xdist workers. The e2e tests mostly wait (on processes booting, leases, drains), so more
 # workers than cores pays, up to a point: their timing checks (a takeover within lease_s + a tick)
-# fail on a machine loaded many times over; `--dist loadgroup` keeps a module that shares one costly fixture (an
-# `xdist_group` marker) on one worker. Override: `make test WORKERS=2`.
+# fail on a machine loaded many times over. `--dist loadgroup` honours the `xdist_group` markers of the
+# modules that share one costly module-scoped fixture (NOTE: a check with -v showed one such module's tests
+# on three workers; to be looked into). Override: `make test WORKERS=2`.
 WORKERS ?= 4
 XDIST   := -n $(WORKERS) --dist loadgroup
 
