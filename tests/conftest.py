@@ -12,6 +12,10 @@ import pytest
 # fixtures shared across packages: real backends (moto, sshd, a tiny model), small sim policies
 pytest_plugins = ["tests.kit.backends", "tests.kit.sim"]
 
+# The test tiers (pyproject.toml's markers): every test carries at least one. `make check` runs
+# `-m "not e2e and not slow"`; `make test` runs them all.
+TIERS = ("unit", "property", "e2e", "slow")
+
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ROOT / "policies" / "profiles"
 DATA = ROOT / "tests" / "data"
@@ -51,3 +55,22 @@ def run_cli(*args: str, stdin: str | None = None, timeout: float = 120) -> Resul
         cwd=ROOT,
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Refuse the run when a collected test has no tier, or a hypothesis test lacks `property`:
+    a new test cannot land outside `make check`'s selection by forgetting its marker."""
+    bad = []
+    for item in items:
+        tiers = {t for t in TIERS if item.get_closest_marker(t)}
+        if not tiers:
+            bad.append(f"{item.nodeid}: no tier marker")
+        elif getattr(getattr(item, "obj", None), "is_hypothesis_test", False) and "property" not in tiers:
+            bad.append(f"{item.nodeid}: a hypothesis test without the `property` marker")
+    if bad:
+        shown = "\n  ".join(bad[:20]) + (f"\n  ... and {len(bad) - 20} more" if len(bad) > 20 else "")
+        raise pytest.UsageError(
+            f"{len(bad)} test(s) outside the tiers {', '.join(TIERS)} (pyproject.toml's markers): mark each "
+            f"module with `pytestmark = pytest.mark.<tier>` (or the test itself where a file mixes tiers):\n  {shown}"
+        )

@@ -16,12 +16,16 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.unit
+
 
 FORBIDDEN = {"boto3", "botocore", "paramiko", "subprocess", "time", "datetime", "socket", "httpx", "requests"}
 PURE_DIRS = ["autoscaler/config", "autoscaler/model", "autoscaler/planner", "autoscaler/core"]
@@ -76,9 +80,15 @@ def py_files(*dirs: str) -> list[Path]:
     return sorted(p for d in dirs for p in (ROOT / d).rglob("*.py"))
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """A file's syntax tree, parsed once per run (every rule here walks the same files)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def imports(path: Path) -> Iterator[str]:
     """Absolute module names imported anywhere in the file (late imports included)."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -194,7 +204,7 @@ def module_imports(path: Path, files: dict[str, Path]) -> set[str]:
     """The modules of the tree a file imports. `from pkg import mod` names the submodule only (its
     package is already importing: no edge back to it); `from mod import name` names mod."""
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -130,6 +130,7 @@ def test_torch_and_nvml_are_only_in_the_agent_extra() -> None:
     assert not {"torch", "nvidia-ml-py"} & closure({"service"})
 
 
+@pytest.mark.unit
 def test_installed_metadata_matches_pyproject() -> None:
     """A stale editable install would make the checks above test an old pyproject: reinstall (make venv)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -153,6 +154,7 @@ def _script(name: str) -> str:
     return str(Path(sys.executable).parent / name)
 
 
+@pytest.mark.e2e
 def test_the_blocker_really_blocks(tmp_path: Path) -> None:
     for module in (*BLOCKED, "agents.server.app"):
         done = _run_blocked(tmp_path, sys.executable, "-c", f"import {module}")
@@ -168,6 +170,7 @@ def trace(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.e2e
 def test_central_service_commands_run_without_torch_or_nvml(tmp_path: Path, trace: Path) -> None:
     policy = str(ROOT / "policies" / "example.yaml")
     commands = [
@@ -269,6 +272,7 @@ def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path, trace: Path) -> N
     assert not plot.exists()
 
 
+@pytest.mark.unit
 def test_default_profiles_dir_falls_back_to_the_installed_share(tmp_path: Path) -> None:
     from autoscaler.config.policy import BUNDLED_PROFILES, bundled_profiles
 

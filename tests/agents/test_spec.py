@@ -10,6 +10,8 @@ import pytest
 from agents.errors import InputError
 from agents.spec import check_model_dirs, load_model_config, parse_assignment
 
+pytestmark = pytest.mark.unit
+
 
 def _doc(**server_overrides: object) -> str:
     server = {

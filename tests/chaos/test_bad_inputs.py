@@ -18,7 +18,7 @@ from tests.chaos.report import record
 from tests.conftest import ROOT, Result
 from tests.kit.agent import agent_cmd
 
-pytestmark = [pytest.mark.chaos]
+pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 EXAMPLE = ROOT / "policies" / "example.yaml"
 NAMES = ["alexnet-a", "resnet50-a", "vgg19-a", "ssd-a"]
 

@@ -20,6 +20,7 @@ def _policy(tmp_path, workloads: str) -> str:
     return str(path)
 
 
+@pytest.mark.unit
 def test_table_by_default_with_cost_and_latency_budget(igniter):
     res = igniter("plan", EXAMPLE)
     assert res.code == 0, res.err
@@ -27,6 +28,7 @@ def test_table_by_default_with_cost_and_latency_budget(igniter):
         assert word in res.out
 
 
+@pytest.mark.unit
 def test_json_follows_the_contract(igniter):
     res = igniter("plan", SCENARIOS / "motivation-3.yaml", "--json", "--planner", "igniter-plain")
     assert res.code == 0, res.err
@@ -42,6 +44,7 @@ def test_json_follows_the_contract(igniter):
     assert all(set(p) == keys for p in inst["gpus"][0]["placements"])
 
 
+@pytest.mark.unit
 def test_impossible_slo_exits_3_with_an_unplaced_entry(igniter, tmp_path):
     path = _policy(
         tmp_path,
@@ -57,6 +60,7 @@ def test_impossible_slo_exits_3_with_an_unplaced_entry(igniter, tmp_path):
     assert table.code == 3 and "unplaced" in table.out
 
 
+@pytest.mark.unit
 def test_compare_rechecks_every_planner(igniter):
     res = igniter("plan", SCENARIOS / "twelve-workloads.yaml", "--compare", "--json")
     assert res.code == 0, res.err
@@ -69,6 +73,7 @@ def test_compare_rechecks_every_planner(igniter):
     assert text.code == 0 and "feasible" in text.out and "gpulets" in text.out
 
 
+@pytest.mark.e2e
 def test_bad_policy_exits_2_naming_the_field(tmp_path):
     path = _policy(tmp_path, "- {name: x, model: resnet50, slo_ms: -1, rate_rps: 100}\n")
     res = run_cli("plan", path)

@@ -20,6 +20,7 @@ def small(make_policy, write_csv, tmp_path):
     return tmp_path / "policy.yaml", trace
 
 
+@pytest.mark.unit
 def test_json_summary_has_every_field(igniter, small):
     policy, trace = small
     r = igniter("simulate", policy, "--trace", trace, "--json")
@@ -53,6 +54,7 @@ def test_json_summary_has_every_field(igniter, small):
     assert "surge" in table.out and "instance-hours" in table.out
 
 
+@pytest.mark.unit
 def test_headroom_auto_from_the_command_line(igniter, small):
     """--headroom auto sizes the headroom from the run's errors: the step 500 -> 1000 is a forecast
     error of +100 % (nothing was held above the plan then), so the workload ends at the cap, 1.0.
@@ -67,6 +69,8 @@ def test_headroom_auto_from_the_command_line(igniter, small):
     assert "headroom at the end" in table.out and f"a {s['headroom_final']['a']:.2f} (auto)" in table.out
 
 
+@pytest.mark.slow
+@pytest.mark.unit
 def test_timeline_and_plot(igniter, small, tmp_path):
     policy, trace = small
     out, png = tmp_path / "timeline.csv", tmp_path / "plot.png"
@@ -79,6 +83,8 @@ def test_timeline_and_plot(igniter, small, tmp_path):
     assert "SLO attainment" in r.out and "static peak" in r.out
 
 
+@pytest.mark.slow
+@pytest.mark.unit
 def test_compare_prints_every_strategy(igniter, small):
     policy, trace = small
     r = igniter("simulate", policy, "--trace", trace, "--compare", "--json")
@@ -104,6 +110,8 @@ def test_compare_prints_every_strategy(igniter, small):
     assert png.stat().st_size > 1000
 
 
+@pytest.mark.slow
+@pytest.mark.unit
 def test_the_documented_example(igniter):
     """The README's example, all 14 days (about 30 s): what docs/simulate.md claims for it holds."""
     r = igniter("simulate", SERVEGEN_POLICY, "--trace", SERVEGEN, "--json")
@@ -113,6 +121,8 @@ def test_the_documented_example(igniter):
     assert s["cost_total_usd"] < 0.85 * s["static_peak_cost_usd"]
 
 
+@pytest.mark.slow
+@pytest.mark.unit
 def test_resampling_and_renaming_the_azure_trace(igniter, make_policy, tmp_path):
     make_policy(
         workloads=[
@@ -144,6 +154,7 @@ def test_resampling_and_renaming_the_azure_trace(igniter, make_policy, tmp_path)
     assert s["step_s"] == 60 and s["steps"] == 59
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "rows, expected",
     [
@@ -159,6 +170,7 @@ def test_bad_traces_exit_2_naming_file_and_field(igniter, make_policy, write_csv
     assert r.code == 2 and expected in r.err and "Traceback" not in r.err
 
 
+@pytest.mark.unit
 def test_policy_errors_and_bad_options_exit_2(igniter, small, tmp_path):
     policy, trace = small
     bad = tmp_path / "bad.yaml"
@@ -174,12 +186,14 @@ def test_policy_errors_and_bad_options_exit_2(igniter, small, tmp_path):
         assert r.code == 2 and f"--headroom: {bad}: must be auto or a finite number from 0 to 10" in r.err
 
 
+@pytest.mark.e2e
 def test_a_real_process_exits_2_without_a_traceback(make_policy, write_csv, tmp_path):
     make_policy()
     r = run_cli("simulate", tmp_path / "policy.yaml", "--trace", write_csv("t.csv", [["time", "a"], [0, 1]]))
     assert r.code == 2 and "t.csv: time_s: missing 'time_s' column" in r.err and "Traceback" not in r.err
 
 
+@pytest.mark.unit
 def test_trace_convert_long_to_wide_and_show(igniter, tmp_path):
     out = tmp_path / "wide.csv"
     r = igniter(
@@ -216,11 +230,13 @@ def test_trace_convert_long_to_wide_and_show(igniter, tmp_path):
     assert wide.code == 0 and out.read_text().startswith("time_s,code_rps,conv_rps")
 
 
+@pytest.mark.unit
 def test_trace_convert_bad_columns_exit_2(igniter, tmp_path):
     r = igniter("trace", "convert", ROOT / "traces" / "servegen-llm-rates-10min.csv", "--out", tmp_path / "o.csv")
     assert r.code == 2 and "servegen-llm-rates-10min.csv: time_s: missing column 'time_s'" in r.err
 
 
+@pytest.mark.slow
 def test_frontier_runs_each_target_and_the_oracle(igniter, small, tmp_path):
     """Cost against attainment at a few targets (headroom auto), then the oracle; a higher target
     never costs less here, and the chart is drawn with --plot."""
@@ -235,6 +251,7 @@ def test_frontier_runs_each_target_and_the_oracle(igniter, small, tmp_path):
     assert "x oracle" in r.out and (tmp_path / "f.png").stat().st_size > 1000
 
 
+@pytest.mark.unit
 def test_frontier_with_compare_is_bad_input(igniter, small):
     policy, trace = small
     r = igniter("simulate", policy, "--trace", trace, "--frontier", "--compare")

@@ -33,6 +33,7 @@ CASES = [
 ]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("label", "data", "field", "word"), CASES, ids=[c[0] for c in CASES])
 def test_out_of_range_numbers_exit_2_naming_the_field(igniter, tmp_path, label, data, field, word) -> None:
     path = write(tmp_path, data)
@@ -43,6 +44,7 @@ def test_out_of_range_numbers_exit_2_naming_the_field(igniter, tmp_path, label, 
         assert "Traceback" not in res.err and res.out == ""
 
 
+@pytest.mark.unit
 def test_the_yaml_spellings_of_infinity_are_refused(igniter, tmp_path) -> None:
     """`.inf`, `-.Inf`, `.NaN` are YAML 1.1 floats (not strings), and `1e300` a float too (YAML 1.2, as every user means it)."""
     text = yaml.safe_dump(GOOD).replace("rate_rps: 500", "rate_rps: .inf").replace("slo_ms: 60", "slo_ms: .NaN")
@@ -52,6 +54,7 @@ def test_the_yaml_spellings_of_infinity_are_refused(igniter, tmp_path) -> None:
     assert res.code == 2 and "workloads[0].rate_rps: 1e+300 is above the ceiling 10,000,000.0" in res.err
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("text", "key"),
     [
@@ -72,6 +75,7 @@ def test_duplicate_yaml_keys_are_errors_naming_the_line(igniter, tmp_path, text,
     assert f"{path}: line {lines[1]}: duplicate key {key!r} (first on line {lines[0]})" in res.err, res.err
 
 
+@pytest.mark.unit
 def test_a_profile_with_a_duplicate_key_or_infinity_is_refused(igniter, tmp_path) -> None:
     original = (PROFILES / "v100.yaml").read_text()
     assert "  power_limit_w: 300\n" in original
@@ -86,6 +90,7 @@ def test_a_profile_with_a_duplicate_key_or_infinity_is_refused(igniter, tmp_path
     assert res.code == 2 and "duplicate key 'gpu'" in res.err and "line " in res.err, res.err
 
 
+@pytest.mark.unit
 def test_a_plan_above_10000_instances_is_refused_at_once(igniter, tmp_path) -> None:
     """Two workloads at 9 million req/s each: a lower bound says 11,723 instances, in milliseconds
     (planning them would take a minute); max_cost_per_hour or max_instances lifts the limit."""
@@ -111,6 +116,7 @@ def test_a_plan_above_10000_instances_is_refused_at_once(igniter, tmp_path) -> N
     assert igniter("validate", write(tmp_path, {**big, "scaling": {"max_cost_per_hour": 500}}, "c.yaml")).code == 0
 
 
+@pytest.mark.e2e
 def test_predict_batch_file_refuses_duplicate_keys_nan_and_deep_nesting(tmp_path) -> None:
     profile = PROFILES / "v100.yaml"
     good = '{"placements": [{"model": "resnet50", "batch": 4, "mps_percent": 50}]}\n'
@@ -129,6 +135,7 @@ def test_predict_batch_file_refuses_duplicate_keys_nan_and_deep_nesting(tmp_path
         assert res.out == "" and "Traceback" not in res.err  # nothing answered: line 1 was not printed
 
 
+@pytest.mark.e2e
 def test_simulate_refuses_a_trace_row_of_1e300(tmp_path) -> None:
     policy = write(tmp_path, GOOD)
     trace = tmp_path / "trace.csv"
@@ -139,6 +146,7 @@ def test_simulate_refuses_a_trace_row_of_1e300(tmp_path) -> None:
     assert res.out == ""
 
 
+@pytest.mark.e2e
 def test_a_bad_policy_leaves_no_state_and_launches_nothing(tmp_path: Path) -> None:
     path = write(tmp_path, mutate("workloads.0.rate_rps", INF))
     state = tmp_path / "state" / "s.sqlite"

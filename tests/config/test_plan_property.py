@@ -15,12 +15,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autoscaler.cli import main
 from autoscaler.config import limits
+
+pytestmark = [pytest.mark.property, pytest.mark.slow]
+
 
 MODELS = ["alexnet", "resnet50", "vgg19", "ssd"]
 FIELD_ERROR = re.compile(r"^error: \S+: [A-Za-z_]+(\[\d+\])?(\.[A-Za-z_]+(\[\d+\])?)*: \S", re.MULTILINE)

@@ -107,6 +107,7 @@ CASES = [
 ]
 
 
+@pytest.mark.unit
 def test_headroom_is_auto_by_default_or_a_number(tmp_path):
     assert load_policy(write(tmp_path, GOOD)).scaling.headroom == "auto"
     assert load_policy(write(tmp_path, GOOD)).scaling.target_attainment == 0.999
@@ -115,6 +116,7 @@ def test_headroom_is_auto_by_default_or_a_number(tmp_path):
     assert fixed.scaling.target_attainment == 0.99
 
 
+@pytest.mark.unit
 def test_a_bad_headroom_says_what_it_may_be(igniter, tmp_path):
     path = write(tmp_path, {**GOOD, "scaling": {"headroom": "lots"}})
     res = igniter("validate", path)
@@ -122,6 +124,7 @@ def test_a_bad_headroom_says_what_it_may_be(igniter, tmp_path):
     assert f"{path}: scaling.headroom: must be 'auto' or a finite number from 0 to 10 (got 'lots')" in res.err
 
 
+@pytest.mark.unit
 def test_max_surge_is_a_count_or_a_percentage(tmp_path):
     """scaling.max_surge: default None (1, or 10 % of the fleet if larger), a count, or "N%"."""
     assert load_policy(write(tmp_path, GOOD)).scaling.max_surge is None
@@ -129,6 +132,7 @@ def test_max_surge_is_a_count_or_a_percentage(tmp_path):
         assert load_policy(write(tmp_path, {**GOOD, "scaling": {"max_surge": value}})).scaling.max_surge == value
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(("label", "data", "field"), CASES, ids=[c[0] for c in CASES])
 def test_malformed_policy_exits_2_naming_the_field(igniter, tmp_path, label, data, field):
     path = write(tmp_path, data)
@@ -138,6 +142,7 @@ def test_malformed_policy_exits_2_naming_the_field(igniter, tmp_path, label, dat
     assert "Traceback" not in res.err
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("label", "text", "field"),
     [
@@ -153,17 +158,20 @@ def test_unreadable_policy_exits_2(igniter, tmp_path, label, text, field):
     assert str(path) in res.err and field in res.err
 
 
+@pytest.mark.unit
 def test_yaml_error_names_the_line(igniter, tmp_path):
     path = write(tmp_path, "fleet: a\ninstance_types: [\n  {name: x,\nworkloads: ]\n")
     res = igniter("validate", path)
     assert res.code == 2 and "line 4" in res.err
 
 
+@pytest.mark.unit
 def test_missing_file(igniter, tmp_path):
     res = igniter("validate", tmp_path / "nope.yaml")
     assert res.code == 2 and "file not found" in res.err
 
 
+@pytest.mark.e2e
 def test_as_a_real_process_no_traceback(tmp_path):
     path = write(tmp_path, mutate("workloads.2.slo_ms", -1))
     res = run_cli("validate", path)
@@ -171,18 +179,21 @@ def test_as_a_real_process_no_traceback(tmp_path):
     assert "workloads[2].slo_ms" in res.err and "Traceback" not in res.err
 
 
+@pytest.mark.unit
 def test_good_policies_validate(igniter):
     res = igniter("validate", ROOT / "policies" / "example.yaml", ROOT / "tests" / "data" / "motivation-3.yaml")
     assert res.code == 0, res.err
     assert res.out.count(": ok") == 2
 
 
+@pytest.mark.unit
 def test_one_bad_file_among_good_ones(igniter, tmp_path):
     bad = write(tmp_path, mutate("workloads.0.slo_ms", 0))
     res = igniter("validate", ROOT / "policies" / "example.yaml", bad)
     assert res.code == 2 and ": ok" in res.out
 
 
+@pytest.mark.unit
 def test_profiles_dir_is_relative_to_the_policy(tmp_path):
     (tmp_path / "profs").mkdir()
     (tmp_path / "profs" / "v100.yaml").write_text((PROFILES / "v100.yaml").read_text())
@@ -190,6 +201,7 @@ def test_profiles_dir_is_relative_to_the_policy(tmp_path):
     assert policy.profiles_dir == (tmp_path / "profs").resolve()
 
 
+@pytest.mark.unit
 def test_profile_errors_name_the_profile_file(igniter, tmp_path):
     (tmp_path / "profs").mkdir()
     broken = yaml.safe_load((PROFILES / "v100.yaml").read_text())
@@ -200,12 +212,14 @@ def test_profile_errors_name_the_profile_file(igniter, tmp_path):
     assert "v100.yaml: hardware.power_limit_w:" in res.err
 
 
+@pytest.mark.unit
 def test_policy_is_frozen():
     policy = load_policy(ROOT / "policies" / "example.yaml")
     with pytest.raises(pydantic.ValidationError):
         policy.workloads[0].slo_ms = 1  # type: ignore[misc]
 
 
+@pytest.mark.unit
 def test_json_schema_is_current():
     """policies/policy.schema.json is generated: regenerate with `python -m autoscaler.config.schema`."""
     from autoscaler.config.schema import render
@@ -216,6 +230,7 @@ def test_json_schema_is_current():
     assert set(schema["required"]) == {"instance_types", "workloads"}
 
 
+@pytest.mark.unit
 def test_spot_defaults_change_nothing_without_spot_prices(tmp_path):
     """spot.enabled defaults to true, but only a type with a spot price is ever bought as spot."""
     plain = load_policy(write(tmp_path, GOOD))
@@ -229,6 +244,7 @@ def test_spot_defaults_change_nothing_without_spot_prices(tmp_path):
     assert not off.buys_spot() and off.on_demand_floor("b") == 1.0
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("value", "fleet", "limit"), [("10%", 20, 2), ("10%", 5, 1), ("10%", 0, 0), (2, 20, 2), ("0%", 9, 0), ("25%", 9, 3)]
 )
@@ -238,6 +254,7 @@ def test_disruption_budget_resolves_like_karpenter(tmp_path, value, fleet, limit
     assert policy.scaling.disruption_budget.limit(fleet) == limit
 
 
+@pytest.mark.unit
 def test_gateway_defaults_follow_the_provider(tmp_path):
     local = load_policy(write(tmp_path, GOOD))
     assert (local.gateway.kind, local.gateway.listen, local.gateway.drain_timeout_s) == (

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from autoscaler.core.layout.layout_types import PlannedServer
 from autoscaler.core.rollout.blocking import Blockage, Progress, resolve
+
+pytestmark = pytest.mark.unit
 
 
 def srv(name: str, workload: str, mps: float = 50.0) -> PlannedServer:

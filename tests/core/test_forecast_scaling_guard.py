@@ -15,6 +15,7 @@ def series(*values: float, dt: float = 30.0) -> list[tuple[float, float]]:
     return [(i * dt, v) for i, v in enumerate(values)]
 
 
+@pytest.mark.unit
 def test_forecast_methods() -> None:
     flat = series(100, 100, 100)
     for method in ("last", "ewma", "holt"):
@@ -22,6 +23,7 @@ def test_forecast_methods() -> None:
     assert forecast([], ForecastConfig()) is None
 
 
+@pytest.mark.unit
 def test_step_up_is_seen_at_once_and_step_down_decays() -> None:
     cfg = ForecastConfig("ewma", headroom=0.0, tau_s=120.0)
     assert forecast(series(100, 100, 300), cfg) == 300.0  # never below the latest observation
@@ -29,6 +31,7 @@ def test_step_up_is_seen_at_once_and_step_down_decays() -> None:
     assert down is not None and 100 < down < 300  # smoothing only slows scale-in
 
 
+@pytest.mark.unit
 def test_holt_provisions_ahead_of_a_ramp() -> None:
     ramp = series(*[100 + 10 * i for i in range(20)])
     ahead = holt(ramp, tau_s=60, trend_tau_s=120, horizon_s=210)
@@ -36,6 +39,7 @@ def test_holt_provisions_ahead_of_a_ramp() -> None:
     assert forecast(ramp, ForecastConfig("holt", horizon_s=210, headroom=0, tau_s=60, trend_tau_s=120)) == ahead
 
 
+@pytest.mark.property
 @settings(max_examples=100, deadline=None)
 @given(
     st.lists(st.floats(0, 1e5, allow_nan=False), min_size=1, max_size=30),
@@ -48,11 +52,13 @@ def test_forecast_is_at_least_last_times_headroom(values: list[float], method: s
     assert got <= max(values) * (1 + headroom) * 50 + 1e-6
 
 
+@pytest.mark.unit
 def test_ewma_time_aware() -> None:
     assert ewma([(0, 0.0), (1e6, 100.0)], 60) == pytest.approx(100.0)
     assert ewma([(0, 0.0), (1, 100.0)], 60) < 5
 
 
+@pytest.mark.unit
 def test_slo_guard_raises_after_three_ticks_and_decays() -> None:
     state, slo = GuardState(), {"a": 40.0}
     for _i in range(2):
@@ -68,6 +74,7 @@ def test_slo_guard_raises_after_three_ticks_and_decays() -> None:
     assert state.corrections["a"] == pytest.approx(1.2 * 0.98)
 
 
+@pytest.mark.unit
 def test_slo_guard_streak_resets_and_caps() -> None:
     state, slo = GuardState(), {"a": 40.0}
     for p in (50, 50, 30, 50, 50):
@@ -80,6 +87,7 @@ def test_slo_guard_streak_resets_and_caps() -> None:
     assert GuardState.from_json(state.to_json()) == state
 
 
+@pytest.mark.unit
 def test_scale_in_waits_for_the_delay() -> None:
     assert choose(0, 12, 10, 50, 600, False).use == "hold"  # not cheaper: timer reset
     assert choose(0, 12, 10, 50, 600, False).cheaper_since is None
@@ -91,5 +99,6 @@ def test_scale_in_waits_for_the_delay() -> None:
     assert choose(700, 5, 10, 100, 600, True).cheaper_since is None
 
 
+@pytest.mark.unit
 def test_hold_rates() -> None:
     assert hold_rates({"a": 10, "b": 50}, {"a": 30, "b": 20}) == {"a": 30, "b": 50}

@@ -12,6 +12,9 @@ from autoscaler.core.capacity.forecast import ForecastConfig, forecast, forecast
 from autoscaler.core.capacity.scaling import next_wake
 from tests.kit.control import Clock, make_controller, make_policy
 
+pytestmark = pytest.mark.unit
+
+
 DAY = 86400.0
 # a quiet history: the ewma settles near 100
 QUIET = [(float(t), 100.0) for t in range(0, 600, 30)]

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from autoscaler.core.fleet.going_away import leaving, taken_soon
 from autoscaler.core.fleet.lifecycle import Record, State
 from autoscaler.core.layout.layout_types import PlannedServer
+
+pytestmark = pytest.mark.unit
 
 
 def rec(slot: str, state: State = State.GOING_AWAY, attempt: int = 0) -> Record:

@@ -18,6 +18,9 @@ from autoscaler.core.capacity.headroom import (
     update,
 )
 
+pytestmark = pytest.mark.unit
+
+
 TICK = 60.0
 BOOT, H = 180.0, 240.0  # boot_s, and boot_s + interval_s
 
@@ -53,6 +56,7 @@ def run(
 
 
 # -- convergence ------------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("target", [0.9, 0.99, 0.999])
 def test_a_stationary_noisy_series_converges_to_its_quantile(target: float) -> None:
     """Rates 100 * U(0.8, 1.4) against a flat forecast of 100: the target quantile of
@@ -229,6 +233,7 @@ def closed_loop(c: HeadroomConfig, ticks: int, rounding: float, seed: int = 3) -
     return float(np.mean(covered)), float(np.mean(rooms)), state
 
 
+@pytest.mark.slow
 def test_the_feedback_pulls_the_time_covered_to_the_target() -> None:
     """Rounding 10 % above every plan covers every tick at the open-loop headroom (about 0.485: the
     0.95 quantile of U(1, 1.5) - 1, rounded up to its bin): the feedback lowers the headroom until

@@ -10,6 +10,9 @@ import pytest
 
 from autoscaler.core.capacity.headroom import HeadroomConfig, HeadroomState, Step, TickInput, update
 
+pytestmark = pytest.mark.unit
+
+
 TICK = 30.0
 
 

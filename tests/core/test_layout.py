@@ -15,6 +15,9 @@ from autoscaler.core.layout.layout import layout_from_plan
 from autoscaler.core.layout.layout_types import LayoutInput, WorkloadInfo, layout_from_json, layout_to_plan
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 
+pytestmark = pytest.mark.unit
+
+
 INFO = {"a": WorkloadInfo("/models/a", 7.5), "b": WorkloadInfo("/models/b", 20.0)}
 
 

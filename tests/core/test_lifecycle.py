@@ -19,6 +19,9 @@ from autoscaler.core.fleet.lifecycle import (
 )
 from autoscaler.fleet.base import Instance, Notice, fleet_tags
 
+pytestmark = pytest.mark.unit
+
+
 NOW = 1000.0
 
 

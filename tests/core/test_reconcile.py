@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from autoscaler.core.fleet.lifecycle import Reason, Record, State
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, SlotSpec
 from autoscaler.core.rollout.reconcile import Configure, Drain, FleetView, Launch, Limits, Terminate, diff
 from autoscaler.core.rollout.surge import is_surge_slot
 from tests.kit.paperfleet import PaperFleet, fleet
+
+pytestmark = pytest.mark.unit
+
 
 NOW = 10_000.0
 

@@ -17,6 +17,8 @@ from tests.core.test_reconcile import done, kinds, never_below, rec, run, share,
 from tests.kit.control import REPO
 from tests.kit.paperfleet import fleet
 
+pytestmark = pytest.mark.unit
+
 
 def rejects(*servers: tuple[str, float]) -> GpuFits:
     """Shares within 100 %, but never all of `servers` (name, share) on one GPU (a stand-in latency test)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,9 @@ from autoscaler.core.rollout.reconcile import Limits
 from autoscaler.core.rollout.surge import TypeInfo, is_surge_slot
 from tests.core.test_reconcile import done, never_below
 from tests.kit.paperfleet import PaperFleet, fleet
+
+pytestmark = [pytest.mark.property, pytest.mark.slow]
+
 
 WORKLOADS = ("a", "b", "c")
 P3 = {"p3": TypeInfo(name="p3", gpu="v100", gpus=1, price_per_hour=3.0)}

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from autoscaler.core.fleet.lifecycle import State
 from autoscaler.core.rollout.reconcile import Configure, Drain, Launch, Limits, Terminate
 from autoscaler.core.rollout.surge import TypeInfo, is_surge_slot, surge_budget
 from tests.core.test_reconcile import done, never_below, rec, run, share, slot
 from tests.kit.paperfleet import fleet
+
+pytestmark = pytest.mark.unit
+
 
 P3 = {"p3": TypeInfo(name="p3", gpu="v100", gpus=1, price_per_hour=3.0)}
 CALM = Limits(types=P3, burst=False)  # free share left to planned servers: where surge goes without bursting

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pytest
+
 from autoscaler.core.layout.layout import layout_from_plan
 from autoscaler.core.layout.layout_types import LayoutInput, PlannedServer, WorkloadInfo
 from autoscaler.core.layout.resize import keep_as_running
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
+
+pytestmark = pytest.mark.unit
 
 
 def crowded(instance_type: str, servers: Sequence[PlannedServer]) -> list[tuple[bool, float]]:

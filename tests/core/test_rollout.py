@@ -13,6 +13,9 @@ from autoscaler.core.rollout.colocation import server_judge, split
 from autoscaler.core.rollout.rollout import Gpu, RolloutInput, Tick, original_of, shares_judge, step
 from tests.kit.control import REPO
 
+pytestmark = pytest.mark.unit
+
+
 K0, K1 = ("s0", 0), ("s1", 0)
 
 

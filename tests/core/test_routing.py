@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -66,6 +67,7 @@ def slot_spec(name: str, servers: tuple[PlannedServer, ...]) -> SlotSpec:
     return SlotSpec(name, "p3", 3.0, ("v100",), servers)
 
 
+@pytest.mark.unit
 def test_weights_are_proportional_to_planned_rates_within_1_to_256() -> None:
     assert weights({"a": 400.0, "b": 150.0}) == {"a": 256, "b": 96}
     assert weights({"a": 1000.0, "b": 1.0}) == {"a": 256, "b": 1}  # never 0: a server in the plan serves
@@ -73,6 +75,7 @@ def test_weights_are_proportional_to_planned_rates_within_1_to_256() -> None:
     assert weights({}) == {}
 
 
+@pytest.mark.property
 @given(st.dictionaries(st.text("abc", min_size=1, max_size=3), st.floats(1.0, 1e4), min_size=1, max_size=8))
 def test_weight_shares_track_rate_shares(rates: dict[str, float]) -> None:
     w = weights(rates)
@@ -81,6 +84,7 @@ def test_weight_shares_track_rate_shares(rates: dict[str, float]) -> None:
         assert abs(w[name] - 256 * rate / max(rates.values())) <= 0.5 + 1e-9 or w[name] == 1
 
 
+@pytest.mark.unit
 def test_a_server_gets_a_weight_only_once_its_agent_and_the_health_check_agree() -> None:
     servers = (srv("w-0", 300, index=0), srv("w-1", 100, index=1))
     applied = {"s0": servers}
@@ -95,6 +99,7 @@ def test_a_server_gets_a_weight_only_once_its_agent_and_the_health_check_agree()
     assert {r.name: r.weight for r in routes["w"]} == {"w-0": 256, "w-1": 0}
 
 
+@pytest.mark.unit
 def test_a_serving_server_keeps_its_weight_while_its_agent_is_silent() -> None:
     servers = (srv("w-0", 300),)
     r = Readiness(ready=frozenset(), silent=frozenset({"w-0"}), healthy=frozenset({"w-0"}), serving=frozenset({"w-0"}))
@@ -105,6 +110,7 @@ def test_a_serving_server_keeps_its_weight_while_its_agent_is_silent() -> None:
     assert routes["w"][0].weight == 0
 
 
+@pytest.mark.unit
 def test_layout_rates_win_over_the_applied_ones_and_retiring_servers_keep_theirs() -> None:
     old, new = srv("w-0", 100, index=0), srv("w-1", 100, index=1)
     applied = {"s0": (old, new)}
@@ -120,6 +126,7 @@ def test_layout_rates_win_over_the_applied_ones_and_retiring_servers_keep_theirs
     assert (by["w-0"].state, by["w-0"].weight, by["w-1"].weight) == ("drain", 0, 256)
 
 
+@pytest.mark.unit
 def test_servers_without_an_address_are_not_routed() -> None:
     servers = (replace(srv("w-0", 1), address=""),)
     routes = desired_routes(
@@ -128,6 +135,7 @@ def test_servers_without_an_address_are_not_routed() -> None:
     assert routes == {}
 
 
+@pytest.mark.unit
 def test_gateway_names_tell_a_going_instance_from_its_replacement() -> None:
     """The slot's servers run on the going instance (attempt 0) and its replacement (attempt 1) at
     once: at the gateway they are two servers, the replacement's named after its attempt."""
@@ -146,6 +154,7 @@ def test_gateway_names_tell_a_going_instance_from_its_replacement() -> None:
     assert names.going_drained(frozenset({"w-0"})) == {("s0", 0)}
 
 
+@pytest.mark.unit
 def test_a_going_server_keeps_its_own_rate_and_the_replacement_gets_the_layouts() -> None:
     going, new = srv("w-0", 100, address="10.0.0.1:8100"), srv("w-0", 100, address="10.0.0.2:8100")
     names = gateway_names({"s0": (1, (new,))}, {("s0", 0): (going,)})
@@ -163,6 +172,7 @@ def test_a_going_server_keeps_its_own_rate_and_the_replacement_gets_the_layouts(
     assert (by["w-0"].address, by["w-0.a1"].address) == ("10.0.0.1:8100", "10.0.0.2:8100")
 
 
+@pytest.mark.unit
 def test_ops_are_ordered_make_before_break() -> None:
     ready = Readiness(ready=frozenset({"w-1", "w-2"}), healthy=frozenset({"w-1", "w-2"}))
     servers = (srv("w-0", 100, index=0), srv("w-1", 100, index=1), srv("w-2", 100, index=2), srv("w-3", 50, index=3))
@@ -181,6 +191,7 @@ def test_ops_are_ordered_make_before_break() -> None:
     assert route_ops(routes, view(seen("w-0", 0, "drain"), seen("w-1", 256), seen("w-2", 256), seen("w-3", 0))) == ()
 
 
+@pytest.mark.unit
 def test_a_moved_address_is_removed_first_and_workloads_without_a_backend_wait() -> None:
     routes = desired_routes(
         layout=None,
@@ -192,6 +203,7 @@ def test_a_moved_address_is_removed_first_and_workloads_without_a_backend_wait()
     assert ops == (DelServer("w", "w-0"),)  # x has no backend yet: the configuration must gain it first
 
 
+@pytest.mark.unit
 def test_drained_means_no_session_or_the_timeout() -> None:
     removing = frozenset({"w-0", "w-1", "w-2", "w-3"})
     gw = view(seen("w-0", admin="drain", sessions=0), seen("w-1", admin="drain", sessions=3), seen("w-2"))
@@ -204,6 +216,7 @@ def test_drained_means_no_session_or_the_timeout() -> None:
     assert blind.drained == frozenset()  # without a view only the timeout counts
 
 
+@pytest.mark.unit
 def test_counter_rate_handles_resets() -> None:
     assert counter_rate(None, NOW, 10) is None
     assert counter_rate((NOW - 10, 100), NOW, 300) == 20.0
@@ -219,6 +232,7 @@ def rec(slot: str, attempt: int = 0) -> Record:
     )  # fmt: skip
 
 
+@pytest.mark.unit
 def test_reconcile_holds_a_removed_server_until_it_is_drained() -> None:
     old, new = srv("w-0", 100, index=0), srv("w-1", 100, index=1)
     target = layout(new)
@@ -232,6 +246,7 @@ def test_reconcile_holds_a_removed_server_until_it_is_drained() -> None:
     assert done.actions == (Configure("s0", (new,), "add [] remove ['w-0']"),)
 
 
+@pytest.mark.unit
 def test_reconcile_adds_new_servers_while_holding_the_undrained() -> None:
     old, new = srv("w-0", 100, index=0), srv("w-1", 100, index=1)
     base = FleetView(
@@ -246,6 +261,7 @@ def test_reconcile_adds_new_servers_while_holding_the_undrained() -> None:
     assert len(actions) == 1 and {s.name for s in actions[0].servers} == {"w-0", "w-1"}  # type: ignore[union-attr]
 
 
+@pytest.mark.unit
 def test_reconcile_holds_a_surplus_slot_until_its_servers_are_drained() -> None:
     keep, gone = srv("w-1", 100, index=0), srv("w-0", 100, index=0)
     target = Layout("x", (SlotSpec("s1", "p3", 3.0, ("v100",), (keep,)),))
@@ -261,6 +277,7 @@ def test_reconcile_holds_a_surplus_slot_until_its_servers_are_drained() -> None:
     assert [type(a).__name__ for a in done] == ["Drain", "Terminate"]
 
 
+@pytest.mark.unit
 def test_the_last_serving_servers_are_not_drained_before_another_serves() -> None:
     old, new = srv("w-0", 100, index=0), srv("w-1", 100, index=1)
     applied = {"s0": (old, new)}

@@ -10,8 +10,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from autoscaler.demo.procs import pids_with, sweep
 from tests.conftest import ROOT
+
+pytestmark = pytest.mark.e2e
 
 
 def _start(*args: str) -> subprocess.Popen[str]:

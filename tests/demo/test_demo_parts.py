@@ -42,6 +42,7 @@ def server():
         yield url
 
 
+@pytest.mark.unit
 def test_loadgen_sends_poisson_traffic_to_ready_endpoints(server):
     gen = LoadGen(lambda t: {"w": 100.0, "none": 20.0}, lambda w: [server] if w == "w" else [], seed=3)
     gen.start()
@@ -56,6 +57,7 @@ def test_loadgen_sends_poisson_traffic_to_ready_endpoints(server):
     assert counts["w"].p99() is not None
 
 
+@pytest.mark.unit
 def test_offered_rates_scale_the_count_and_start_from_the_schedule():
     gen = LoadGen(lambda t: {"w": 0.0}, lambda w: [])
     source = OfferedRates(gen, 4.0, 100.0, {"w": 7.0})
@@ -67,6 +69,7 @@ def test_offered_rates_scale_the_count_and_start_from_the_schedule():
     gen.close()
 
 
+@pytest.mark.unit
 def test_router_reads_ready_servers_from_status_files(tmp_path):
     d = tmp_path / "local-x-a0"
     d.mkdir()
@@ -93,6 +96,7 @@ def test_router_reads_ready_servers_from_status_files(tmp_path):
         assert router.ready_names() == {"w-0"}
 
 
+@pytest.mark.e2e
 def test_sweep_kills_marked_processes_only(tmp_path):
     marker = str(tmp_path / "demo-marker")
     mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker])
@@ -108,6 +112,7 @@ def test_sweep_kills_marked_processes_only(tmp_path):
                 p.wait()
 
 
+@pytest.mark.unit
 def test_view_renders_a_frame():
     frame = Frame(
         12.0,
@@ -128,6 +133,7 @@ def test_view_renders_a_frame():
     assert "send 12.0/s" in one_line(frame)
 
 
+@pytest.mark.unit
 def test_demo_setup_writes_a_local_policy_with_the_tiny_model(tmp_path):
     cfg = DemoConfig()
     trace = slice_trace(cfg)
@@ -140,6 +146,7 @@ def test_demo_setup_writes_a_local_policy_with_the_tiny_model(tmp_path):
     assert {w.model for w in policy.workloads} <= {"alexnet", "resnet50", "vgg19", "ssd"}
 
 
+@pytest.mark.unit
 def test_the_summary_says_in_words_whether_each_workload_met_its_slo() -> None:
     from autoscaler.demo.loadgen import Counts
     from autoscaler.demo.stats import slo_verdict

@@ -29,6 +29,7 @@ def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     }
 
 
+@pytest.mark.e2e
 def test_every_key_type_in_the_block_is_found_in_order(keys: dict[str, str]) -> None:
     lines = [keys["ecdsa"], keys["ed25519"], keys["rsa"]]
     parsed = parse_console(cloud_init_console(lines))
@@ -36,12 +37,14 @@ def test_every_key_type_in_the_block_is_found_in_order(keys: dict[str, str]) -> 
     assert [k.split()[0] for k in parsed.keys] == ["ecdsa-sha2-nistp256", "ssh-ed25519", "ssh-rsa"]
 
 
+@pytest.mark.unit
 def test_logger_prefixes_and_crlf_are_tolerated(keys: dict[str, str]) -> None:
     text = f"{BEGIN_MARKER}\r\nec2: {keys['ed25519']} root@node\r\n<14>Mar  3 10:00:00 ec2: {keys['rsa']}\r\n{END_MARKER}\r\n"
     parsed = parse_console(text)
     assert parsed is not None and parsed.keys == (keys["ed25519"], keys["rsa"])
 
 
+@pytest.mark.unit
 def test_garbage_lines_are_rejected_not_pinned(keys: dict[str, str]) -> None:
     ed_type, ed_blob = keys["ed25519"].split()
     truncated = f"{ed_type} {ed_blob[:30]}"  # cut off by the console
@@ -54,6 +57,7 @@ def test_garbage_lines_are_rejected_not_pinned(keys: dict[str, str]) -> None:
     assert len(parsed.rejected) == 5 and any("kernel message" in r for r in parsed.rejected)
 
 
+@pytest.mark.unit
 def test_no_block_or_a_block_without_its_end_marker_is_not_yet(keys: dict[str, str]) -> None:
     assert parse_console("") is None
     assert parse_console("[    0.000000] Linux version 6.8.0-1015-aws\nCloud-init v. 24.1.3 running 'init'\n") is None
@@ -61,6 +65,7 @@ def test_no_block_or_a_block_without_its_end_marker_is_not_yet(keys: dict[str, s
     assert parse_console(f"{keys['ed25519']}\n{END_MARKER}\n") is None  # END without BEGIN: truncated head
 
 
+@pytest.mark.unit
 def test_the_last_complete_block_wins_and_duplicates_collapse(keys: dict[str, str]) -> None:
     first = cloud_init_console([keys["rsa"]])
     second = cloud_init_console([keys["ed25519"], keys["ed25519"]])
@@ -68,11 +73,13 @@ def test_the_last_complete_block_wins_and_duplicates_collapse(keys: dict[str, st
     assert parsed is not None and parsed.keys == (keys["ed25519"],)
 
 
+@pytest.mark.unit
 def test_an_empty_block_is_a_final_answer_with_no_keys() -> None:
     parsed = parse_console(f"{BEGIN_MARKER}\n{END_MARKER}\n")
     assert parsed is not None and parsed.keys == () and parsed.rejected == ()
 
 
+@pytest.mark.unit
 def test_console_text_accepts_decoded_and_raw_base64_output(keys: dict[str, str]) -> None:
     text = cloud_init_console([keys["ed25519"]])
     encoded = base64.b64encode(text.encode()).decode()

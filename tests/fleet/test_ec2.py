@@ -26,6 +26,9 @@ from autoscaler.rates.static import ManualRates
 from tests.kit.backends import Moto
 from tests.kit.control import REPO, Clock, write_policy
 
+pytestmark = pytest.mark.e2e
+
+
 MUTATING_PREFIXES = ("Describe", "Get")
 WORKLOADS = [
     {"name": "alex", "model": "alexnet", "slo_ms": 15, "rate_rps": 1500},

@@ -36,6 +36,9 @@ from tests.kit.backends import Moto, Sshd, free_port
 from tests.kit.control import Clock, cloud_init_console, stub_planner, write_policy
 from tests.transport.test_ssh import AGENT, running_agent
 
+pytestmark = pytest.mark.e2e
+
+
 TEMPLATES = {"p3.2xlarge": "gpu-p3", "p3.8xlarge": "gpu-p3-big"}
 
 

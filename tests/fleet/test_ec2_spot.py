@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 from botocore.exceptions import ClientError
 
 from autoscaler.config.policy import load_policy
@@ -22,6 +23,9 @@ from tests.fleet.test_ec2 import WORKLOADS, controller, fleet_instances, setup_t
 from tests.kit import events
 from tests.kit.backends import Moto
 from tests.kit.control import Clock, write_policy
+
+pytestmark = pytest.mark.e2e
+
 
 TYPES = [
     {"name": "p3.2xlarge", "gpu": "v100", "gpus": 1, "price_per_hour": 3.06, "spot_price_per_hour": 1.071},

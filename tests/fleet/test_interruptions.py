@@ -11,6 +11,9 @@ import pytest
 from autoscaler.fleet.interruptions import parse_message
 from tests.kit import events
 
+pytestmark = pytest.mark.unit
+
+
 T0 = 1796112000.0  # 2026-12-01T08:00:00Z
 
 

@@ -14,6 +14,8 @@ import pytest
 from autoscaler.fleet.base import PermanentError
 from autoscaler.fleet.local import LocalProvider
 
+pytestmark = pytest.mark.e2e
+
 
 def wait(pred, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout

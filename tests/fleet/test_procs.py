@@ -6,14 +6,18 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from autoscaler.fleet import procs
 
 
+@pytest.mark.unit
 def test_this_process_is_alive_but_not_owned_without_its_marker() -> None:
     assert procs.alive(os.getpid())
     assert not procs.owned(os.getpid(), "/no/such/state-dir-marker")
 
 
+@pytest.mark.e2e
 def test_no_pid_and_a_gone_pid_are_not_alive() -> None:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -21,6 +25,7 @@ def test_no_pid_and_a_gone_pid_are_not_alive() -> None:
     assert not procs.alive(0) and not procs.alive(-1)
 
 
+@pytest.mark.e2e
 def test_a_zombie_counts_as_gone(tmp_path) -> None:
     marker = str(tmp_path / "state")
     proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(0)", marker])
@@ -32,6 +37,7 @@ def test_a_zombie_counts_as_gone(tmp_path) -> None:
         proc.wait()
 
 
+@pytest.mark.e2e
 def test_a_running_child_is_owned_only_by_its_marker(tmp_path) -> None:
     marker = str(tmp_path / "state")
     code = "import time; print('up', flush=True); time.sleep(30)"

@@ -7,6 +7,8 @@ import pytest
 from autoscaler.fleet.base import PermanentError
 from autoscaler.fleet.sim import SimProvider
 
+pytestmark = pytest.mark.unit
+
 
 class Clock:
     def __init__(self) -> None:

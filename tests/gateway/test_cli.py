@@ -17,6 +17,8 @@ from tests.kit.agent import free_port, port_open
 from tests.kit.control import write_policy
 from tests.kit.fleet import free_base
 
+pytestmark = pytest.mark.e2e
+
 
 def policy_file(tmp_path: Path, model_dir: Path | None = None, **gateway: object) -> Path:
     return write_policy(

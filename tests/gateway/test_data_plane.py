@@ -42,6 +42,10 @@ from tests.kit.fleet import (
     tick_until,
 )
 
+# the module's tests share one costly module-scoped fixture: under --dist loadgroup they run on one worker
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_data_plane")]
+
+
 SPLIT = [("p3.8xlarge", [(0, "w", 300.0), (1, "w", 100.0)])]
 
 

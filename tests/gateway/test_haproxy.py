@@ -95,6 +95,7 @@ def url(spec: GatewaySpec, path: str) -> str:
     return f"http://{spec.listen}{path}"
 
 
+@pytest.mark.e2e
 def test_routes_by_path_and_answers_for_the_fleet(gw: tuple[LocalHaproxy, GatewaySpec], stubs: list) -> None:
     gateway, spec = gw
     assert httpx.get(url(spec, "/v2/health/live")).status_code == 200
@@ -116,6 +117,7 @@ def test_routes_by_path_and_answers_for_the_fleet(gw: tuple[LocalHaproxy, Gatewa
     assert httpx.get(url(spec, "/v2/models/a/ready")).json()["path"] == "/v2/models/a/ready"
 
 
+@pytest.mark.e2e
 def test_weights_state_and_deletion_through_the_runtime_api(gw: tuple[LocalHaproxy, GatewaySpec], stubs: list) -> None:
     gateway, spec = gw
     gateway.apply([AddServer("a", f"a-{i}", addr(s)) for i, s in enumerate(stubs[:2])])
@@ -138,6 +140,7 @@ def test_weights_state_and_deletion_through_the_runtime_api(gw: tuple[LocalHapro
     assert set(gateway.observe().servers) == {("a", "a-1")}
 
 
+@pytest.mark.e2e
 def test_a_server_that_fails_its_check_leaves_the_pool(gw: tuple[LocalHaproxy, GatewaySpec], stubs: list) -> None:
     gateway, spec = gw
     gateway.apply([AddServer("a", "a-0", addr(stubs[0])), AddServer("a", "a-1", addr(stubs[1]))])
@@ -152,6 +155,7 @@ def test_a_server_that_fails_its_check_leaves_the_pool(gw: tuple[LocalHaproxy, G
     wait_until(lambda: "a-1" in gateway.observe().serving(), 10, "a-1 to pass again")
 
 
+@pytest.mark.e2e
 def test_a_dead_server_is_retried_on_another(gw: tuple[LocalHaproxy, GatewaySpec], stubs: list, tmp_path: Path) -> None:
     gateway, spec = gw
     dead = free_port()  # nothing listens there: connection refused
@@ -164,6 +168,7 @@ def test_a_dead_server_is_retried_on_another(gw: tuple[LocalHaproxy, GatewaySpec
     assert codes == {200: 50}
 
 
+@pytest.mark.e2e
 def test_a_request_that_meets_a_stopping_server_is_retried_on_another(
     gw: tuple[LocalHaproxy, GatewaySpec], stubs: list
 ) -> None:
@@ -181,6 +186,7 @@ def test_a_request_that_meets_a_stopping_server_is_retried_on_another(
     assert gateway.observe().server("a-1").requests_total > 0  # type: ignore[union-attr]  # it was tried
 
 
+@pytest.mark.e2e
 def test_the_gateway_outlives_its_driver_and_reloads_without_dropping(tmp_path: Path, stubs: list) -> None:
     spec = GatewaySpec(listen=f"127.0.0.1:{free_port()}", workloads=("a",), check_interval_s=0.2)
     first = LocalHaproxy(tmp_path / "gw")
@@ -221,6 +227,7 @@ def test_the_gateway_outlives_its_driver_and_reloads_without_dropping(tmp_path: 
         first.stop()
 
 
+@pytest.mark.unit
 def test_a_gateway_that_cannot_start_says_why_and_leaves_nothing(tmp_path: Path) -> None:
     port = free_port()
     holder = socket.socket()
@@ -239,6 +246,7 @@ def test_a_gateway_that_cannot_start_says_why_and_leaves_nothing(tmp_path: Path)
     assert not err.value.retryable and not (tmp_path / "gw").exists()
 
 
+@pytest.mark.unit
 def test_long_state_paths_get_a_short_private_socket(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     path = socket_path(deep)
@@ -248,6 +256,7 @@ def test_long_state_paths_get_a_short_private_socket(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.e2e
 def test_gateway_rates_see_the_busiest_second_a_mean_smooths_away(
     gw: tuple[LocalHaproxy, GatewaySpec], stubs: list
 ) -> None:
@@ -289,6 +298,7 @@ def test_gateway_rates_see_the_busiest_second_a_mean_smooths_away(
     assert 0.5 <= calm <= 3.0  # 6 requests in about 3 s: the counter kept counting through the clear
 
 
+@pytest.mark.e2e
 def test_gateway_rates_track_a_stepped_load(gw: tuple[LocalHaproxy, GatewaySpec], stubs: list) -> None:
     """Paced load at 20, then 60, then 35 req/s (four senders); each 2 s reading is within 10 % of
     what the clients sent in the same window."""

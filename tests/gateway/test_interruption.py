@@ -17,11 +17,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from autoscaler.core.fleet.lifecycle import State
 from autoscaler.fleet.base import Notice
 from autoscaler.fleet.fake import FakeInterruptions
 from autoscaler.loop.controller import Controller, TickReport
 from tests.kit.fleet import Load, converged, fleet_policy, infer_url, local_fleet, tick_until
+
+pytestmark = pytest.mark.e2e
 
 
 def ticks_until(ctl: Controller, done: Any, timeout: float = 150.0) -> list[TickReport]:

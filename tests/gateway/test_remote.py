@@ -72,6 +72,7 @@ def server(name: str, address: str, rate: float) -> PlannedServer:
     )  # fmt: skip
 
 
+@pytest.mark.e2e
 def test_a_gateway_host_is_driven_over_ssh(host: tuple[GatewayConfig, AgentsConfig], stubs: list) -> None:  # noqa: F811
     cfg, agents = host
     gw = RemoteGateway(cfg, SshTransport(agents, HostKeyPin(cfg.host_key or "")))  # type: ignore[arg-type]
@@ -104,6 +105,7 @@ def test_a_gateway_host_is_driven_over_ssh(host: tuple[GatewayConfig, AgentsConf
         gw.close()
 
 
+@pytest.mark.e2e
 def test_a_host_presenting_another_key_is_refused(host: tuple[GatewayConfig, AgentsConfig]) -> None:
     cfg, agents = host
     other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
@@ -114,6 +116,7 @@ def test_a_host_presenting_another_key_is_refused(host: tuple[GatewayConfig, Age
     gw.close()
 
 
+@pytest.mark.unit
 def test_views_of_several_hosts_merge_conservatively() -> None:
     def seen(weight: int, ok: bool = True, sessions: int = 0, admin: str = "ready") -> ServerSeen:
         return ServerSeen(
@@ -139,6 +142,7 @@ def test_views_of_several_hosts_merge_conservatively() -> None:
     assert draining.servers[("a", "a-0")].admin == "drain" and draining.servers[("a", "a-0")].sessions == 1
 
 
+@pytest.mark.e2e
 def test_gateway_hosts_are_discovered_by_tag(moto: Moto) -> None:
     import boto3
 
@@ -181,6 +185,7 @@ class _Shell:
         return None
 
 
+@pytest.mark.unit
 def test_discovered_hosts_are_driven_only_once_their_host_keys_are_pinned() -> None:
     from autoscaler.fleet.base import Instance
 

@@ -5,6 +5,8 @@ generator that sends real KServe v2 requests through the gateway from several th
 
 from __future__ import annotations
 
+import os
+import random
 import threading
 import time
 from collections import Counter
@@ -84,12 +86,32 @@ def fleet_policy(tmp_path: Path, model_dir: Path, workloads: Sequence[str], **ga
 
 
 def free_base(span: int = 300) -> int:
+    """A base port whose next `span` ports are all free right now, for a local provider's servers.
+
+    Below Linux's ephemeral range (32768-60999: what free_port and outgoing connections get), and,
+    under pytest-xdist, in a band of its own per worker, so two workers choosing at the same moment
+    cannot both take a range neither has bound yet. The start within the band is random, so tests
+    in one worker rarely meet ports a previous test's processes still hold."""
     from autoscaler.demo.setup import port_is_free
 
-    for base in range(22000, 60000, 991):
+    lo, hi = _port_band(20000, 32700)
+    bases = list(range(lo, hi - span, span))
+    start = random.randrange(len(bases))
+    for base in bases[start:] + bases[:start]:
         if all(port_is_free(base + k) for k in range(span)):
             return base
-    raise RuntimeError("no free port range")
+    raise RuntimeError(f"no free range of {span} ports in {lo}-{hi}")
+
+
+def _port_band(lo: int, hi: int) -> tuple[int, int]:
+    """This xdist worker's share of [lo, hi) (all of it outside xdist)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count <= 1:
+        return lo, hi
+    width = (hi - lo) // count
+    index = int(worker[2:]) % count
+    return lo + index * width, lo + (index + 1) * width
 
 
 @contextmanager

@@ -16,6 +16,8 @@ from autoscaler.loop.leadership import Leadership
 from autoscaler.loop.wiring import build_controller, make_leadership
 from tests.kit.control import Clock, make_controller, make_policy
 
+pytestmark = pytest.mark.unit
+
 
 class Monotonic:
     def __init__(self) -> None:

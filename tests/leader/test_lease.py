@@ -51,6 +51,7 @@ def item(moto: Moto, fleet: str = "prod") -> dict[str, Any]:
 
 
 # -- the Fence ------------------------------------------------------------------------------------
+@pytest.mark.unit
 def test_the_fence_holds_only_inside_the_term() -> None:
     clock = Clock()
     fence = Fence(clock)
@@ -70,6 +71,7 @@ def test_the_fence_holds_only_inside_the_term() -> None:
     assert Fence.always().check("anything") == 0
 
 
+@pytest.mark.unit
 def test_guard_fences_the_named_methods_and_passes_the_rest() -> None:
     class Gateway:
         def __init__(self) -> None:
@@ -93,6 +95,7 @@ def test_guard_fences_the_named_methods_and_passes_the_rest() -> None:
 
 
 # -- leader: local (fcntl) ----------------------------------------------------------------------
+@pytest.mark.unit
 def test_local_lock_one_holder_at_a_time_and_a_new_token_each_tenure(tmp_path: Path) -> None:
     path = tmp_path / "locks" / "prod.lock"
     a, b = LocalLease(path, "host:1:a"), LocalLease(path, "host:2:b")
@@ -108,6 +111,7 @@ def test_local_lock_one_holder_at_a_time_and_a_new_token_each_tenure(tmp_path: P
     assert not a.attempt(0.0).leader
 
 
+@pytest.mark.e2e
 def test_local_lock_is_released_when_its_process_is_killed(tmp_path: Path) -> None:
     path = tmp_path / "prod.lock"
     holder = subprocess.Popen(
@@ -133,6 +137,7 @@ def test_local_lock_is_released_when_its_process_is_killed(tmp_path: Path) -> No
         holder.wait()
 
 
+@pytest.mark.unit
 def test_local_lock_in_an_unusable_place_is_a_permanent_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(LeaseError) as err:
@@ -141,6 +146,7 @@ def test_local_lock_in_an_unusable_place_is_a_permanent_error(tmp_path: Path) ->
 
 
 # -- leader: dynamodb ---------------------------------------------------------------------------
+@pytest.mark.e2e
 def test_dynamodb_takeover_only_after_a_whole_lease_without_renewal(moto: Moto) -> None:
     create_table(moto)
     a, b = dynamo(moto, "a"), dynamo(moto, "b")
@@ -160,6 +166,7 @@ def test_dynamodb_takeover_only_after_a_whole_lease_without_renewal(moto: Moto) 
     assert a.attempt(19.6).holder == "b"
 
 
+@pytest.mark.e2e
 def test_dynamodb_terms_never_overlap(moto: Moto) -> None:
     """A leader that stops renewing at t has a term until t + lease - margin; a standby can take
     over no sooner than t + lease, by any clock: a gap of a margin."""
@@ -173,6 +180,7 @@ def test_dynamodb_terms_never_overlap(moto: Moto) -> None:
     assert term.token == last.token + 1
 
 
+@pytest.mark.e2e
 def test_dynamodb_release_hands_over_at_once_and_a_lost_reply_is_adopted(moto: Moto) -> None:
     create_table(moto)
     a, b = dynamo(moto, "a"), dynamo(moto, "b")
@@ -184,6 +192,7 @@ def test_dynamodb_release_hands_over_at_once_and_a_lost_reply_is_adopted(moto: M
     assert again.leader and again.token == 2
 
 
+@pytest.mark.e2e
 def test_dynamodb_two_candidates_one_winner(moto: Moto) -> None:
     create_table(moto)
     terms = [dynamo(moto, name).attempt(0.0) for name in "abc"]
@@ -191,12 +200,14 @@ def test_dynamodb_two_candidates_one_winner(moto: Moto) -> None:
     assert {t.holder for t in terms} == {"a"}
 
 
+@pytest.mark.e2e
 def test_dynamodb_without_its_table_is_a_configuration_error(moto: Moto) -> None:
     with pytest.raises(LeaseConfigError, match="ResourceNotFoundException") as err:
         dynamo(moto, "a").attempt(0.0)
     assert err.value.permanent
 
 
+@pytest.mark.unit
 def test_dynamodb_unreachable_is_a_passing_error(tmp_path: Path) -> None:
     lease = DynamoLease(make_client("us-east-1", "http://127.0.0.1:9", 4.0), TABLE, "prod", "a", 4.0)
     with pytest.raises(LeaseError) as err:

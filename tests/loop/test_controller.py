@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from autoscaler.core.fleet.lifecycle import State
 from autoscaler.fleet.base import ThrottledError
 from autoscaler.loop.store import Store
 from tests.kit.control import Clock, make_controller, make_policy
+
+pytestmark = pytest.mark.unit
 
 
 def live(ctl) -> list:  # type: ignore[no-untyped-def]

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from autoscaler.core.routing.routes import AddServer, DelServer, SetState, SetWeight
 from autoscaler.fleet.fake import FakeProvider
 from autoscaler.gateway.fake import FakeGateway
@@ -16,6 +18,8 @@ from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from autoscaler.transport.fake import FakeTransport
 from tests.kit.control import Clock, make_policy, stub_planner
+
+pytestmark = pytest.mark.unit
 
 
 def build(tmp_path: Path, **gateway: Any) -> tuple[Controller, Clock, FakeGateway, FakeTransport, ManualRates]:

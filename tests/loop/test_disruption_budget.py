@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from autoscaler.core.fleet.disruption import IN_FLIGHT, allowed_slots
 from autoscaler.core.fleet.lifecycle import Record, State
 from autoscaler.fleet.base import Notice
 from autoscaler.fleet.fake import FakeInterruptions
 from tests.kit.control import Clock, make_controller, make_policy
+
+pytestmark = pytest.mark.unit
+
 
 SCALING = {"interval_s": 30, "scale_down_delay_s": 0, "headroom": 0.0, "forecast": "last"}
 

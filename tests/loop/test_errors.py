@@ -28,6 +28,9 @@ from autoscaler.loop.status import fleet_snapshot
 from autoscaler.transport.base import TRANSPORT_ERRORS, TransportError, TransportFault
 from tests.kit.control import Clock, make_controller, make_policy
 
+pytestmark = pytest.mark.unit
+
+
 ONE = [{"name": "alex", "model": "alexnet", "slo_ms": 15, "rate_rps": 50}]
 
 

@@ -12,6 +12,8 @@ from autoscaler.fleet.base import Notice
 from autoscaler.fleet.fake import FakeInterruptions
 from tests.kit.control import Clock, make_controller, make_policy
 
+pytestmark = pytest.mark.unit
+
 
 def setup(tmp_path: Path, contact: bool = True):  # type: ignore[no-untyped-def]
     policy = make_policy(tmp_path)

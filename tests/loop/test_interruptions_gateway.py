@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from autoscaler.core.fleet.lifecycle import Record, State
 from autoscaler.core.routing.routes import DelServer, SetState
 from autoscaler.fleet.base import Notice
@@ -15,6 +17,9 @@ from autoscaler.gateway.fake import FakeGateway
 from autoscaler.loop.controller import Controller
 from autoscaler.loop.gateway_step import GatewayStep
 from tests.kit.control import Clock, make_controller, make_policy
+
+pytestmark = pytest.mark.unit
+
 
 Rig = tuple[Controller, FakeProvider, FakeGateway, FakeInterruptions, Clock]
 

@@ -16,7 +16,6 @@ import torch
 
 from autoscaler.config.policy import load_policy
 from autoscaler.core.fleet.lifecycle import State
-from autoscaler.demo.setup import port_is_free
 from autoscaler.fleet.local import LocalProvider
 from autoscaler.loop.controller import Controller
 from autoscaler.loop.wiring import build_controller, default_planner
@@ -25,16 +24,12 @@ from autoscaler.rates.static import ManualRates
 from autoscaler.transport.base import parse_status
 from tests.kit.agent import free_port
 from tests.kit.control import write_policy
+from tests.kit.fleet import free_base
+
+pytestmark = pytest.mark.e2e
+
 
 LOW = {"alex": 100.0, "res": 50.0}
-
-
-def free_range(span: int = 400) -> int:
-    """A base port whose next `span` ports are all free right now."""
-    for base in range(21000, 60000, 997):
-        if all(port_is_free(base + k) for k in range(0, span, 1)):
-            return base
-    raise RuntimeError("no free port range")
 
 
 def high_rates(policy: Any) -> dict[str, float]:
@@ -71,7 +66,7 @@ def fleet(tmp_path: Path, tiny_model_dir: Path) -> Iterator[tuple[Controller, Ma
                 "model_dir": str(tiny_model_dir),
             },
         ],
-        provider={"kind": "local", "base_port": free_range(), "state_root": str(tmp_path / "instances")},
+        provider={"kind": "local", "base_port": free_base(400), "state_root": str(tmp_path / "instances")},
         agents={"transport": "local", "command_timeout_s": 30},
         scaling={"interval_s": 1, "headroom": 0.0, "forecast": "last", "scale_down_delay_s": 0},
         gateway={

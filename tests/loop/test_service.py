@@ -23,6 +23,8 @@ from tests.fleet.test_ec2 import LOW, WORKLOADS, fleet_instances, policy_file, s
 from tests.kit.backends import Moto, free_port
 from tests.kit.control import REPO
 
+pytestmark = pytest.mark.e2e
+
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
     deadline = time.monotonic() + timeout

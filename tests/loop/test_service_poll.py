@@ -5,10 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from autoscaler.fleet.base import Notice
 from autoscaler.fleet.fake import FakeInterruptions
 from autoscaler.loop.service import Service
 from tests.kit.control import write_policy
+
+pytestmark = pytest.mark.unit
 
 
 def service(tmp_path: Path, state: str = "state.sqlite") -> tuple[Service, FakeInterruptions]:

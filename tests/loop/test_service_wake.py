@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from autoscaler.loop.service import Service
 from tests.kit.control import Clock, make_controller, make_policy
+
+pytestmark = pytest.mark.unit
 
 
 def service(tmp_path: Path) -> Service:

@@ -22,6 +22,9 @@ from autoscaler.loop.state import (
 from autoscaler.loop.store import LEGACY_STATE_KEYS, STATE_KEY, Store
 from tests.kit.control import Clock, make_controller, make_policy
 
+pytestmark = pytest.mark.unit
+
+
 FULL = ControllerState(
     agent_seen={("f-p3-0", 0): 10.0, ("f-p3-1", 2): 20.5},
     slo_guard=GuardState({"a": 1.2}, {"b": 2}),

@@ -18,6 +18,7 @@ from tests.kit.backends import Moto
 
 def _good(path: Path) -> None:
     store = Store(path)
+    store._db.execute("PRAGMA synchronous=OFF")  # the pages matter here, not their fsyncs (2000 commits)
     for t in range(2000):  # a few pages of rates, so that cutting the file in half breaks a table
         store.add_rates(float(t), {"alex": 1.0}, {"alex": 2.0})
     store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -63,6 +64,7 @@ def _snapshot(path: Path) -> bytes | None:
     return path.read_bytes() if path.is_file() else None
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("make", "problem", "remedy"), CASES, ids=[c[0].__name__ for c in CASES])
 def test_a_bad_state_file_exits_2_and_touches_nothing(
     moto: Moto, tmp_path: Path, make: Callable[[Path], None], problem: str, remedy: str
@@ -83,6 +85,7 @@ def test_a_bad_state_file_exits_2_and_touches_nothing(
     assert not Path(f"{state}-wal").exists() or make is read_only
 
 
+@pytest.mark.unit
 def test_state_files_are_private(tmp_path: Path) -> None:
     state = tmp_path / "new" / "dir" / "fleet.sqlite"
     Store(state).close()

@@ -16,6 +16,8 @@ from autoscaler.loop.status import StatusServer, StatusState
 from autoscaler.rates.reader import RateReader
 from tests.kit.control import Clock, make_controller, make_policy, stub_planner, write_policy
 
+pytestmark = pytest.mark.unit
+
 
 def test_endpoints_serve_the_published_snapshot(tmp_path: Path) -> None:
     policy = make_policy(tmp_path)

@@ -21,6 +21,7 @@ from tests.loop.test_service import wait_for
 TOKEN = "s3cret-token-0123456789"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
@@ -36,6 +37,7 @@ def test_loopback_and_private_addresses_are_accepted(value: str, expected: tuple
     assert parse_listen(value) == expected
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("value", "message"),
     [
@@ -52,12 +54,14 @@ def test_bad_listen_addresses_exit_2_naming_the_field(igniter, tmp_path: Path, v
     assert res.code == 2 and f"{path}: scaling.status_listen: " in res.err and message in res.err, res.err
 
 
+@pytest.mark.unit
 def test_status_listen_and_status_port_together_are_refused(igniter, tmp_path: Path) -> None:
     path = write_policy(tmp_path / "policy.yaml", scaling={"status_listen": "127.0.0.1:9000", "status_port": 9001})
     res = igniter("validate", path)
     assert res.code == 2 and f"{path}: scaling.status_port: give scaling.status_listen only" in res.err
 
 
+@pytest.mark.unit
 def test_the_token_guards_v1_only() -> None:
     server = StatusServer(StatusState(), 0, "127.0.0.1", TOKEN).start()
     url = f"http://127.0.0.1:{server.port}"
@@ -75,6 +79,7 @@ def test_the_token_guards_v1_only() -> None:
         server.close()
 
 
+@pytest.mark.e2e
 def test_run_listens_where_the_policy_says_with_the_token(moto: Moto, tmp_path: Path) -> None:
     """127.0.0.2 is loopback but not 127.0.0.1: the host part of status_listen is the one bound."""
     setup_templates(moto)
@@ -107,6 +112,7 @@ def test_run_listens_where_the_policy_says_with_the_token(moto: Moto, tmp_path: 
         proc.wait(timeout=30)
 
 
+@pytest.mark.e2e
 def test_a_token_file_that_cannot_be_read_exits_2(moto: Moto, tmp_path: Path) -> None:
     path = policy_file(tmp_path, moto, status_token_file="missing.token")
     res = run_cli("run", path, "--state", tmp_path / "s.sqlite", "--status-port", free_port())
@@ -116,6 +122,7 @@ def test_a_token_file_that_cannot_be_read_exits_2(moto: Moto, tmp_path: Path) ->
     assert res.code == 2 and "at least 16 characters" in res.err
 
 
+@pytest.mark.e2e
 def test_the_older_status_port_still_binds_127_0_0_1(moto: Moto, tmp_path: Path) -> None:
     setup_templates(moto)
     port = free_port()

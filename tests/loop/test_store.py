@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from autoscaler.core.fleet.lifecycle import Reason, State, new_record, transition
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, SlotSpec
 from autoscaler.loop.store import Store
+
+pytestmark = pytest.mark.unit
 
 
 def test_records_history_and_reopen(tmp_path: Path) -> None:

@@ -10,6 +10,9 @@ from autoscaler.config.policy import load_policy
 from autoscaler.model.perfmodel import Placement, load_perf_model
 from tests.conftest import DATA, PROFILES, ROOT
 
+pytestmark = pytest.mark.unit
+
+
 GOLDEN = [
     ([("vgg19", 3, 20), ("ssd", 3, 80)], [28.05, 13.65]),
     ([("vgg19", 3, 50), ("ssd", 3, 50)], [11.96, 19.31]),

@@ -26,16 +26,19 @@ def _place(v100, w: str, model: str, batch: int, share: float, rate: float) -> P
     return PlacementOut(w, model, batch, share, rate, lat, thr)
 
 
+@pytest.mark.unit
 def test_a_sound_plan_passes(v100, models):
     plan = _plan((_place(v100, "a", "alexnet", 4, 20, 500),), (_place(v100, "r", "resnet50", 8, 30, 400),))
     assert check_plan(plan, D[:2], models, [P3]) == []
 
 
+@pytest.mark.unit
 def test_latency_over_budget_is_caught(v100, models):
     plan = _plan((_place(v100, "a", "alexnet", 4, 5, 500),), (_place(v100, "r", "resnet50", 8, 30, 400),))
     assert any("latency" in p for p in check_plan(plan, D[:2], models))
 
 
+@pytest.mark.unit
 def test_interference_is_re_predicted_not_trusted(v100, models):
     r, v = _place(v100, "r", "resnet50", 8, 27.5, 400), _place(v100, "v", "vgg19", 6, 35, 200)
     apart = _plan((r,), (v,))
@@ -44,6 +47,7 @@ def test_interference_is_re_predicted_not_trusted(v100, models):
     assert any("vgg19" in p or "v:" in p for p in check_plan(together, D[1:], models))
 
 
+@pytest.mark.unit
 def test_over_100_percent_rates_and_instances_are_caught(v100, models):
     a, r = _place(v100, "a", "alexnet", 4, 60, 500), _place(v100, "r", "resnet50", 8, 50, 400)
     assert any("> 100 %" in p for p in check_plan(_plan((a, r)), D[:2], models))
@@ -70,6 +74,7 @@ def _brute(n: int, opts: list[InstanceOption], limits: list[int | None]) -> floa
     )
 
 
+@pytest.mark.property
 @settings(max_examples=40, deadline=None)
 @given(
     st.integers(1, 14),
@@ -92,5 +97,6 @@ def test_cover_is_the_cheapest_instance_mix(n, spec):
     assert sum(o.price_per_hour * c for o, c in mix) == pytest.approx(best, abs=1e-6)
 
 
+@pytest.mark.unit
 def test_cover_prefers_fewer_instances_on_a_price_tie():
     assert cover(4, [P3, P3X4], [None, None]) == [(P3X4, 1)]

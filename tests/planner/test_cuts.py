@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -37,6 +38,7 @@ def own_cuts_only() -> Iterator[None]:
         offerings.fresh_cuts = original
 
 
+@pytest.mark.unit
 def test_floors_that_share_an_on_demand_gpu_fill_its_room_instead_of_opening_spot(models):
     """The floors (0.3 of each rate) need two on-demand T4s whatever the cut; cut alone, each
     workload keeps its exact floor there and its rest needs three spot GPUs (5 in all, for the 4
@@ -53,6 +55,7 @@ def test_floors_that_share_an_on_demand_gpu_fill_its_room_instead_of_opening_spo
         assert od_rate(plan, d.workload) >= d.on_demand_floor * d.rate_rps * (1 - 1e-9)
 
 
+@pytest.mark.unit
 def test_replanning_the_fleet_wide_cut_moves_nothing(models):
     """The winning cut set differs from the workloads' own cuts; the current plan's on-demand
     rates (`sticky`) and the ranking's ties (fewest moves) keep it as it is."""
@@ -62,6 +65,7 @@ def test_replanning_the_fleet_wide_cut_moves_nothing(models):
     assert [i.capacity_type for i in again.instances] == [i.capacity_type for i in first.instances]
 
 
+@pytest.mark.property
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(demands=demand_sets(max_size=8, big=False), floor=st.sampled_from([0.2, 0.3, 0.5]))
 def test_the_chosen_plan_is_never_worse_than_the_workloads_own_cuts(models, demands, floor):
@@ -78,6 +82,7 @@ def test_the_chosen_plan_is_never_worse_than_the_workloads_own_cuts(models, dema
             assert od_rate(plan, d.workload) >= floor * d.rate_rps * (1 - 1e-9) - 1e-6
 
 
+@pytest.mark.unit
 def test_first_fit_decreasing_counts_whole_gpus():
     assert packed([]) == 0
     assert packed([0.6, 0.4, 0.6, 0.4]) == 2

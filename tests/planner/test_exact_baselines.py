@@ -12,6 +12,7 @@ from tests.planner.conftest import G4, P3, assert_sound, demand_sets, placements
 from tests.planner.test_igniter import MOTIVATION
 
 
+@pytest.mark.property
 @settings(max_examples=12, deadline=None)
 @given(demand_sets(min_size=1, max_size=6, big=False))
 def test_exact_is_never_worse_than_igniter_on_small_inputs(models, demands):
@@ -22,6 +23,7 @@ def test_exact_is_never_worse_than_igniter_on_small_inputs(models, demands):
     assert_sound(opt, demands, models, options)
 
 
+@pytest.mark.unit
 def test_igniter_is_within_two_percent_of_exact_on_twelve_workloads():
     demands, options, models = scenario("twelve-workloads.yaml")
     opt = make_plan(demands, options, models, planner="exact")
@@ -30,6 +32,7 @@ def test_igniter_is_within_two_percent_of_exact_on_twelve_workloads():
     assert_sound(opt, demands, models, options)
 
 
+@pytest.mark.unit
 def test_exact_refuses_large_inputs_and_make_plan_falls_back(models):
     demands = [Demand(f"w{i}", "alexnet", 20, 400) for i in range(17)]
     with pytest.raises(TooLarge):
@@ -38,6 +41,7 @@ def test_exact_refuses_large_inputs_and_make_plan_falls_back(models):
     assert plan.planner == "igniter" and "16 workloads" in plan.stats["fallback"]
 
 
+@pytest.mark.unit
 def test_exact_uses_multi_gpu_instances_when_cheaper(models):
     four = [InstanceOption("p3.8xlarge", "v100", 4, 10.0)]  # cheaper per GPU than four p3.2xlarge
     demands = [Demand(f"v{i}", "vgg19", 60, 380) for i in range(5)]
@@ -46,6 +50,7 @@ def test_exact_uses_multi_gpu_instances_when_cheaper(models):
     assert_sound(plan, demands, models, [P3, *four])
 
 
+@pytest.mark.unit
 def test_ffd_ignores_interference_and_the_recheck_sees_it(models):
     plan = make_plan(MOTIVATION, [P3], models, planner="ffd")
     assert plan.gpu_count == 1
@@ -53,6 +58,7 @@ def test_ffd_ignores_interference_and_the_recheck_sees_it(models):
     assert any("predicted latency" in v for v in check_plan(plan, MOTIVATION, models))
 
 
+@pytest.mark.unit
 def test_gpulets_uses_at_most_two_gpulets_from_its_menu(models):
     demands, options, models = scenario("random-50.yaml")
     plan = make_plan(demands, options, models, planner="gpulets")
@@ -63,6 +69,7 @@ def test_gpulets_uses_at_most_two_gpulets_from_its_menu(models):
     assert_sound(plan, demands, models, options)
 
 
+@pytest.mark.unit
 def test_gslice_tunes_within_each_gpu_and_never_exceeds_it():
     demands, options, models = scenario("random-50.yaml")
     plan = make_plan(demands, options, models, planner="gslice")
@@ -71,6 +78,7 @@ def test_gslice_tunes_within_each_gpu_and_never_exceeds_it():
     assert len(check_plan(plan, demands, models)) < len(check_plan(ffd, demands, models))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(PLANNERS))
 def test_every_planner_places_every_rate_share(name):
     demands, options, models = scenario("twelve-workloads.yaml")
@@ -80,6 +88,7 @@ def test_every_planner_places_every_rate_share(name):
     assert plan.to_json()["planner"] == name
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(PLANNERS))
 def test_capacity_caps_leave_workloads_unplaced_not_overcommitted(models, name):
     capped = InstanceOption("p3.2xlarge", "v100", 1, 3.06, max_instances=1)
@@ -89,11 +98,13 @@ def test_capacity_caps_leave_workloads_unplaced_not_overcommitted(models, name):
     assert len(plan.unplaced) >= 2 and all("max_instances" in u.reason for u in plan.unplaced)
 
 
+@pytest.mark.unit
 def test_a_gpu_type_without_a_model_is_a_value_error(models):
     with pytest.raises(ValueError, match="no performance model"):
         make_plan([Demand("a", "alexnet", 15, 100)], [InstanceOption("x", "a100", 1, 1.0)], models, planner="ffd")
 
 
+@pytest.mark.unit
 def test_exact_handles_many_identical_workloads_as_one_class(models):
     demands = [Demand(f"a{i}", "alexnet", 25, 300) for i in range(16)]
     plan = make_plan(demands, [P3], models, planner="exact")

@@ -20,6 +20,7 @@ MOTIVATION = [
 ]
 
 
+@pytest.mark.unit
 def test_plain_algorithm_reproduces_the_papers_motivation_example(models):
     plan = make_plan(MOTIVATION, [P3], models, planner="igniter-plain")
     assert plan.gpu_count == 1
@@ -28,6 +29,7 @@ def test_plain_algorithm_reproduces_the_papers_motivation_example(models):
     assert check_plan(plan, MOTIVATION, models) == []
 
 
+@pytest.mark.unit
 def test_plain_raises_shares_above_the_lower_bounds_because_of_interference(v100):
     bounds = [
         v100.lower_bound(d.model, v100.batch_size(d.model, d.slo_ms, d.rate_rps), d.slo_ms, d.rate_rps)
@@ -44,12 +46,14 @@ def test_plain_raises_shares_above_the_lower_bounds_because_of_interference(v100
     assert any(t[0] > d.slo_ms / 2 for t, d in zip(together, MOTIVATION))
 
 
+@pytest.mark.unit
 def test_default_planner_fits_the_motivation_example_on_one_gpu(models):
     plan = make_plan(MOTIVATION, [P3], models)
     assert plan.gpu_count == 1 and plan.cost_per_hour == pytest.approx(3.06)
     assert_sound(plan, MOTIVATION, models, [P3])
 
 
+@pytest.mark.unit
 def test_twelve_workloads_need_at_most_six_gpus():
     demands, options, models = scenario("twelve-workloads.yaml")
     for name in ("igniter", "igniter-plain"):
@@ -58,6 +62,7 @@ def test_twelve_workloads_need_at_most_six_gpus():
         assert_sound(plan, demands, models, options)
 
 
+@pytest.mark.unit
 def test_random_50_is_cheaper_than_the_prototype_and_feasible():
     demands, options, models = scenario("random-50.yaml")
     plain = make_plan(demands, options, models, planner="igniter-plain")
@@ -67,6 +72,8 @@ def test_random_50_is_cheaper_than_the_prototype_and_feasible():
     assert_sound(plan, demands, models, options)
 
 
+@pytest.mark.slow
+@pytest.mark.property
 @settings(max_examples=40, deadline=None)
 @given(demand_sets())
 def test_random_workloads_give_sound_plans(models, demands):
@@ -76,6 +83,7 @@ def test_random_workloads_give_sound_plans(models, demands):
     assert not plan.unplaced  # every generated SLO is reachable on a V100
 
 
+@pytest.mark.property
 @settings(max_examples=25, deadline=None)
 @given(demand_sets(max_size=12))
 def test_plain_algorithm_is_sound_too(models, demands):
@@ -83,6 +91,7 @@ def test_plain_algorithm_is_sound_too(models, demands):
     assert_sound(plan, demands, models, [P3])
 
 
+@pytest.mark.unit
 def test_a_workload_above_one_gpu_becomes_full_replicas_plus_a_remainder(models):
     d = [Demand("big", "resnet50", 40, 5000)]
     plan = make_plan(d, [P3], models)
@@ -93,12 +102,14 @@ def test_a_workload_above_one_gpu_becomes_full_replicas_plus_a_remainder(models)
     assert_sound(plan, d, models, [P3])
 
 
+@pytest.mark.unit
 def test_rate_zero_needs_no_placement_and_is_not_unplaced(models):
     d = [Demand("idle", "vgg19", 60, 0), Demand("busy", "vgg19", 60, 100)]
     plan = make_plan(d, [P3], models)
     assert {p.workload for p in placements(plan)} == {"busy"} and not plan.unplaced
 
 
+@pytest.mark.unit
 def test_impossible_slo_is_unplaced_with_a_reason_and_nothing_else_suffers(models):
     d = [Demand("fast", "resnet50", 0.5, 100), Demand("ok", "alexnet", 15, 500)]
     plan = make_plan(d, [P3, G4], models)
@@ -107,6 +118,7 @@ def test_impossible_slo_is_unplaced_with_a_reason_and_nothing_else_suffers(model
     assert {p.workload for p in placements(plan)} == {"ok"}
 
 
+@pytest.mark.unit
 def test_slo_guard_correction_plans_for_inflated_latency(models):
     base = [Demand("r", "resnet50", 40, 400)]
     guarded = [Demand("r", "resnet50", 40, 400, correction=1.4)]
@@ -118,6 +130,7 @@ def test_slo_guard_correction_plans_for_inflated_latency(models):
     assert check_plan(p1, guarded, models) == []
 
 
+@pytest.mark.unit
 def test_heterogeneous_types_use_the_cheaper_gpu_per_unit_of_demand(models):
     d = [Demand(f"v{i}", "vgg19", 60, 150) for i in range(4)]
     plan = make_plan(d, [P3, G4], models)
@@ -126,6 +139,7 @@ def test_heterogeneous_types_use_the_cheaper_gpu_per_unit_of_demand(models):
     assert plan.cost_per_hour < v100_only.cost_per_hour
 
 
+@pytest.mark.unit
 def test_multi_gpu_instances_are_filled_before_new_ones_open(models):
     d = [Demand(f"v{i}", "vgg19", 60, 380) for i in range(7)]
     plan = make_plan(d, [P3X4], models)
@@ -135,6 +149,7 @@ def test_multi_gpu_instances_are_filled_before_new_ones_open(models):
     assert_sound(plan, d, models, [P3X4])
 
 
+@pytest.mark.unit
 def test_max_instances_is_respected_and_the_rest_goes_elsewhere_or_unplaced(models):
     capped = InstanceOption("g4dn.xlarge", "t4-synthetic", 1, 0.526, max_instances=2)
     d = [Demand(f"v{i}", "vgg19", 60, 150) for i in range(6)]
@@ -147,6 +162,7 @@ def test_max_instances_is_respected_and_the_rest_goes_elsewhere_or_unplaced(mode
     assert check_plan(alone, d, models, [capped]) == []
 
 
+@pytest.mark.unit
 def test_repair_pass_never_costs_more(models):
     demands, options, models = scenario("random-50.yaml")
     from autoscaler.planner.api import igniter
@@ -157,11 +173,13 @@ def test_repair_pass_never_costs_more(models):
     assert with_repair.cost_per_hour <= without.cost_per_hour
 
 
+@pytest.mark.unit
 def test_unknown_planner_is_a_value_error(models):
     with pytest.raises(ValueError, match="unknown planner"):
         make_plan(MOTIVATION, [P3], models, planner="nope")
 
 
+@pytest.mark.unit
 def test_mixed_types_serve_what_the_cheap_type_cannot_and_the_rest_cheaply(models):
     demands, options, _ = scenario("twelve-workloads.yaml")
     more = [*options, G4]
@@ -174,6 +192,7 @@ def test_mixed_types_serve_what_the_cheap_type_cannot_and_the_rest_cheaply(model
     assert_sound(plan, demands, models, more)
 
 
+@pytest.mark.unit
 def test_repair_replans_a_half_empty_expensive_gpu_on_a_cheaper_type(models):
     from autoscaler.planner.api import igniter
     from autoscaler.planner.igniter import Config
@@ -187,6 +206,7 @@ def test_repair_replans_a_half_empty_expensive_gpu_on_a_cheaper_type(models):
     assert_sound(repaired, d, models, [P3, t4])
 
 
+@pytest.mark.property
 @settings(max_examples=25, deadline=None)
 @given(demand_sets(max_size=12))
 def test_spending_idle_share_costs_nothing_and_only_raises_shares(models, demands):
@@ -198,6 +218,7 @@ def test_spending_idle_share_costs_nothing_and_only_raises_shares(models, demand
     assert all(a.mps_percent >= b.mps_percent for a, b in zip(after, before))
 
 
+@pytest.mark.unit
 def test_igniter_lean_is_the_default_without_the_idle_share_step(models):
     d = [Demand("r", "resnet50", 40, 400)]
     lean, plan = make_plan(d, [P3], models, planner="igniter-lean"), igniter(d, [P3], models, cfg=LEAN)

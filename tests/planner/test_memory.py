@@ -30,6 +30,7 @@ def tight() -> dict[str, PerfModel]:
     return {"v100-mem": _with_memory(4000, 1500, 10)}
 
 
+@pytest.mark.unit
 def test_memory_limits_how_many_servers_share_a_gpu(tight, models):
     d = [Demand(f"a{i}", "alexnet", 25, 300) for i in range(4)]  # small shares: only memory stops them
     free = make_plan(d, [InstanceOption("p3.2xlarge", "v100", 1, 3.06)], models)
@@ -41,6 +42,7 @@ def test_memory_limits_how_many_servers_share_a_gpu(tight, models):
             assert sum(tight["v100-mem"].memory(p.model, p.batch) for p in g.placements) <= 4000
 
 
+@pytest.mark.unit
 def test_the_recheck_reports_memory_overcommit(tight):
     d = [Demand(f"a{i}", "alexnet", 25, 300) for i in range(3)]
     plan = make_plan(d, OPT, {"v100-mem": _with_memory(1e9, 1500, 10)})  # planned without the limit
@@ -48,12 +50,14 @@ def test_the_recheck_reports_memory_overcommit(tight):
     assert any("memory" in p for p in check_plan(plan, d, tight))
 
 
+@pytest.mark.unit
 def test_a_model_too_big_for_the_gpu_is_unplaced_with_a_reason():
     huge = {"v100-mem": _with_memory(1000, 1500, 10)}
     plan = make_plan([Demand("a", "alexnet", 25, 300)], OPT, huge)
     assert [u.workload for u in plan.unplaced] == ["a"] and "memory" in plan.unplaced[0].reason
 
 
+@pytest.mark.property
 @settings(max_examples=15, deadline=None)
 @given(demand_sets(max_size=15))
 def test_random_workloads_respect_memory(tight, demands):

@@ -37,6 +37,7 @@ def od_rate(plan, workload: str) -> float:
     )
 
 
+@pytest.mark.property
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     demands=demand_sets(max_size=12, big=False),
@@ -59,6 +60,7 @@ def test_every_workload_keeps_its_on_demand_floor(models, demands, floors, ratio
     assert "on_demand_floor" not in plan.stats  # on-demand capacity is unlimited here
 
 
+@pytest.mark.unit
 def test_spot_at_35_percent_costs_about_the_blend(models):
     demands, _, _ = scenario("random-50.yaml")
     od = make_plan(demands, [P3, G4], models)
@@ -73,6 +75,7 @@ def test_spot_at_35_percent_costs_about_the_blend(models):
     assert everything.cost_per_hour == pytest.approx(od.cost_per_hour)
 
 
+@pytest.mark.unit
 def test_without_spot_offerings_the_plan_is_unchanged(models):
     """A floor on a demand means nothing without spot options: the plan is the plain one."""
     demands, options, _ = scenario("random-50.yaml")
@@ -81,6 +84,7 @@ def test_without_spot_offerings_the_plan_is_unchanged(models):
     assert all(i.capacity_type == "on-demand" for i in plain.instances)
 
 
+@pytest.mark.unit
 def test_spot_instances_carry_their_capacity_type_and_price_in_the_json(models):
     plan = make_plan([Demand("a", "resnet50", 40, 2000, on_demand_floor=0.3)], OPTIONS, models)
     doc = plan.to_json()
@@ -91,6 +95,7 @@ def test_spot_instances_carry_their_capacity_type_and_price_in_the_json(models):
     assert all(g["gpu"] == "t4-synthetic" for i in doc["instances"] for g in i["gpus"])
 
 
+@pytest.mark.unit
 def test_an_unavailable_spot_offering_falls_back_to_on_demand(models):
     d = [Demand("a", "resnet50", 40, 2000, on_demand_floor=0.3)]
     plan = make_plan(d, [P3, G4, spot_of(P3)], models)  # g4dn spot unavailable
@@ -99,6 +104,7 @@ def test_an_unavailable_spot_offering_falls_back_to_on_demand(models):
     assert od_rate(plan, "a") >= 0.3 * 2000 - 1e-6
 
 
+@pytest.mark.unit
 def test_no_on_demand_capacity_waives_the_floor_rather_than_serving_nothing(models):
     d = [Demand("a", "resnet50", 40, 2000, on_demand_floor=0.5)]
     capped = [replace(G4, max_instances=0), spot_of(G4)]
@@ -107,6 +113,7 @@ def test_no_on_demand_capacity_waives_the_floor_rather_than_serving_nothing(mode
     assert "a" in plan.stats["on_demand_floor"]
 
 
+@pytest.mark.unit
 def test_replanning_the_same_inputs_keeps_every_placement(models):
     demands, _, _ = scenario("random-50.yaml")
     demands = floored(demands, 0.3)
@@ -118,6 +125,7 @@ def test_replanning_the_same_inputs_keeps_every_placement(models):
     assert [i.capacity_type for i in again.instances] == [i.capacity_type for i in first.instances]
 
 
+@pytest.mark.unit
 def test_max_instances_caps_each_offering(models):
     d = [Demand("a", "resnet50", 40, 5000, on_demand_floor=0.0)]
     spot = replace(spot_of(G4), max_instances=2)
@@ -127,6 +135,7 @@ def test_max_instances_caps_each_offering(models):
     assert_sound(plan, d, models, [G4, spot, P3X4])
 
 
+@pytest.mark.unit
 def test_a_floor_of_1_plans_exactly_as_without_spot_also_against_a_current_plan(models):
     """Every workload on on-demand: the spot offerings change nothing, re-planning included."""
     demands, options, _ = scenario("random-50.yaml")
@@ -140,6 +149,7 @@ def test_a_floor_of_1_plans_exactly_as_without_spot_also_against_a_current_plan(
         od_cur, spot_cur = plain, with_spot
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("floor", [0.1, 0.2, 0.3])
 def test_a_spot_plan_never_costs_more_than_on_demand_alone(floor):
     """motivation-3 fills one GPU: each floor on an on-demand GPU beside a spot one cost 1.35 x."""

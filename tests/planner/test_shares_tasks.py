@@ -12,6 +12,7 @@ from autoscaler.planner.tasks import decompose, max_batch, min_share, size_on
 from tests.planner.conftest import MODELS, demand_sets
 
 
+@pytest.mark.property
 @settings(max_examples=60, deadline=None)
 @given(demand_sets(min_size=2, max_size=5, big=False))
 def test_jumping_reaches_the_same_shares_as_unit_steps(v100, demands):
@@ -25,6 +26,7 @@ def test_jumping_reaches_the_same_shares_as_unit_steps(v100, demands):
         assert fast[0] == slow[0]
 
 
+@pytest.mark.property
 @settings(max_examples=60, deadline=None)
 @given(demand_sets(min_size=2, max_size=5, big=False))
 def test_settled_shares_are_feasible_and_least(v100, demands):
@@ -42,12 +44,14 @@ def test_settled_shares_are_feasible_and_least(v100, demands):
             assert violated(s, predict(v100, sizes, lower)[i])
 
 
+@pytest.mark.property
 @settings(max_examples=80, deadline=None)
 @given(st.sampled_from(MODELS), st.integers(5, 80), st.integers(10, 3000), st.integers(1, 40))
 def test_min_share_matches_the_models_lower_bound(v100, model, slo, rate, batch):
     assert min_share(v100, model, batch, slo / 2.0, rate) == v100.lower_bound(model, batch, slo, rate)
 
 
+@pytest.mark.property
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(MODELS), st.integers(10, 80), st.integers(10, 1500))
 def test_batch_search_is_never_worse_than_the_rule_and_stays_below_it(v100, model, slo, rate):
@@ -59,6 +63,7 @@ def test_batch_search_is_never_worse_than_the_rule_and_stays_below_it(v100, mode
         assert rule.batch == min(v100.batch_size(model, slo, rate), max_batch(v100, model, slo / 2))
 
 
+@pytest.mark.unit
 def test_replicas_add_up_to_the_rate_and_full_ones_use_the_whole_gpu(v100):
     d = Demand("big", "vgg19", 60, 2500)
     tasks, unplaced = decompose([d], {"v100": v100}, {"v100": 3.06})
@@ -70,6 +75,7 @@ def test_replicas_add_up_to_the_rate_and_full_ones_use_the_whole_gpu(v100):
     assert v100.solo("vgg19", top + 1, 100.0)[0] > 30.0
 
 
+@pytest.mark.unit
 def test_unplaceable_demands_say_why(v100):
     slow = Demand("x", "resnet50", 0.5, 10)
     unknown = Demand("y", "bert", 50, 10)
@@ -79,6 +85,7 @@ def test_unplaceable_demands_say_why(v100):
     assert "no profile" in reasons["y"]
 
 
+@pytest.mark.property
 @settings(max_examples=60, deadline=None)
 @given(demand_sets(min_size=1, max_size=4, big=False), st.lists(st.booleans(), min_size=4, max_size=4))
 def test_spending_idle_share_keeps_every_budget_and_never_lowers_a_share(v100, demands, grow):
@@ -99,6 +106,7 @@ def test_spending_idle_share_keeps_every_budget_and_never_lowers_a_share(v100, d
         assert now / v100.unit == pytest.approx(round(now / v100.unit))  # whole MPS units
 
 
+@pytest.mark.unit
 def test_a_lone_placement_gets_half_the_idle_share_and_more_throughput(v100):
     (task,), _ = decompose([Demand("r", "resnet50", 40, 400)], {"v100": v100}, {"v100": 3.06})
     size = task.sizes["v100"]
@@ -108,6 +116,7 @@ def test_a_lone_placement_gets_half_the_idle_share_and_more_throughput(v100):
     assert after[1] > before[1] and after[0] < before[0]  # more throughput, lower latency
 
 
+@pytest.mark.unit
 def test_nothing_to_spend_on_a_full_gpu_or_when_only_kept_placements_run_there(v100):
     (task,), _ = decompose([Demand("r", "resnet50", 40, 400)], {"v100": v100}, {"v100": 3.06})
     size = task.sizes["v100"]

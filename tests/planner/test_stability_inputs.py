@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ def _key(p) -> tuple:
     return (p.workload, p.batch, p.mps_percent)
 
 
+@pytest.mark.unit
 def test_replanning_the_same_inputs_moves_nothing():
     demands, options, models = scenario("random-50.yaml")
     first = make_plan(demands, options, models)
@@ -25,6 +27,7 @@ def test_replanning_the_same_inputs_moves_nothing():
     assert sorted(map(_key, placements(again))) == sorted(map(_key, placements(first)))
 
 
+@pytest.mark.unit
 def test_a_small_rate_change_moves_few_placements():
     demands, options, models = scenario("random-50.yaml")
     first = make_plan(demands, options, models)
@@ -36,6 +39,7 @@ def test_a_small_rate_change_moves_few_placements():
     assert len(kept) >= len(placements(plan)) - plan.moved
 
 
+@pytest.mark.unit
 def test_a_removed_workload_leaves_the_others_in_place():
     demands, options, models = scenario("random-50.yaml")
     first = make_plan(demands, options, models)
@@ -46,6 +50,8 @@ def test_a_removed_workload_leaves_the_others_in_place():
     assert_sound(plan, fewer, models, options)
 
 
+@pytest.mark.slow
+@pytest.mark.property
 @settings(max_examples=10, deadline=None)
 @given(st.integers(0, 10_000), st.floats(0.0, 0.3))
 def test_drifting_rates_keep_plans_sound_and_close_to_fresh_ones(seed, spread):
@@ -62,6 +68,7 @@ def test_drifting_rates_keep_plans_sound_and_close_to_fresh_ones(seed, spread):
         current = plan
 
 
+@pytest.mark.unit
 def test_instances_of_a_type_no_longer_offered_are_replaced(models):
     d = [Demand(f"v{i}", "vgg19", 60, 150) for i in range(3)]
     on_t4 = make_plan(d, [P3, G4], models)
@@ -72,12 +79,14 @@ def test_instances_of_a_type_no_longer_offered_are_replaced(models):
     assert_sound(plan, d, models, [P3])
 
 
+@pytest.mark.unit
 def test_baselines_report_moves_against_the_current_plan_too():
     demands, options, models = scenario("twelve-workloads.yaml")
     first = make_plan(demands, options, models, planner="ffd")
     assert make_plan(demands, options, models, planner="ffd", current=first).moved == 0
 
 
+@pytest.mark.unit
 def test_planning_inputs_apply_rates_corrections_and_unavailable_types(tmp_path):
     text = (
         (SCENARIOS / "motivation-3.yaml")
@@ -115,6 +124,7 @@ def _floored_policy(tmp_path, floors: dict[str, float]):
     return load_policy(path)
 
 
+@pytest.mark.unit
 def test_min_rate_floor_raises_a_lower_or_zero_rate_and_keeps_a_server(tmp_path):
     policy = _floored_policy(tmp_path, {"alexnet-a": 150.0, "vgg19-a": 20.0})
     rates = {"alexnet-a": 0.0, "resnet50-a": 0.0, "vgg19-a": 35.0}
@@ -127,6 +137,7 @@ def test_min_rate_floor_raises_a_lower_or_zero_rate_and_keeps_a_server(tmp_path)
     assert sum(p.rate_rps for p in placements(plan) if p.workload == "alexnet-a") >= 150.0 - 1e-6
 
 
+@pytest.mark.unit
 def test_zero_min_rate_keeps_todays_behaviour(tmp_path):
     floored = _floored_policy(tmp_path, {"alexnet-a": 0.0})
     assert all(w.min_rate_rps == 0.0 for w in floored.workloads)

@@ -15,6 +15,7 @@ from autoscaler.rates.reader import RateReader
 from tests.kit.backends import Moto
 
 
+@pytest.mark.e2e
 def test_rates_from_get_metric_data(moto: Moto) -> None:
     cw = boto3.client("cloudwatch", endpoint_url=moto.url, region_name="us-east-1")
     now = time.time()
@@ -39,6 +40,7 @@ def test_rates_from_get_metric_data(moto: Moto) -> None:
     assert avg.read(now, ["res"])["res"] == pytest.approx(1200.0)
 
 
+@pytest.mark.unit
 def test_unreachable_cloudwatch_keeps_last_good_value() -> None:
     client = boto3.client(
         "cloudwatch",

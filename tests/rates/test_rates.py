@@ -18,6 +18,8 @@ from autoscaler.rates.static import ManualRates, StaticRates
 from autoscaler.transport.base import AgentStatus, ServerStatus, TransportError, parse_status
 from tests.kit.httpserve import serving
 
+pytestmark = pytest.mark.unit
+
 
 def test_static() -> None:
     assert StaticRates({"a": 5.0}).read(0, ["a", "b"]) == {"a": 5.0, "b": None}

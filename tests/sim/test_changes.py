@@ -3,9 +3,13 @@ stand-ins) are billed as surge for the time they are held, not before and not af
 
 from __future__ import annotations
 
+import pytest
+
 from autoscaler.fleet.sim import Lifetime
 from autoscaler.loop.tick import TickReport
 from autoscaler.sim.changes import Moves
+
+pytestmark = pytest.mark.unit
 
 
 def test_a_spare_is_billed_as_surge_while_held() -> None:

@@ -12,6 +12,8 @@ from autoscaler.sim.memo import MemoPlanner
 from autoscaler.sim.trace_rates import TraceRates
 from autoscaler.sim.traces import Trace
 
+pytestmark = pytest.mark.unit
+
 
 def trace_of(values: dict[str, list[float]], step: float = 60.0) -> Trace:
     n = len(next(iter(values.values())))

@@ -11,6 +11,9 @@ from autoscaler.sim.compare import compare_options
 from autoscaler.sim.engine import SimOptions, simulate
 from autoscaler.sim.traces import Trace
 
+pytestmark = pytest.mark.unit
+
+
 LEVEL, LOW, HIGH = 3000.0, 0.85, 1.15  # rate = LEVEL * U(LOW, HIGH), independent per 1-minute row
 
 
@@ -25,6 +28,7 @@ def ratio_quantile(q: float) -> float:
     return float(np.quantile(rng.uniform(LOW, HIGH, 10**6) / rng.uniform(LOW, HIGH, 10**6), q))
 
 
+@pytest.mark.slow
 def test_a_trace_with_known_noise_reaches_the_target(make_policy):
     """Target 0.99, no scale-down delay (so no held capacity helps): the fraction of rows covered
     lands within a row or two of 0.99, where a fixed headroom of 0 covers barely more than half.
@@ -46,6 +50,7 @@ def test_a_trace_with_known_noise_reaches_the_target(make_policy):
     assert bare["headroom_final"] == {"a": 0.0} and s["headroom"] == "auto"
 
 
+@pytest.mark.slow
 def test_the_headroom_is_recorded_every_tick(make_policy):
     policy = make_policy(scaling={"forecast": "last", "headroom": "auto"})
     result = simulate(policy, noisy(120))
@@ -64,6 +69,7 @@ def test_compare_gains_a_line_for_auto_when_the_policy_fixes_a_headroom(make_pol
     assert len(auto) == len(fixed) - 1 and all(o.headroom is None and o.label is None for o in auto)
 
 
+@pytest.mark.slow
 def test_the_plot_marks_the_headroom_over_time(make_policy):
     """--plot: each run's headroom is a dashed step line on the workload panel's right-hand axis,
     the values the run planned with at each tick."""
@@ -110,6 +116,7 @@ def test_trace_rates_tell_the_busiest_row_of_what_they_read() -> None:
     assert src.peaks(100.0, ["a"]) == {"a": 200.0}
 
 
+@pytest.mark.slow
 def test_bursts_the_mean_smooths_away_are_covered(make_policy):
     """The policy defaults (30 s ticks, scale-down delay 600 s, target 0.999) on per-second bursts
     at 10 x the level: every burst after the first comes within the burst floor's window, so the
@@ -122,6 +129,7 @@ def test_bursts_the_mean_smooths_away_are_covered(make_policy):
     assert simulate(policy, trace, SimOptions(headroom=1.0)).summary()["slo_attainment"] < 0.99
 
 
+@pytest.mark.slow
 def test_a_shorter_headroom_window_forgets_a_burst_sooner(make_policy):
     """scaling.headroom_window_s reaches the estimator: a 3-minute burst 60 % above a calm level
     raises the headroom under either window; 4 hours later a 30-minute window has forgotten it (its
@@ -143,6 +151,7 @@ def test_a_shorter_headroom_window_forgets_a_burst_sooner(make_policy):
     assert rooms[1800][-1] < 0.15 < 0.45 < rooms[None][-1]
 
 
+@pytest.mark.slow
 def test_the_feedback_spends_the_slack_the_rounding_leaves(make_policy):
     """scaling.headroom_feedback_s reaches the estimator: on the noisy trace the whole-server
     rounding covers more than the 0.99 target asks (0.9958 without the feedback); with it the

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from autoscaler.config.policy import load_policy
 from autoscaler.sim import traces
 from autoscaler.sim.engine import Replay, SimOptions, default_plan_fn, with_overrides
 from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
 
 class CheckedReplay(Replay):

@@ -14,6 +14,9 @@ from autoscaler.sim.strategies import oracle_horizon_s
 from autoscaler.sim.trace_rates import FutureRates
 from autoscaler.sim.traces import Trace
 
+pytestmark = pytest.mark.unit
+
+
 STEP_UP = [600.0] * 10 + [1200.0] * 10  # rows of 60 s: the rate doubles at t=600
 
 

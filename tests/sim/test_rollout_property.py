@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -125,6 +126,8 @@ LEAVING_SLOT_REUSED = (
 )
 
 
+@pytest.mark.slow
+@pytest.mark.property
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scenarios())
 @example(case=LEAVING_SLOT_REUSED)
@@ -156,6 +159,8 @@ LIMIT_LEAVES_ONE_OUT = (
 )
 
 
+@pytest.mark.slow
+@pytest.mark.property
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scenarios())
 @example(case=LIMIT_LEAVES_ONE_OUT)
@@ -203,6 +208,7 @@ SWAP_POLICY = {
 }
 
 
+@pytest.mark.unit
 def test_swap_deadlock_two_workloads_trade_places_on_one_gpu(make_policy) -> None:  # type: ignore[no-untyped-def]
     """r falls and x rises at the same row: r must shrink into the room x holds and x must grow into
     the room r holds, on the same GPU (with the oracle, first onto a GPU of its own). The old
@@ -219,6 +225,7 @@ def test_swap_deadlock_two_workloads_trade_places_on_one_gpu(make_policy) -> Non
     assert oracle.attainment() == 1.0
 
 
+@pytest.mark.unit
 def test_swap_deadlock_with_max_surge_zero_reports_what_it_breaks(make_policy) -> None:  # type: ignore[no-untyped-def]
     """With break-before-make allowed (max_surge 0) a move that would need surge breaks instead, and
     every tick that does says so (the limit); none that keeps the invariant claims a breach."""

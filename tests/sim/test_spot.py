@@ -14,6 +14,9 @@ from autoscaler.sim.engine import Replay, SimOptions, default_plan_fn, simulate,
 from autoscaler.sim.traces import read_wide
 from autoscaler.sim.whatif import with_spot
 
+pytestmark = pytest.mark.unit
+
+
 SPOT_TYPES = [
     {"name": "g4dn.xlarge", "gpu": "t4-synthetic", "gpus": 1, "price_per_hour": 0.5, "spot_price_per_hour": 0.175}
 ]
@@ -81,6 +84,7 @@ def spot_policy(make_policy):
     )
 
 
+@pytest.mark.slow
 def test_interrupted_spot_instances_are_replaced_and_cost_less_than_on_demand(spot_policy, day):
     trace = read_wide(day)
     r = simulate(spot_policy, trace, SimOptions(spot_interruptions_per_hour=0.5, seed=3))
@@ -130,6 +134,7 @@ def test_with_spot_prices_a_ratio_and_a_floor(make_policy):
     assert policy.scaling.spot.min_on_demand_fraction == 0.5 and policy.buys_spot()
 
 
+@pytest.mark.slow
 def test_the_cli_flags_and_the_compare_spot_line(igniter, spot_policy, day, tmp_path):
     policy = tmp_path / "policy.yaml"
     r = igniter("simulate", policy, "--trace", day, "--json", "--spot-interruptions-per-hour", "0.5", "--seed", "3")
@@ -174,6 +179,7 @@ def _handling_delays(policy, day) -> tuple[list[float], int]:  # type: ignore[no
     return [seen[i] - warned[i] for i in seen], missed
 
 
+@pytest.mark.slow
 def test_the_queue_poll_handles_a_warning_within_its_period(make_policy, day):
     scaling = {"interval_s": 300, "headroom": 0.3, "scale_down_delay_s": 1800}
     polled = make_policy({**scaling, "spot": {"queue_poll_s": 10}}, instance_types=SPOT_TYPES)

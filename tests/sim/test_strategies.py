@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from autoscaler.sim.engine import SimOptions, simulate
 from autoscaler.sim.strategies import HIGH, LOW, reactive_planner, replica, replicas_needed
 from autoscaler.sim.traces import Trace
+
+pytestmark = pytest.mark.unit
 
 
 def test_target_tracking_keeps_the_count_inside_the_band():

@@ -9,6 +9,8 @@ from autoscaler.config.errors import InputError
 from autoscaler.sim import traces
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.unit
+
 
 def test_reads_the_servegen_example():
     t = traces.read_wide(ROOT / "traces" / "servegen-3models-wide.csv")

@@ -17,6 +17,9 @@ import pytest
 
 from tests.terraform.tfhelpers import ROOT, TF_DIR, checkov_path
 
+# the module's tests share one costly module-scoped fixture: under --dist loadgroup they run on one worker
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_terraform_checkov")]
+
 
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:

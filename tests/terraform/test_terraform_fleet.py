@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.terraform.tfhelpers import DEFAULT_INSTANCE_TYPES, FLEET_TAG, TF_DIR, blocks, load_config, unwrap
+
+pytestmark = [pytest.mark.unit, pytest.mark.slow]
 
 
 def _all_resources(kind: str) -> list[tuple[str, str, dict[str, Any]]]:

@@ -14,6 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from autoscaler.config.policy import GatewayConfig
@@ -36,6 +37,7 @@ def resource(config: dict[str, Any], rtype: str, name: str) -> dict[str, Any]:
     return config["resource"][rtype][name]
 
 
+@pytest.mark.unit
 def test_hosts_use_imdsv2_and_encrypted_volumes(gateway: dict[str, Any]) -> None:
     lt = resource(gateway, "aws_launch_template", "host")
     (meta,) = blocks(lt["metadata_options"])
@@ -48,6 +50,7 @@ def test_hosts_use_imdsv2_and_encrypted_volumes(gateway: dict[str, Any]) -> None
     ]
 
 
+@pytest.mark.unit
 def test_hosts_carry_the_gateway_tag_never_the_fleet_tag(gateway: dict[str, Any]) -> None:
     assert gateway["locals"]["gateway_tag_key"] == "igniter:gateway"
     assert "igniter:fleet" not in str(gateway["locals"]["tags"])
@@ -59,6 +62,7 @@ def test_hosts_carry_the_gateway_tag_never_the_fleet_tag(gateway: dict[str, Any]
     assert "local.tags" in str(tag["for_each"]) and content["propagate_at_launch"] is True
 
 
+@pytest.mark.unit
 def test_the_group_serves_through_the_load_balancer_and_is_judged_by_it(gateway: dict[str, Any]) -> None:
     asg = resource(gateway, "aws_autoscaling_group", "hosts")
     assert asg["health_check_type"] == "ELB" and asg["target_group_arns"] == ["${aws_lb_target_group.hosts.arn}"]
@@ -73,6 +77,7 @@ def test_the_group_serves_through_the_load_balancer_and_is_judged_by_it(gateway:
     assert action["type"] == "forward" and action["target_group_arn"] == "${aws_lb_target_group.hosts.arn}"
 
 
+@pytest.mark.unit
 def test_security_groups_admit_only_what_each_side_needs(gateway: dict[str, Any]) -> None:
     ingress = gateway["resource"]["aws_vpc_security_group_ingress_rule"]
     host_rules = {n: r for n, r in ingress.items() if r["security_group_id"] == "${aws_security_group.host.id}"}
@@ -94,6 +99,7 @@ def test_security_groups_admit_only_what_each_side_needs(gateway: dict[str, Any]
     assert egress["host_to_nodes"]["referenced_security_group_id"] == "${var.node_security_group_id}"
 
 
+@pytest.mark.unit
 def test_the_role_has_no_permissions(gateway: dict[str, Any]) -> None:
     assert "aws_iam_role_policy" not in gateway["resource"]
     (attachment,) = gateway["resource"]["aws_iam_role_policy_attachment"].values()
@@ -101,6 +107,7 @@ def test_the_role_has_no_permissions(gateway: dict[str, Any]) -> None:
     assert "AmazonSSMManagedInstanceCore" in attachment["policy_arn"]
 
 
+@pytest.mark.unit
 def test_variables_and_outputs_are_described(gateway: dict[str, Any]) -> None:
     for name, body in gateway["variable"].items():
         assert body.get("type") and len(str(body.get("description", ""))) >= 20, name
@@ -124,6 +131,7 @@ def rendered(gateway: dict[str, Any]) -> dict[str, Any]:
     return yaml.safe_load(text)
 
 
+@pytest.mark.unit
 def test_user_data_placeholders_are_exactly_what_the_module_passes(gateway: dict[str, Any]) -> None:
     hosts_tf = (GATEWAY_DIR / "hosts.tf").read_text()
     assert template_placeholders(TEMPLATE.read_text()) == templatefile_call_keys(
@@ -135,6 +143,7 @@ def files(data: dict[str, Any]) -> dict[str, str]:
     return {f["path"]: f["content"] for f in data["write_files"]}
 
 
+@pytest.mark.unit
 def test_user_data_runs_haproxy_as_the_gateway_user_with_the_paths_the_autoscaler_drives(
     gateway: dict[str, Any],
 ) -> None:
@@ -153,6 +162,7 @@ def test_user_data_runs_haproxy_as_the_gateway_user_with_the_paths_the_autoscale
     assert bootstrap.startswith("# igniter-spec bootstrap")  # never the hash of a real spec: the first ensure reloads
 
 
+@pytest.mark.e2e
 def test_the_bootstrap_configuration_is_valid_and_keeps_the_host_out_of_service(
     gateway: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -178,6 +188,7 @@ def test_the_bootstrap_configuration_is_valid_and_keeps_the_host_out_of_service(
         subprocess.run(["kill", (tmp_path / "pid").read_text().split()[0]], check=False)
 
 
+@pytest.mark.e2e
 def test_setup_script_is_strict_and_disables_the_distribution_haproxy(gateway: dict[str, Any]) -> None:
     script = files(rendered(gateway))["/usr/local/sbin/igniter-gateway-setup"]
     assert script.startswith("#!/bin/bash") and "set -euo pipefail" in script

@@ -8,6 +8,9 @@ import pytest
 
 from tests.terraform.tfhelpers import FLEET_TAG, blocks, unwrap
 
+pytestmark = pytest.mark.unit
+
+
 MUTATING = {"ec2:RunInstances", "ec2:TerminateInstances", "ec2:CreateTags"}
 LEASE = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}  # leader/dynamodb.py
 QUEUE = {"sqs:ReceiveMessage", "sqs:DeleteMessage"}  # fleet/interruptions.py: the interruption queue only

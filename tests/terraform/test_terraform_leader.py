@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from autoscaler.config.policy import LeaderConfig
 from autoscaler.leader.dynamodb import DynamoLease
 from tests.terraform.tfhelpers import blocks, unwrap
+
+pytestmark = pytest.mark.unit
 
 
 def test_the_lease_table_is_keyed_as_the_autoscaler_reads_it(autoscaler: dict[str, Any]) -> None:

@@ -57,18 +57,21 @@ def write_policy(tmp_path: Path, snippet: dict[str, Any]) -> Path:
 # --- the fixture is what the example would print -----------------------------------------------------
 
 
+@pytest.mark.unit
 def test_fixture_has_exactly_the_example_outputs(outputs: dict[str, Any], example: dict[str, Any]) -> None:
     assert set(outputs) == set(example["output"])
     for entry in outputs.values():
         assert set(entry) == {"sensitive", "type", "value"} and entry["sensitive"] is False
 
 
+@pytest.mark.unit
 def test_snippet_outputs_come_from_the_one_local(example: dict[str, Any]) -> None:
     assert unwrap(example["output"]["policy_snippet"]["value"]) == "local.policy_snippet"
     assert unwrap(example["output"]["policy_snippet_yaml"]["value"]) == "yamlencode(local.policy_snippet)"
     assert unwrap(example["output"]["launch_template_names"]["value"]) == "module.fleet.launch_template_names"
 
 
+@pytest.mark.unit
 def test_fixture_snippet_has_the_keys_of_the_local(
     outputs: dict[str, Any], snippet: dict[str, Any], example: dict[str, Any], gateway: dict[str, Any]
 ) -> None:
@@ -80,6 +83,7 @@ def test_fixture_snippet_has_the_keys_of_the_local(
     assert snippet == outputs["policy_snippet"]["value"]
 
 
+@pytest.mark.unit
 def test_fixture_launch_templates_are_named_as_the_fleet_module_names_them(
     outputs: dict[str, Any], fleet: dict[str, Any]
 ) -> None:
@@ -91,6 +95,7 @@ def test_fixture_launch_templates_are_named_as_the_fleet_module_names_them(
     assert outputs["policy_snippet"]["value"]["provider"]["launch_templates"] == names
 
 
+@pytest.mark.unit
 def test_fixture_agent_settings_match_the_modules(
     snippet: dict[str, Any], fleet: dict[str, Any], autoscaler: dict[str, Any]
 ) -> None:
@@ -104,6 +109,7 @@ def test_fixture_agent_settings_match_the_modules(
     assert agents["known_hosts"] == autoscaler["locals"]["known_hosts_file"]
 
 
+@pytest.mark.unit
 def test_fixture_yaml_is_what_terraform_yamlencode_prints(
     needs_terraform: str, outputs: dict[str, Any], tmp_path: Path
 ) -> None:
@@ -117,6 +123,7 @@ def test_fixture_yaml_is_what_terraform_yamlencode_prints(
 # --- merged into a policy, it validates -----------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_merged_policy_loads(tmp_path: Path, snippet: dict[str, Any]) -> None:
     policy = load_policy(write_policy(tmp_path, snippet))
     assert policy.fleet == "igniter"
@@ -132,6 +139,7 @@ def test_merged_policy_loads(tmp_path: Path, snippet: dict[str, Any]) -> None:
     assert (policy.gateway.kind, policy.gateway.discover, policy.gateway.listen) == ("haproxy", True, "0.0.0.0:8000")
 
 
+@pytest.mark.unit
 def test_a_broken_snippet_is_reported_by_field(tmp_path: Path, snippet: dict[str, Any]) -> None:
     broken = deep_merge(snippet, {"provider": {"kind": "gce"}})
     with pytest.raises(InputError) as caught:
@@ -147,6 +155,7 @@ def _igniter_validate_available() -> Path | None:
     return script if probe.returncode == 0 else None
 
 
+@pytest.mark.e2e
 def test_merged_policy_passes_igniter_validate(tmp_path: Path, snippet: dict[str, Any]) -> None:
     script = _igniter_validate_available()
     if script is None:

@@ -21,6 +21,7 @@ from tests.terraform.test_terraform_iam import _conditions, _with_action, statem
 from tests.terraform.tfhelpers import blocks, unwrap
 
 
+@pytest.mark.unit
 def test_the_rules_send_exactly_the_events_the_autoscaler_reads(fleet: dict[str, Any]) -> None:
     patterns = fleet["locals"]["interruption_events"]
     assert {p["detail-type"][0] for p in patterns.values()} == set(DETAIL_TYPES)
@@ -39,6 +40,7 @@ def test_the_rules_send_exactly_the_events_the_autoscaler_reads(fleet: dict[str,
     assert unwrap(target["arn"]) == "aws_sqs_queue.interruptions[0].arn"
 
 
+@pytest.mark.unit
 def test_the_queue_is_encrypted_short_lived_and_only_eventbridge_sends(fleet: dict[str, Any]) -> None:
     queue = fleet["resource"]["aws_sqs_queue"]["interruptions"]
     assert unwrap(queue["kms_master_key_id"]) == "aws_kms_key.interruptions[0].arn"
@@ -57,6 +59,7 @@ def test_the_queue_is_encrypted_short_lived_and_only_eventbridge_sends(fleet: di
     assert blocks(events_stmt["condition"])[0]["variable"] == "aws:SourceArn"
 
 
+@pytest.mark.unit
 def test_the_queue_url_is_the_policys_interruption_queue(fleet: dict[str, Any], example: dict[str, Any]) -> None:
     assert unwrap(fleet["output"]["interruption_queue_url"]["value"]) == "one(aws_sqs_queue.interruptions[*].url)"
     snippet = example["locals"]["policy_snippet"]
@@ -66,6 +69,7 @@ def test_the_queue_url_is_the_policys_interruption_queue(fleet: dict[str, Any], 
     assert unwrap(autoscaler["interruption_queue_kms_key_arn"]) == "module.fleet.interruption_queue_kms_key_arn"
 
 
+@pytest.mark.unit
 def test_the_role_reads_and_deletes_on_that_queue_only(statements: list[dict[str, Any]]) -> None:  # noqa: F811
     sqs = [s for s in statements if any(a.startswith("sqs:") for a in s["actions"])]
     (statement,) = sqs
@@ -76,6 +80,7 @@ def test_the_role_reads_and_deletes_on_that_queue_only(statements: list[dict[str
     assert decrypt["resources"] == ["${statement.value}"]
 
 
+@pytest.mark.unit
 def test_the_queue_statements_follow_their_variables(autoscaler: dict[str, Any]) -> None:
     document = autoscaler["data"]["aws_iam_policy_document"]["autoscaler"]
     by_sid = {blocks(d["statement"]["content"])[0]["sid"]: d["statement"] for d in blocks(document["dynamic"])}
@@ -83,6 +88,7 @@ def test_the_queue_statements_follow_their_variables(autoscaler: dict[str, Any])
     assert "var.interruption_queue_kms_key_arn == null" in by_sid["DecryptInterruptionNoticesThroughSqs"]["for_each"]
 
 
+@pytest.mark.unit
 def test_spot_launches_come_from_the_fleet_templates_and_tag_the_instance(
     statements: list[dict[str, Any]],  # noqa: F811
 ) -> None:
@@ -116,6 +122,7 @@ def _publish(moto: Moto, body: str) -> None:
     assert bus.put_events(Entries=[entry])["FailedEntryCount"] == 0
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("body", "kind"),
     [

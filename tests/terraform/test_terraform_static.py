@@ -24,17 +24,20 @@ from tests.terraform.tfhelpers import (
 SKIP_COMMENT = re.compile(r"#\s*checkov:skip=([A-Z0-9_]+)(?::(.*))?$")
 
 
+@pytest.mark.unit
 def test_terraform_tree_has_the_modules_and_example() -> None:
     for rel in ("modules/fleet", "modules/autoscaler", "modules/gateway", "examples/basic"):
         assert list((TF_DIR / rel).glob("*.tf")), f"terraform/{rel} has no .tf files"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("path", tf_files(), ids=lambda p: str(p.relative_to(TF_DIR)))
 def test_python_hcl2_parses(path: Path) -> None:
     parsed = load_hcl(path)
     assert parsed, f"{path} parsed to nothing"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("module_dir", [FLEET_DIR, AUTOSCALER_DIR], ids=["fleet", "autoscaler"])
 def test_variables_are_typed_and_described(module_dir: Path, request: pytest.FixtureRequest) -> None:
     config = request.getfixturevalue(module_dir.name)
@@ -47,6 +50,7 @@ def test_variables_are_typed_and_described(module_dir: Path, request: pytest.Fix
     assert not problems, problems
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("module_dir", [FLEET_DIR, AUTOSCALER_DIR], ids=["fleet", "autoscaler"])
 def test_outputs_are_described(module_dir: Path, request: pytest.FixtureRequest) -> None:
     config = request.getfixturevalue(module_dir.name)
@@ -54,6 +58,7 @@ def test_outputs_are_described(module_dir: Path, request: pytest.FixtureRequest)
     assert not undescribed
 
 
+@pytest.mark.unit
 def test_security_relevant_variables_are_validated(fleet: dict[str, Any], autoscaler: dict[str, Any]) -> None:
     must_validate = {
         "fleet": [
@@ -85,6 +90,7 @@ def test_security_relevant_variables_are_validated(fleet: dict[str, Any], autosc
         assert not missing, f"{module}: no validation block on {missing}"
 
 
+@pytest.mark.e2e
 def test_every_checkov_skip_states_a_reason() -> None:
     """A skip is allowed only in the code, next to the resource, with a written reason."""
     skips = []
@@ -98,6 +104,7 @@ def test_every_checkov_skip_states_a_reason() -> None:
     assert not unexplained, f"checkov skips without a real reason: {unexplained}"
 
 
+@pytest.mark.e2e
 def test_terraform_fmt_clean(needs_terraform: str) -> None:
     result = subprocess.run(
         [needs_terraform, "fmt", "-check", "-recursive", "-diff", str(TF_DIR)],
@@ -115,6 +122,7 @@ def _provider_mirror() -> Path | None:
     return mirror if (mirror / "registry.terraform.io" / "hashicorp" / "aws").is_dir() else None
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("config", ["examples/basic", "modules/fleet", "modules/autoscaler"])
 def test_terraform_validate_with_a_local_provider_mirror(needs_terraform: str, tmp_path: Path, config: str) -> None:
     """`terraform validate` against the real AWS provider schema, offline. Not a plan: no AWS calls."""
@@ -166,6 +174,7 @@ def _invalid(workdir: Path, variable: str, **overrides: str) -> bool:
     return "Invalid value for variable" in result.stderr and f'variable "{variable}"' in result.stderr
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("variable", "value"),
     [
@@ -192,6 +201,7 @@ def test_fleet_variable_validation_refuses(
     assert _invalid(fleet_variables_dir, variable, **{variable: value}), f"{variable}={value!r} was accepted"
 
 
+@pytest.mark.unit
 def test_fleet_variable_validation_accepts_defaults_and_private_cidrs(
     needs_terraform: str, fleet_variables_dir: Path
 ) -> None:

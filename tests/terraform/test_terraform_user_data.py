@@ -108,6 +108,7 @@ def host(autoscaler: dict[str, Any]) -> dict[str, Any]:
 # --- both templates ----------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("template", "tf_file"),
     [(NODE_TEMPLATE, FLEET_DIR / "launch_templates.tf"), (HOST_TEMPLATE, AUTOSCALER_DIR / "host.tf")],
@@ -117,6 +118,7 @@ def test_templatefile_call_passes_exactly_the_placeholders(template: Path, tf_fi
     assert template_placeholders(template.read_text()) == templatefile_call_keys(tf_file.read_text(), template.name)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("template", "kind"), [(NODE_TEMPLATE, "fleet"), (HOST_TEMPLATE, "autoscaler")], ids=["node", "host"]
 )
@@ -137,6 +139,7 @@ def test_python_render_matches_terraform_templatefile(
 # --- the GPU node ------------------------------------------------------------------------------------
 
 
+@pytest.mark.unit
 def test_node_authorises_the_autoscaler_key_for_the_unprivileged_agent_user_only(node: dict[str, Any]) -> None:
     assert "ssh_authorized_keys" not in node, "the key must not go to the sudo-capable default user"
     default, agent = node["users"]
@@ -146,6 +149,7 @@ def test_node_authorises_the_autoscaler_key_for_the_unprivileged_agent_user_only
     assert "sudo" not in agent and "groups" not in agent
 
 
+@pytest.mark.unit
 def test_node_prints_its_ssh_host_keys_to_the_console(node: dict[str, Any]) -> None:
     """The autoscaler pins a new node's host key from its console (ec2:GetConsoleOutput): nothing
     may keep cloud-init from printing every key type there, whatever the AMI's cloud.cfg says."""
@@ -155,6 +159,7 @@ def test_node_prints_its_ssh_host_keys_to_the_console(node: dict[str, Any]) -> N
     assert node["no_ssh_fingerprints"] is False
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("path", "name"),
     [
@@ -166,10 +171,12 @@ def test_node_installs_the_deploy_units_verbatim(node: dict[str, Any], path: str
     assert files(node)[path] == (UNITS / name).read_text().strip() + "\n"
 
 
+@pytest.mark.unit
 def test_host_installs_the_deploy_unit_verbatim(host: dict[str, Any]) -> None:
     assert files(host)["/etc/systemd/system/igniter.service"] == (UNITS / "igniter.service").read_text().strip() + "\n"
 
 
+@pytest.mark.unit
 def test_node_starts_the_agent_as_a_systemd_service(node: dict[str, Any]) -> None:
     written = files(node)
     agent = unit(written["/etc/systemd/system/igniter-agent.service"])
@@ -191,6 +198,7 @@ INSTALL = '/opt/igniter/venv/bin/pip install --quiet "$(agent_requirement "$IGNI
 HOST_INSTALL = '/opt/igniter/venv/bin/pip install --quiet "$(service_requirement "$IGNITER_PACKAGE")"'
 
 
+@pytest.mark.e2e
 def test_node_installs_the_project_with_its_agent_extra(node: dict[str, Any], tmp_path: Path) -> None:
     setup = files(node)["/usr/local/sbin/igniter-node-setup"]
     assert INSTALL in setup
@@ -215,6 +223,7 @@ def _call(script: str, name: str, argument: str) -> str:
     return done.stdout.removesuffix("\n")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("package", "requirement"),
     [
@@ -243,6 +252,7 @@ def test_node_adds_the_agent_extra_to_every_form_of_igniter_package(
     assert _call(files(node)["/usr/local/sbin/igniter-node-setup"], "agent_requirement", package) == requirement
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("package", "requirement"),
     [
@@ -265,11 +275,13 @@ def test_host_installs_the_service_extra(host: dict[str, Any], package: str, req
     assert _call(setup, "service_requirement", package) == requirement
 
 
+@pytest.mark.unit
 def test_node_state_dir_is_private_to_the_agent_user(node: dict[str, Any]) -> None:
     setup = files(node)["/usr/local/sbin/igniter-node-setup"]
     assert 'install -d -o "$IGNITER_AGENT_USER" -g "$IGNITER_AGENT_USER" -m 0700 "$IGNITER_STATE_DIR"' in setup
 
 
+@pytest.mark.e2e
 def test_node_env_file_survives_shell_and_systemd_quoting(node: dict[str, Any], tmp_path: Path) -> None:
     env = tmp_path / "node.env"
     env.write_text(files(node)["/etc/igniter/node.env"])
@@ -282,6 +294,7 @@ def test_node_env_file_survives_shell_and_systemd_quoting(node: dict[str, Any], 
     assert result.stdout == f"{PACKAGE}|s3://team-models/models/"
 
 
+@pytest.mark.unit
 def test_node_enables_mps(node: dict[str, Any]) -> None:
     gpu = unit(files(node)["/etc/systemd/system/igniter-gpu-setup.service"])
     assert gpu["ExecStart"] == [
@@ -297,6 +310,7 @@ def test_node_enables_mps(node: dict[str, Any]) -> None:
     assert setup.index("enable --now igniter-gpu-setup.service") < setup.index("enable --now igniter-agent.service")
 
 
+@pytest.mark.e2e
 def test_node_syncs_models_from_s3(node: dict[str, Any], tmp_path: Path) -> None:
     written = files(node)
     sync = written["/usr/local/sbin/igniter-model-sync"]
@@ -308,6 +322,7 @@ def test_node_syncs_models_from_s3(node: dict[str, Any], tmp_path: Path) -> None
     assert setup.index("systemctl start igniter-model-sync.service") < setup.index("enable --now igniter-agent.service")
 
 
+@pytest.mark.unit
 def test_node_cloudwatch_agent_config_is_json_with_its_own_variables(node: dict[str, Any]) -> None:
     config = json.loads(files(node)["/etc/igniter/cloudwatch-agent.json"])
     assert config["metrics"]["append_dimensions"]["InstanceId"] == "${aws:InstanceId}"
@@ -317,6 +332,7 @@ def test_node_cloudwatch_agent_config_is_json_with_its_own_variables(node: dict[
 # --- the autoscaler host -----------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_host_runs_igniter_run_with_the_policy(host: dict[str, Any], tmp_path: Path) -> None:
     written = files(host)
     service = unit(written["/etc/systemd/system/igniter.service"])
@@ -334,6 +350,7 @@ def test_host_runs_igniter_run_with_the_policy(host: dict[str, Any], tmp_path: P
     assert host["runcmd"] == [["/usr/local/sbin/igniter-autoscaler-setup"]]
 
 
+@pytest.mark.unit
 def test_host_fetches_its_key_from_the_secret(host: dict[str, Any]) -> None:
     written = files(host)
     script = written["/usr/local/sbin/igniter-fetch-ssh-key"]
@@ -344,6 +361,7 @@ def test_host_fetches_its_key_from_the_secret(host: dict[str, Any]) -> None:
     assert 'IGNITER_SSH_KEY_FILE="/etc/igniter/ssh/id_autoscaler"' in env
 
 
+@pytest.mark.e2e
 def test_host_writes_the_policy_given_to_terraform(autoscaler: dict[str, Any], tmp_path: Path) -> None:
     target = tmp_path / "policy.yaml"
     config = cloud_config(render_template(HOST_TEMPLATE.read_text(), host_vars(autoscaler, str(target))))
@@ -398,6 +416,7 @@ def _run_mig_mode(fleet: dict[str, Any], tmp_path: Path, mig: str, reset_works: 
     return done.returncode, calls, tmp_path / "marker"
 
 
+@pytest.mark.e2e
 def test_a_mig_type_turns_mig_mode_on_and_resets_before_the_agent(fleet: dict[str, Any], tmp_path: Path) -> None:
     code, calls, marker = _run_mig_mode(fleet, tmp_path, "true", reset_works=True)
     assert code == 0
@@ -408,16 +427,19 @@ def test_a_mig_type_turns_mig_mode_on_and_resets_before_the_agent(fleet: dict[st
     assert not any("reboot" in c for c in calls)
 
 
+@pytest.mark.e2e
 def test_a_gpu_the_reset_cannot_switch_gets_one_reboot_then_an_error(fleet: dict[str, Any], tmp_path: Path) -> None:
     code, calls, marker = _run_mig_mode(fleet, tmp_path, "true", reset_works=False)
     assert code == 0 and marker.exists() and calls[-1] == "systemctl --no-block reboot"
 
 
+@pytest.mark.e2e
 def test_other_types_leave_mig_mode_alone(fleet: dict[str, Any], tmp_path: Path) -> None:
     code, calls, _ = _run_mig_mode(fleet, tmp_path, "false", reset_works=True)
     assert code == 0 and calls == []
 
 
+@pytest.mark.unit
 def test_mig_instance_types_are_the_mig_capable_ones(fleet: dict[str, Any]) -> None:
     variable = fleet["variable"]["mig_instance_types"]
     assert variable["default"] == []

@@ -13,6 +13,8 @@ from autoscaler.transport.pins import MARKER, PinnedHostKeys
 from autoscaler.transport.trust import HostKeyTrust
 from tests.fleet.test_console import keygen
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:

@@ -21,6 +21,9 @@ from autoscaler.transport.base import TransportError, parse_status
 from autoscaler.transport.ssh import SshTransport
 from tests.kit.backends import Sshd, free_port
 
+pytestmark = pytest.mark.e2e
+
+
 AGENT = resolve_agent_command("igniter-agent")
 INSTANCE = Instance(
     id="i-0123", instance_type="p3.2xlarge", slot="f-p3-0", state="running", launched_at=0.0, address="10.1.2.3"

@@ -12,6 +12,8 @@ import pytest
 
 from tests.kit.agent import Agent, agent_cmd, free_port, server_spec
 
+pytestmark = pytest.mark.e2e
+
 
 def _doc(cnn_dir: Path, **server: object) -> dict:
     return {"generation": 2, "servers": [{**server_spec("a", cnn_dir, 8101), **server}]}

@@ -13,6 +13,8 @@ import pytest
 
 from tests.kit.agent import Agent, agent_cmd, alive, free_port, port_open, server_spec, wait_until
 
+pytestmark = pytest.mark.e2e
+
 TOP_LEVEL = {"generation", "gpu_available", "gpus", "servers", "agent_pid", "updated_at"}
 PER_SERVER = {
     "name",

@@ -24,6 +24,7 @@ def _spec(name: str, **extra: Any) -> ServerSpec:
     )
 
 
+@pytest.mark.unit
 def test_diff_starts_stops_restarts_and_keeps() -> None:
     running = {"a": _spec("a"), "b": _spec("b"), "c": _spec("c")}
     desired = {"a": _spec("a"), "b": _spec("b", mps_percent=20), "d": _spec("d")}
@@ -84,6 +85,7 @@ def _step_until_ready(daemon: Daemon, generation: int) -> dict[str, Any]:
     return wait_until(ready, 30, f"generation {generation} ready", poll=0.1)
 
 
+@pytest.mark.e2e
 def test_servers_get_their_gpu_share_env_and_a_share_change_restarts_only_that_server(
     daemon: tuple[Daemon, FakeMps], cnn_dir: Path
 ) -> None:
@@ -115,6 +117,7 @@ def test_servers_get_their_gpu_share_env_and_a_share_change_restarts_only_that_s
     assert _environ(second["a"]["pid"])["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "40"
 
 
+@pytest.mark.e2e
 def test_a_corrupt_assignment_file_is_reported_and_changes_nothing(
     daemon: tuple[Daemon, FakeMps], cnn_dir: Path
 ) -> None:
@@ -136,6 +139,7 @@ def test_a_corrupt_assignment_file_is_reported_and_changes_nothing(
     assert "servers[0].workload: required field is missing" in status["assignment_error"]
 
 
+@pytest.mark.e2e
 def test_shutdown_stops_servers_and_mps(daemon: tuple[Daemon, FakeMps], cnn_dir: Path) -> None:
     agent, mps = daemon
     _apply(

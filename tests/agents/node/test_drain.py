@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 import torch
 
 from agents.node.daemon import server_changes
@@ -35,6 +36,7 @@ def _outcome(client: httpx.Client, port: int, workload: str) -> str:
     return "served" if reply.status_code == 200 else f"failed {reply.status_code}"
 
 
+@pytest.mark.e2e
 def test_a_server_removed_with_64_requests_in_flight_answers_all_and_is_never_listed_again(
     agent: Agent, cnn_dir: Path
 ) -> None:
@@ -61,6 +63,7 @@ def test_a_server_removed_with_64_requests_in_flight_answers_all_and_is_never_li
     assert "server old: drained, exited with code 0" in agent.read_log()
 
 
+@pytest.mark.e2e
 def test_old_and_new_server_of_one_workload_run_side_by_side_and_the_swap_loses_nothing(
     agent: Agent, cnn_dir: Path
 ) -> None:
@@ -106,6 +109,7 @@ def test_old_and_new_server_of_one_workload_run_side_by_side_and_the_swap_loses_
     assert list(after) == ["w-1"] and after["w-1"]["pid"] == both["w-1"]["pid"]
 
 
+@pytest.mark.e2e
 def test_a_port_handed_to_a_new_server_waits_for_the_old_one_to_drain(agent: Agent, cnn_dir: Path) -> None:
     port = free_port()
     agent.apply([server_spec("a", cnn_dir, port)])
@@ -122,12 +126,14 @@ def _spec(**extra: object) -> ServerSpec:
     )
 
 
+@pytest.mark.unit
 def test_a_new_drain_timeout_alone_restarts_nothing() -> None:
     changes = server_changes({"a": _spec()}, {"a": _spec(drain_timeout_s=5.0)})
     assert (changes.keep, changes.restart) == (("a",), ())
     assert server_changes({"a": _spec()}, {"a": _spec(batch=2)}).restart == (_spec(batch=2),)
 
 
+@pytest.mark.e2e
 def test_the_assignment_drain_timeout_reaches_the_server_and_overrides_the_agent_flag(
     make_agent, cnn_dir: Path
 ) -> None:

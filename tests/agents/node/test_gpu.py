@@ -6,7 +6,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from agents.node.gpu import NoGpu, NvmlMonitor, health
+
+pytestmark = pytest.mark.unit
 
 
 def test_no_driver_means_no_gpus_not_a_crash() -> None:

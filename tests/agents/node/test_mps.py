@@ -55,6 +55,7 @@ def _calls(state: Path) -> list[dict]:
     return [json.loads(line) for line in (state / "calls.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.e2e
 def test_starts_its_own_daemon_once_with_its_own_directories(tmp_path: Path, fake_control: Path) -> None:
     mps = NvidiaMps(tmp_path / "agent" / "mps")
     mps.ensure_running()
@@ -76,6 +77,7 @@ def test_starts_its_own_daemon_once_with_its_own_directories(tmp_path: Path, fak
     assert not (fake_control / "running").exists()
 
 
+@pytest.mark.e2e
 def test_a_daemon_already_answering_is_reused_and_left_running(tmp_path: Path, fake_control: Path) -> None:
     (fake_control / "running").touch()
     mps = NvidiaMps(tmp_path / "mps")
@@ -84,11 +86,13 @@ def test_a_daemon_already_answering_is_reused_and_left_running(tmp_path: Path, f
     assert [c for c in _calls(fake_control) if c["argv"] == ["-d"] or c.get("stdin") == "quit"] == []
 
 
+@pytest.mark.e2e
 def test_missing_binary_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(MpsError, match="not found on PATH"):
         NvidiaMps(tmp_path, binary="no-such-mps-control").ensure_running()
 
 
+@pytest.mark.unit
 def test_server_env_carries_gpu_pipe_and_share(tmp_path: Path) -> None:
     spec = ServerSpec(name="s", workload="w", model_dir="/m", batch=4, mps_percent=37.5, gpu_index=2, port=9)
     env = NvidiaMps(tmp_path).server_env(spec)

@@ -15,6 +15,7 @@ from agents.spec import ServerSpec
 SPEC = ServerSpec(name="s", workload="w", model_dir="/m", batch=1, mps_percent=10, port=1)
 
 
+@pytest.mark.unit
 def test_backoff_doubles_from_one_second_and_gives_up_at_five_crashes_in_five_minutes() -> None:
     policy = RestartPolicy()
     crashes: list[float] = []
@@ -25,18 +26,21 @@ def test_backoff_doubles_from_one_second_and_gives_up_at_five_crashes_in_five_mi
     assert delays == [1.0, 2.0, 4.0, 8.0, None]
 
 
+@pytest.mark.unit
 def test_old_crashes_leave_the_window_and_the_backoff_is_capped() -> None:
     policy = RestartPolicy(crash_limit=100)
     assert policy.delay_after([0.0, 10.0, 400.0], 400.0) == 1.0  # only the crash at 400 is recent
     assert policy.delay_after([float(t) for t in range(20)], 20.0) == 30.0
 
 
+@pytest.mark.unit
 def test_exit_descriptions() -> None:
     assert describe_exit(-9, "ignored") == "killed by SIGKILL"
     assert describe_exit(1, "ValueError: bad") == "exited with code 1: ValueError: bad"
     assert describe_exit(0, None) == "exited with code 0"
 
 
+@pytest.mark.unit
 def test_last_line_of_a_log(tmp_path: Path) -> None:
     log = tmp_path / "x.log"
     log.write_text("first\nigniter-server: fatal: boom\n\n")
@@ -64,6 +68,7 @@ def _tick_until_exit(server: ManagedServer, clock: Clock) -> None:
     server.tick(clock.now)
 
 
+@pytest.mark.e2e
 def test_a_crash_looping_server_backs_off_then_fails_with_its_last_error(tmp_path: Path) -> None:
     clock = Clock()
     server = ManagedServer(SPEC, ServerFiles.under(tmp_path, "s"), _crashing_launch, RestartPolicy(), clock.now)
@@ -82,6 +87,7 @@ def test_a_crash_looping_server_backs_off_then_fails_with_its_last_error(tmp_pat
     assert server.proc is None and server.state == "failed"
 
 
+@pytest.mark.unit
 def test_a_launch_that_raises_counts_as_a_crash(tmp_path: Path) -> None:
     def refuse(spec: ServerSpec, files: ServerFiles) -> subprocess.Popen:
         raise RuntimeError("MPS control daemon did not answer")
@@ -92,6 +98,7 @@ def test_a_launch_that_raises_counts_as_a_crash(tmp_path: Path) -> None:
     assert server.next_start_at == 1.0
 
 
+@pytest.mark.e2e
 def test_terminate_and_wait_stop_a_live_process(tmp_path: Path) -> None:
     def sleeper(spec: ServerSpec, files: ServerFiles) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])

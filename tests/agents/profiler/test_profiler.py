@@ -50,6 +50,7 @@ def _measured() -> tuple[dict, dict, dict, dict]:
     return grid, extra, probe, hardware
 
 
+@pytest.mark.unit
 def test_assembled_profile_passes_the_autoscaler_schema_and_keeps_other_models(tmp_path: Path) -> None:
     grid, extra, probe, hardware = _measured()
     out = tmp_path / "gpu.yaml"
@@ -64,11 +65,13 @@ def test_assembled_profile_passes_the_autoscaler_schema_and_keeps_other_models(t
     assert "proxy" in yaml.safe_load(out.read_text())["source"]
 
 
+@pytest.mark.unit
 def test_l2_proxy_is_proportional_to_throughput() -> None:
     assert l2_proxy(10.0, 32, reference_rps=3200.0) == pytest.approx(30.0)
     assert l2_proxy(10.0, 16, reference_rps=3200.0) == pytest.approx(15.0)
 
 
+@pytest.mark.unit
 def test_tensor_bytes_use_dtype_sizes_and_count_variable_dims_once() -> None:
     config = ModelConfig.model_validate(
         {
@@ -79,6 +82,7 @@ def test_tensor_bytes_use_dtype_sizes_and_count_variable_dims_once() -> None:
     assert (tensor_bytes(config.inputs), tensor_bytes(config.outputs)) == (8, 12)
 
 
+@pytest.mark.unit
 def test_datatype_sizes_agree_with_torch() -> None:
     from agents.server.tensors import TORCH_DTYPES
     from agents.spec import DATATYPE_BYTES
@@ -86,6 +90,7 @@ def test_datatype_sizes_agree_with_torch() -> None:
     assert {name: TORCH_DTYPES[name].itemsize for name in DATATYPE_BYTES} == DATATYPE_BYTES
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
 def test_a_worker_without_cuda_reports_why_over_the_protocol(cnn_dir: Path) -> None:
     """The real worker process on this CPU machine: it must say why, not hang the profiler."""

@@ -35,7 +35,9 @@ def start_server(tmp: Path, model_dir: Path, name: str, *args: str, **extra: Any
     cmd = [sys.executable, "-m", "agents.server", "--spec", json.dumps(spec), "--stats-file", str(stats), *args]
     proc = subprocess.Popen(cmd, stderr=open(log, "wb"))
     url = f"http://{spec.get('host', '127.0.0.1')}:{port}"
-    wait_until(lambda: is_ready(url) or proc.poll() is not None, 30, "server ready")
+    # waits on readiness itself; the bound is generous because under xdist several servers import
+    # torch at once (30 s was exceeded at 4 workers on a loaded 2-core machine)
+    wait_until(lambda: is_ready(url) or proc.poll() is not None, 90, "server ready")
     assert proc.poll() is None, log.read_text()
     return Served(proc, url, name, stats, load_scripted(model_dir), port, log)
 

@@ -11,6 +11,8 @@ import torch
 
 from agents.server.batcher import Batcher, BatchError
 
+pytestmark = pytest.mark.unit
+
 
 class Recorder:
     """The run function: doubles its input and records every batch size it was given."""

@@ -9,10 +9,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 import torch
 
 from tests.agents.server.helpers import Served, start_server, stop_server
 from tests.kit.agent import port_open, wait_until
+
+pytestmark = pytest.mark.e2e
 
 
 def infer(client: httpx.Client, served: Served, x: torch.Tensor) -> httpx.Response:

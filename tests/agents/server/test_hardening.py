@@ -16,6 +16,10 @@ import pytest
 
 from tests.agents.server.helpers import Served, start_server, stop_server
 
+# the module's tests share one costly module-scoped fixture: under --dist loadgroup they run on one worker
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_hardening")]
+
+
 READ_TIMEOUT_S = 2.0
 
 

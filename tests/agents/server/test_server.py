@@ -19,6 +19,9 @@ import torch
 from tests.agents.server.helpers import Served, start_server, stop_server
 from tests.kit.agent import alive, free_port, port_open, wait_until
 
+# the module's tests share one costly module-scoped fixture: under --dist loadgroup they run on one worker
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_server")]
+
 
 @pytest.fixture(scope="module")
 def cnn(tmp_path_factory: pytest.TempPathFactory, cnn_dir: Path) -> Iterator[Served]:

@@ -26,6 +26,7 @@ def _body(a: dict | None = None, b: dict | None = None, **top: object) -> bytes:
     return json.dumps({"inputs": inputs, **top}).encode()
 
 
+@pytest.mark.unit
 def test_valid_request_decodes_to_typed_tensors() -> None:
     decoded = decode(_body(b={"data": [[1, 2, 3]]}), CONFIG, max_batch=4)
     assert decoded.n == 1
@@ -33,6 +34,7 @@ def test_valid_request_decodes_to_typed_tensors() -> None:
     assert decoded.tensors[1].dtype == torch.int8 and decoded.tensors[1].shape == (1, 3)
 
 
+@pytest.mark.property
 @pytest.mark.parametrize(
     ("body", "words"),
     [
@@ -62,12 +64,14 @@ def test_malformed_requests_are_bad_requests(body: bytes, words: str) -> None:
     assert words in str(info.value)
 
 
+@pytest.mark.unit
 def test_missing_input_is_named() -> None:
     body = json.dumps({"inputs": [{"name": "a", "shape": [1, 2], "datatype": "FP32", "data": [1, 2]}]}).encode()
     with pytest.raises(BadRequest, match=r"missing input\(s\) \['b'\]"):
         decode(body, CONFIG, max_batch=4)
 
 
+@pytest.mark.unit
 def test_encode_returns_requested_outputs_with_declared_types() -> None:
     decoded = decode(_body(id="r1", outputs=[{"name": "z"}]), CONFIG, max_batch=4)
     body = encode([torch.tensor([[0.5, 1.0]]), torch.tensor([7])], CONFIG, decoded, "m")
@@ -80,6 +84,7 @@ def test_encode_returns_requested_outputs_with_declared_types() -> None:
     assert body.blobs == []
 
 
+@pytest.mark.unit
 def test_binary_outputs_follow_the_request_default_and_per_output_flags() -> None:
     y, z = torch.tensor([[0.5, -1.25]]), torch.tensor([7])
     everything = decode(_body(parameters={"binary_data_output": True}), CONFIG, max_batch=4)
@@ -97,6 +102,7 @@ def test_binary_outputs_follow_the_request_default_and_per_output_flags() -> Non
     assert body.blobs == []
 
 
+@pytest.mark.unit
 def test_bool_and_bf16_outputs_have_their_raw_bytes() -> None:
     from agents.server.tensors import raw_bytes
 
@@ -105,6 +111,7 @@ def test_bool_and_bf16_outputs_have_their_raw_bytes() -> None:
     assert raw_bytes(half) == half.view(torch.int16).numpy().tobytes()
 
 
+@pytest.mark.unit
 def test_binary_flags_must_be_booleans_and_classification_is_refused() -> None:
     with pytest.raises(BadRequest, match=r"parameters\.binary_data_output: must be true or false"):
         decode(_body(parameters={"binary_data_output": "yes"}), CONFIG, max_batch=4)
@@ -114,6 +121,7 @@ def test_binary_flags_must_be_booleans_and_classification_is_refused() -> None:
         decode(_body(outputs=[{"name": "y", "parameters": {"class_count": 3}}]), CONFIG, max_batch=4)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "raw",
     [b"[NaN, 1.0]", b"[1.0, Infinity]", b"[-Infinity, 0]", b"[1e999, 0]"],
@@ -129,6 +137,7 @@ def test_non_finite_json_inputs_are_refused(raw: bytes) -> None:
         decode(body, CONFIG, max_batch=4)
 
 
+@pytest.mark.unit
 def test_fp16_overflow_and_binary_nan_are_refused() -> None:
     config = ModelConfig.model_validate(
         {
@@ -147,6 +156,7 @@ def test_fp16_overflow_and_binary_nan_are_refused() -> None:
         decode(header + raw, config, max_batch=2, header_length=len(header))
 
 
+@pytest.mark.unit
 def test_non_finite_outputs_are_an_error_in_json_and_exact_in_binary() -> None:
     from agents.server.tensors import NotRepresentable
 
@@ -157,6 +167,7 @@ def test_non_finite_outputs_are_an_error_in_json_and_exact_in_binary() -> None:
     assert encode([y, z], CONFIG, binary, "m").blobs == [y.numpy().tobytes()]
 
 
+@pytest.mark.unit
 def test_model_results_in_every_supported_form() -> None:
     y, z = torch.zeros(1, 2), torch.zeros(1, dtype=torch.int64)
     assert len(as_tensor_list((y, z), CONFIG)) == 2
@@ -188,6 +199,7 @@ def _binary(a: torch.Tensor, b: torch.Tensor, b_size: int | None = None, trailin
     return header + a.numpy().tobytes() + b.numpy().tobytes() + trailing, len(header)
 
 
+@pytest.mark.unit
 def test_binary_tensor_extension_decodes_exact_values() -> None:
     a, b = torch.randn(2, 2), torch.tensor([[1, -2, 3], [4, 5, -6]], dtype=torch.int8)
     body, header_length = _binary(a, b)
@@ -195,6 +207,7 @@ def test_binary_tensor_extension_decodes_exact_values() -> None:
     assert torch.equal(decoded.tensors[0], a) and torch.equal(decoded.tensors[1], b) and decoded.n == 2
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize(
     ("b_size", "trailing", "header_delta", "words"),
     [
@@ -214,6 +227,7 @@ def test_binary_requests_with_wrong_sizes_are_bad_requests(
         decode(body, CONFIG, max_batch=4, header_length=header_length + header_delta)
 
 
+@pytest.mark.unit
 def test_data_and_binary_together_or_neither_is_refused() -> None:
     body = json.dumps(
         {

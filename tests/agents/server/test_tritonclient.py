@@ -16,6 +16,9 @@ from tritonclient.utils import InferenceServerException
 
 from tests.agents.server.helpers import Served, start_server, stop_server
 
+# the module's tests share one costly module-scoped fixture: under --dist loadgroup they run on one worker
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_tritonclient")]
+
 
 @pytest.fixture(scope="module")
 def heads(tmp_path_factory: pytest.TempPathFactory, two_heads_dir: Path) -> Iterator[Served]:
