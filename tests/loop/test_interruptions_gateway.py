@@ -29,7 +29,9 @@ def setup(tmp_path: Path, drain_timeout_s: float = 30.0) -> Rig:
         tmp_path,
         gateway={"kind": "haproxy", "drain_timeout_s": drain_timeout_s},
         rates={"source": "static"},
-        scaling={"interval_s": 30, "scale_down_delay_s": 0, "headroom": 0.0, "forecast": "last"},
+        # burst off: these tests follow where a going instance's capacity comes from (its replacement);
+        # stand-ins in free share while it boots are tests/loop/test_fast_path.py's subject
+        scaling={"interval_s": 30, "scale_down_delay_s": 0, "headroom": 0.0, "forecast": "last", "burst": False},
     )
     clock = Clock()
     ctl, prov, _tr, _rates = make_controller(policy, clock)

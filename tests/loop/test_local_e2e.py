@@ -134,10 +134,12 @@ def run_until_converged(ctl: Controller, timeout: float = 120.0) -> None:
     raise AssertionError(f"fleet did not converge; last actions: {ctl.store.actions()[-5:]}")
 
 
-def answers(ctl: Controller) -> None:
-    """Each server answers a real inference request with the tiny model's output."""
+def answers(ctl: Controller, model_dir: Path) -> None:
+    """Each server answers a real inference request with the tiny model's output (torch's own)."""
+    x = [float(i) / 8 for i in range(8)]
+    with torch.no_grad():
+        want = torch.jit.load(str(model_dir / "model.pt"))(torch.tensor([x])).flatten().tolist()
     for name, (workload, port) in servers(ctl).items():
-        x = [float(i) / 8 for i in range(8)]
         reply = httpx.post(
             f"http://127.0.0.1:{port}/v2/models/{workload}/infer",
             timeout=20,
@@ -145,7 +147,7 @@ def answers(ctl: Controller) -> None:
         )
         assert reply.status_code == 200, (name, reply.text)
         out = reply.json()["outputs"][0]
-        assert out["shape"] == [1, 4] and min(out["data"]) >= 0.0  # relu output
+        assert out["shape"] == [1, 4] and out["data"] == pytest.approx(want, abs=1e-5)
     listen = ctl.policy.gateway.listen
     for workload in ("alex", "res"):
         reply = httpx.post(
@@ -162,7 +164,7 @@ def test_fleet_follows_a_rate_step_up_then_down(fleet: tuple[Controller, ManualR
     torch.manual_seed(0)
     run_until_converged(ctl)
     low_slots = {s.slot for s in ctl.store.current_layout().slots}  # type: ignore[union-attr]
-    answers(ctl)
+    answers(ctl, tiny_model_dir)
     assert {w for w, _ in servers(ctl).values()} == {"alex", "res"}
 
     rates.set(**high_rates(ctl.policy))
@@ -170,14 +172,14 @@ def test_fleet_follows_a_rate_step_up_then_down(fleet: tuple[Controller, ManualR
     high_slots = {s.slot for s in ctl.store.current_layout().slots}  # type: ignore[union-attr]
     assert len(high_slots) > len(low_slots) and low_slots <= high_slots  # scale-out keeps what runs
     assert len(ctl.deps.provider.list_instances()) == len(high_slots)
-    answers(ctl)
+    answers(ctl, tiny_model_dir)
 
     rates.set(**LOW)
     run_until_converged(ctl)
     final = {s.slot for s in ctl.store.current_layout().slots}  # type: ignore[union-attr]
     assert len(final) == len(low_slots)
     assert {i.slot for i in ctl.deps.provider.list_instances()} == final
-    answers(ctl)
+    answers(ctl, tiny_model_dir)
     reasons = [h["reason"] for h in ctl.store.history()]
     assert "drain" in reasons and "scale_in" in reasons and "gone" in reasons
     assert isinstance(ctl.deps.provider, LocalProvider)
