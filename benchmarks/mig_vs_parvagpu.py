@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     over = [g for g in gen if g["igniter_gpus"] != g["lower_bound_gpus"]]
     print(
         f"generated ({args.generated}, seed {args.seed}): igniter {total} GPUs, bound {bound} "
-        f"({(total / bound - 1) * 100:.2f} % above); {len(over)} scenarios above their bound"
+        f"({(total / bound - 1) * 100 if bound else 0.0:.2f} % above); {len(over)} scenarios above their bound"
     )
     big = thousand(scenarios, args.seed)
     _, t1000, c1000 = timed(big, {"a100-80gb": model}, max(1, args.runs // 2))
@@ -171,7 +171,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             "count": len(gen),
             "igniter_gpus": total,
             "lower_bound_gpus": bound,
-            "above_bound_percent": round((total / bound - 1) * 100, 3),
+            "above_bound_percent": round((total / bound - 1) * 100, 3) if bound else None,
             "scenarios": gen,
         },
         "planning_seconds": {
