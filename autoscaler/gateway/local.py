@@ -179,7 +179,7 @@ class LocalHaproxy:
         text = f"# igniter-spec {spec_hash(spec)}\n" + render(spec, self.paths, servers)
         tmp = self.cfg.with_suffix(".cfg.new")
         tmp.write_text(text, encoding="utf-8")
-        self._run([binary, "-c", "-q", "-f", str(tmp)], "check the configuration of")
+        self._run([binary, "-c", "-f", str(tmp)], "check the configuration of")
         os.replace(tmp, self.cfg)
 
     def _run(self, argv: list[str], what: str) -> None:
