@@ -39,7 +39,7 @@ from autoscaler.gateway import runtime
 from autoscaler.gateway.base import GatewayError, GatewaySpec, route_one, spec_hash
 from autoscaler.gateway.config import Paths, render
 
-MAX_SOCKET_PATH = 100  # sun_path holds 108 bytes
+MAX_SOCKET_PATH = 97  # haproxy's own limit for a `stats socket` path (sun_path holds 108 bytes)
 
 
 class LocalHaproxy:
