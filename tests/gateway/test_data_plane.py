@@ -82,6 +82,9 @@ def test_each_server_receives_its_planned_share(split: Controller) -> None:
 
 
 def test_status_endpoint_shows_the_gateway(split: Controller) -> None:
+    # its own traffic: under xdist this test may get a fixture no other test has sent requests to
+    load = send(infer_url(split.policy, "w"), 3000)
+    assert load.failed == 0, load.errors
     state = StatusState()
     state.publish(split, split.tick())
     server = StatusServer(state, 0).start()
