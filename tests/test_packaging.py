@@ -8,6 +8,7 @@ where some imports fail (a sitecustomize finder), as on a host where that extra 
 
 from __future__ import annotations
 
+import fcntl
 import importlib.metadata
 import os
 import re
@@ -189,12 +190,28 @@ def test_central_service_commands_run_without_torch_or_nvml(tmp_path: Path, trac
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     out = tmp_path_factory.mktemp("wheel")
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(out), str(ROOT)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    # one build at a time: setuptools writes build/ and the egg-info into the checkout, and xdist
+    # workers share the run's base temp directory's parent (pytest-N/)
+    lock = tmp_path_factory.getbasetemp().parent / "igniter-wheel.lock"
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--no-build-isolation",
+                "-q",
+                "-w",
+                str(out),
+                str(ROOT),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
     assert done.returncode == 0, done.stderr[-2000:]
     (path,) = out.glob("*.whl")
     return zipfile.ZipFile(path)
