@@ -4,9 +4,9 @@
   or running call RunInstances with the type's launch template, the instance type, tags applied at
   launch (TagSpecifications) and a ClientToken derived from fleet, slot and attempt only, so neither a
   retried request, nor a launch repeated after a crash, nor the same launch made by two leaders
-  (one paused past its lease between its fence check and this call, the other rebuilt from the
-  tags, hence the same slot and attempt) starts a second instance: EC2 answers the later request
-  with the first one's instance. A token that names an instance already gone (a slot and attempt
+  (one stopped past its lease right as its request left, after the lease check loop/fence.py's
+  bind_aws makes as it is sent; the other rebuilt from the tags, hence the same slot and attempt)
+  starts a second instance: EC2 answers the later request with the first one's instance. A token that names an instance already gone (a slot and attempt
   reused after the state file was lost, longer ago than EC2 lists terminated instances) is a
   NotFoundError: the record closes and the next attempt carries a new token. A spot launch is
   the same RunInstances with InstanceMarketOptions (spot, one-time, terminate on interruption):
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import boto3
@@ -136,7 +136,6 @@ class Ec2Provider:
         self.cfg = cfg
         self.client = client if client is not None else make_client(cfg)
         self._no_latest: set[str] = set()  # instance types that refused Latest=True
-        self.before_run: Callable[[str], None] | None = None  # test-only: a pause just before RunInstances
 
     def list_instances(self) -> list[Instance]:
         filters = [
@@ -159,8 +158,6 @@ class Ec2Provider:
         if existing is not None:
             return existing
         request = self._run_request(slot, instance_type, plan_generation, attempt, capacity_type)
-        if self.before_run is not None:
-            self.before_run(slot)
         try:
             reply = self.client.run_instances(**request)
         except (ClientError, BotoCoreError) as exc:

@@ -18,6 +18,9 @@ raises NotLeader once the term is over. A paused process (SIGSTOP, a long GC, a 
 that wakes up after its term finds the fence closed before it can act. wiring.py wraps the
 Provider and the Transport (loop/fence.py); anything else that mutates the fleet (a gateway)
 takes the same Fence and calls `check` first, or is wrapped with `Fence.guard(obj, methods)`.
+A check before a call still leaves the time between it and the request: loop/fence.py's
+`bind_aws` checks the same Fence again inside each AWS client, just before a mutating request is
+written to the socket, and raises LeaseLost there.
 """
 
 from __future__ import annotations
@@ -31,6 +34,12 @@ from typing import Any, Protocol
 
 class NotLeader(Exception):
     """A mutating call refused: this process does not hold the fleet's lease (any more)."""
+
+
+class LeaseLost(NotLeader):
+    """A request refused on its way to the cloud: the term ran out after the tick's own fence check
+    passed (the process was paused, or the call was slow to build). The tick stops as for any
+    NotLeader; the name says the refusal came at the last moment, not before the work began."""
 
 
 class LeaseError(Exception):

@@ -3,8 +3,9 @@
 `IGNITER_FAULT=<point>` makes the process SIGKILL itself when it reaches that point, e.g.
 `after_launch` (the provider returned an instance, nothing recorded yet). Points named `slow_*`
 sleep IGNITER_FAULT_SLEEP_S seconds (default 3) instead, to catch a tick in progress;
-`slow_run_instances` sleeps between the leader fence's check and EC2's RunInstances, the window
-a paused leader's launch goes out of after its lease ran out (docs/operations.md).
+`slow_send` sleeps just before the lease check that every mutating AWS request passes as it is
+sent (loop/fence.py's bind_aws): after the tick's own fence check, so a leader held there past
+its lease shows that the request is refused, not sent (docs/operations.md).
 
 `IGNITER_CALL_LOG=<file>` appends one JSON line per mutating call that passed the leader fence
 (loop/fence.py): time, pid, what, and the fencing token it went out under. Lease tests count
@@ -18,7 +19,7 @@ import os
 import signal
 import time
 
-POINTS = ("after_launch", "after_terminate", "after_apply", "slow_act", "slow_run_instances")
+POINTS = ("after_launch", "after_terminate", "after_apply", "slow_act", "slow_send")
 
 
 def point(name: str) -> None:

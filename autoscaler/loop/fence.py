@@ -1,19 +1,33 @@
-"""The one place mutating calls go out: a Provider and a Transport that check the Fence first.
+"""The one place mutating calls go out: a Provider and a Transport that check the Fence first,
+and the same Fence bound into every AWS client, checked again just before a request is sent.
 
 wiring.py wraps the real ones when the controller runs under a lease (`igniter run`), so every
 launch, terminate and agent apply is made only while this process's term holds; reads (list,
-status, host keys) pass through, and a standby could make them without harm. The check is the
-last thing before the call, and each call that passes it is recorded for crash and lease tests
-(faults.record, off unless IGNITER_CALL_LOG is set).
+status, host keys) pass through, and a standby could make them without harm. Each call that
+passes the wrapper's check is recorded for crash and lease tests (faults.record, off unless
+IGNITER_CALL_LOG is set).
+
+Why a second check. The wrapper's check comes before the provider's own work (a lookup by tags,
+building the request, signing it): a process paused in between (SIGSTOP, a VM stall, a long GC)
+would send its request after its term ran out. `bind_aws` closes that window for AWS: a botocore
+`before-send` handler on each client the leader's parts hold (EC2, SQS, CloudWatch; never the
+lease's own DynamoDB client, whose conditional writes are the lease) checks the Fence for every
+request that is not a read (Describe*, Get*, List*), for each attempt, retries included, after
+signing: nothing but the socket write comes after it. A request whose term ran out is not sent;
+LeaseLost is raised to the tick, which records it and acts on nothing more (controller.py). What
+is left, from the check to the socket write, is microseconds of code; a process stopped exactly
+there is covered by the term's margin (lease_s / 4 before anyone else may lead) and, for
+RunInstances, by the launch token every leader derives alike (docs/operations.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from autoscaler.config.offerings import ON_DEMAND
 from autoscaler.fleet.base import Instance, Provider
-from autoscaler.leader.base import Fence
+from autoscaler.leader.base import Fence, LeaseLost, NotLeader
 from autoscaler.loop import faults
 from autoscaler.transport.base import Transport
 
@@ -74,3 +88,39 @@ class FencedTransport:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+
+READS = ("Describe", "Get", "List")  # AWS operations that change nothing: a standby may make them
+LEASE_HOOK = "igniter-lease"  # the handler's id on each client's event emitter (one per client)
+
+
+def bind_aws(fence: Fence, parts: Iterable[object]) -> int:
+    """Bind the botocore client of each part that has one (`part.client`) to `fence`; returns how
+    many were bound. A part without a client (the local provider, a static rate source) is skipped."""
+    bound = 0
+    for part in parts:
+        events = getattr(getattr(getattr(part, "client", None), "meta", None), "events", None)
+        if events is None:
+            continue
+        events.register("before-send", _LeaseCheck(fence), unique_id=LEASE_HOOK)
+        bound += 1
+    return bound
+
+
+class _LeaseCheck:
+    """The before-send handler: None lets the request go; a refusal raises LeaseLost, which
+    botocore hands to the caller unsent (it is no connection error, so it is not retried)."""
+
+    def __init__(self, fence: Fence) -> None:
+        self.fence = fence
+
+    def __call__(self, event_name: str, **_: Any) -> None:
+        _, service, operation = event_name.split(".", 2)
+        if operation.startswith(READS):
+            return None
+        faults.point("slow_send")
+        try:
+            self.fence.check(f"{service} {operation}")
+        except NotLeader as exc:
+            raise LeaseLost(f"lease lost: {exc}") from None
+        return None

@@ -40,7 +40,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy, load_policy
 from autoscaler.fleet.samples import ensure_local_samples
-from autoscaler.leader.base import Fence, LeaseError
+from autoscaler.leader.base import Fence, LeaseError, NotLeader
 from autoscaler.loop.advisory import ROLE as ADVISORY_ROLE
 from autoscaler.loop.advisory import AdvisoryController
 from autoscaler.loop.advisory import snapshot as advice_snapshot
@@ -204,6 +204,8 @@ class Service:
         try:
             if source is not None and self.fence.held and source.poll():
                 self.tick_job()
+        except NotLeader as exc:  # the term ran out as the receive was sent: no error, a standby now
+            log.info("interruption poll stopped: %s", exc)
         except Exception:
             log.exception("interruption poll failed")
 

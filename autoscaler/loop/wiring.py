@@ -18,9 +18,8 @@ from autoscaler.fleet.base import HostKeySource, InterruptionSource, Provider
 from autoscaler.fleet.samples import ensure_local_samples, model_root
 from autoscaler.gateway.base import Gateway, GatewayError, spec_from
 from autoscaler.leader.base import Fence, Lease
-from autoscaler.loop import faults
 from autoscaler.loop.controller import Controller, Deps
-from autoscaler.loop.fence import FencedProvider, FencedTransport
+from autoscaler.loop.fence import FencedProvider, FencedTransport, bind_aws
 from autoscaler.loop.leadership import Leadership
 from autoscaler.loop.store import Store
 from autoscaler.planner.types import Plan
@@ -50,9 +49,7 @@ def make_provider(policy: Policy, state_path: Path, clock: Callable[[], float] =
         from autoscaler.fleet.ec2 import Ec2Provider
 
         _check_templates(policy)
-        ec2 = Ec2Provider(policy.fleet, cfg)
-        ec2.before_run = lambda _slot: faults.point("slow_run_instances")  # off unless IGNITER_FAULT says
-        return ec2
+        return Ec2Provider(policy.fleet, cfg)
     from autoscaler.fleet.local import LocalProvider
 
     root = _relative(policy, cfg.state_root) if cfg.state_root else state_path.parent / f"{policy.fleet}-instances"
@@ -264,7 +261,8 @@ def build_controller(
     gateway is checked first (its binary and listen address: a gateway that cannot start is exit 2
     before anything is touched, not even the state file), then the state file is opened: a bad one
     is refused before any provider exists. With `fence` (`igniter run`), launches, terminations,
-    agent applies and the gateway's changes (start, reload, routing) go out only while it holds."""
+    agent applies and the gateway's changes (start, reload, routing) go out only while it holds,
+    and each AWS request that is not a read is checked against it again as it is sent (bind_aws)."""
     check_gateway(policy, state_path)
     store = store or Store(state_path)
     try:
@@ -277,16 +275,19 @@ def build_controller(
         store.close()
         raise
     gateway = None if gateway is None else fenced(gateway, fence, GATEWAY_MUTATING)
+    rates, interruptions = make_rates(policy, gateway), make_interruptions(policy)
+    if fence is not None:  # every AWS request that is not a read is checked again as it is sent
+        bind_aws(fence, (provider, interruptions, rates.source))
     deps = Deps(
         provider if fence is None else FencedProvider(provider, fence),
         transport if fence is None else FencedTransport(transport, fence),
-        make_rates(policy, gateway),
+        rates,
         store,
         default_planner,
         clock,
         contact,
         make_gate(policy, provider, pins),
-        interruptions=_fenced_interruptions(make_interruptions(policy), fence),
+        interruptions=_fenced_interruptions(interruptions, fence),
         gateway=gateway,
         model_root=model_root(policy, state_path),
     )
