@@ -23,12 +23,14 @@ def test_a_paused_leader_sends_nothing_after_its_lease_ran_out(moto: Moto, tmp_p
     for n in range(TRIALS):
         (tmp_path / str(n)).mkdir()
         outcomes.append(trial(moto, tmp_path / str(n), operation))
-    print(f"\npaused leader at {operation}, {TRIALS} forced trials: {outcomes}")
+    late = sum(o.late_calls for o in outcomes)
+    refused = sum(o.a_error.startswith("lease lost") for o in outcomes)
+    print(f"\npaused leader at {operation}: {TRIALS} forced trials, {late} late calls, {refused} refused at send")
     record(
         f"paused_leader_{operation}",
         trials=TRIALS,
-        late_calls=sum(o.late_calls for o in outcomes),
-        refused_at_send=sum("lease lost" in o.a_error for o in outcomes),
+        late_calls=late,
+        refused_at_send=refused,
         late_instances=sum(o.late_new for o in outcomes),
         duplicates=sum(o.duplicates for o in outcomes),
     )
