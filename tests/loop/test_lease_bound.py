@@ -18,16 +18,9 @@ from autoscaler.leader.base import Fence, LeaseLost, NotLeader, Term
 from autoscaler.loop.fence import LEASE_HOOK, bind_aws
 from autoscaler.loop.wiring import build_controller
 from tests.kit.control import write_policy
+from tests.leader.test_fence import Monotonic
 
 pytestmark = pytest.mark.unit
-
-
-class Monotonic:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 class Raw:
