@@ -84,3 +84,24 @@ def test_the_queue_is_fenced_like_the_provider() -> None:
             call()
     held = _fenced_interruptions(inner, Fence.always())
     assert held is not None and held.poll() and [n.token for n in held.receive()] == ["m-1"]
+
+
+def test_a_receive_refused_at_send_is_no_error(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The term ran out as the poll's ReceiveMessage was sent (loop/fence.py's bind_aws): the job
+    logs it and ticks nothing; no traceback."""
+    from autoscaler.leader.base import LeaseLost
+
+    class Refused(FakeInterruptions):
+        def poll(self) -> bool:
+            raise LeaseLost("lease lost: sqs ReceiveMessage refused: not the leader (the term of token 1 ran out)")
+
+    svc, _ = service(tmp_path)
+    try:
+        svc.controller.deps.interruptions = Refused()
+        with caplog.at_level("INFO"):
+            svc.poll_job()
+        assert ticks(svc) == 0
+        assert "interruption poll stopped: lease lost" in caplog.text
+        assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    finally:
+        svc.close()
