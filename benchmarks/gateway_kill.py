@@ -19,6 +19,12 @@ between kills). It runs `igniter` and `igniter-agent` from this interpreter's en
 PYTHONPATH=<another checkout> measures that checkout (how the issue-32 "before" was taken).
 
     .venv/bin/python benchmarks/gateway_kill.py [--trials 5] [--threads 8] [--pace 0.02] [--window 5] [--json]
+
+benchmarks/results/gateway_kill.json (about 3 minutes per checkout on a 2-core machine):
+
+    git archive <before> | tar -x -C /tmp/before
+    PYTHONPATH=/tmp/before nice .venv/bin/python benchmarks/gateway_kill.py --label before --out benchmarks/results/gateway_kill.json
+    nice .venv/bin/python benchmarks/gateway_kill.py --label after --out benchmarks/results/gateway_kill.json
 """
 
 from __future__ import annotations
@@ -218,9 +224,15 @@ def main() -> None:
         "--gap", type=float, default=4.0, help="seconds of steady load before the first kill and between kills"
     )
     p.add_argument("--json", action="store_true")
+    p.add_argument("--label", help="with --out: the key this run's report is stored under (e.g. before, after)")
+    p.add_argument("--out", type=Path, help="a JSON file the report is merged into, under --label")
     args = p.parse_args()
     report = run(args)
     print(json.dumps(report, indent=1) if args.json else render(report))
+    if args.out is not None:
+        stored = json.loads(args.out.read_text()) if args.out.exists() else {}
+        stored[args.label or "run"] = report
+        args.out.write_text(json.dumps(stored, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

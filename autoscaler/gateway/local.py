@@ -7,16 +7,20 @@ first line carries the hash of the spec it was rendered from), haproxy.pid, serv
 servers' state, carried over a reload) and the runtime socket admin.sock (mode 600; in a short
 private directory under /tmp when the state path is too long for a unix socket).
 
-Starting checks first that the listen address is free (haproxy is told `noreuseport`, so a
-second gateway cannot silently share a port either), validates the configuration with
-`haproxy -c`, then starts `haproxy -D`. The check binds with SO_REUSEADDR, as haproxy itself
-does: after a gateway under load dies, its accepted connections linger in TIME_WAIT for a minute,
-and without the option the check took them for "another process" and refused every restart for
-that minute. A gateway that died is started with the servers it routed to when last observed
-(the next tick's routing corrects the rest), so it serves at once. A reload renders the servers that run now into the new
-configuration, saves their state, and starts the new process with `-x` (it takes over the
-listening sockets) and `-sf` (the old one finishes its requests, then exits): no connection is
-refused or dropped.
+The listening socket is created by this object's owner (`igniter run`), held for as long as it
+runs and lent to haproxy (`bind fd@N`, inherited at the same descriptor number): a haproxy that
+dies leaves the port open, the kernel queues new connections, and `revive` (called by the
+leader's keeper, loop/keeper.py, the moment haproxy exits) starts a new one on the same socket,
+with the servers it routed to when last observed, which accepts them (gateway/listener.py). A
+later owner that finds haproxy running takes a duplicate of the socket from it (`_adopt`).
+Binding checks the address as haproxy would (SO_REUSEADDR: connections of a dead gateway in
+TIME_WAIT do not count as "another process"; haproxy is told `noreuseport`, so a second gateway
+cannot silently share a port either). The configuration is validated with `haproxy -c` before
+`haproxy -D` starts it. A reload renders the servers that run now into the new configuration,
+saves their state, and starts the new process on the same held socket, with `-x` (it takes the
+runtime socket over; without a held socket, the listeners too) and `-sf` (the old one finishes
+its requests, then exits): no connection is refused or dropped. `stop` and a start that failed
+close the held socket, and the port with it.
 """
 
 from __future__ import annotations
@@ -115,8 +119,10 @@ class LocalHaproxy:
 
     def stop(self) -> None:
         """Soft stop (SIGUSR1: finish the requests in flight), then SIGTERM, then SIGKILL; then
-        the listening socket this process holds is closed, and the port with it."""
+        the listening socket this process holds is closed, and the port with it. Nothing is
+        revived after a stop (a keeper in this process waits for the next `ensure`)."""
         with self._lock:
+            self._spec = None
             pid = self.pid()
             if pid is not None:
                 for sig, wait in ((signal.SIGUSR1, self.stop_timeout_s), (signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):

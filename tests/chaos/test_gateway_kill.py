@@ -30,8 +30,8 @@ from tests.kit.fleet import BODY, FixedPlanner, Load, converged, fleet_policy, i
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 KILLS = trials(1)
-BACK_S = 10.0
-REFUSED = 0.02
+BACK_S = 5.0
+REFUSED = 0.01
 WINDOW = 2000  # requests after each kill counted (5 s of the 400 req/s offered)
 SHAPE = [("p3.8xlarge", [(0, "w", 300.0), (1, "w", 100.0)])]
 
