@@ -64,9 +64,11 @@ def server_options(spec: GatewaySpec, weight: int) -> str:
     )
 
 
-def render(spec: GatewaySpec, paths: Paths, servers: Sequence[ServerSeen] = ()) -> str:
-    """The whole configuration text (deterministic: the same inputs give the same bytes)."""
-    parts = [_global(spec, paths), _defaults(spec), _frontend(spec), _unknown()]
+def render(spec: GatewaySpec, paths: Paths, servers: Sequence[ServerSeen] = (), *, fd: int | None = None) -> str:
+    """The whole configuration text (deterministic: the same inputs give the same bytes). With
+    `fd`, the frontend listens on that inherited descriptor (`bind fd@N`: the socket the local
+    gateway's owner holds, gateway/listener.py) rather than binding spec.listen itself."""
+    parts = [_global(spec, paths), _defaults(spec), _frontend(spec, fd), _unknown()]
     parts += [_backend(spec, w, [s for s in servers if s.workload == w]) for w in spec.workloads]
     return "\n".join(parts)
 
@@ -112,10 +114,10 @@ def _defaults(spec: GatewaySpec) -> str:
 """
 
 
-def _frontend(spec: GatewaySpec) -> str:
+def _frontend(spec: GatewaySpec, fd: int | None = None) -> str:
     lines = [
         f"frontend {FRONTEND}",
-        f"    bind {spec.listen}",
+        f"    bind {spec.listen if fd is None else f'fd@{fd}'}",
         "    acl health_ready path /v2/health/ready",
         f"    http-request return status 200 content-type application/json string '{_json({'live': True})}' "
         "if { path /v2/health/live }",

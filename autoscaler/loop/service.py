@@ -6,9 +6,10 @@
 - With an interruption queue, it is checked every scaling.spot.queue_poll_s between ticks, and a
   notice that names instances ticks at once: a spot warning gives two minutes, less than a long
   interval (0 turns the check off: the queue is then read by the ticks only).
-- With a local gateway, the leader checks every GATEWAY_WATCH_S that its haproxy still runs; one
-  that died (killed, crashed) ticks at once, and the tick starts it again with the servers it
-  routed to: clients are refused for about a second, not until the next interval.
+- With a local gateway, the leader holds its listening socket and keeps its haproxy running
+  (loop/keeper.py): a thread blocked on the haproxy's exit starts it again at once, on the same
+  socket, with the servers it routed to, and books a tick; clients that connect in between are
+  queued by the kernel, not refused.
 - The fast path (core/rollout/fast_path.py, loop/watch.py): with a gateway, its request counters are
   read every scaling.fast_path.poll_s between ticks, and a workload that outruns its ready capacity
   (or panic_ratio x its planned rate) over the panic window ticks at once, a tick that only adds
@@ -45,6 +46,7 @@ from autoscaler.loop.advisory import ROLE as ADVISORY_ROLE
 from autoscaler.loop.advisory import AdvisoryController
 from autoscaler.loop.advisory import snapshot as advice_snapshot
 from autoscaler.loop.controller import Controller
+from autoscaler.loop.keeper import GatewayKeeper
 from autoscaler.loop.leadership import Leadership
 from autoscaler.loop.metrics_policy import PolicyCollector
 from autoscaler.loop.status import StatusServer, StatusState
@@ -53,7 +55,6 @@ from autoscaler.loop.watch import FastWatch
 from autoscaler.loop.wiring import build_advisory_controller, build_controller, make_leadership, make_rates
 
 log = logging.getLogger(__name__)
-GATEWAY_WATCH_S = 0.5  # how often the leader checks that its local gateway still runs
 RESTART_SECTIONS = ("fleet", "provider", "agents", "leader")  # `gateway` changes apply at once (a reload)
 
 
@@ -92,6 +93,7 @@ class Service:
         self.was_standby = False
         gateway = self.controller.deps.gateway
         self.watch = FastWatch(gateway.observe, self.controller.store) if gateway is not None else None
+        self.keeper = self._keeper()
         self.last_fast = -math.inf  # when the last fast tick ran
         try:
             self.server = self._status_server(status)
@@ -104,6 +106,13 @@ class Service:
         except BaseException:
             self._close_parts()
             raise
+
+    def _keeper(self) -> GatewayKeeper | None:
+        """A local gateway's keeper (none for a remote one, none in advisory mode)."""
+        gateway = self.controller.deps.gateway
+        if self.advisory or gateway is None or getattr(gateway, "revive", None) is None:
+            return None
+        return GatewayKeeper(gateway, lambda: self.fence.held, lambda: self._book_wake(time.time()))
 
     def _status_server(self, bind: StatusBind | None) -> StatusServer | None:
         if bind is None:
@@ -131,6 +140,8 @@ class Service:
         self.state.set_leader(self.leadership.snapshot(), changed=True)
         if not leader:
             self.was_standby = True
+            if self.keeper is not None and self.controller.deps.gateway is not None:
+                self.controller.deps.gateway.close()  # let go of the listening socket: the leader may need the port
             return
         if self.was_standby:
             self._forget_timers()
@@ -209,17 +220,6 @@ class Service:
         except Exception:
             log.exception("interruption poll failed")
 
-    def gateway_job(self) -> None:
-        """Between ticks: a local gateway that is not running (it died) ticks now, and the tick
-        starts it again. A standby only watches its leader do so."""
-        running = getattr(self.controller.deps.gateway, "running", None)
-        try:
-            if running is not None and self.fence.held and not running():
-                log.warning("the gateway is not running: starting it again now")
-                self.tick_job()
-        except Exception:
-            log.exception("gateway check failed")
-
     def _book_wake(self, wake_at: float | None) -> None:
         """Book the early tick, unless the scheduler is shutting down: its shutdown holds the job
         store's lock while it waits for this very tick, so adding a job then would deadlock."""
@@ -288,9 +288,9 @@ class Service:
         poll_s = self.policy.scaling.spot.queue_poll_s
         if self.controller.deps.interruptions is not None and poll_s > 0:
             self.scheduler.add_job(self.poll_job, "interval", seconds=poll_s, id="interruptions")
-        if getattr(self.controller.deps.gateway, "running", None) is not None:
-            self.scheduler.add_job(self.gateway_job, "interval", seconds=GATEWAY_WATCH_S, id="gateway")
         self.scheduler.start()
+        if self.keeper is not None:
+            self.keeper.start()
         while not self.stop.wait(0.2):
             pass
         log.info("stopping: finishing the tick in progress")
@@ -315,6 +315,9 @@ class Service:
         leadership = getattr(self, "leadership", None)
         if leadership is not None:
             leadership.stop()
+        keeper = getattr(self, "keeper", None)
+        if keeper is not None:
+            keeper.close()
         self.controller.deps.transport.close()
         if self.controller.deps.gateway is not None:
             self.controller.deps.gateway.close()  # the gateway itself keeps running, as instances do

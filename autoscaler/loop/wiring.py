@@ -168,7 +168,14 @@ def _remote_gateway(policy: Policy, state_path: Path, provider: Provider | None)
     return RemoteGateway(cfg, SshTransport(agents, pin))  # type: ignore[arg-type]
 
 
-GATEWAY_MUTATING = ("ensure", "apply", "route", "clear_maxima", "stop")  # what a standby must not do to the gateway
+GATEWAY_MUTATING = (
+    "ensure",
+    "revive",
+    "apply",
+    "route",
+    "clear_maxima",
+    "stop",
+)  # what a standby must not do to the gateway
 
 
 def check_gateway(policy: Policy, state_path: Path) -> None:

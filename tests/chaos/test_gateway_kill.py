@@ -1,21 +1,29 @@
-"""kill -9 of the local gateway under load: `igniter run`'s leader finds it gone within
-GATEWAY_WATCH_S, starts it again with the servers it routed to, and the workload is served
-again (about 2 s on an idle 2-core machine; the bound here, BACK_S, is loose, since a loaded CI
-machine is slower: make chaos reports the times, and before the fix it was about 60 s). Real haproxy, agents and servers (tests/kit/fleet.py); the service's gateway
-check runs on a thread at the interval the scheduler gives it."""
+"""kill -9 of the local gateway under load: the leader holds the listening socket, so the kernel
+queues the connections that come while no haproxy runs; its keeper (loop/keeper.py), blocked on
+the haproxy's exit, starts a new one on the same socket at once, and it accepts them. What is lost
+are the requests inside the killed process (at most one per client thread here), not the clients
+that connect meanwhile (before, when haproxy alone held the port: a median of 22 to 32 % of the
+requests in the 5 s after a kill were refused, benchmarks/gateway_kill.py; with the port bound by
+haproxy again but the same keeper, this test counts about 5 %: it fails).
+
+Bounds: the issue's targets, served again within BACK_S (5 s) and at most REFUSED (1 %) of the
+WINDOW requests after each kill failed. Both hold with room on a loaded 2-core machine: at load
+averages 10 to 20 it was back in 0.15 to 0.9 s and lost 1 to 8 of 2,000 (0.4 % at most: the
+requests in flight, one per client thread). make chaos records this probe's figures;
+benchmarks/gateway_kill.py measures before and after. Real haproxy, agents and servers (tests/kit/fleet.py); the service's keeper runs
+on its own thread, as in `igniter run`."""
 
 from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from autoscaler.loop.service import GATEWAY_WATCH_S, Service
+from autoscaler.loop.service import Service
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from tests.chaos.report import record, trials
@@ -24,31 +32,28 @@ from tests.kit.fleet import BODY, FixedPlanner, Load, converged, fleet_policy, i
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 KILLS = trials(1)
-BACK_S = 30.0
+BACK_S = 5.0
+REFUSED = 0.01
+WINDOW = 2000  # requests after each kill counted (5 s of the 400 req/s offered)
 SHAPE = [("p3.8xlarge", [(0, "w", 300.0), (1, "w", 100.0)])]
 
 
 def _served(url: str) -> bool:
     try:
-        return httpx.post(url, json=BODY, timeout=2).status_code == 200
+        return httpx.post(url, json=BODY, timeout=30).status_code == 200
     except httpx.HTTPError:
         return False
 
 
-def _every(stop: threading.Event, job: object) -> None:
-    """The scheduler's interval job, on a thread (Service.run needs the main thread's signals)."""
-    assert callable(job)
-    while not stop.wait(GATEWAY_WATCH_S):
-        job()
-
-
 def _kill_and_wait(gateway: object, url: str) -> float:
-    """kill -9 the haproxy; seconds until a request is served again."""
-    os.kill(int(gateway.pid()), signal.SIGKILL)  # type: ignore[attr-defined]
+    """kill -9 the haproxy; seconds until a request sent after the kill is answered."""
+    pid = int(gateway.pid())  # type: ignore[attr-defined]
+    os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()
-    wait_until(lambda: not _served(url), 5, "the gateway to go", poll=0.01)
-    wait_until(lambda: _served(url), BACK_S, "the gateway to serve again", poll=0.02)
-    return time.monotonic() - killed
+    wait_until(lambda: _served(url), BACK_S, "the gateway to serve again", poll=0.01)
+    back = time.monotonic() - killed
+    assert gateway.pid() not in (None, pid)  # type: ignore[attr-defined]  # a new process answered
+    return back
 
 
 def test_a_killed_gateway_serves_again(tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,10 +65,10 @@ def test_a_killed_gateway_serves_again(tmp_path: Path, tiny_model_dir: Path, mon
     ctl.deps.planner = FixedPlanner(SHAPE)
     ctl.deps.rates = RateReader(ManualRates({"w": 400.0}), 300)
     gateway = ctl.deps.gateway
-    assert gateway is not None
-    stop = threading.Event()
-    watch = threading.Thread(target=_every, args=(stop, svc.gateway_job), daemon=True)
+    assert gateway is not None and svc.keeper is not None
     url = infer_url(policy, "w")
+    backs: list[float] = []
+    counted: list[tuple[int, int]] = []  # (sent, failed) in each kill's window
     try:
         deadline = time.monotonic() + 150
         svc.tick_job()
@@ -71,26 +76,34 @@ def test_a_killed_gateway_serves_again(tmp_path: Path, tiny_model_dir: Path, mon
             time.sleep(0.3)
             svc.tick_job()
         assert converged(ctl)
-        watch.start()
+        assert gateway.holds_listener()
+        svc.keeper.start()
         load = Load(url, threads=8, pace_s=0.02).start()
-        backs: list[float] = []
         try:
             load.wait_for(400)
             for _ in range(KILLS):
+                sent, failed = load.sent, load.failed
                 backs.append(_kill_and_wait(gateway, url))
-                at, refused = load.sent, load.failed
-                load.wait_for(at + 1500)
+                load.wait_for(sent + WINDOW)
+                counted.append((load.sent - sent, load.failed - failed))
         finally:
             load.close()
     finally:
-        stop.set()
-        if watch.is_alive():
-            watch.join(10)
+        svc.keeper.close()
         for inst in ctl.deps.provider.list_instances():
             ctl.deps.provider.terminate(inst.id)
         gateway.stop()
         svc.close()
-    print(f"gateway kill -9 x{KILLS}: served again after {backs} s; {load.failed} of {load.sent} refused or failed")
-    record("gateway_kill", kills=KILLS, back_s_max=max(backs), refused=load.failed, sent=load.sent)
+    worst = max(f / max(1, n) for n, f in counted)
+    print(f"gateway kill -9 x{KILLS}: served again after {backs} s; failed (of sent) per kill window {counted}")
+    record(
+        "gateway_kill",
+        kills=KILLS,
+        back_s_max=max(backs),
+        sent=sum(n for n, _ in counted),
+        failed=sum(f for _, f in counted),
+        failed_share_max=worst,
+    )
+    assert svc.keeper.revived >= KILLS
     assert max(backs) <= BACK_S
-    assert load.failed - refused <= 0.005 * (load.sent - at), load.errors  # once back, it serves
+    assert worst <= REFUSED, load.errors

@@ -38,6 +38,23 @@ def port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def ask_live(port: int) -> socket.socket:
+    """Connect to a gateway and send `GET /v2/health/live` without reading the reply (raises
+    ConnectionRefusedError when refused): a client that is waiting while nothing serves."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n")
+    return sock
+
+
+def status_line(sock: socket.socket) -> bytes:
+    """The reply's status line, read to the end; the socket is closed."""
+    with sock:
+        data = b""
+        while chunk := sock.recv(4096):
+            data += chunk
+    return data.split(b"\r\n", 1)[0]
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, poll: float = 0.05) -> Any:
     """Poll until predicate() is truthy; fail the test with `what` on timeout."""
     deadline = time.monotonic() + timeout
