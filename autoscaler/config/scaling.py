@@ -214,12 +214,17 @@ class ScalingConfig(Frozen):
     @model_validator(mode="after")
     def _redundant_planner(self) -> ScalingConfig:
         """Only the igniter planner knows fault domains; the baselines and the MILP would ignore them."""
-        if self.redundancy.min_servers > 1 and self.planner != "igniter":
-            raise FieldError(
-                "scaling.redundancy.min_servers",
-                f"2 needs scaling.planner igniter (planner {self.planner!r} does not plan fault domains)",
-            )
+        why = self.redundancy_refuses(self.planner)
+        if why is not None:
+            raise FieldError("scaling.redundancy.min_servers", why)
         return self
+
+    def redundancy_refuses(self, planner: str) -> str | None:
+        """Why `planner` cannot plan this redundancy (None: it can): fault domains are planned by
+        the igniter planners only (igniter, igniter-lean, igniter-plain)."""
+        if self.redundancy.min_servers > 1 and not planner.startswith("igniter"):
+            return f"2 needs the igniter planner (planner {planner!r} does not plan fault domains)"
+        return None
 
     @model_validator(mode="after")
     def _one_status_address(self) -> ScalingConfig:

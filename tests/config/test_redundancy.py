@@ -68,3 +68,26 @@ def test_min_servers_2_with_a_mig_gpu_type_is_refused(igniter, tmp_path):
     data["scaling"] = {"redundancy": {"min_servers": 1}}
     path.write_text(yaml.safe_dump(data))
     assert igniter("validate", path).code == 0
+
+
+def test_a_baseline_planner_on_the_command_line_is_refused_too(igniter, tmp_path):
+    path = write(tmp_path, {**GOOD, "scaling": {"redundancy": {"min_servers": 2}}})
+    trace = tmp_path / "trace.csv"
+    trace.write_text("time_s,a,b,c\n0,500,400,200\n60,500,400,200\n")
+    for args in (["plan", path, "--planner", "ffd"], ["simulate", path, "--trace", trace, "--planner", "gslice"]):
+        res = igniter(*args)
+        assert res.code == 2, res
+        assert res.err.strip().endswith(
+            "scaling.redundancy.min_servers: 2 needs the igniter planner "
+            f"(planner {args[-1]!r} does not plan fault domains)"
+        )
+    assert igniter("plan", path, "--planner", "igniter-lean").code == 0
+
+
+def test_simulate_compare_leaves_the_baselines_out_with_redundancy(tmp_path):
+    from autoscaler.sim.compare import compare_options
+
+    one = load_policy(write(tmp_path, GOOD))
+    two = load_policy(write(tmp_path, {**GOOD, "scaling": {"redundancy": {"min_servers": 2}}}))
+    assert {o.planner for o in compare_options(one)} >= {"ffd", "gslice", "gpulets"}
+    assert {o.planner for o in compare_options(two)} <= {"igniter", None}
