@@ -125,3 +125,17 @@ def test_the_check_names_a_workload_whose_two_servers_share_a_gpu(models):
     half = replace(p, rate_rps=p.rate_rps / 2)
     shared = replace(plan, instances=(replace(inst, gpus=(replace(inst.gpus[0], placements=(half, half)),)),))
     assert redundancy_faults(shared, redundant(demands[:1])) == [f"{p.workload}: 2 server(s) in 1 gpu(s), 2 needed"]
+
+
+def test_replans_on_four_gpu_instances_keep_servers_on_different_instances(models):
+    demands, _, _ = scenario("twelve-workloads.yaml")
+    demands = redundant(demands, "instance")
+    current = make_plan(demands, [P3X4], models)
+    rnd = random.Random(3)
+    for _ in range(4):
+        demands = [replace(d, rate_rps=round(d.rate_rps * rnd.uniform(0.7, 1.4), 1)) for d in demands]
+        plan = make_plan(demands, [P3X4], models, current=current)
+        assert_sound(plan, demands, models, [P3X4])
+        assert redundancy_faults(plan, demands) == []
+        survives_any_loss(plan, demands, "instance")
+        current = plan
