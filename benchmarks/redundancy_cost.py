@@ -13,8 +13,6 @@ of one idle CPU.
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -25,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from _machine import describe  # noqa: E402
+from _machine import commit, describe, write_result  # noqa: E402
 
 from autoscaler import planner  # noqa: E402
 from autoscaler.config.policy import Policy, load_policy  # noqa: E402
@@ -128,22 +126,19 @@ def table(cases: dict[str, dict[str, object]]) -> list[str]:
 
 
 def main() -> None:
-    code = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    code = commit(ROOT)
     started = time.perf_counter()
     cases = {c[0]: run(*c) for c in CASES}
     doc = {
         "machine": describe(),
-        "commit": code.stdout.strip() or "unknown",
+        "commit": code,
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "wall_seconds": round(time.perf_counter() - started, 1),
         "quoted": {label: ratios(case) for label, case in cases.items()},
         "table": table(cases),
         "cases": cases,
     }
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    print("\n".join(doc["table"]))
-    print(json.dumps(doc["quoted"], indent=1))
+    write_result(OUT, doc)
 
 
 if __name__ == "__main__":
