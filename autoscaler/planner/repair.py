@@ -133,7 +133,7 @@ def pieces_of(fleet: GpuPool, task: Task, gpu_types: list[str]) -> tuple[list[Ta
     of the fault domains of the workload's other servers."""
     one = replace(task.demand, rate_rps=task.capacity, min_servers=1)
     pieces, unplaced = decompose([one], fleet.models, fleet.prices, gpu_types)
-    for p in pieces:
+    for p in pieces if task.demand.redundant else ():
         p.demand, p.carries, p.rate = task.demand, p.rate, p.rate * task.rate / task.capacity
     return pieces, unplaced
 

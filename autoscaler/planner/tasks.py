@@ -250,7 +250,7 @@ def _tasks_for(
         if not full:
             sizes |= {g: s for g in others if (s := size_on(models[g], g, d, rate, search)) is not None}
         pref = min(sizes, key=lambda g: sizes[g].lower * prices[g])
-        share = rate * d.rate_rps / total
+        share = rate * d.rate_rps / total if d.redundant else rate
         out.append(Task(start + i, d, share, sizes, pref, full, rate if share < rate else None))
     return out
 
