@@ -31,6 +31,7 @@ from agents.node.mig_device import MigError, NvmlMig, Slice
 from agents.node.mig_fake import FAKE_FILE, FakeMig
 from agents.node.mig_geometry import GEOMETRIES
 from agents.node.mps import Mps, NoMps, NvidiaMps, SliceDirsOnly
+from agents.node.mps_fake import FakeMps
 from agents.node.supervisor import RestartPolicy
 from agents.spec import ServerLimits
 
@@ -41,9 +42,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"igniter-agent {version()}")
     _log_format(parser, "text")
+    _fake_mps(parser, False)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="the agent daemon (foreground; systemd runs it)")
     _log_format(run, argparse.SUPPRESS)
+    _fake_mps(run, argparse.SUPPRESS)
     run.add_argument("--state-dir", type=Path, required=True)
     run.add_argument("--no-gpu", action="store_true", help="run servers on the CPU even where a GPU exists")
     run.add_argument(
@@ -94,10 +97,20 @@ def _log_format(parser: argparse.ArgumentParser, default: str) -> None:
     )
 
 
+def _fake_mps(parser: argparse.ArgumentParser, default: object) -> None:
+    """Before `run` too, so a configured agent command ("igniter-agent --fake-mps") can carry it."""
+    parser.add_argument(
+        "--fake-mps",
+        action="store_true",
+        default=default,
+        help="with --no-gpu: a fake MPS daemon per GPU index whose crash kills its servers (tests)",
+    )
+
+
 def _hardware(args: argparse.Namespace) -> tuple[str, Mps, GpuMonitor]:
     """GPU mode when a GPU answers NVML and --no-gpu is absent; CPU mode otherwise."""
     if args.no_gpu:
-        return "cpu", NoMps(), NoGpu()
+        return "cpu", FakeMps(args.state_dir.resolve() / "mps") if args.fake_mps else NoMps(), NoGpu()
     monitor = NvmlMonitor()
     if not monitor.available():
         logging.getLogger("igniter-agent").warning("no GPU (%s); servers run on the CPU", monitor.error)
@@ -191,6 +204,8 @@ def _limits(args: argparse.Namespace) -> ServerLimits:
 def cmd_run(args: argparse.Namespace) -> int:
     limits = _limits(args)  # before anything is created: bad input changes nothing
     _check_fake_mig(args)
+    if args.fake_mps and not args.no_gpu:
+        raise InputError("igniter-agent run", "--fake-mps", "needs --no-gpu (no GPU is behind a fake MPS daemon)")
     os.umask(PRIVATE_UMASK)
     logs.configure(args.log_format)
     logs.set_fleet(os.environ.get("IGNITER_FLEET") or None)  # the node's cloud-init writes it to node.env

@@ -14,8 +14,6 @@ this file. About 2 minutes of one idle CPU (5 minutes with --all).
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -25,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from _machine import describe  # noqa: E402
+from _machine import commit, describe, write_result  # noqa: E402
 
 from autoscaler.config.policy import load_policy  # noqa: E402
 from autoscaler.sim import traces  # noqa: E402
@@ -84,11 +82,6 @@ def quoted(runs: dict[str, dict], workloads: int) -> dict[str, float]:
     }
 
 
-def commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
-
-
 def wanted(opts: SimOptions, everything: bool) -> bool:
     key = ("oracle", None) if opts.strategy == "oracle" else (opts.planner, opts.forecast)
     return everything or (key in QUOTED and opts.headroom is None and opts.label is None)
@@ -96,7 +89,7 @@ def wanted(opts: SimOptions, everything: bool) -> bool:
 
 def main() -> None:
     everything = "--all" in sys.argv[1:]
-    code = commit()  # what runs is what was checked out at the start
+    code = commit(ROOT)
     policy = load_policy(POLICY)
     trace = traces.read_wide(TRACE)
     started = time.perf_counter()
@@ -118,10 +111,7 @@ def main() -> None:
         "table": table(runs, peak),
         "runs": runs,
     }
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-    print("\n".join(doc["table"]))
-    print(json.dumps(doc["quoted"], indent=1))
+    write_result(OUT, doc)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from autoscaler.config.errors import InputError
 from autoscaler.config.policy import load_policy
 from autoscaler.model.mig import GpuModel, MigModel
 from autoscaler.model.perfmodel import PerfModel
@@ -55,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
     policy = load_policy(args.policy)
     demands, options, models = planning_inputs(policy)
     name = args.planner or policy.scaling.planner
+    why = policy.scaling.redundancy_refuses(name)
+    if why is not None and not args.compare:
+        raise InputError(policy.source or "<policy>", "scaling.redundancy.min_servers", why)
     limit = policy.scaling.instance_limit
     try:
         check_bound(demands, options, models, limit)

@@ -217,6 +217,9 @@ def _check_options(args: argparse.Namespace, policy: Any) -> None:
 
     if args.planner is not None and args.planner not in PLANNERS:
         raise InputError("--planner", args.planner, f"unknown planner (known: {', '.join(PLANNERS)})")
+    why = policy.scaling.redundancy_refuses(args.planner or policy.scaling.planner)
+    if why is not None:
+        raise InputError(policy.source or "<policy>", "scaling.redundancy.min_servers", why)
     _headroom(args.headroom)
     if args.frontier and (args.compare or args.strategy != "autoscaler"):
         other = "--compare" if args.compare else "--strategy"

@@ -23,7 +23,7 @@ from autoscaler.config.errors import InputError, from_validation
 from autoscaler.config.fields import FieldError, Fraction, Frozen, Name, Price, Rate, Seconds, Slo, Timeout
 from autoscaler.config.gateway import GatewayConfig
 from autoscaler.config.leader import LeaderConfig
-from autoscaler.config.profile import AnyProfile, load_any_profile
+from autoscaler.config.profile import AnyProfile, MeasuredProfile, load_any_profile
 from autoscaler.config.scaling import DisruptionBudget, ScalingConfig, SpotConfig
 from autoscaler.config.yamlio import load_mapping
 
@@ -279,6 +279,7 @@ def load_profiles(policy: Policy) -> dict[str, AnyProfile]:
                 "or convert measured MIG tables with `igniter profile import`)",
             )
         profiles[itype.gpu] = load_any_profile(path)
+    _check_redundancy(policy, profiles, src)
     known = {m for p in profiles.values() for m in p.models}
     for i, wl in enumerate(policy.workloads):
         if wl.model not in known:
@@ -288,6 +289,19 @@ def load_profiles(policy: Policy) -> dict[str, AnyProfile]:
                 f"model {wl.model!r} is in no profile of the instance types (known: {', '.join(sorted(known))})",
             )
     return profiles
+
+
+def _check_redundancy(policy: Policy, profiles: dict[str, AnyProfile], src: Path) -> None:
+    """min_servers 2 is planned on MPS GPUs only: the MIG planner cuts one slice per workload and
+    GPU and knows no fault domains, so a policy that could plan a workload onto MIG is refused."""
+    mig = sorted(g for g, p in profiles.items() if isinstance(p, MeasuredProfile))
+    if policy.scaling.redundancy.min_servers > 1 and mig:
+        raise InputError(
+            src,
+            "scaling.redundancy.min_servers",
+            f"2 is not supported with MIG GPU types ({', '.join(mig)}): the MIG planner plans no fault "
+            "domains; use min_servers 1 or MPS GPU types only",
+        )
 
 
 def policy_json_schema() -> dict[str, Any]:

@@ -23,6 +23,13 @@ def _headroom(value: Any) -> Any:
     raise ValueError(f"must be 'auto' or a finite number from 0 to 10 (got {value!r})")
 
 
+def _count_not_bool(value: Any) -> Any:
+    """YAML's `true` is not the count 1 (a Literal alone would take it)."""
+    if isinstance(value, bool):
+        raise ValueError(f"Input should be 1 or 2 (got {value!r})")
+    return value
+
+
 class SpotConfig(Frozen):
     """Spot capacity: only types with a spot_price_per_hour are ever bought as spot, so the default
     (enabled) changes nothing for a policy without spot prices; `enabled: false` stops buying spot
@@ -85,6 +92,25 @@ class DisruptionBudget(Frozen):
         return math.ceil(float(value.rstrip("%")) * fleet_size / 100.0 - 1e-9)
 
 
+class RedundancyConfig(Frozen):
+    """Fault domains: how many servers each workload keeps and what they must not share. With
+    min_servers 2 every workload runs on at least two servers in different domains, sized N+1: the
+    servers left after any one domain is lost still carry the workload's whole planned rate within
+    its SLO (docs/planner.md, "Fault domains"). Under MPS one client's fatal error takes down every
+    client on that GPU (NVIDIA's MPS documentation), so `gpu` is the smallest useful domain."""
+
+    min_servers: Annotated[Literal[1, 2], BeforeValidator(_count_not_bool)] = Field(
+        default=1,
+        description="1: a workload may run on one server (no redundancy); 2: at least two servers, in "
+        "different fault domains, each domain's loss leaving enough capacity for the whole rate",
+    )
+    spread: Literal["gpu", "instance"] = Field(
+        default="gpu",
+        description="min_servers 2: the fault domain its servers must not share: a GPU (one MPS daemon) "
+        "or a whole instance",
+    )
+
+
 class ScalingConfig(Frozen):
     interval_s: Annotated[float, Field(gt=0, le=limits.MAX_INTERVAL_S)] = 30.0
     settle_s: Delay = Field(
@@ -145,6 +171,7 @@ class ScalingConfig(Frozen):
         description="while a short workload's new capacity boots, stand-ins carry what they can in the MPS "
         "share that ready GPUs leave free, where the model says every neighbour still meets its SLO",
     )
+    redundancy: RedundancyConfig = Field(default_factory=RedundancyConfig)
     spot: SpotConfig = Field(default_factory=SpotConfig)
     fast_path: FastPathConfig = Field(default_factory=FastPathConfig)
     disruption_budget: DisruptionBudget = Field(default_factory=DisruptionBudget)
@@ -183,6 +210,21 @@ class ScalingConfig(Frozen):
         if value is not None:
             parse_listen(value)
         return value
+
+    @model_validator(mode="after")
+    def _redundant_planner(self) -> ScalingConfig:
+        """Only the igniter planner knows fault domains; the baselines and the MILP would ignore them."""
+        why = self.redundancy_refuses(self.planner)
+        if why is not None:
+            raise FieldError("scaling.redundancy.min_servers", why)
+        return self
+
+    def redundancy_refuses(self, planner: str) -> str | None:
+        """Why `planner` cannot plan this redundancy (None: it can): fault domains are planned by
+        the igniter planners only (igniter, igniter-lean, igniter-plain)."""
+        if self.redundancy.min_servers > 1 and not planner.startswith("igniter"):
+            return f"2 needs the igniter planner (planner {planner!r} does not plan fault domains)"
+        return None
 
     @model_validator(mode="after")
     def _one_status_address(self) -> ScalingConfig:

@@ -13,9 +13,11 @@ Each backend balances by weighted round robin (weights change at run time withou
 servers health-checked with `GET /v2/health/ready`; a connection error marks a server down at
 once (`observe layer4`), and a request that meets a dead server is retried once on another server
 of the workload, and so is one that meets a server that is stopping (it answers 503 to what it
-did not accept before its stop): `retry-on conn-failure empty-response 503`, `option redispatch`
-(inference requests are idempotent). A retry needs the whole request in HAProxy's buffer, so it
-waits for the body before it picks a server (`option http-buffer-request`; a client that sends
+did not accept before its stop), or one that a server holds past `timeout server` (a hung
+process: an MPS client whose daemon died may hang rather than exit): `retry-on conn-failure
+empty-response response-timeout 503`, `option redispatch` (inference requests are idempotent).
+A retry needs the whole request in HAProxy's buffer, so it waits for the body before it picks a
+server (`option http-buffer-request`; a client that sends
 headers and body in separate writes would otherwise be forwarded before its body is in). Servers
 are added and removed through the runtime API; the ones running when the configuration is
 rendered for a reload are written into it, with their state carried over by the server-state
@@ -106,7 +108,7 @@ def _defaults(spec: GatewaySpec) -> str:
     option redispatch 1
     option http-buffer-request
     option idle-close-on-response
-    retry-on conn-failure empty-response 503
+    retry-on conn-failure empty-response response-timeout 503
     http-reuse safe
     http-error status 502 content-type application/json string '{_json({"error": "bad gateway: the server answered badly"})}'
     http-error status 503 content-type application/json string '{_json({"error": "no server of this workload can take the request"})}'

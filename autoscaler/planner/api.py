@@ -24,6 +24,7 @@ from autoscaler.planner.igniter import (
 from autoscaler.planner.limits import check_bound, check_plan_size
 from autoscaler.planner.mixed import plan_mixed
 from autoscaler.planner.offerings import plan_offerings
+from autoscaler.planner.redundancy import redundancy_faults
 from autoscaler.planner.repair import repair
 from autoscaler.planner.stability import remaining_demands, seed
 from autoscaler.planner.state import GpuPool
@@ -52,8 +53,10 @@ def igniter(
     if current is None:
         return fresh
     kept = _igniter(demands, options, models, current, cfg, name)
-    if kept.cost_per_hour <= fresh.cost_per_hour * (1 + STABILITY_TOLERANCE) + 1e-9 and len(kept.unplaced) <= len(
-        fresh.unplaced
+    if (
+        kept.cost_per_hour <= fresh.cost_per_hour * (1 + STABILITY_TOLERANCE) + 1e-9
+        and len(kept.unplaced) <= len(fresh.unplaced)
+        and not redundancy_faults(kept, demands)
     ):
         return kept
     note = f"fresh plan: keeping placements would cost {kept.cost_per_hour:.2f} $/h"
@@ -191,7 +194,8 @@ def make_plan(
     """
     plan = _make_plan(demands, options, models, planner, current, max_instances)
     check_plan_size(plan, max_instances)
-    return plan
+    faults = redundancy_faults(plan, demands)
+    return replace(plan, stats={**plan.stats, "redundancy": faults}) if faults else plan
 
 
 def _make_plan(
@@ -211,6 +215,7 @@ def _make_plan(
         )
     _check_known(models, options)
     check_bound(demands, options, models, max_instances)
+    _check_redundancy(demands, models, fn)
 
     def run_mps(d: Sequence[Demand], o: Sequence[InstanceOption], m: Mapping[str, PerfModel], c: Plan | None) -> Plan:
         return plan_offerings(lambda d2, o2, m2, c2: _run(fn, d2, o2, m2, c2), d, o, m, c)
@@ -218,6 +223,16 @@ def _make_plan(
     if any(isinstance(m, MigModel) for m in models.values()):
         return plan_mixed(run_mps, demands, options, models, current)
     return run_mps(demands, options, {g: m for g, m in models.items() if isinstance(m, PerfModel)}, current)
+
+
+def _check_redundancy(demands: Sequence[Demand], models: Mapping[str, GpuModel], fn: PlannerFn) -> None:
+    """Fault domains are planned by igniter on MPS GPU types only (the policy refuses the rest)."""
+    if not any(d.redundant for d in demands):
+        return
+    if fn not in (igniter, igniter_lean, igniter_plain):
+        raise ValueError("scaling.redundancy min_servers 2 is planned by the igniter planners only")
+    if any(isinstance(m, MigModel) for m in models.values()):
+        raise ValueError("scaling.redundancy min_servers 2 is not supported with MIG GPU types")
 
 
 def _run(
@@ -259,6 +274,8 @@ def planning_inputs(
             max(0.0, float(w.min_rate_rps), float(rates.get(w.name, w.rate_rps))),
             max(1.0, float(corrections.get(w.name, 1.0))),
             on_demand_floor=policy.on_demand_floor(w.name),
+            min_servers=policy.scaling.redundancy.min_servers,
+            spread=policy.scaling.redundancy.spread,
         )
         for w in policy.workloads
     ]

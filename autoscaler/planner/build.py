@@ -50,12 +50,32 @@ def new_instances(fleet: GpuPool) -> list[InstanceOut]:
             (g for g in fleet.open_gpus() if g.kept is None and g.gpu == gtype and g.tasks), key=lambda g: g.gid
         )
         opts = [o for o in fleet.options if o.gpu == gtype]
-        mix = cover(len(gpus), opts, [left[o.name] for o in opts])
-        for option, count in sorted(mix, key=lambda x: -x[0].gpus):
-            for _ in range(count):
-                out.append(_instance(option, gpus[: option.gpus]))
-                gpus = gpus[option.gpus :]
+        while gpus:  # more than once only where spread instance left instances short (take_apart)
+            mix = cover(len(gpus), opts, [left[o.name] for o in opts])
+            for option, count in sorted(mix, key=lambda x: -x[0].gpus):
+                for _ in range(count):
+                    members, gpus = take_apart(gpus, option.gpus)
+                    out.append(_instance(option, members))
+                    cap = left[option.name]
+                    left[option.name] = None if cap is None else cap - 1
     return [i for i in out if any(g.placements for g in i.gpus)]
+
+
+def take_apart(gpus: list[Gpu], n: int) -> tuple[list[Gpu], list[Gpu]]:
+    """Up to `n` GPUs for one instance, in order, skipping any that would share the instance with
+    another server of a workload spread across instances (scaling.redundancy spread instance);
+    returns them and the GPUs left. The first GPU always fits, so every round places one."""
+    taken: list[Gpu] = []
+    spread: set[str] = set()
+    rest: list[Gpu] = []
+    for g in gpus:
+        mine = {t.workload for t in g.tasks if t.demand.redundant and t.demand.spread == "instance"}
+        if len(taken) < n and not mine & spread:
+            taken.append(g)
+            spread |= mine
+        else:
+            rest.append(g)
+    return taken, rest
 
 
 def moved(fleet: GpuPool) -> int:

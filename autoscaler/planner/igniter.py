@@ -91,7 +91,7 @@ def best_trial(fleet: GpuPool, task: Task, cfg: Config, exclude: frozenset[int] 
         found = 0
         floor = size.lower * fleet.prices[size.gpu] / 100.0  # growth if no neighbour needs more
         for g in islice(fleet.candidates(size, exclude, cfg.per_level), cfg.tries):
-            t = try_gpu(fleet, g, task, cfg)
+            t = None if fleet.shares_domain(g, task) else try_gpu(fleet, g, task, cfg)
             if t is None:
                 continue
             found += 1

@@ -17,6 +17,7 @@ from autoscaler.planner.igniter import Config, best_trial, commit, open_for
 from autoscaler.planner.shares import Prediction
 from autoscaler.planner.state import Gpu, GpuPool
 from autoscaler.planner.tasks import Size, Task, decompose
+from autoscaler.planner.types import Unplaced
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +115,7 @@ def try_replace(fleet: GpuPool, members: list[Gpu], price: float, cfg: Config) -
     others = [g for g in fleet.prices if g != gtype]
     move = Move(fleet, members)
     for task in _work(members):
-        pieces, unplaced = decompose([replace(task.demand, rate_rps=task.rate)], fleet.models, fleet.prices, others)
+        pieces, unplaced = pieces_of(fleet, task, others)
         if (
             unplaced
             or not all(move.to_open_gpu(p, cfg) or move.to_new_gpu(p) for p in pieces)
@@ -124,6 +125,17 @@ def try_replace(fleet: GpuPool, members: list[Gpu], price: float, cfg: Config) -
             return False
     move.close()
     return True
+
+
+def pieces_of(fleet: GpuPool, task: Task, gpu_types: list[str]) -> tuple[list[Task], list[Unplaced]]:
+    """`task` re-cut on other GPU types: pieces that carry what it carries (its capacity, with
+    redundancy) and share its routed rate in proportion; they keep its demand, so they stay out
+    of the fault domains of the workload's other servers."""
+    one = replace(task.demand, rate_rps=task.capacity, min_servers=1)
+    pieces, unplaced = decompose([one], fleet.models, fleet.prices, gpu_types)
+    for p in pieces if task.demand.redundant else ():
+        p.demand, p.carries, p.rate = task.demand, p.rate, p.rate * task.rate / task.capacity
+    return pieces, unplaced
 
 
 def group_price(fleet: GpuPool, members: list[Gpu]) -> float:

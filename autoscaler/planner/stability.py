@@ -99,6 +99,33 @@ def hold_workload(fleet: GpuPool, d: Demand, current: Sequence[tuple[Gpu, Placem
     return held, max(rest, 0.0)
 
 
+def hold_redundant(fleet: GpuPool, d: Demand, current: Sequence[tuple[Gpu, PlacementOut]]) -> tuple[list[Held], float]:
+    """A redundant workload's placements are kept all together or not at all: kept, they must
+    still be N+1 on their own (two or more, in different fault domains, the others carrying the
+    whole rate when the largest is lost), each sized for its load in that case; else the whole
+    rate is planned afresh."""
+    held = [h for gpu, p in current if (h := _hold(fleet, gpu, p, d, float("inf"))) is not None]
+    caps = [h.rate for h in held]
+    worst = sum(caps) - max(caps, default=0.0)
+    if len(held) < len(current) or len(held) < d.min_servers or worst < d.rate_rps or not _apart(held, d):
+        return [], d.rate_rps
+    model = {h.gpu.gid: fleet.models[h.gpu.gpu] for h in held}
+    return [
+        replace(
+            h,
+            rate=d.rate_rps * c / sum(caps),
+            size=make_size(model[h.gpu.gid], h.gpu.gpu, d, h.size.batch, h.share, d.rate_rps * c / worst),
+        )
+        for h, c in zip(held, caps)
+    ], 0.0
+
+
+def _apart(held: Sequence[Held], d: Demand) -> bool:
+    """No two in one fault domain (a GPU; with spread instance, a kept instance)."""
+    domains = [h.gpu.gid if d.spread == "gpu" or h.gpu.kept is None else h.gpu.kept[0] for h in held]
+    return len(set(domains)) == len(domains)
+
+
 def seat(fleet: GpuPool, held: list[Held]) -> list[Held]:
     """Put held placements on their GPUs; release those that fail with their kept neighbours."""
     by_gpu: dict[int, list[Held]] = {}
@@ -135,7 +162,8 @@ def seed(fleet: GpuPool, current: Plan, demands: Sequence[Demand]) -> dict[str, 
     for d in demands:
         if d.rate_rps <= 0:
             continue
-        h, rest = hold_workload(fleet, d, by_wl.get(d.workload, []))
+        hold = hold_redundant if d.redundant else hold_workload
+        h, rest = hold(fleet, d, by_wl.get(d.workload, []))
         held.extend(h)
         todo[d.workload] = rest
     for seated in seat(fleet, held):

@@ -142,6 +142,18 @@ class GpuPool:
             seen += 1
             yield g
 
+    def shares_domain(self, g: Gpu, task: Task) -> bool:
+        """Whether `task` on `g` would put two servers of a redundant workload (scaling.redundancy)
+        in one fault domain: the GPU, or with spread instance a kept instance's GPUs (floating
+        GPUs are kept apart when they are packed into instances, build.py)."""
+        d = task.demand
+        if not d.redundant:
+            return False
+        near = [g]
+        if d.spread == "instance" and g.kept is not None:
+            near = [self.gpus[i] for i in self.kept[g.kept[0]].gids if i in self.gpus]
+        return any(t.workload == d.workload for h in near for t in h.tasks)
+
     def open_gpus(self) -> list[Gpu]:
         return list(self.gpus.values())
 

@@ -52,6 +52,13 @@ class Task:
     sizes: dict[str, Size]
     pref: str  # the GPU type where its demand is cheapest
     full: bool = False  # a whole-GPU replica at the largest feasible batch
+    carries: float | None = None  # the rate its sizes are built for, when above `rate` (N+1 redundancy)
+
+    @property
+    def capacity(self) -> float:
+        """The rate this server must be able to carry: its share, or with redundancy its share
+        while another server of the workload is lost."""
+        return self.rate if self.carries is None else self.carries
 
     @property
     def workload(self) -> str:
@@ -235,11 +242,23 @@ def _tasks_for(
     best = min(opts, key=lambda o: (o.cost, len(o.pieces)))
     others = [o.gpu for o in opts if o.gpu != best.gpu]
     twins = [g for g in others if models[g] is models[best.gpu]]
+    pieces = redundant_pieces(best.pieces) if d.redundant else best.pieces
+    total = sum(rate for _, rate, _ in pieces)
     out = []
-    for i, (size, rate, full) in enumerate(best.pieces):
+    for i, (size, rate, full) in enumerate(pieces):
         sizes = {best.gpu: size} | {g: replace(size, gpu=g) for g in twins}
         if not full:
             sizes |= {g: s for g in others if (s := size_on(models[g], g, d, rate, search)) is not None}
         pref = min(sizes, key=lambda g: sizes[g].lower * prices[g])
-        out.append(Task(start + i, d, rate, sizes, pref, full))
+        share = rate * d.rate_rps / total if d.redundant else rate
+        out.append(Task(start + i, d, share, sizes, pref, full, rate if share < rate else None))
     return out
+
+
+def redundant_pieces(pieces: tuple[tuple[Size, float, bool], ...]) -> tuple[tuple[Size, float, bool], ...]:
+    """N+1: one server more than the rate needs, as large as the largest, so that the others
+    carry the whole rate when any one is lost. A workload that fits one server gets two, each
+    sized for the whole rate; one split into whole-GPU replicas gets one replica more. The routed
+    shares are scaled down (by the caller) so they still add up to the rate."""
+    largest = max(pieces, key=lambda p: p[1])
+    return (*pieces, largest)

@@ -20,6 +20,12 @@ class Demand:
     _: KW_ONLY
     on_demand_floor: float = 0.0  # share of rate_rps that must sit on on-demand instances (with spot offered)
     gpus: frozenset[str] | None = None  # the GPU types it may be placed on (None: any)
+    min_servers: int = 1  # scaling.redundancy: 2 = N+1 servers in different fault domains
+    spread: str = "gpu"  # the fault domain two of its servers must not share: "gpu" or "instance"
+
+    @property
+    def redundant(self) -> bool:
+        return self.min_servers > 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,10 +22,12 @@ def compare_options(policy: Policy, base: SimOptions = SimOptions()) -> list[Sim
     and rate statistic. With a fixed headroom, one more line: igniter with `headroom: auto`. With a
     policy that buys spot, those runs are on-demand only (so they compare planners and strategies,
     not markets) and one more line is the policy's spot run (igniter under the policy's forecast,
-    with `base`'s interruptions)."""
+    with `base`'s interruptions). With scaling.redundancy min_servers 2 the baseline planners are
+    left out (they plan no fault domains)."""
     forecast = base.forecast or policy.scaling.forecast
     runs = [SimOptions(planner="igniter", forecast=f) for f in ("last", "ewma", "holt", "seasonal")]
-    runs += [SimOptions(planner=p, forecast=forecast) for p in ("ffd", "gslice", "gpulets")]
+    if policy.scaling.redundancy.min_servers == 1:  # the baselines plan no fault domains
+        runs += [SimOptions(planner=p, forecast=forecast) for p in ("ffd", "gslice", "gpulets")]
     runs += [
         SimOptions(strategy="static-peak", planner="igniter"),
         SimOptions(strategy="reactive"),

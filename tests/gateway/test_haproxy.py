@@ -187,6 +187,27 @@ def test_a_request_that_meets_a_stopping_server_is_retried_on_another(
 
 
 @pytest.mark.e2e
+def test_a_request_a_hung_server_holds_past_the_timeout_is_retried_on_another(tmp_path: Path, stubs: list) -> None:
+    """A server that accepts and never answers (an MPS client whose daemon died may hang rather
+    than exit) costs the request `timeout_s`, not the request itself (retry-on response-timeout)."""
+    gateway = LocalHaproxy(tmp_path / "gw")
+    spec = GatewaySpec(listen=f"127.0.0.1:{free_port()}", workloads=("a",), check_interval_s=0.2, timeout_s=0.5)
+    try:
+        gateway.ensure(spec)
+        gateway.apply([AddServer("a", "a-0", addr(stubs[0])), AddServer("a", "a-1", addr(stubs[1]))])
+        wait_until(lambda: gateway.observe().healthy() == {"a-0", "a-1"}, 10, "health checks")
+        gateway.apply([SetWeight("a", "a-0", 256), SetWeight("a", "a-1", 256)])
+        stubs[1].slow = 30.0  # its readiness still passes (GET is not slowed)
+        with httpx.Client(timeout=10) as c:
+            answers = [c.post(url(spec, "/v2/models/a/infer"), json={}) for _ in range(6)]
+        assert Counter(r.status_code for r in answers) == {200: 6}
+        assert {r.json()["port"] for r in answers} == {stubs[0].server_address[1]}
+        assert gateway.observe().server("a-1").requests_total > 0  # type: ignore[union-attr]  # it was tried
+    finally:
+        gateway.stop()
+
+
+@pytest.mark.e2e
 def test_the_gateway_outlives_its_driver_and_reloads_without_dropping(tmp_path: Path, stubs: list) -> None:
     spec = GatewaySpec(listen=f"127.0.0.1:{free_port()}", workloads=("a",), check_interval_s=0.2)
     first = LocalHaproxy(tmp_path / "gw")

@@ -59,21 +59,41 @@ class FixedPlanner:
         return make_plan(self.shape)
 
 
-def fleet_policy(tmp_path: Path, model_dir: Path, workloads: Sequence[str], **gateway: Any) -> Policy:
+INSTANCE_TYPES = [
+    {"name": "p3.2xlarge", "gpu": "v100", "gpus": 1, "price_per_hour": 3.06},
+    {"name": "p3.8xlarge", "gpu": "v100", "gpus": 4, "price_per_hour": 12.24},
+]
+
+
+def fleet_policy(
+    tmp_path: Path,
+    model_dir: Path,
+    workloads: Sequence[str],
+    *,
+    instance_types: Sequence[Mapping[str, Any]] = INSTANCE_TYPES,
+    agents: Mapping[str, Any] | None = None,
+    scaling: Mapping[str, Any] | None = None,
+    **gateway: Any,
+) -> Policy:
+    """`agents` and `scaling` add to (or override) the sections' test defaults."""
     path = write_policy(
         tmp_path / "policy.yaml",
         fleet=f"gw-{tmp_path.name[-10:].lower().replace('_', '-')}".rstrip("-"),
-        instance_types=[
-            {"name": "p3.2xlarge", "gpu": "v100", "gpus": 1, "price_per_hour": 3.06},
-            {"name": "p3.8xlarge", "gpu": "v100", "gpus": 4, "price_per_hour": 12.24},
-        ],
+        instance_types=list(instance_types),
         workloads=[
             {"name": w, "model": "alexnet", "slo_ms": 30, "rate_rps": 50, "model_dir": str(model_dir)}
             for w in workloads
         ],
         provider={"kind": "local", "base_port": free_base(), "state_root": str(tmp_path / "instances")},
-        agents={"transport": "local", "command_timeout_s": 30},
-        scaling={"interval_s": 1, "settle_s": 0.2, "headroom": 0.0, "forecast": "last", "scale_down_delay_s": 0},
+        agents={"transport": "local", "command_timeout_s": 30, **(agents or {})},
+        scaling={
+            "interval_s": 1,
+            "settle_s": 0.2,
+            "headroom": 0.0,
+            "forecast": "last",
+            "scale_down_delay_s": 0,
+            **(scaling or {}),
+        },
         gateway={
             "kind": "haproxy",
             "listen": f"127.0.0.1:{free_port()}",
@@ -115,11 +135,13 @@ def _port_band(lo: int, hi: int) -> tuple[int, int]:
 
 
 @contextmanager
-def local_fleet(policy: Policy, tmp_path: Path, shape: Shape) -> Iterator[tuple[Controller, FixedPlanner]]:
-    """A controller on a real local fleet and gateway; everything is stopped at the end."""
+def local_fleet(policy: Policy, tmp_path: Path, shape: Shape | None) -> Iterator[tuple[Controller, FixedPlanner]]:
+    """A controller on a real local fleet and gateway; everything is stopped at the end. With a
+    `shape` every tick plans it; with None the policy's own planner plans."""
     ctl = build_controller(policy, tmp_path / "state.sqlite")
-    planner = FixedPlanner(shape)
-    ctl.deps.planner = planner
+    planner = FixedPlanner(shape or ())
+    if shape is not None:
+        ctl.deps.planner = planner
     ctl.deps.rates = RateReader(ManualRates({w.name: w.rate_rps for w in policy.workloads}), 300)
     try:
         yield ctl, planner

@@ -85,6 +85,7 @@ def test_a_bad_fake_mig_flag_is_exit_2_and_creates_nothing(tmp_path: Path) -> No
         (["--no-gpu", "--fake-mig", "v100"], "igniter-agent run: --fake-mig: unknown GPU 'v100'"),
         (["--fake-mig", "a100-80gb"], "igniter-agent run: --fake-mig: needs --no-gpu"),
         (["--no-gpu", "--fake-mig", "h100-80gb", "--fake-gpus", "0"], "igniter-agent run: --fake-gpus: must be 1..16"),
+        (["--fake-mps"], "igniter-agent run: --fake-mps: needs --no-gpu"),
     ):
         done = subprocess.run(
             agent_cmd("run", "--state-dir", str(tmp_path / "st"), *extra), capture_output=True, text=True, timeout=60
