@@ -41,8 +41,8 @@ def main() -> None:
         raw = statistics.median(rate(lambda items=items: model.predict_raw(items), 20000) for _ in range(5))
         typed = statistics.median(rate(lambda objs=objs: model.predict(objs), 20000) for _ in range(5))
         print(f"{size:>10} {raw:>14,.0f} {typed:>12,.0f}")
-        res.figure(f"predict_us.{size}", 1e6 / typed)
-        res.figure(f"predict_raw_us.{size}", 1e6 / raw)
+        res.figure(f"predict_us_{size}", 1e6 / typed)
+        res.figure(f"predict_raw_us_{size}", 1e6 / raw)
     res.write()
 
 
