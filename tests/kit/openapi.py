@@ -7,7 +7,9 @@ from typing import Any
 from openapi_schema_validator import OAS31Validator
 
 
-def response_schema(doc: dict[str, Any], path: str, code: str = "200", media: str = "application/json") -> dict[str, Any]:
+def response_schema(
+    doc: dict[str, Any], path: str, code: str = "200", media: str = "application/json"
+) -> dict[str, Any]:
     """The JSON schema of one path's GET answer, with the document's components for its $refs."""
     schema = doc["paths"][path]["get"]["responses"][code]["content"][media]["schema"]
     return {**schema, "components": doc["components"]}
