@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import describe
+from _results import Results
 
 from autoscaler.model.perfmodel import PerfModel, load_perf_model
 from autoscaler.planner import Demand, InstanceOption, check_plan, make_plan
@@ -92,23 +92,40 @@ def main() -> int:
         "t4-synthetic": load_perf_model(PROFILES / "t4-synthetic.yaml"),
     }
     options = HETERO if args.hetero else V100
-    print(f"machine: {describe()}")
+    out = Results(
+        "plan_scale_hetero" if args.hetero else "plan_scale",
+        "python benchmarks/plan_scale.py " + " ".join(sys.argv[1:]),
+    )
+    print(f"machine: {out.doc['machine']}")
     print(f"instance types: {', '.join(o.name for o in options)}; median of {args.runs} runs\n")
     print(f"{'workloads':>9} {'planner':>14} {'median s':>9} {'peak MB':>8} {'GPUs':>6} {'$/hour':>10} {'feasible':>8}")
+    rows = []
     for n in (int(x) for x in args.sizes.split(",")):
         demands = workloads(n)
+        cells = [str(n)]
         for planner in ("igniter", "igniter-plain"):
             if planner == "igniter-plain" and n > args.plain_max:
+                cells += ["-", "-"]
                 continue
             secs, plan = timed(demands, options, models, planner, args.runs)
             ok = "yes" if not check_plan(plan, demands, models, options) else "NO"
+            mb = peak_mb(demands, options, models, planner)
             print(
-                f"{n:>9} {planner:>14} {secs:>9.3f} {peak_mb(demands, options, models, planner):>8.2f} "
-                f"{plan.gpu_count:>6} {plan.cost_per_hour:>10.2f} {ok:>8}",
+                f"{n:>9} {planner:>14} {secs:>9.3f} {mb:>8.2f} {plan.gpu_count:>6} {plan.cost_per_hour:>10.2f} {ok:>8}",
                 flush=True,
             )
+            out.figure(f"{planner}_seconds_{n}", secs)
+            cells += [f"{secs:.3f}", *([f"{mb:.2f}"] if planner == "igniter" else []), str(plan.gpu_count)]
+        rows.append("| " + " | ".join(cells) + " |")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nprocess peak RSS: {rss:.0f} MB")
+    out.figure("peak_rss_mb", rss)
+    out.doc["tables"]["scale"] = [
+        "| workloads | igniter s | peak MB | GPUs | igniter-plain s | GPUs |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
+    out.write()
     return 0
 
 
