@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _results import Results
 
 from autoscaler.model.perfmodel import PerfModel, load_perf_model
-from autoscaler.planner import Demand, InstanceOption, check_plan, make_plan
+from autoscaler.planner import Demand, InstanceOption, api, check_plan, make_plan, tasks
 
 PROFILES = Path(__file__).resolve().parent.parent / "policies" / "profiles"
 RANGES = {
@@ -61,11 +61,23 @@ def workloads(n: int, seed: int = 1) -> list[Demand]:
     return out
 
 
+def cold(models: dict[str, PerfModel]) -> None:
+    """Forget what earlier runs remembered (planner/api.py's fresh plans, planner/tasks.py's sizes
+    and batch limits, each model's solo predictions): every timed run plans inputs it has not seen,
+    as a tick with new rates does. Without this, runs 2 and 3 answer from the memos in microseconds."""
+    api._fresh_plans.clear()
+    tasks.size_on.cache_clear()
+    tasks.max_batch.cache_clear()
+    for model in models.values():
+        model._solo.clear()
+
+
 def timed(
     demands: list[Demand], options: list[InstanceOption], models: dict[str, PerfModel], planner: str, runs: int
 ) -> tuple[float, object]:
     times, plan = [], None
     for _ in range(runs):
+        cold(models)
         start = time.perf_counter()
         plan = make_plan(demands, options, models, planner=planner)
         times.append(time.perf_counter() - start)
@@ -73,6 +85,7 @@ def timed(
 
 
 def peak_mb(demands: list[Demand], options: list[InstanceOption], models: dict[str, PerfModel], planner: str) -> float:
+    cold(models)
     tracemalloc.start()
     make_plan(demands, options, models, planner=planner)
     peak = tracemalloc.get_traced_memory()[1]
