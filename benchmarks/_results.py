@@ -24,10 +24,13 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 
 def commit() -> str:
-    """The checkout's commit (with `+dirty` when files differ from it)."""
+    """The checkout's commit (with `+dirty` when code it runs differs from it; docs may)."""
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
     dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", "autoscaler", "agents", "benchmarks/*.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     return (head.stdout.strip() or "unknown") + ("+dirty" if dirty.stdout.strip() else "")
 
