@@ -157,6 +157,9 @@ def print_ratios(out: Results, rows: list[dict]) -> None:
             "ratios",
             f"| {r['name']} | {ig / r['bound']:.3f} | {ig / r['bound*']:.3f} | {plain / r['bound']:.3f} | {proto} | {gap} |",
         )
+    vs_proto = [r["plans"]["igniter"][0] / r["proto"] for r in rows if r["proto"]]
+    out.figure("igniter_over_prototype_min", min(vs_proto))
+    out.figure("igniter_over_prototype_max", max(vs_proto))
     big = [r for r in rows if r["n"] >= 100]
     if big:
         for key, label in (("bound", "bound"), ("bound*", "bound*")):
