@@ -74,14 +74,15 @@ def cold(models: dict[str, PerfModel]) -> None:
 
 def timed(
     demands: list[Demand], options: list[InstanceOption], models: dict[str, PerfModel], planner: str, runs: int
-) -> tuple[float, object]:
-    times, plan = [], None
+) -> tuple[float, float, object]:
+    times, cpus, plan = [], [], None
     for _ in range(runs):
         cold(models)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         plan = make_plan(demands, options, models, planner=planner)
         times.append(time.perf_counter() - start)
-    return statistics.median(times), plan
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(times), statistics.median(cpus), plan
 
 
 def peak_mb(demands: list[Demand], options: list[InstanceOption], models: dict[str, PerfModel], planner: str) -> float:
@@ -120,7 +121,7 @@ def main() -> int:
             if planner == "igniter-plain" and n > args.plain_max:
                 cells += ["-", "-"]
                 continue
-            secs, plan = timed(demands, options, models, planner, args.runs)
+            secs, cpu, plan = timed(demands, options, models, planner, args.runs)
             ok = "yes" if not check_plan(plan, demands, models, options) else "NO"
             mb = peak_mb(demands, options, models, planner)
             print(
@@ -128,13 +129,14 @@ def main() -> int:
                 flush=True,
             )
             out.figure(f"{planner}_seconds_{n}", secs)
-            cells += [f"{secs:.3f}", *([f"{mb:.2f}"] if planner == "igniter" else []), str(plan.gpu_count)]
+            out.figure(f"{planner}_cpu_seconds_{n}", cpu)
+            cells += [f"{cpu:.3f} / {secs:.3f}", *([f"{mb:.2f}"] if planner == "igniter" else []), str(plan.gpu_count)]
         rows.append("| " + " | ".join(cells) + " |")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nprocess peak RSS: {rss:.0f} MB")
     out.figure("peak_rss_mb", rss)
     out.doc["tables"]["scale"] = [
-        "| workloads | igniter s | peak MB | GPUs | igniter-plain s | GPUs |",
+        "| workloads | igniter s, CPU / wall | peak MB | GPUs | igniter-plain s, CPU / wall | GPUs |",
         "|---|---|---|---|---|---|",
         *rows,
     ]
