@@ -4,7 +4,7 @@
 
 Random workloads drawn like ../shared/scenarios' (model, SLO and rate ranges per model; seed 1),
 on one p3.2xlarge type as the prototype (--hetero adds p3.8xlarge and the synthetic T4 types).
-Time: the median of --runs runs of `make_plan`, in this process, on one core (the planner is
+Time: the median of --runs runs of `make_plan`, in this process, on one core, in CPU time and wall clock (the planner is
 single-threaded Python; BLAS threads are pinned to 1). Peak memory: one more run under
 tracemalloc (Python heap allocated during that call) and the process's peak RSS at the end.
 The paper's algorithm as published ("igniter-plain": every open GPU tried) runs up to --plain-max.
