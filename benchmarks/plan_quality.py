@@ -167,6 +167,7 @@ def print_ratios(out: Results, rows: list[dict]) -> None:
             mean = out.figure(f"igniter_over_{name}", statistics.mean(r["plans"]["igniter"][0] / r[key] for r in big))
             plain = statistics.mean(r["plans"]["igniter-plain"][0] / r[key] for r in big)
             out.figure(f"plain_over_{name}", plain)
+            out.figure(f"igniter_above_{name}_pct", (mean - 1) * 100)
             print(
                 f"\nmean cost / {label} over the {len(big)} scenarios with >= 100 workloads: "
                 f"igniter {mean:.3f}, igniter-plain {plain:.3f}"
