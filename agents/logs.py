@@ -24,6 +24,7 @@ NOISY = ("apscheduler", "botocore", "boto3", "urllib3", "paramiko", "httpx", "ht
 
 TICK: contextvars.ContextVar[int | None] = contextvars.ContextVar("igniter_tick", default=None)
 _fleet: str | None = None
+_format = "text"
 
 
 def set_fleet(name: str | None) -> None:
@@ -59,10 +60,28 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False, default=str)
 
 
+def current_format() -> str:
+    """The format `configure` set: the agent starts its inference servers with the same one."""
+    return _format
+
+
+def message_of(line: str) -> str:
+    """A log line's message: the `message` of a JSON line, else the line (the last line of a
+    server's log is what the agent reports as its last error, in either format)."""
+    if line.startswith("{"):
+        with contextlib.suppress(ValueError):
+            entry = json.loads(line)
+            if isinstance(entry, dict) and isinstance(entry.get("message"), str):
+                return entry["message"]
+    return line
+
+
 def configure(fmt: str = "text", level: int | str = logging.INFO) -> None:
     """Replace the root handlers with one on stderr in `fmt`; quiet the per-tick library chatter."""
+    global _format
     if fmt not in FORMATS:
         raise ValueError(f"log format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    _format = fmt
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     logging.basicConfig(level=level, handlers=[handler], force=True)

@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from _results import Results
+
 from autoscaler.config.policy import Policy, load_policy
 from autoscaler.sim import traces
 from autoscaler.sim.engine import SimOptions, simulate
@@ -30,6 +32,7 @@ AZURE_TIME = "second_since_2023-11-16T18:15:46"
 
 @dataclass(frozen=True)
 class Case:
+    key: str  # its name in benchmarks/results/rollout.json
     name: str
     policy: Policy
     trace: traces.Trace
@@ -49,10 +52,10 @@ def cases(quick: bool) -> list[Case]:
     per_s = traces.scale(traces.read_wide(ROOT / "traces" / "azure-llm-2023-rps.csv", AZURE_TIME), 100.0)
     az_min = traces.scale(traces.read_wide(ROOT / "traces" / "azure-llm-2023-1min.csv"), 100.0)
     return [
-        Case("ServeGen, 10-minute rows (servegen-sim.yaml, interval 300 s)", sg, wide),
-        Case("ServeGen, 1-minute rows (interval 60 s)", _with(sg, interval_s=60.0), minute),
-        Case("Azure x100, per-second rows (azure-sim.yaml, interval 30 s)", az, per_s),
-        Case("Azure x100, 1-minute rows (interval 60 s)", _with(az, interval_s=60.0), az_min),
+        Case("servegen_10min", "ServeGen, 10-minute rows (servegen-sim.yaml, interval 300 s)", sg, wide),
+        Case("servegen_1min", "ServeGen, 1-minute rows (interval 60 s)", _with(sg, interval_s=60.0), minute),
+        Case("azure_1s", "Azure x100, per-second rows (azure-sim.yaml, interval 30 s)", az, per_s),
+        Case("azure_1min", "Azure x100, 1-minute rows (interval 60 s)", _with(az, interval_s=60.0), az_min),
     ]
 
 
@@ -72,7 +75,10 @@ HEAD = (
 
 
 def report(quick: bool) -> None:
-    """Print the targets' table for every case (see the module docstring)."""
+    """Print the targets' table for every case (see the module docstring); the full run (not
+    --quick) writes each run's counts to benchmarks/results/rollout.json, which the docs quote."""
+    out = Results("rollout", "python benchmarks/simulate_quality.py --only rollout")
+    surge_pct: list[float] = []
     verdicts: list[str] = []
     for case in cases(quick):
         t0 = time.process_time()
@@ -86,9 +92,20 @@ def report(quick: bool) -> None:
                 runs[(strategy, surge)] = r
                 name = "oracle" if strategy == "oracle" else f"{case.policy.scaling.forecast} (policy)"
                 print(line(f"{name}, max_surge {surge}", r))
+                s = r.summary()
+                run = f"{case.key}_{'oracle' if strategy == 'oracle' else 'policy'}_surge_{surge}"
+                out.figure(f"{run}_outage_steps", s["outage_steps"])
+                out.figure(f"{run}_reconfig_short_steps", s["reconfig_short_steps"])
+                out.figure(f"{run}_breaches", sum(s["invariant_breaches"].values()))
+                out.figure(f"{run}_surge_cost_pct", s["surge_cost_fraction"] * 100)
+                if surge == "default":
+                    surge_pct.append(s["surge_cost_fraction"] * 100)
         verdicts += _verdicts(case, runs)
         print(f"  ({time.process_time() - t0:.0f} s CPU)")
     print("\n" + "\n".join(verdicts))
+    out.figure("default_surge_cost_pct_max", max(surge_pct))
+    if not quick:
+        out.write()
 
 
 def _verdicts(case: Case, runs: dict[tuple[str, str], SimResult]) -> list[str]:

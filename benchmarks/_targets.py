@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from _results import Results
 
 from autoscaler.config.policy import Policy, load_policy
 from autoscaler.sim import traces
@@ -120,7 +121,12 @@ def line(label: str, s: Score, oracle: Score) -> str:
     )
 
 
-def report_case(case: Case) -> tuple[bool, bool, bool, bool]:
+def slug(name: str) -> str:
+    """A case's name as a results key: `ServeGen, 1-minute rows` -> `servegen_1_minute_rows`."""
+    return "_".join("".join(c if c.isalnum() else " " for c in name.lower()).split())
+
+
+def report_case(case: Case, out: Results) -> tuple[bool, bool, bool, bool]:
     """Replay the defaults and the oracle; print each half and the whole. Returns the verdicts
     (attainment met, cost met) on the whole trace and on the reported half."""
     t0 = time.process_time()
@@ -136,6 +142,10 @@ def report_case(case: Case) -> tuple[bool, bool, bool, bool]:
     for label, lo, hi in (("first half (tuned on)", 0, mid), ("second half (reported)", mid, n), ("whole trace", 0, n)):
         s, o = score(auto, lo, hi, boot), score(oracle, lo, hi, boot)
         print(line(label, s, o))
+        part = f"{slug(case.name)}_{label.split()[0]}"  # first, second, whole
+        out.figure(f"{part}_attainment_pct", s.attainment * 100)
+        out.figure(f"{part}_short", s.short)
+        out.figure(f"{part}_cost_x_oracle", s.cost / o.cost if o.cost > 0 else float("nan"))
         if label != "first half (tuned on)":
             verdicts += [s.attainment >= TARGET, s.cost <= COST_RATIO * o.cost]
     summary = auto.summary()
@@ -163,13 +173,16 @@ def main(table: bool = True, only: str | None = None) -> None:
     whose name contains it (e.g. "1-minute", "Azure")."""
     print(f"\n== issue 16: the defaults against the targets (attainment >= {TARGET}, cost <= {COST_RATIO} x oracle)")
     all_cases = [c for c in cases() if only is None or only in c.name]
+    out = Results("attainment", "python benchmarks/simulate_quality.py --only attainment --no-table")
     if table:
         print("  -- forecast with headroom auto on each trace's first half: attainment / cost x oracle")
         for case in all_cases:
             forecast_table(case)
     for case in all_cases:
-        att, cost, att2, cost2 = report_case(case)
+        att, cost, att2, cost2 = report_case(case, out)
         print(
             f"    targets, whole trace: attainment {'MET' if att else 'NOT MET'}, cost {'MET' if cost else 'NOT MET'}; "
             f"second half: attainment {'MET' if att2 else 'NOT MET'}, cost {'MET' if cost2 else 'NOT MET'}"
         )
+    if only is None and not table:  # the run the docs quote (the table's runs are printed only)
+        out.write()

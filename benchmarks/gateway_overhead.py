@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _results import Results
 
 from autoscaler.core.routing.routes import AddServer, SetWeight
 from autoscaler.demo.setup import tiny_model
@@ -247,8 +248,14 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    out = Results("gateway_overhead", "python benchmarks/gateway_overhead.py " + " ".join(sys.argv[1:]))
     report = bench(args.runs, args.requests, args.clients, args.seconds)
     print(json.dumps(report, indent=1) if args.json else render(report))
+    out.doc["report"] = report
+    out.figure("added_p50_ms", report["added_p50_ms"])
+    out.figure("added_p99_ms", report["added_p99_ms"])
+    out.figure("max_rps_pct_of_direct", 100 * report["max_rps_ratio"])
+    out.write()
     return 0
 
 

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from _machine import describe  # noqa: E402
+from _results import Results  # noqa: E402
 
 from autoscaler.config.policy import Policy, load_policy  # noqa: E402
 from autoscaler.loop.wiring import default_planner  # noqa: E402
@@ -51,7 +51,7 @@ def lean_planner(
     return default_planner(policy.model_copy(update={"scaling": scaling}), rates, corrections, caps, current)
 
 
-def replays(policy: Policy, trace: traces.Trace, scales: list[float], headrooms: list[float]) -> None:
+def replays(res: Results, policy: Policy, trace: traces.Trace, scales: list[float], headrooms: list[float]) -> None:
     """One replay per (size, headroom, with/without); a line each and the totals."""
     totals = {"without": np.zeros(3), "with": np.zeros(3)}
     better = worse = 0
@@ -71,13 +71,22 @@ def replays(policy: Policy, trace: traces.Trace, scales: list[float], headrooms:
                 f"{f:>5g} {h:>8g}  {a[0]:>10,.2f} / {b[0]:>9,.2f}  {a[1]:>4.0f} / {b[1]:<4.0f}  {a[2]:>5.0f} / {b[2]:<5.0f}"
             )
     a, b = totals["without"], totals["with"]
+    res.figure("replays", len(scales) * len(headrooms))
+    res.figure("cost_change_pct", (b[0] / a[0] - 1) * 100)
+    res.figure("short_rows_without", int(a[1]))
+    res.figure("short_rows_with", int(b[1]))
+    res.figure("runs_fewer_short", better)
+    res.figure("runs_more_short", worse)
+    res.figure("restarts_without", int(a[2]))
+    res.figure("restarts_with", int(b[2]))
+    res.figure("restarts_fewer_pct", (1 - b[2] / a[2]) * 100)
     print(
         f"total: cost {a[0]:,.2f} -> {b[0]:,.2f} ({b[0] / a[0] - 1:+.3%}); short rows {a[1]:.0f} -> {b[1]:.0f} "
         f"(fewer in {better} runs, more in {worse}); restarts {a[2]:.0f} -> {b[2]:.0f} ({b[2] / a[2] - 1:+.1%})"
     )
 
 
-def plans(policy: Policy, trace: traces.Trace) -> None:
+def plans(res: Results, policy: Policy, trace: traces.Trace) -> None:
     """Capacity per planned req/s of the same plans with and without the step (cost identical)."""
     h = policy.scaling.headroom
     rows = sorted(set(np.linspace(0, len(trace.times) - 1, PLAN_SAMPLES).round().astype(int).tolist()))
@@ -92,6 +101,11 @@ def plans(policy: Policy, trace: traces.Trace) -> None:
             cap += sum(got.get(w, 0.0) for w in rates)
             rate += sum(rates.values())
         out[name] = (cost, cap / rate)
+    res.figure("plan_rows", len(rows))
+    res.figure("plan_rate_factor", 1 + h)
+    res.figure("capacity_per_rps_without", out["without"][1])
+    res.figure("capacity_per_rps_with", out["with"][1])
+    res.figure("capacity_gain_pct", (out["with"][1] / out["without"][1] - 1) * 100)
     print(
         f"plans for {len(rows)} trace rows (rate x {1 + h:g}): $/h summed {out['without'][0]:,.2f} -> "
         f"{out['with'][0]:,.2f}; in-budget capacity per planned req/s {out['without'][1]:.3f} -> {out['with'][1]:.3f}"
@@ -103,13 +117,17 @@ def main() -> None:
     ap.add_argument("--scales", default="0.7,0.85,1,1.15,1.3")
     ap.add_argument("--headrooms", default="0.2,0.3,0.4")
     args = ap.parse_args()
-    print(describe())
+    res = Results("idle_share", f"python benchmarks/idle_share.py --scales {args.scales} --headrooms {args.headrooms}")
+    print(res.doc["machine"])
     policy = load_policy(ROOT / "policies" / "servegen-sim.yaml")
     trace = traces.read_wide(ROOT / "traces" / "servegen-3models-wide.csv")
     t0 = time.process_time()
-    plans(policy, trace)
-    replays(policy, trace, [float(x) for x in args.scales.split(",")], [float(x) for x in args.headrooms.split(",")])
+    plans(res, policy, trace)
+    replays(
+        res, policy, trace, [float(x) for x in args.scales.split(",")], [float(x) for x in args.headrooms.split(",")]
+    )
     print(f"CPU time: {time.process_time() - t0:.0f} s")
+    res.write()
 
 
 if __name__ == "__main__":

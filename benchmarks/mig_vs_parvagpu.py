@@ -39,6 +39,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -167,11 +168,13 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "seed": args.seed,
         "runs": args.runs,
         "parvagpu_scenarios": six,
+        "table": table(six),
         "generated": {
             "count": len(gen),
             "igniter_gpus": total,
             "lower_bound_gpus": bound,
             "above_bound_percent": round((total / bound - 1) * 100, 3) if bound else None,
+            "above_by": above_by(gen),
             "scenarios": gen,
         },
         "planning_seconds": {
@@ -182,6 +185,28 @@ def run(args: argparse.Namespace) -> dict[str, object]:
             "load_average_1min": round(os.getloadavg()[0], 1),
         },
     }
+
+
+def table(six: list[dict[str, object]]) -> list[str]:
+    """The markdown table docs/planner.md embeds (tests/test_docs.py compares the two)."""
+    lines = [
+        "| scenario | workloads | igniter GPUs | ParvaGPU (published) | lower bound (fractional) | plan time, CPU / wall |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in six:
+        cpu, wall = float(str(r["cpu_seconds"])) * 1000, float(str(r["seconds"])) * 1000
+        lines.append(
+            f"| {str(r['scenario']).removeprefix('parvagpu-')} | {r['workloads']} | {r['igniter_gpus']} | "
+            f"{r['parvagpu_gpus']} | {r['lower_bound_gpus']} ({float(str(r['lower_bound_fractional'])):.2f}) | "
+            f"{cpu:.0f} ms / {wall:.0f} ms |"
+        )
+    return lines
+
+
+def above_by(gen: list[dict[str, object]]) -> dict[str, int]:
+    """Generated scenarios by how many GPUs their plan is above its lower bound."""
+    counts = Counter(int(str(g["igniter_gpus"])) - int(str(g["lower_bound_gpus"])) for g in gen)
+    return {str(k): counts[k] for k in sorted(counts)}
 
 
 def main() -> None:

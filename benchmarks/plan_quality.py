@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import describe
+from _results import Results
 
 from autoscaler.config.policy import load_policy
 from autoscaler.model.perfmodel import PerfModel, load_perf_model
@@ -123,10 +123,10 @@ def scenario_rows(paths: list[Path]) -> list[dict]:
     return rows
 
 
-def print_costs(rows: list[dict]) -> None:
-    print("## Cost per planner ($/hour, GPUs; '!' = the model's re-check finds SLO violations)\n")
-    head = "| scenario | n | prototype | bound (README) | bound* | " + " | ".join(PLANNERS) + " |"
-    print(head + "\n" + "|---" * (5 + len(PLANNERS)) + "|")
+def print_costs(out: Results, rows: list[dict]) -> None:
+    out.line("costs", "## Cost per planner ($/hour, GPUs; '!' = the model's re-check finds SLO violations)\n")
+    out.line("costs", "| scenario | n | prototype | bound (README) | bound* | " + " | ".join(PLANNERS) + " |")
+    out.line("costs", "|---" * (5 + len(PLANNERS)) + "|")
     for r in rows:
         cells = []
         for p in PLANNERS:
@@ -134,45 +134,57 @@ def print_costs(rows: list[dict]) -> None:
             cells.append("n/a" if res is None else f"{res[0]:.2f} ({res[1]}){'' if res[2] else ' !'}")
         readme = f" ({r['readme_bound']:.2f})" if r["readme_bound"] is not None else ""
         proto = f"{r['proto']:.2f}" if r["proto"] is not None else "-"
-        print(
+        out.line(
+            "costs",
             f"| {r['name']} | {r['n']} | {proto} | {r['bound']:.2f}{readme} | {r['bound*']:.2f} | "
             + " | ".join(cells)
-            + " |"
+            + " |",
         )
 
 
-def print_ratios(rows: list[dict]) -> None:
-    print("\n## Cost over the bounds (igniter) and against the prototype\n")
-    print("| scenario | igniter / bound | igniter / bound* | plain / bound | igniter / prototype | igniter / exact |")
-    print("|---|---|---|---|---|---|")
+def print_ratios(out: Results, rows: list[dict]) -> None:
+    out.line("ratios", "\n## Cost over the bounds (igniter) and against the prototype\n")
+    out.line(
+        "ratios",
+        "| scenario | igniter / bound | igniter / bound* | plain / bound | igniter / prototype | igniter / exact |",
+    )
+    out.line("ratios", "|---|---|---|---|---|---|")
     for r in rows:
         ig, plain, ex = r["plans"]["igniter"][0], r["plans"]["igniter-plain"][0], r["plans"]["exact"]
         proto = f"{ig / r['proto']:.3f}" if r["proto"] else "-"
         gap = f"{ig / ex[0]:.3f}" if ex else "n/a"
-        print(
-            f"| {r['name']} | {ig / r['bound']:.3f} | {ig / r['bound*']:.3f} | {plain / r['bound']:.3f} | {proto} | {gap} |"
+        out.line(
+            "ratios",
+            f"| {r['name']} | {ig / r['bound']:.3f} | {ig / r['bound*']:.3f} | {plain / r['bound']:.3f} | {proto} | {gap} |",
         )
+    vs_proto = [r["plans"]["igniter"][0] / r["proto"] for r in rows if r["proto"]]
+    out.figure("igniter_over_prototype_min", min(vs_proto))
+    out.figure("igniter_over_prototype_max", max(vs_proto))
     big = [r for r in rows if r["n"] >= 100]
     if big:
         for key, label in (("bound", "bound"), ("bound*", "bound*")):
-            mean = statistics.mean(r["plans"]["igniter"][0] / r[key] for r in big)
+            name = label.replace("*", "_star")  # a figure's key is a plain name (the docs' markers)
+            mean = out.figure(f"igniter_over_{name}", statistics.mean(r["plans"]["igniter"][0] / r[key] for r in big))
             plain = statistics.mean(r["plans"]["igniter-plain"][0] / r[key] for r in big)
+            out.figure(f"plain_over_{name}", plain)
+            out.figure(f"igniter_above_{name}_pct", (mean - 1) * 100)
             print(
                 f"\nmean cost / {label} over the {len(big)} scenarios with >= 100 workloads: "
                 f"igniter {mean:.3f}, igniter-plain {plain:.3f}"
             )
 
 
-def print_ablation(rows: list[dict]) -> None:
-    print("\n## Ablation: the paper's algorithm, then one extension at a time ($/hour)\n")
-    print("| scenario | " + " | ".join(ABLATION) + " |\n" + "|---" * (1 + len(ABLATION)) + "|")
+def print_ablation(out: Results, rows: list[dict]) -> None:
+    out.line("ablation", "\n## Ablation: the paper's algorithm, then one extension at a time ($/hour)\n")
+    out.line("ablation", "| scenario | " + " | ".join(ABLATION) + " |")
+    out.line("ablation", "|---" * (1 + len(ABLATION)) + "|")
     for r in rows:
         demands, options, models = r["inputs"]
         costs = [igniter(demands, options, models, None, cfg).cost_per_hour for cfg in ABLATION.values()]
-        print(f"| {r['name']} | " + " | ".join(f"{c:.2f}" for c in costs) + " |")
+        out.line("ablation", f"| {r['name']} | " + " | ".join(f"{c:.2f}" for c in costs) + " |")
 
 
-def print_types(rows: list[dict]) -> None:
+def print_types(out: Results, rows: list[dict]) -> None:
     """The V100-only scenarios re-planned with p3.8xlarge and the (synthetic) T4 types offered too:
     the paper's algorithm can use one type; iGniter mixes them per workload."""
     extra = [
@@ -180,9 +192,15 @@ def print_types(rows: list[dict]) -> None:
         InstanceOption("g4dn.xlarge", "t4-synthetic", 1, 0.526),
         InstanceOption("g4dn.12xlarge", "t4-synthetic", 4, 3.912),
     ]
-    print("\n## More instance types: V100-only scenarios with p3.8xlarge, g4dn.xlarge, g4dn.12xlarge added ($/hour)\n")
-    print("| scenario | V100 only (igniter) | plain, cheapest single type | igniter, all types | GPUs V100 / T4 |")
-    print("|---|---|---|---|---|")
+    out.line(
+        "types",
+        "\n## More instance types: V100-only scenarios with p3.8xlarge, g4dn.xlarge, g4dn.12xlarge added ($/hour)\n",
+    )
+    out.line(
+        "types",
+        "| scenario | V100 only (igniter) | plain, cheapest single type | igniter, all types | GPUs V100 / T4 |",
+    )
+    out.line("types", "|---|---|---|---|---|")
     for r in rows:
         demands, options, models = r["inputs"]
         if {o.gpu for o in options} != {"v100"} or r["n"] < 12:
@@ -194,9 +212,10 @@ def print_types(rows: list[dict]) -> None:
         split = [
             sum(g.gpu == t for i in plan.instances for g in i.gpus if g.placements) for t in ("v100", "t4-synthetic")
         ]
-        print(
+        out.line(
+            "types",
             f"| {r['name']} | {r['plans']['igniter'][0]:.2f} | {_cost_cell(plain)} | {_cost_cell(plan)} "
-            f"| {split[0]} / {split[1]} |"
+            f"| {split[0]} / {split[1]} |",
         )
 
 
@@ -204,34 +223,43 @@ def _cost_cell(plan: Plan) -> str:
     return f"{plan.cost_per_hour:.2f}" + (f" ({len(plan.unplaced)} unplaced)" if plan.unplaced else "")
 
 
-def print_gap(sizes: tuple[int, ...] = (8, 12, 16), sets: int = 10) -> None:
+def print_gap(out: Results, sizes: tuple[int, ...] = (8, 12, 16), sets: int = 10) -> None:
     """igniter against `exact` on random workload sets drawn like plan_scale's (V100 type)."""
     from plan_scale import PROFILES, V100, workloads
 
     models = {"v100": load_perf_model(PROFILES / "v100.yaml")}
-    print(f"\n## Optimality gap: igniter / exact on {sets} random sets per size (V100 type)\n")
-    print("| workloads | mean | max | sets where igniter = exact |\n|---|---|---|---|")
+    out.line("gap", f"\n## Optimality gap: igniter / exact on {sets} random sets per size (V100 type)\n")
+    out.line("gap", "| workloads | mean | max | sets where igniter = exact |")
+    out.line("gap", "|---|---|---|---|")
     for n in sizes:
         ratios = [
             make_plan(d, V100, models).cost_per_hour / make_plan(d, V100, models, planner="exact").cost_per_hour
             for d in (workloads(n, seed) for seed in range(sets))
         ]
-        print(f"| {n} | {statistics.mean(ratios):.3f} | {max(ratios):.3f} | {sum(r <= 1 + 1e-9 for r in ratios)} |")
+        out.line(
+            "gap", f"| {n} | {statistics.mean(ratios):.3f} | {max(ratios):.3f} | {sum(r <= 1 + 1e-9 for r in ratios)} |"
+        )
 
 
-def print_stability(rows: list[dict], steps: int = 10, spread: float = 0.05) -> None:
+def print_stability(out: Results, rows: list[dict], steps: int = 10, spread: float = 0.05) -> None:
     """Every workload's rate drifts by up to +-spread per step; moves with and without `current`."""
-    print(f"\n## Stability: {steps} re-plans, every rate drifting +-{spread:.0%} a step (mean per step)\n")
-    print(
-        "| scenario | placements | moved (fresh plan) | moved (with current) | $/h fresh | $/h with current "
-        "| $/h with current, no repair |"
+    out.line(
+        "stability", f"\n## Stability: {steps} re-plans, every rate drifting +-{spread:.0%} a step (mean per step)\n"
     )
-    print("|---|---|---|---|---|---|---|")
+    out.line(
+        "stability",
+        "| scenario | placements | moved (fresh plan) | moved (with current) | $/h fresh | $/h with current "
+        "| $/h with current, no repair |",
+    )
+    out.line("stability", "|---|---|---|---|---|---|---|")
     for r in rows:
         if r["n"] < 50:
             continue
         m = _drift(r["inputs"], steps, spread)
-        print(f"| {r['name']} | {m[0]:.0f} | {m[1]:.1f} | {m[2]:.1f} | {m[3]:.2f} | {m[4]:.2f} | {m[5]:.2f} |")
+        out.line(
+            "stability",
+            f"| {r['name']} | {m[0]:.0f} | {m[1]:.1f} | {m[2]:.1f} | {m[3]:.2f} | {m[4]:.2f} | {m[5]:.2f} |",
+        )
 
 
 def _drift(inputs: Inputs, steps: int, spread: float) -> list[float]:
@@ -265,15 +293,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("paths", nargs="*", help="scenario YAMLs or folders (default: ../shared/scenarios)")
     ap.add_argument("--no-stability", action="store_true")
     args = ap.parse_args(argv)
-    print(f"machine: {describe()}\n")
+    out = Results("plan_quality", "python benchmarks/plan_quality.py " + " ".join(argv or sys.argv[1:]))
+    print(f"machine: {out.doc['machine']}\n")
     rows = scenario_rows(scenario_paths(args.paths))
-    print_costs(rows)
-    print_ratios(rows)
-    print_ablation(rows)
-    print_types(rows)
-    print_gap()
+    print_costs(out, rows)
+    print_ratios(out, rows)
+    print_ablation(out, rows)
+    print_types(out, rows)
+    print_gap(out)
     if not args.no_stability:
-        print_stability(rows)
+        print_stability(out, rows)
+    out.write()
     return 0
 
 

@@ -4,7 +4,7 @@
 
 Random workloads drawn like ../shared/scenarios' (model, SLO and rate ranges per model; seed 1),
 on one p3.2xlarge type as the prototype (--hetero adds p3.8xlarge and the synthetic T4 types).
-Time: the median of --runs runs of `make_plan`, in this process, on one core (the planner is
+Time: the median of --runs runs of `make_plan`, in this process, on one core, in CPU time and wall clock (the planner is
 single-threaded Python; BLAS threads are pinned to 1). Peak memory: one more run under
 tracemalloc (Python heap allocated during that call) and the process's peak RSS at the end.
 The paper's algorithm as published ("igniter-plain": every open GPU tried) runs up to --plain-max.
@@ -29,10 +29,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import describe
+from _results import Results
 
 from autoscaler.model.perfmodel import PerfModel, load_perf_model
-from autoscaler.planner import Demand, InstanceOption, check_plan, make_plan
+from autoscaler.planner import Demand, InstanceOption, api, check_plan, make_plan, tasks
 
 PROFILES = Path(__file__).resolve().parent.parent / "policies" / "profiles"
 RANGES = {
@@ -61,18 +61,32 @@ def workloads(n: int, seed: int = 1) -> list[Demand]:
     return out
 
 
+def cold(models: dict[str, PerfModel]) -> None:
+    """Forget what earlier runs remembered (planner/api.py's fresh plans, planner/tasks.py's sizes
+    and batch limits, each model's solo predictions): every timed run plans inputs it has not seen,
+    as a tick with new rates does. Without this, runs 2 and 3 answer from the memos in microseconds."""
+    api._fresh_plans.clear()
+    tasks.size_on.cache_clear()
+    tasks.max_batch.cache_clear()
+    for model in models.values():
+        model._solo.clear()
+
+
 def timed(
     demands: list[Demand], options: list[InstanceOption], models: dict[str, PerfModel], planner: str, runs: int
-) -> tuple[float, object]:
-    times, plan = [], None
+) -> tuple[float, float, object]:
+    times, cpus, plan = [], [], None
     for _ in range(runs):
-        start = time.perf_counter()
+        cold(models)
+        start, cpu = time.perf_counter(), time.process_time()
         plan = make_plan(demands, options, models, planner=planner)
         times.append(time.perf_counter() - start)
-    return statistics.median(times), plan
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(times), statistics.median(cpus), plan
 
 
 def peak_mb(demands: list[Demand], options: list[InstanceOption], models: dict[str, PerfModel], planner: str) -> float:
+    cold(models)
     tracemalloc.start()
     make_plan(demands, options, models, planner=planner)
     peak = tracemalloc.get_traced_memory()[1]
@@ -92,23 +106,41 @@ def main() -> int:
         "t4-synthetic": load_perf_model(PROFILES / "t4-synthetic.yaml"),
     }
     options = HETERO if args.hetero else V100
-    print(f"machine: {describe()}")
+    out = Results(
+        "plan_scale_hetero" if args.hetero else "plan_scale",
+        "python benchmarks/plan_scale.py " + " ".join(sys.argv[1:]),
+    )
+    print(f"machine: {out.doc['machine']}")
     print(f"instance types: {', '.join(o.name for o in options)}; median of {args.runs} runs\n")
     print(f"{'workloads':>9} {'planner':>14} {'median s':>9} {'peak MB':>8} {'GPUs':>6} {'$/hour':>10} {'feasible':>8}")
+    rows = []
     for n in (int(x) for x in args.sizes.split(",")):
         demands = workloads(n)
+        cells = [str(n)]
         for planner in ("igniter", "igniter-plain"):
             if planner == "igniter-plain" and n > args.plain_max:
+                cells += ["-", "-"]
                 continue
-            secs, plan = timed(demands, options, models, planner, args.runs)
+            secs, cpu, plan = timed(demands, options, models, planner, args.runs)
             ok = "yes" if not check_plan(plan, demands, models, options) else "NO"
+            mb = peak_mb(demands, options, models, planner)
             print(
-                f"{n:>9} {planner:>14} {secs:>9.3f} {peak_mb(demands, options, models, planner):>8.2f} "
-                f"{plan.gpu_count:>6} {plan.cost_per_hour:>10.2f} {ok:>8}",
+                f"{n:>9} {planner:>14} {secs:>9.3f} {mb:>8.2f} {plan.gpu_count:>6} {plan.cost_per_hour:>10.2f} {ok:>8}",
                 flush=True,
             )
+            out.figure(f"{planner}_seconds_{n}", secs)
+            out.figure(f"{planner}_cpu_seconds_{n}", cpu)
+            cells += [f"{cpu:.3f} / {secs:.3f}", *([f"{mb:.2f}"] if planner == "igniter" else []), str(plan.gpu_count)]
+        rows.append("| " + " | ".join(cells) + " |")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nprocess peak RSS: {rss:.0f} MB")
+    out.figure("peak_rss_mb", rss)
+    out.doc["tables"]["scale"] = [
+        "| workloads | igniter s, CPU / wall | peak MB | GPUs | igniter-plain s, CPU / wall | GPUs |",
+        "|---|---|---|---|---|---|",
+        *rows,
+    ]
+    out.write()
     return 0
 
 

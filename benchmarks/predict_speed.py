@@ -13,7 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import describe
+from _results import Results
 
 from autoscaler.model.perfmodel import Placement, load_perf_model
 
@@ -33,13 +33,17 @@ def rate(fn, n: int) -> float:
 
 def main() -> None:
     model = load_perf_model(Path(__file__).resolve().parent.parent / "policies" / "profiles" / "v100.yaml")
-    print(f"machine: {describe()}")
+    res = Results("predict_speed", "python benchmarks/predict_speed.py")
+    print(f"machine: {res.doc['machine']}")
     print(f"{'co-located':>10} {'predict_raw/s':>14} {'predict/s':>12}")
     for size, items in SETS.items():
         objs = [Placement(*p) for p in items]
         raw = statistics.median(rate(lambda items=items: model.predict_raw(items), 20000) for _ in range(5))
         typed = statistics.median(rate(lambda objs=objs: model.predict(objs), 20000) for _ in range(5))
         print(f"{size:>10} {raw:>14,.0f} {typed:>12,.0f}")
+        res.figure(f"predict_us_{size}", 1e6 / typed)
+        res.figure(f"predict_raw_us_{size}", 1e6 / raw)
+    res.write()
 
 
 if __name__ == "__main__":

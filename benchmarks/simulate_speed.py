@@ -43,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
 from _machine import describe  # noqa: E402
+from _results import Results  # noqa: E402
 
 from autoscaler.config.policy import load_policy  # noqa: E402
 from autoscaler.sim.engine import SimOptions, simulate  # noqa: E402
@@ -182,24 +183,30 @@ def main() -> None:
     if args.compare:
         compare_speed(args.runs, args.days, args.baseline)
         return
+    out = Results("simulate_speed", f"python benchmarks/simulate_speed.py --runs {args.runs}")
     print(f"{'case':<44} {'ticks':>6} {'wall s':>7} {'cpu s':>7} {'ms/tick':>8} {'target':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         cases = [
-            ("10 workloads, 14 days, 10-min rows", ten_workloads(600, 14), 600.0),
-            ("10 workloads, 2 days, 1-min rows", ten_workloads(60, 2), 60.0),
+            ("ten_14d_10min", "10 workloads, 14 days, 10-min rows", ten_workloads(600, 14), 600.0),
+            ("ten_2d_1min", "10 workloads, 2 days, 1-min rows", ten_workloads(60, 2), 60.0),
         ]
-        for name, trace, interval in cases:
+        for key, name, trace, interval in cases:
             wall, cpu, s = timed(policy_for(trace, interval, Path(tmp) / "p.yaml"), trace, args.runs)
             print(
                 f"{name:<44} {s['ticks']:>6} {wall:>7.1f} {cpu:>7.1f} {1000 * cpu / s['ticks']:>8.1f} "
                 f"{'met' if wall < 60 else 'MISSED':>7}"
             )
+            out.figure(f"{key}_wall_s", wall)
+            out.figure(f"{key}_cpu_s", cpu)
         trace = read_wide(SERVEGEN)
         wall, cpu, s = timed(ROOT / "policies" / "servegen-sim.yaml", trace, args.runs)
         print(
             f"{'ServeGen example (3 workloads, interval 300)':<44} {s['ticks']:>6} {wall:>7.1f} {cpu:>7.1f} "
             f"{1000 * cpu / s['ticks']:>8.1f} {'-':>7}"
         )
+        out.figure("servegen_example_wall_s", wall)
+        out.figure("servegen_example_cpu_s", cpu)
+    out.write()
 
 
 if __name__ == "__main__":

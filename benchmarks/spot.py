@@ -32,6 +32,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _results import Results  # noqa: E402
 
 from autoscaler.config.offerings import SPOT  # noqa: E402
 from autoscaler.config.policy import Policy, load_policy  # noqa: E402
@@ -161,6 +164,31 @@ def emit(out: str | None, row: dict[str, Any]) -> None:
             fh.write(json.dumps(row) + "\n")
 
 
+def plans(args: argparse.Namespace) -> None:
+    """`plans`: the ratios, printed and written to benchmarks/results/spot_plans.json with the
+    table docs/planner.md embeds (floors in ascending order)."""
+    out = Results("spot_plans", f"python benchmarks/spot.py plans --ratio {args.ratio:g} --floors {args.floors}")
+    started = time.perf_counter()
+    floors = [float(x) for x in args.floors.split(",")]
+    costs = plan_costs(args.ratio, floors)
+    for name, ratios in costs.items():
+        print(f"{name:18s} " + "  ".join(f"floor {f:g}: {r:.3f} (whole {w:.3f})" for f, (r, w) in ratios.items()))
+        for f, (r, w) in ratios.items():
+            out.figure(f"{name}_floor_{f:g}", r)
+            out.figure(f"{name}_floor_{f:g}_whole", w)
+    print("blend (floor + (1 - floor) x ratio): " + "  ".join(f"{f + (1 - f) * args.ratio:.3f}" for f in floors))
+    print(f"{time.perf_counter() - started:.1f} s on {platform.node()} ({platform.machine()})")
+    order = sorted(floors)
+    blend = [f"{f + (1 - f) * args.ratio:.3f}" for f in order]
+    rows = [f"| blend | {' | '.join(blend)} |"]
+    for name, ratios in costs.items():
+        cells = [f"{ratios[f][0]:.3f}" + ("" if f in (0.0, 1.0) else f" ({ratios[f][1]:.3f})") for f in order]
+        rows.append(f"| {name} | {' | '.join(cells)} |")
+    head = "| inputs | " + " | ".join(f"floor {f:g}" for f in order) + " |"
+    out.doc["tables"]["plans"] = [head, "|---" * (len(order) + 1) + "|", *rows]
+    out.write()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("what", choices=["plans", "sim"])
@@ -173,12 +201,7 @@ def main() -> None:
     ap.add_argument("--out", help="also append the JSON lines here")
     args = ap.parse_args()
     if args.what == "plans":
-        started = time.perf_counter()
-        floors = [float(x) for x in args.floors.split(",")]
-        for name, ratios in plan_costs(args.ratio, floors).items():
-            print(f"{name:18s} " + "  ".join(f"floor {f:g}: {r:.3f} (whole {w:.3f})" for f, (r, w) in ratios.items()))
-        print("blend (floor + (1 - floor) x ratio): " + "  ".join(f"{f + (1 - f) * args.ratio:.3f}" for f in floors))
-        print(f"{time.perf_counter() - started:.1f} s on {platform.node()} ({platform.machine()})")
+        plans(args)
     else:
         run_sim(args)
 

@@ -86,9 +86,46 @@ def test_embedded_tables_equal_their_results() -> None:
             assert m["body"].splitlines() == want, f"{path.name}: {m['file']}:{m['key']}"
 
 
+# A figure-like number: two or more decimals, not part of a version, a path or an identifier.
+DECIMALS = re.compile(r"(?<![\w.\-/])\d+\.\d{2,}(?![\w.]*[/\w])")
+
+
+def near_marked_figures(text: str) -> list[str]:
+    """The paragraphs of `text` that quote a results file: those holding a marker, and those right
+    before and after a table block (they describe it)."""
+    out = []
+    parts = re.split(r"\n\s*\n", text)
+    for i, part in enumerate(parts):
+        after_table = i > 0 and parts[i - 1].rstrip().endswith("<!-- /table -->")
+        before_table = i + 1 < len(parts) and parts[i + 1].lstrip().startswith("<!-- table")
+        if "<!-- = " in part or after_table or before_table:
+            out.append(part)
+    return out
+
+
+def test_no_unmarked_figure_beside_marked_ones() -> None:
+    """A paragraph that quotes a results file (or introduces or follows an embedded table) quotes every
+    two-decimal figure of it from one: a number left unmarked beside marked ones would go stale
+    unseen, as the prose around the ServeGen table once did. Table blocks themselves are checked
+    whole above."""
+    for path in DOCS:
+        text = TABLE.sub("<!-- table --><!-- /table -->", path.read_text())  # its lines are checked above
+        for part in near_marked_figures(text):
+            for m in DECIMALS.finditer(part):
+                before = part[: m.start()]
+                if before.count("`") % 2 or before.rstrip().endswith("`"):  # code, or a setting's value
+                    continue
+                if not part[m.end() :].lstrip().startswith("<!-- = "):
+                    line = part[: m.start()].rsplit("\n", 1)[-1] + part[m.start() :].split("\n", 1)[0]
+                    pytest.fail(f"{path.name}: unmarked {m.group()} beside marked figures: {line.strip()}")
+
+
 def test_the_docs_quote_results() -> None:
-    """The convention is in use (README's install sizes at least), so a broken regex cannot pass silently."""
-    assert {m["file"] for _, m in figures()} >= {"install_size.json"}
+    """The convention is in use, so a broken regex cannot pass silently: README's install sizes and
+    planner figures, docs/planner.md's tables, docs/simulate.md's console example."""
+    assert {m["file"] for _, m in figures()} >= {"install_size.json", "plan_quality.json", "model_accuracy.json"}
+    tables = {m["file"] for p in DOCS for m in TABLE.finditer(p.read_text())}
+    assert tables >= {"plan_quality.json", "plan_scale.json", "simulate_example.json", "servegen_compare.json"}
 
 
 def test_every_transition_is_in_the_table() -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agents import logs
 from agents.fsutil import open_private, private_dir, read_json
 from agents.spec import ServerLimits, ServerSpec
 
@@ -107,6 +108,8 @@ def launch_server(
         str(files.stats),
         "--parent-pid",
         str(os.getpid()),
+        "--log-format",
+        logs.current_format(),  # the agent's own: one format on the whole node
         *server_args(limits),
     ]
     with os.fdopen(open_private(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab") as log:
@@ -128,7 +131,7 @@ def _rotate(log: Path) -> None:
 
 
 def last_line(path: Path, tail_bytes: int = 4096) -> str | None:
-    """The last non-empty line of a log (what a crashing server said last)."""
+    """The last non-empty line of a log (what a crashing server said last; a JSON line's message)."""
     try:
         with open(path, "rb") as handle:
             handle.seek(max(0, path.stat().st_size - tail_bytes))
@@ -136,7 +139,7 @@ def last_line(path: Path, tail_bytes: int = 4096) -> str | None:
     except OSError:
         return None
     lines = [line.strip() for line in lines if line.strip()]
-    return lines[-1] if lines else None
+    return logs.message_of(lines[-1]) if lines else None
 
 
 def describe_exit(returncode: int, detail: str | None) -> str:

@@ -71,6 +71,7 @@ def make_server(app: App, listener: socket.socket) -> DrainingServer:
         lifespan="off",
         access_log=False,
         proxy_headers=False,  # clients' addresses matter to nothing here; skip the per-request rewrite
+        log_config=None,  # the server's logging (--log-format) applies to uvicorn's loggers too
         log_level="warning",
         timeout_keep_alive=limits.idle_timeout_s,  # type: ignore[arg-type]  # a float works: call_later
         timeout_graceful_shutdown=int(GRACE_AFTER_DRAIN_S),

@@ -9,9 +9,9 @@ bounded by ServerLimits.drain_timeout_s, after which what is still queued gets 5
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +22,8 @@ from agents.fsutil import atomic_write_json
 from agents.server.app import App, load_torchscript, pick_device
 from agents.server.http import bind, make_server
 from agents.spec import ServerLimits, ServerSpec, load_model_config
+
+log = logging.getLogger("igniter-server")
 
 STATS_INTERVAL_S = 0.5
 POLL_S = 0.01
@@ -72,11 +74,7 @@ async def _lifecycle(app: App, sock: socket.socket, stop: threading.Event) -> No
     try:
         if await _load(app, stop):
             spec = app.spec
-            print(
-                f"igniter-server {spec.name}: ready on {spec.host}:{spec.port} ({app.device})",
-                file=sys.stderr,
-                flush=True,
-            )
+            log.info("%s: ready on %s:%d (%s)", spec.name, spec.host, spec.port, app.device)
         while not stop.is_set() and not serving.done():
             await asyncio.sleep(POLL_S * 5)
         await _drain(app)
@@ -122,9 +120,9 @@ async def _drain(app: App) -> None:
     while app.busy() and time.monotonic() < deadline:
         await asyncio.sleep(POLL_S)
     if app.busy():
-        print(
-            f"igniter-server {app.spec.name}: drain timeout ({app.limits.drain_timeout_s:g} s) with "
-            f"{app.in_flight} request(s) in flight; the rest get 503",
-            file=sys.stderr,
-            flush=True,
+        log.warning(
+            "%s: drain timeout (%g s) with %d request(s) in flight; the rest get 503",
+            app.spec.name,
+            app.limits.drain_timeout_s,
+            app.in_flight,
         )

@@ -11,6 +11,7 @@ second instead of after the import.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -19,8 +20,11 @@ import time
 import zipfile
 from pathlib import Path
 
+from agents import logs
 from agents.fsutil import atomic_write_json
 from agents.spec import ServerLimits, ServerSpec, load_model_config
+
+log = logging.getLogger("igniter-server")
 
 
 def watch_parent(parent_pid: int, stop: threading.Event) -> None:
@@ -32,7 +36,7 @@ def watch_parent(parent_pid: int, stop: threading.Event) -> None:
 
     def check() -> None:
         if os.getppid() != parent_pid:
-            print(f"igniter-server: agent (pid {parent_pid}) is gone; exiting", file=sys.stderr, flush=True)
+            log.error("agent (pid %d) is gone; exiting", parent_pid)
             os._exit(3)
 
     def loop() -> None:
@@ -78,6 +82,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--stats-file", type=Path)
     parser.add_argument("--parent-pid", type=int, help="exit when this process is no longer the parent")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (servers share the CPUs)")
+    parser.add_argument(
+        "--log-format", choices=logs.FORMATS, default="text", help="the agent's own (one JSON object per line: json)"
+    )
     defaults = ServerLimits()
     parser.add_argument(
         "--read-timeout", type=float, default=defaults.read_timeout_s, help="seconds for a whole request"
@@ -93,6 +100,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
+    logs.configure(args.log_format)
+    logs.set_fleet(os.environ.get("IGNITER_FLEET") or None)  # the agent's environment, inherited
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -102,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         _start(args, stop)
     except Exception as exc:  # a fatal start-up error: one line the agent shows as last_error
         message = f"{type(exc).__name__}: {exc}"
-        print(f"igniter-server: fatal: {message}", file=sys.stderr, flush=True)
+        log.error("fatal: %s", message)
         if args.stats_file:
             atomic_write_json(
                 args.stats_file, {"pid": os.getpid(), "ready": False, "error": message, "updated_at": time.time()}

@@ -37,7 +37,7 @@ from autoscaler.loop.actuator import Actuator, Outcome
 from autoscaler.loop.fleet_view import ViewInput, agent_ready, fleet_view, live_records
 from autoscaler.loop.gateway_step import GatewayStep, fleet_names
 from autoscaler.loop.inputs import AGENT_DRAIN_WAIT_S, layout_input
-from autoscaler.loop.observe import agent_facts, observe, remember_agents
+from autoscaler.loop.observe import agent_facts, observe, remember_agents, worst_p99
 from autoscaler.loop.reach import ReachWatch
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
@@ -92,7 +92,8 @@ class Controller:
             obs = self.interrupted(obs, report)
             report.ready_servers, report.agent_errors = agent_facts(obs.statuses, self.deps.contact)
             planned = self.forecast(obs, report)
-            corrections = self.guard(obs)
+            report.latency_p99_ms = worst_p99(obs.statuses)
+            corrections = self.guard(report.latency_p99_ms)
             self.converge(obs, orphans, planned, corrections, report)
             self.route(obs, report)
         except (ProviderError, TransportError) as exc:
@@ -204,13 +205,8 @@ class Controller:
         )
         return out.rates
 
-    def guard(self, obs: Observation) -> dict[str, float]:
+    def guard(self, p99: dict[str, float]) -> dict[str, float]:
         """SLO guard: p99 above the SLO for 3 ticks raises that workload's correction factor."""
-        p99: dict[str, float] = {}
-        for st in obs.statuses.values():
-            for srv in st.servers:
-                if srv.state == "ready" and srv.latency_ms_p99 is not None:
-                    p99[srv.workload] = max(p99.get(srv.workload, 0.0), srv.latency_ms_p99)
         state, events = guard_update(self.state.slo_guard, p99, {w.name: w.slo_ms for w in self.policy.workloads})
         for ev in events:
             log.warning("SLO guard: %s correction %.3f -> %.3f (%s)", ev.workload, ev.old, ev.new, ev.why)

@@ -61,6 +61,13 @@ class Metrics:
             ["workload"],
             registry=r,
         )
+        self.latency_p99 = Gauge(
+            "igniter_latency_p99_seconds",
+            "Worst p99 request latency of a workload's ready servers over their last minute, as their agents "
+            "report it (what the SLO guard compares with slo_ms); absent while no ready server reports one",
+            ["workload"],
+            registry=r,
+        )
         self.out_of_reach = Gauge(
             "igniter_target_out_of_reach",
             "1 while a workload's target_attainment is out of reach of the settings, by cause "
@@ -139,6 +146,7 @@ class Metrics:
         _reset(self.burst_floor, {(w,): v for w, v in report.burst_floor.items()})
         _reset(self.quantile, {(w,): v for w, v in report.headroom_quantile.items()})
         _reset(self.out_of_reach, {(w, r.cause or ""): float(r.out) for w, r in report.reach.items()})
+        _reset(self.latency_p99, {(w,): ms / 1000.0 for w, ms in report.latency_p99_ms.items()})
 
     def set_health(self, health: Health, ready: dict[str, int] | None) -> None:
         for status in STATUSES:

@@ -94,6 +94,19 @@ def remember_agents(
     return replace(state, agent_seen=seen, rejected=rejected)
 
 
+def worst_p99(statuses: Mapping[str, AgentStatus]) -> dict[str, float]:
+    """Per workload, the highest p99 latency (ms, over the server's last minute) of its ready
+    servers, as their agents report it: what the SLO guard acts on and what /metrics exports against
+    the SLO. The worst server rather than a mean: one overloaded GPU misses the SLO for its share of
+    the requests even when the others are fast."""
+    p99: dict[str, float] = {}
+    for st in statuses.values():
+        for srv in st.servers:
+            if srv.state == "ready" and srv.latency_ms_p99 is not None:
+                p99[srv.workload] = max(p99.get(srv.workload, 0.0), srv.latency_ms_p99)
+    return p99
+
+
 def agent_facts(statuses: Mapping[str, AgentStatus], contact: bool) -> tuple[dict[str, int] | None, dict[str, str]]:
     """What the agents that answered say, for health (loop/health.py): ready servers per workload
     (None when agents are not contacted: nothing is known), and the errors they report by slot."""

@@ -13,6 +13,8 @@ import copy
 from functools import cache
 from typing import Any
 
+from autoscaler.loop.health import STATUSES
+
 NUM = {"type": "number"}
 INT = {"type": "integer"}
 STR = {"type": "string"}
@@ -140,7 +142,7 @@ FLEET = obj(
 )
 LEADER = obj(
     "The fleet's lease as this process sees it.",
-    role={"enum": ["leader", "standby"]},
+    role={"enum": ["leader", "standby", "advisory"]},
     kind=STR,
     owner=STR,
     holder=STR,
@@ -214,6 +216,25 @@ ADVICE = obj(
     error=STR_OR_NULL,
 )
 ERROR = obj("Every error is JSON.", error=STR)
+CHECK = {
+    **obj("One health check (loop/health.py).", ok=BOOL, reasons=STRS),
+    "properties": {"ok": BOOL, "reasons": STRS, "note": {**STR, "description": "Why it passed without looking."}},
+}
+HEALTH = obj(
+    "The fleet's health: 200 for everything but failing (503), the load-balancer contract "
+    "(docs/operations.md); /readyz is the strict one.",
+    status={"enum": list(STATUSES)},
+    reasons=STRS,
+    checks=map_of(ref("Check")),
+    last_error=STR_OR_NULL,
+    leader=ref("Leader"),
+)
+# kube-apiserver's text answers: `ok`, or one `[+]name ok` / `[-]name failed: reasons` line per
+# check and a verdict (?verbose, and always on a failure).
+PROBE_TEXT = {
+    "type": "string",
+    "pattern": r"^(ok|(\[[+-]\][\w-]+ [^\n]*\n)+(livez|readyz) check (passed|failed))\n$",
+}
 
 SCHEMAS: dict[str, Any] = {
     "PlannedServer": SERVER,
@@ -227,6 +248,8 @@ SCHEMAS: dict[str, Any] = {
     "Gateway": {"oneOf": [GATEWAY, exact("No gateway, or before the first tick.", kind=STR, workloads=NONE)]},
     "Advice": {"oneOf": [ADVICE, exact("Not an advisory run.", mode={"const": "off"}, actions=EMPTY)]},
     "Error": ERROR,
+    "Check": CHECK,
+    "Health": HEALTH,
 }
 VIEWS = {
     "/v1/plan": ("Plan", "The last tick's plan"),
@@ -254,6 +277,60 @@ def _get(summary: str, schema: str) -> dict[str, Any]:
     }
 
 
+def _healthz() -> dict[str, Any]:
+    body = {"content": {"application/json": {"schema": ref("Health")}}}
+    return {
+        "get": {
+            "summary": "The fleet's health (open: no token)",
+            "security": [],
+            "responses": {
+                "200": {"description": "ok, degraded (with reasons), standby or starting", **body},
+                "503": {"description": "failing: the last tick failed", **body},
+            },
+        }
+    }
+
+
+PROBE_PARAMETERS = [
+    {
+        "name": "verbose",
+        "in": "query",
+        "required": False,
+        "allowEmptyValue": True,
+        "description": "One line per check and a verdict, also when every check passes.",
+        "schema": STR,
+    },
+    {
+        "name": "exclude",
+        "in": "query",
+        "required": False,
+        "description": "A check to leave out (repeatable).",
+        "schema": {"type": "array", "items": STR},
+        "explode": True,
+    },
+]
+
+
+def _probe(kind: str, one: bool) -> dict[str, Any]:
+    """/livez, /readyz (and /NAME of one check): kube-apiserver's text format."""
+    text = {"content": {"text/plain": {"schema": PROBE_TEXT}}}
+    what = "liveness: the process ticks" if kind == "livez" else "readiness: every check of /healthz passes"
+    responses = {"200": {"description": "passed", **text}, "503": {"description": "a check failed", **text}}
+    parameters = list(PROBE_PARAMETERS)
+    if one:
+        parameters.append({"name": "check", "in": "path", "required": True, "schema": STR})
+        responses["404"] = {"description": "no such check", "content": {"text/plain": {"schema": STR}}}
+    summary = f"{'One check of ' if one else ''}{what} (open: no token)"
+    return {"get": {"summary": summary, "security": [], "parameters": parameters, "responses": responses}}
+
+
+PROBES = {
+    "/healthz": _healthz(),
+    **{f"/{kind}": _probe(kind, False) for kind in ("livez", "readyz")},
+    **{f"/{kind}/{{check}}": _probe(kind, True) for kind in ("livez", "readyz")},
+}
+
+
 @cache
 def _document() -> dict[str, Any]:
     return {
@@ -261,10 +338,10 @@ def _document() -> dict[str, Any]:
         "info": {
             "title": "igniter status endpoint",
             "version": "1",
-            "description": "Read-only views of the autoscaler (docs/operations.md, 'The status endpoint'). "
-            "Each is the snapshot published after the latest tick.",
+            "description": "Read-only views of the autoscaler (docs/operations.md, 'The status endpoint'): "
+            "the health probes, and /v1/*, each the snapshot published after the latest tick.",
         },
-        "paths": {path: _get(summary, schema) for path, (schema, summary) in VIEWS.items()},
+        "paths": {**PROBES, **{path: _get(summary, schema) for path, (schema, summary) in VIEWS.items()}},
         "components": {
             "schemas": SCHEMAS,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},

@@ -86,6 +86,7 @@ class TickReport:
     backoff_until: float | None = None  # provider mutations wait until then (throttled, unauthorised)
     ready_servers: dict[str, int] | None = None  # per workload, servers its agents report ready (None: not contacted)
     agent_errors: dict[str, str] = field(default_factory=dict)  # slot -> what its agent reports wrong (a refusal)
+    latency_p99_ms: dict[str, float] = field(default_factory=dict)  # per workload, its worst ready server's p99
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -1,5 +1,6 @@
-"""/openapi.json: a valid OpenAPI 3.1 document describing every /v1/* route, and real answers of a
-ticking controller (before its first tick, after ticks, under a token, as a standby) match it."""
+"""/openapi.json: a valid OpenAPI 3.1 document describing every /v1/* route and the health probes
+(/healthz, /livez, /readyz, one check of each), and real answers of a ticking controller (before its
+first tick, after ticks, under a token, as a standby) match it: status code, media type and body."""
 
 from __future__ import annotations
 
@@ -17,10 +18,18 @@ from autoscaler.loop.status import StatusServer, StatusState
 from autoscaler.loop.status_app import V1
 from autoscaler.loop.wiring import make_leadership
 from tests.kit.control import Clock, make_controller, make_policy
-from tests.kit.openapi import check
+from tests.kit.openapi import check, check_response
 
 pytestmark = pytest.mark.unit
 TOKEN = "openapi-token-0123456789"
+# (request, the documented path it is an answer of): every probe route, with its query flags
+PROBES = [
+    ("/healthz", "/healthz"),
+    *((f"/{k}{q}", f"/{k}") for k in ("livez", "readyz") for q in ("", "?verbose", "?exclude=ping&verbose")),
+    ("/livez/ping", "/livez/{check}"),
+    ("/readyz/last-tick?verbose", "/readyz/{check}"),
+    ("/readyz/no-such-check", "/readyz/{check}"),
+]
 
 
 def test_the_document_is_valid_openapi_and_covers_every_v1_route() -> None:
@@ -30,7 +39,8 @@ def test_the_document_is_valid_openapi_and_covers_every_v1_route() -> None:
     finally:
         server.close()
     validate(doc)
-    assert doc["openapi"].startswith("3.1") and sorted(doc["paths"]) == sorted(V1)
+    probes = ["/healthz", "/livez", "/readyz", "/livez/{check}", "/readyz/{check}"]
+    assert doc["openapi"].startswith("3.1") and sorted(doc["paths"]) == sorted([*V1, *probes])
 
 
 def test_real_answers_match_the_document(tmp_path: Path) -> None:
@@ -40,7 +50,7 @@ def test_real_answers_match_the_document(tmp_path: Path) -> None:
         leader={"kind": "local", "lock_dir": str(tmp_path / "locks")},
     )
     clock = Clock()
-    ctl, _prov, _tr, manual = make_controller(policy, clock)
+    ctl, prov, _tr, manual = make_controller(policy, clock)
     state = StatusState()
     leadership = make_leadership(policy, Fence(time.monotonic))
     leadership.attempt(strict=True)
@@ -51,18 +61,24 @@ def test_real_answers_match_the_document(tmp_path: Path) -> None:
     try:
         doc = httpx.get(url + "/openapi.json", timeout=5).json()  # open, like /healthz
         seen = {path: [httpx.get(url + path, headers=auth, timeout=5).json()] for path in V1}  # before a tick
+        probed = [(path, httpx.get(url + ask, timeout=5)) for ask, path in PROBES]  # open: no token
         for k in range(6):
             manual.set(alex=400.0 if k >= 3 else 150.0)
             state.publish(ctl, ctl.tick())
             clock.advance(30)
         for path in V1:
             seen[path].append(httpx.get(url + path, headers=auth, timeout=5).json())
+        probed += [(path, httpx.get(url + ask, timeout=5)) for ask, path in PROBES]
+        prov.list_instances = outage  # type: ignore[method-assign]  # a failed tick: 503 failing
+        state.publish(ctl, ctl.tick())
+        probed += [(path, httpx.get(url + ask, timeout=5)) for ask, path in PROBES]
         denied = httpx.get(url + "/v1/plan", timeout=5)
         leadership.stop()  # gives the lease up: this process is a standby now
         state.set_leader(leadership.snapshot(), changed=True)
         assert state.leader["role"] == "standby"
         for path in V1:
             seen[path].append(httpx.get(url + path, headers=auth, timeout=5).json())
+        probed += [(path, httpx.get(url + ask, timeout=5)) for ask, path in PROBES]
     finally:
         server.close()
     assert denied.status_code == 401
@@ -72,6 +88,26 @@ def test_real_answers_match_the_document(tmp_path: Path) -> None:
     for path, bodies in seen.items():
         for body in bodies:
             check(doc, path, body)
+    codes = {(path, r.status_code) for path, r in probed}
+    assert {("/healthz", 200), ("/healthz", 503), ("/readyz", 503), ("/readyz/{check}", 404)} <= codes, codes
+    for path, response in probed:
+        check_response(doc, path, response)
+
+
+def outage() -> list:  # type: ignore[type-arg]
+    from autoscaler.fleet.base import ThrottledError
+
+    raise ThrottledError("RequestLimitExceeded")
+
+
+def test_a_changed_probe_answer_fails_the_check() -> None:
+    doc = openapi()
+    with pytest.raises(ValidationError):
+        check(doc, "/healthz", {"status": "fine", "reasons": [], "checks": {}, "last_error": None}, "200")
+    with pytest.raises(ValidationError):
+        check(doc, "/readyz", "[+]ping ok\n", "200", "text/plain")  # no verdict line
+    with pytest.raises(KeyError):
+        check(doc, "/livez", "ok\n", "200")  # a probe answers text, not JSON
 
 
 def test_a_changed_answer_fails_the_check(tmp_path: Path) -> None:

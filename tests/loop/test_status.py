@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client import generate_latest
 
 from autoscaler.fleet.base import ThrottledError
 from autoscaler.loop.controller import Deps
@@ -141,3 +142,40 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
         assert httpx.get(url + "/v1/headroom").json() == {"workloads": {}, "role": "standby"}
     finally:
         server.close()
+
+
+def test_p99_per_workload_is_its_worst_ready_servers() -> None:
+    from autoscaler.loop.observe import worst_p99
+    from autoscaler.transport.base import AgentStatus, ServerStatus
+
+    statuses = {
+        "s0": AgentStatus(1, True, (ServerStatus("a0", "alex", "ready", latency_ms_p99=9.0),)),
+        "s1": AgentStatus(
+            1,
+            True,
+            (
+                ServerStatus("a1", "alex", "ready", latency_ms_p99=14.0),
+                ServerStatus("a2", "alex", "starting", latency_ms_p99=90.0),  # not serving yet: not counted
+                ServerStatus("r0", "res", "ready"),  # no request in its last minute: no p99
+            ),
+        ),
+    }
+    assert worst_p99(statuses) == {"alex": 14.0}
+
+
+def test_metrics_export_p99_per_workload_against_the_slo(tmp_path: Path) -> None:
+    """igniter_latency_p99_seconds: the agents' p99 the SLO guard acts on, exported per workload (the
+    dashboard's "p99 latency vs SLO" panel); gone again when no server reports one."""
+    clock = Clock()
+    ctl, _prov, tr, _ = make_controller(make_policy(tmp_path), clock)
+    tr.p99.update(alex=12.5, res=80.0)
+    state = StatusState()
+    for _ in range(4):
+        state.publish(ctl, ctl.tick())
+        clock.advance(30)
+    exported = generate_latest(state.metrics.registry).decode()  # what /metrics serves
+    assert 'igniter_latency_p99_seconds{workload="alex"} 0.0125' in exported
+    assert 'igniter_latency_p99_seconds{workload="res"} 0.08' in exported
+    tr.p99.clear()
+    state.publish(ctl, ctl.tick())
+    assert 'igniter_latency_p99_seconds{workload="' not in generate_latest(state.metrics.registry).decode()
