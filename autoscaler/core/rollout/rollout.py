@@ -171,12 +171,16 @@ class Tick:
 
     def _holds(self, key: GpuKey, part: _Part, relief: Mapping[str, float] | None = None) -> bool:
         """No workload on this GPU ends below its floor, or below where it is now if that is lower
-        (less `relief`: the stand-ins of a server that leaves, see the module docstring)."""
+        (less `relief`: the stand-ins of a server that leaves, see the module docstring). Relief
+        only lowers the bar of a workload already below its floor: one at or above it never goes
+        below it (two removals in one tick, the second with a stand-in's relief, did: a MIG re-cut
+        whose earlier plan left an orphaned stand-in, found by the MIG property test)."""
         old = self.parts[key].capacity
         for w in set(old) | set(part.capacity):
             new = self.cap[w] - old[w] + part.capacity[w]
-            ref = min(self.floor.get(w, 0.0), self.cap[w] - (relief or {}).get(w, 0.0))
-            if new < ref - EPS * (1.0 + self.cap[w]):
+            floor, tol = self.floor.get(w, 0.0), EPS * (1.0 + self.cap[w])
+            ref = floor if self.cap[w] >= floor - tol else min(floor, self.cap[w] - (relief or {}).get(w, 0.0))
+            if new < ref - tol:
                 return False
         return True
 
