@@ -8,6 +8,7 @@ every step."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -109,6 +110,21 @@ def test_a_full_cut_stands_in_on_another_gpus_free_units_at_another_start() -> N
     cuts = roll(pf)
     assert any(("a-1-s0", 0) in c["s1"] for c in cuts)  # the stand-in, on s1 at start 0
     assert not any(isinstance(a, Launch) for d in pf.diffs for a in d.actions)
+    assert done(pf)
+    never_below(pf)
+
+
+def test_a_successor_never_hands_over_on_the_units_its_predecessor_holds() -> None:
+    """a-1 resizes a-0 (`replaces`) into a 4g slice on units a-0's 3g holds. On MPS a successor
+    starts beside its predecessor and takes its load; on MIG a-0's slice holds its units until a-0
+    is gone, so the agent is never told to cut both (it refuses overlapping slices): a-1 runs as a
+    stand-in on s1's free units first."""
+    b0, c0 = sl("b-0", "b", "3g.40gb", 4, index=1), sl("c-0", "c", "3g.40gb", 4)
+    old = sl("a-0", "a", "3g.40gb", 0)
+    new = replace(sl("a-1", "a", "4g.40gb", 0, index=2), replaces="a-0")
+    pf = mig_fleet([slot("s0", new, b0), slot("s1", c0)], {"s0": (old, b0), "s1": (c0,)})
+    cuts = roll(pf)  # asserts every assignment is a valid cut
+    assert any(("a-1-s0", 0) in c["s1"] for c in cuts)
     assert done(pf)
     never_below(pf)
 

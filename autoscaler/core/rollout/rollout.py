@@ -128,9 +128,15 @@ class Tick:
         self, key: GpuKey, servers: Sequence[PlannedServer], serving: frozenset[str] = frozenset()
     ) -> list[tuple[PlannedServer, bool, float]]:
         """The judge's word on the servers that load the GPU (`loading`), those in `serving` judged
-        as if ready."""
+        as if ready. A MIG slice holds its memory units while its server is assigned, loaded or
+        not (starting, or handed over to a successor): such servers go to the judge too, after
+        the loaded ones, so a cut that needs their units is no valid cut (colocation.py), and
+        only the loaded ones' verdicts count. On MPS a handover frees the GPU at once; on MIG the
+        successor needs free units, or a stand-in elsewhere (surge.py)."""
         loaded = loading(servers, self.inp.ready | serving, self._wanted(key))
-        verdict = self.inp.judge(self.gpus[key].instance_type, loaded) if loaded else ()
+        names = {s.name for s in loaded}
+        held = [s for s in servers if s.mig_profile is not None and s.name not in names]
+        verdict = self.inp.judge(self.gpus[key].instance_type, [*loaded, *held]) if loaded else ()
         return [(s, good, thr) for s, (good, thr) in zip(loaded, verdict)]
 
     def _wanted(self, key: GpuKey) -> frozenset[tuple[object, ...]]:
