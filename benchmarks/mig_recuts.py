@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from _machine import describe  # noqa: E402
+from _machine import commit, describe  # noqa: E402
 
 from autoscaler.cli import main as igniter  # noqa: E402
 from autoscaler.config.policy import Policy, load_policy  # noqa: E402
@@ -83,11 +82,6 @@ def run(policy: Policy, trace: traces.Trace, opts: SimOptions) -> dict[str, obje
     out["recut_surge_cost_fraction"] = round(s["recut_surge_cost_usd"] / s["cost_total_usd"], 6)
     out["wall_seconds"] = round(time.perf_counter() - t0, 1)
     return out
-
-
-def commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
 
 
 def main() -> None:

@@ -15,7 +15,6 @@ this file. About 2 minutes of one idle CPU (5 minutes with --all).
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -25,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 
-from _machine import describe  # noqa: E402
+from _machine import commit, describe  # noqa: E402
 
 from autoscaler.config.policy import load_policy  # noqa: E402
 from autoscaler.sim import traces  # noqa: E402
@@ -82,11 +81,6 @@ def quoted(runs: dict[str, dict], workloads: int) -> dict[str, float]:
         **{f"{p}_attainment_pct": round(runs[label]["slo_attainment"] * 100, 4) for label, p in by_planner.items()},
         "oracle_x_peak": round(runs["oracle"]["cost_total_usd"] / main["static_peak_cost_usd"], 4),
     }
-
-
-def commit() -> str:
-    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    return done.stdout.strip() or "unknown"
 
 
 def wanted(opts: SimOptions, everything: bool) -> bool:
