@@ -3,7 +3,7 @@
 policies/a100-mig.yaml (three vision workloads on A100 80GB GPUs cut into MIG slices, from
 ParvaGPU's measured tables) replays traces/servegen-3models-wide.csv (14 days of 10-minute rows)
 through the real controller, under the oracle (a perfect forecast: every shortfall left is a
-change's, not the forecast's) and under the policy's own seasonal forecast. Per run: the re-cuts
+change's, not the forecast's) and, with `--seasonal`, under the policy's own forecast too. Per run: the re-cuts
 (sim/recuts.py), the outage and reconfiguration-short rows (all, and those of changes that re-cut a
 GPU), the surge (all, and what was alive while a re-cut was under way) and its share of the cost.
   T1  oracle: outage_steps = 0 and reconfig_short_steps = 0, with re-cuts > 0
@@ -12,9 +12,9 @@ GPU), the surge (all, and what was alive while a re-cut was under way) and its s
 The A100 profile is third-party data: it is imported from ../shared/profiles/a100-80gb-mig into a
 temporary directory for the run (`igniter profile import`), never into the repository. Writes
 benchmarks/results/mig_recuts.json (docs/simulate.md quotes it). About 3 minutes of one idle CPU
-(`--quick`: the first 3 days, under a minute).
+per run (`--quick`: the first 3 days, not written).
 
-    nice .venv/bin/python benchmarks/mig_recuts.py [--quick]
+    nice .venv/bin/python benchmarks/mig_recuts.py [--quick] [--seasonal]
 """
 
 from __future__ import annotations
@@ -93,7 +93,10 @@ def main() -> None:
     runs: dict[str, dict[str, object]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         policy = policy_with_tables(Path(tmp))
-        for label, opts in (("oracle", SimOptions(strategy="oracle")), ("seasonal", SimOptions())):
+        wanted = [("oracle", SimOptions(strategy="oracle"))]
+        if "--seasonal" in sys.argv[1:]:
+            wanted.append(("seasonal", SimOptions()))
+        for label, opts in wanted:
             print(f"simulating {label} ...", file=sys.stderr, flush=True)
             runs[label] = run(policy, trace, opts)
     oracle = runs["oracle"]
