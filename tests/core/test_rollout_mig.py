@@ -110,6 +110,9 @@ def test_a_full_cut_stands_in_on_another_gpus_free_units_at_another_start() -> N
     cuts = roll(pf)
     assert any(("a-1-s0", 0) in c["s1"] for c in cuts)  # the stand-in, on s1 at start 0
     assert not any(isinstance(a, Launch) for d in pf.diffs for a in d.actions)
+    notes = [n for d in pf.diffs for n in d.notes]
+    assert any("a-1 start once a-0 drained" in n for n in notes), notes  # it waits for the drain, said so
+    assert not any("nothing in the way can leave" in n for n in notes), notes
     assert done(pf)
     never_below(pf)
 

@@ -46,10 +46,16 @@ def plan_moves(
     tick = Tick(_rollout_input(layout, current, view, limits, judge))
     tick.stop()
     tick.start()
-    blockages = [
-        Blockage(key=k, instance_type=tick.gpus[k].instance_type, waiting=w, blockers=_blockers(tick, k, w))
-        for k, w in tick.blocked().items()
-    ]
+    blockages = []
+    for k, w in tick.blocked().items():
+        blockers, draining = _blockers(tick, k, w), [s.name for s in tick.on[k] if s.name in tick.draining]
+        if not blockers and draining:  # what is in the way leaves once the gateway drained it
+            notes.append(
+                f"make-before-break on {k[0]} GPU {k[1]}: {', '.join(s.name for s in w)} start once "
+                f"{', '.join(draining)} drained"
+            )
+            continue
+        blockages.append(Blockage(key=k, instance_type=tick.gpus[k].instance_type, waiting=w, blockers=blockers))
     frozen = _frozen(tick, current, launches)
     progress = _progress(layout, current, view, launches, tick, frozen)
     res = resolve(blockages, progress)
