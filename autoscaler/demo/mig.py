@@ -39,7 +39,7 @@ from autoscaler.config.policy import Policy, load_policy
 from autoscaler.config.tables import import_tables
 from autoscaler.demo.loadgen import LoadGen, OfferedRates
 from autoscaler.demo.procs import Watchdog, pids_with, sweep
-from autoscaler.demo.setup import REPO, free_port_base, gateway_port, tiny_model
+from autoscaler.demo.setup import REPO, local_fleet, tiny_model
 from autoscaler.loop.controller import Controller, TickReport
 from autoscaler.model.mig import MigModel, load_gpu_model
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
@@ -110,21 +110,7 @@ def write_policy(root: Path, model_dir: Path, rows: Rows) -> Path:
             }
             for w, (m, slo, _) in WORKLOADS.items()
         ],
-        "provider": {
-            "kind": "local",
-            "state_root": str(root / "instances"),
-            "base_port": free_port_base(),
-            "ready_timeout_s": 90,
-        },
-        "agents": {"transport": "local", "state_dir": str(root / "agent"), "command_timeout_s": 20},
-        "gateway": {
-            "kind": "haproxy",
-            "listen": f"127.0.0.1:{gateway_port()}",
-            "state_dir": str(root / "gateway"),
-            "check_interval_s": 0.5,
-            "drain_timeout_s": 10,
-        },
-        "rates": {"source": "gateway", "stale_after_s": 30},
+        **local_fleet(root),
         "scaling": {
             "interval_s": 3.0,
             "boot_s": 2.0,
