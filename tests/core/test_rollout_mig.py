@@ -15,6 +15,7 @@ import pytest
 from autoscaler.config.mig import BUNDLED
 from autoscaler.core.layout.layout_types import PlannedServer, SlotSpec
 from autoscaler.core.rollout.reconcile import Configure, Launch, Limits
+from autoscaler.core.rollout.rollout import Gpu, RolloutInput, step
 from autoscaler.core.rollout.surge import TypeInfo, is_surge_slot
 from tests.core.test_reconcile import done, never_below
 from tests.kit.paperfleet import PaperFleet, fleet
@@ -112,7 +113,11 @@ def test_a_full_cut_stands_in_on_another_gpus_free_units_at_another_start() -> N
     assert not any(isinstance(a, Launch) for d in pf.diffs for a in d.actions)
     notes = [n for d in pf.diffs for n in d.notes]
     assert any("a-1 start once a-0 drained" in n for n in notes), notes  # it waits for the drain, said so
+    assert any("a-1 start once its agent destroyed slice(s) 3g.40gb@4" in n for n in notes), notes
     assert not any("nothing in the way can leave" in n for n in notes), notes
+    # a-0 leaves its agent's assignment one tick, a-1 is cut in its units a later one (once the
+    # agent no longer reports a-0's slice; here, with no agent to ask, the next tick)
+    assert not any(d.step and "a-0" in d.step.stopped and "a-1" in d.step.started for d in pf.diffs)
     assert done(pf)
     never_below(pf)
 
@@ -156,3 +161,16 @@ def test_mig_starts_are_the_profiles_allowed_starts() -> None:
     assert (
         info.starts("none") == () and TypeInfo(name="x", gpu="t4", gpus=1, price_per_hour=1.0).starts("3g.40gb") == ()
     )
+
+
+def test_a_slice_its_agent_still_reports_holds_its_units() -> None:
+    """The agent still reports a-0's old 3g@0 (its server is stopping; the agent destroys the slice
+    once it exited): a-1's 4g@0 waits, noted, and starts once the agent no longer reports it."""
+    b0, new = sl("b-0", "b", "3g.40gb", 4, index=1), sl("a-1", "a", "4g.40gb", 0, index=2)
+
+    def inp(held: tuple[tuple[str, int], ...]) -> RolloutInput:
+        g = Gpu(key=("s0", 0), instance_type="p3", running=(b0,), wanted=(new, b0), held=held)
+        return RolloutInput(gpus=(g,), ready=frozenset({"b-0"}), demand={"a": 100.0, "b": 100.0}, judge=mig_judge)
+
+    assert "a-1" not in step(inp((("3g.40gb", 0),))).started
+    assert "a-1" in step(inp(())).started

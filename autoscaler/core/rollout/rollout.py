@@ -107,6 +107,7 @@ class Tick:
         self.draining: set[str] = set()
         self.started: set[str] = set()
         self.stopped: set[str] = set()
+        self.freed: dict[GpuKey, list[tuple[str, int]]] = {}  # MIG slices whose server left this tick
         self.forced: set[str] = set()
         self.planned_keys = {t.name: t.agent_key() for g in inp.gpus for t in g.wanted}
         running = {v.name for g in inp.gpus for v in g.running if self.planned_keys.get(v.name) == v.agent_key()}
@@ -136,8 +137,33 @@ class Tick:
         loaded = loading(servers, self.inp.ready | serving, self._wanted(key))
         names = {s.name for s in loaded}
         held = [s for s in servers if s.mig_profile is not None and s.name not in names]
-        verdict = self.inp.judge(self.gpus[key].instance_type, [*loaded, *held]) if loaded else ()
+        verdict = self.inp.judge(self.gpus[key].instance_type, [*loaded, *held, *self._held(key)]) if loaded else ()
         return [(s, good, thr) for s, (good, thr) in zip(loaded, verdict)]
+
+    def _held(self, key: GpuKey) -> list[PlannedServer]:
+        """The slices the GPU's agent still holds with no server assigned (Gpu.held), and those
+        whose server leaves its assignment this tick, as servers that hold units and serve
+        nothing: the agent destroys a slice only after its server stopped, and the controller
+        cuts those units again only once the agent no longer reports it (the next tick at the
+        earliest)."""
+        return [
+            PlannedServer(
+                name=f"(held {p}@{s})",
+                workload="",
+                model="",
+                gpu_index=key[1],
+                index=-1,
+                batch=1,
+                mps_percent=0.0,
+                mig_profile=p,
+                mig_start=s,
+            )
+            for p, s in self.held_slices(key)
+        ]
+
+    def held_slices(self, key: GpuKey) -> list[tuple[str, int]]:
+        """(profile, start) of the slices on `key` that hold units with no server (`_held`)."""
+        return [*self.gpus[key].held, *self.freed.get(key, ())]
 
     def _wanted(self, key: GpuKey) -> frozenset[tuple[object, ...]]:
         if key not in self.wanted:
@@ -228,6 +254,8 @@ class Tick:
         if not self._holds(key, part, {s.workload: self._relief(s.name)}):
             return False
         (self.stopped if drained else self.draining).add(s.name)
+        if drained and s.mig_profile is not None and s.mig_start is not None:
+            self.freed.setdefault(key, []).append((s.mig_profile, s.mig_start))
         self._commit(key, servers, part)
         return True
 
