@@ -46,7 +46,8 @@ the cut leaves free units (rollout.Tick), and otherwise its stand-in runs the sa
 units of another cut rarely sit where this one planned it: `TypeInfo.mig_starts`), or on a surge
 instance. The old slice's servers leave only once that serves (the floors), drain through the
 gateway first (`drained`), and the agent destroys a slice only after its servers have exited
-(agents/node/mig.py), so the planned slice is created in units that are free by then.
+(agents/node/mig.py); the planned slice is assigned in those units once the agent no longer
+reports the old one (rollout.Tick: `Gpu.held`, and the slices freed this tick).
 
 A surge instance (or spare) with nothing to do is retired at once; it is billed like any other
 meanwhile. `scaling.max_surge` bounds the surge instances alive at once, spares kept for
