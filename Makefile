@@ -6,7 +6,7 @@ TOOLS   := .venv-tools
 STAMP   := $(VENV)/.installed
 TSTAMP  := $(TOOLS)/.installed
 
-.PHONY: test check lint typecheck demo bench chaos venv tools debs clean
+.PHONY: test check lint typecheck demo demo-mig bench chaos venv tools debs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -69,6 +69,10 @@ check: $(STAMP) lint
 
 demo: $(STAMP) debs
 	$(BIN)/python -m autoscaler.demo
+
+# A MIG re-cut under live load: fake A100 slices, real servers, the real gateway (needs ../shared).
+demo-mig: $(STAMP) debs
+	$(BIN)/python -m autoscaler.demo.mig
 
 # The long probe suite (tests/chaos repeated: CHAOS_TRIALS trials and kills each); make test runs
 # its quick subset once.

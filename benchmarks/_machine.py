@@ -1,4 +1,4 @@
-"""What machine a benchmark ran on, printed with every result."""
+"""What machine a benchmark ran on, printed with every result, and the revision it ran."""
 
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ def describe() -> str:
     return f"{cpu}, {os.cpu_count()} logical CPUs, Python {platform.python_version()}, {platform.system()}"
 
 
-def commit(root: Path) -> str:
+def commit(root: Path | None = None) -> str:
     """The checked-out commit (what runs is what was checked out at the start)."""
+    root = root or Path(__file__).resolve().parent.parent
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True)
     return done.stdout.strip() or "unknown"
 

@@ -172,7 +172,7 @@ class OfferedRates:
     def __init__(self, gen: LoadGen, window_s: float, scale: float, initial: Mapping[str, float]) -> None:
         self.gen, self.window_s, self.scale, self.initial = gen, window_s, scale, dict(initial)
 
-    def read(self, now: float, workloads: list[str] | tuple[str, ...]) -> dict[str, float | None]:
+    def read(self, now: float, workloads: Sequence[str]) -> dict[str, float | None]:
         out: dict[str, float | None] = {}
         for w in workloads:
             r = self.gen.offered_rps(w, self.window_s) if self.gen.started else self.initial.get(w)

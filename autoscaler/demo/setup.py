@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
@@ -79,6 +80,28 @@ def slice_trace(cfg: DemoConfig) -> Trace:
     return Trace(day.source, day.times, {w: day.rates[w] for w in WORKLOADS}, day.step_s)
 
 
+def local_fleet(root: Path) -> dict[str, Any]:
+    """The policy sections of a demo fleet on this machine, all state under `root`: the local
+    provider and transport, a haproxy gateway on a free port (8000 when it is free), its rates."""
+    return {
+        "provider": {
+            "kind": "local",
+            "state_root": str(root / "instances"),
+            "base_port": free_port_base(),
+            "ready_timeout_s": 90,
+        },
+        "agents": {"transport": "local", "state_dir": str(root / "agent"), "command_timeout_s": 20},
+        "gateway": {
+            "kind": "haproxy",
+            "listen": f"127.0.0.1:{gateway_port()}",
+            "state_dir": str(root / "gateway"),
+            "check_interval_s": 0.5,
+            "drain_timeout_s": 10,
+        },
+        "rates": {"source": "gateway", "stale_after_s": 30},
+    }
+
+
 def write_policy(root: Path, model_dir: Path, cfg: DemoConfig, peak: dict[str, float]) -> Path:
     """The demo policy: local provider and transport, a gateway (haproxy) under the demo's
     directory, one instance type, the tiny model for both workloads."""
@@ -103,21 +126,7 @@ def write_policy(root: Path, model_dir: Path, cfg: DemoConfig, peak: dict[str, f
             }
             for w, (m, slo) in WORKLOADS.items()
         ],
-        "provider": {
-            "kind": "local",
-            "state_root": str(root / "instances"),
-            "base_port": free_port_base(),
-            "ready_timeout_s": 90,
-        },
-        "agents": {"transport": "local", "state_dir": str(root / "agent"), "command_timeout_s": 20},
-        "gateway": {
-            "kind": "haproxy",
-            "listen": f"127.0.0.1:{gateway_port()}",
-            "state_dir": str(root / "gateway"),
-            "check_interval_s": 0.5,
-            "drain_timeout_s": 10,
-        },
-        "rates": {"source": "gateway", "stale_after_s": 30},
+        **local_fleet(root),
         "scaling": {
             "interval_s": cfg.interval_s,
             "boot_s": cfg.boot_s,

@@ -21,13 +21,16 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agents.launch import resolve_agent_command
+from agents.node.mig_geometry import GEOMETRIES
 from agents.node.status import agent_running
 from autoscaler.config.offerings import ON_DEMAND
+from autoscaler.config.policy import Policy
+from autoscaler.core.rollout.colocation import mig_starts
 from autoscaler.fleet.base import TAG_FLEET, Instance, InstanceState, PermanentError, fleet_tags
 from autoscaler.fleet.procs import find_owned, owned, private_dirs
 
@@ -44,8 +47,12 @@ class LocalProvider:
         agent_command: str = "igniter-agent",
         clock: Callable[[], float] = time.time,
         stop_timeout_s: float = 15.0,
+        agent_flags: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.fleet = fleet
+        # Extra `igniter-agent run` flags per instance type: `--fake-mig GPU --fake-gpus N` for a
+        # MIG GPU type, whose assignments name slices that only a (fake) MIG device can cut here.
+        self.agent_flags = dict(agent_flags or {})
         self.root = state_root.resolve()
         self.base_port = base_port
         self.argv = resolve_agent_command(agent_command)
@@ -91,7 +98,7 @@ class LocalProvider:
         }
         self._prepare(self.root / iid)
         self._write(self.root / iid, meta)  # the intent first: a crash after the spawn leaves a trace
-        meta["pid"] = self._spawn(self.root / iid)
+        meta["pid"] = self._spawn(self.root / iid, tuple(self.agent_flags.get(instance_type, ())))
         self._write(self.root / iid, meta)
         return self._instance(meta, "pending")
 
@@ -116,10 +123,10 @@ class LocalProvider:
         private_dirs(self.root)  # the instances' state: private, and every directory made for it
         state_dir.mkdir(exist_ok=True, mode=0o700)
 
-    def _spawn(self, state_dir: Path) -> int:
+    def _spawn(self, state_dir: Path, flags: tuple[str, ...] = ()) -> int:
         with open(os.open(state_dir / "agent.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as log:
             proc = subprocess.Popen(
-                [*self.argv, "run", "--state-dir", str(state_dir), "--no-gpu"],  # _marker names this
+                [*self.argv, "run", "--state-dir", str(state_dir), "--no-gpu", *flags],  # _marker names this
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -219,6 +226,16 @@ class LocalProvider:
         tmp = state_dir / (META + ".tmp")
         tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
         os.replace(tmp, state_dir / META)
+
+
+def fake_mig_flags(policy: Policy) -> dict[str, tuple[str, ...]]:
+    """Per instance type whose GPU has a MIG profile (measured slices) and a fake MIG device: the
+    local agent cuts fake slices (`--fake-mig GPU --fake-gpus N`), so a MIG plan runs on CPUs."""
+    return {
+        t.name: ("--fake-mig", t.gpu, "--fake-gpus", str(t.gpus))
+        for t in policy.instance_types
+        if t.gpu in GEOMETRIES and (policy.profiles_dir / f"{t.gpu}.yaml").is_file() and mig_starts(policy, t.gpu)
+    }
 
 
 def _marker(state_dir: Path) -> str:

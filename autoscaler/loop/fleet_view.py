@@ -76,6 +76,32 @@ def busy_agents(records: Sequence[Record], applied_all: Applied, obs: Observatio
     return frozenset(out)
 
 
+def held_slices(fleet: Live, obs: Observation) -> dict[str, tuple[tuple[int, str, int], ...]]:
+    """Per current slot, the MIG slices its agent reports (`status.mig`) that no server of its
+    assignment runs in: an old slice whose server is still stopping (the agent destroys it once
+    the server exited), or one the agent did not create. Their units are not free yet."""
+    out = {}
+    for slot in fleet.current:
+        st = obs.statuses.get(slot)
+        if st is None or not isinstance(st.mig, dict):
+            continue
+        used = {(s.gpu_index, s.mig_profile, s.mig_start) for s in fleet.applied.get(slot, ())}
+        held = sorted(
+            (g["index"], sl["profile"], sl["start"])
+            for g in st.mig.get("gpus") or []
+            if isinstance(g, dict) and isinstance(g.get("index"), int)
+            for sl in g.get("slices") or []
+            if isinstance(sl, dict)
+            and sl.get("uuid")
+            and isinstance(sl.get("profile"), str)
+            and isinstance(sl.get("start"), int)
+            and (g["index"], sl["profile"], sl["start"]) not in used
+        )
+        if held:
+            out[slot] = tuple(held)
+    return out
+
+
 def stale_agents(fleet: Live, applied_all: Applied, obs: Observation) -> frozenset[str]:
     """Slots whose agent answered with an older assignment than the one stored for it."""
     return frozenset(
@@ -122,4 +148,5 @@ def fleet_view(obs: Observation, inp: ViewInput) -> FleetView:
         rates=dict(obs.reading.rates),
         baseline=inp.state.rollout_baseline,
         busy_agents=busy_agents(inp.records, inp.applied_all, obs, contact=inp.contact),
+        held_slices=held_slices(fleet, obs),
     )

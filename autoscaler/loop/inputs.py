@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from autoscaler.config.policy import CLOUD_MODEL_ROOT, Policy
 from autoscaler.core.fleet.lifecycle import LIVE, USABLE, State
 from autoscaler.core.layout.layout_types import Judge, Layout, LayoutInput, PlannedServer, WorkloadInfo
+from autoscaler.core.rollout.colocation import mig_starts
 from autoscaler.core.rollout.reconcile import Limits
 from autoscaler.core.rollout.surge import TypeInfo, is_surge_slot
 from autoscaler.loop.store import Store
@@ -66,7 +67,12 @@ def limits(policy: Policy, store: Store, judge: Judge, *, contact: bool, gated: 
     gateway drains servers first)."""
     types = {
         t.name: TypeInfo(
-            name=t.name, gpu=t.gpu, gpus=t.gpus, price_per_hour=t.price_per_hour, max_instances=t.max_instances
+            name=t.name,
+            gpu=t.gpu,
+            gpus=t.gpus,
+            price_per_hour=t.price_per_hour,
+            max_instances=t.max_instances,
+            mig_starts=mig_starts(policy, t.gpu),
         )
         for t in policy.instance_types
     }

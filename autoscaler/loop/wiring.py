@@ -50,10 +50,11 @@ def make_provider(policy: Policy, state_path: Path, clock: Callable[[], float] =
 
         _check_templates(policy)
         return Ec2Provider(policy.fleet, cfg)
-    from autoscaler.fleet.local import LocalProvider
+    from autoscaler.fleet.local import LocalProvider, fake_mig_flags
 
     root = _relative(policy, cfg.state_root) if cfg.state_root else state_path.parent / f"{policy.fleet}-instances"
-    return LocalProvider(policy.fleet, root, cfg.base_port, policy.agents.agent_command, clock)
+    flags = fake_mig_flags(policy)
+    return LocalProvider(policy.fleet, root, cfg.base_port, policy.agents.agent_command, clock, agent_flags=flags)
 
 
 def _check_templates(policy: Policy) -> None:

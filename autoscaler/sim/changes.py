@@ -10,6 +10,7 @@ import numpy as np
 from autoscaler.core.rollout.surge import is_surge_slot
 from autoscaler.fleet.sim import Lifetime
 from autoscaler.loop.controller import TickReport
+from autoscaler.sim.recuts import Cut, GpuKey, Recuts
 
 
 class Moves:
@@ -21,7 +22,8 @@ class Moves:
     shortfall (it never had the capacity), one that lost capacity it had is the change's.
     Also counts the ticks where a policy limit broke the invariant (TickReport.breaches), by limit,
     and bills the instances a re-plan no longer wanted that stay as surge instances for stand-ins
-    (spares, core/rollout/surge.py) as surge: their slots are not named as surge slots."""
+    (spares, core/rollout/surge.py) as surge: their slots are not named as surge slots. MIG re-cuts
+    are counted apart, with the rows and surge of the changes they belong to (sim/recuts.py)."""
 
     def __init__(self, names: list[str], n: int) -> None:
         self.base = {w: np.full(n, np.nan) for w in names}
@@ -33,9 +35,12 @@ class Moves:
         self.spares: frozenset[str] = frozenset()  # held as surge since the last tick
         self.spare_hours = 0.0
         self.spare_cost_usd = 0.0
+        self.recuts = Recuts(n)
 
-    def begin(self) -> None:
+    def begin(self, running: Mapping[GpuKey, Cut] | None = None) -> None:
+        """Before a tick; `running`: the MIG cut each ready GPU runs (recuts.running_cuts)."""
         self.pre = dict(self.last)
+        self.recuts.begin(running or {})
 
     def end(self, report: TickReport) -> None:
         layout = _signature(report.layout)
@@ -44,12 +49,15 @@ class Moves:
         elif self.change is None or layout != self.layout:
             self.change = self.pre
         self.layout = layout
+        self.recuts.end(report.layout, self.change is not None)
         for b in report.breaches:
             self.breaches[b["limit"]] = self.breaches.get(b["limit"], 0) + 1
         self.spares = frozenset(s for s in report.surge_slots if not is_surge_slot(s))
 
     def bill(self, start: float, end: float, lifetimes: Iterable[Lifetime]) -> None:
-        """The spares' hours in [start, end) (most ticks hold none: nothing to scan)."""
+        """The spares' hours in [start, end) (most ticks hold none: nothing to scan), and the
+        surge of a re-cut under way."""
+        self.recuts.bill(start, end, lifetimes, self.spares)
         if not self.spares:
             return
         for life in lifetimes:
@@ -61,6 +69,7 @@ class Moves:
     def record(self, lo: int, hi: int, cap: Mapping[str, float]) -> None:
         for w, arr in self.base.items():
             arr[lo:hi] = np.nan if self.change is None else self.change.get(w, 0.0)
+        self.recuts.record(lo, hi)
         self.last = dict(cap)
 
 

@@ -52,6 +52,7 @@ from autoscaler.loop.store import Store
 from autoscaler.rates.reader import RateReader
 from autoscaler.sim.changes import Moves
 from autoscaler.sim.memo import MemoPlanner, PlanMemo
+from autoscaler.sim.recuts import running_cuts
 from autoscaler.sim.result import SimResult, Tuning, feasible_capacity
 from autoscaler.sim.strategies import oracle_horizon_s, peak_plan, reactive_planner, static_result
 from autoscaler.sim.trace_rates import FutureRates, TraceRates, TraceWatch
@@ -190,7 +191,7 @@ class Replay:
 
     def tick(self, now: float, fast: bool = False) -> TickReport:
         self.clock.t = now
-        self.moves.begin()
+        self.moves.begin(self._cuts())
         report = self.controller.tick(fast=fast)
         self.ticks += 1
         self.fast_ticks += fast
@@ -207,6 +208,11 @@ class Replay:
         if report.layout is not None:
             self.unplaced.update({u.workload: u.reason for u in report.layout.unplaced})
         return report
+
+    def _cuts(self) -> dict[tuple[str, int], frozenset[tuple[str, int]]]:
+        """The MIG cut each ready instance's GPUs run (sim/recuts.py); {} off MIG."""
+        ready = {r.key for r in self.store.open_records() if r.state is State.READY}
+        return running_cuts((key[0], servers) for key, (_, servers) in self.store.applied().items() if key in ready)
 
     def warm_start(self) -> int:
         """Two ticks at the trace's start with instant boots: the run begins with a converged fleet."""
@@ -367,6 +373,11 @@ def simulate(
         surge_instance_hours=sum(p.instance_hours(end, is_surge_slot).values()) + replay.moves.spare_hours,
         surge_cost_usd=p.cost_usd(end, is_surge_slot) + replay.moves.spare_cost_usd,
         surge_launches=surge_launches,
+        recuts=replay.moves.recuts.count,
+        recut_rows=replay.moves.recuts.rows,
+        recut_surge_instance_hours=replay.moves.recuts.surge_hours,
+        recut_surge_cost_usd=replay.moves.recuts.surge_cost_usd,
+        recut_surge_instances=len(replay.moves.recuts.surge_slots),
         breaches=dict(replay.moves.breaches),
         burst_servers=replay.bursts,
         fast_ticks=replay.fast_ticks,

@@ -84,6 +84,15 @@ def print_summary(result: SimResult, console: Console | None = None) -> None:
             f"${s['surge_cost_usd']:,.2f} = {s['surge_cost_fraction']:.2%} of the cost",
         ),
     ]
+    if s["recuts"]:
+        rows.append(
+            (
+                "MIG re-cuts",
+                f"{s['recuts']} ({s['recut_short_steps']} short rows they caused), surge meanwhile "
+                f"{s['recut_surge_instance_hours']:,.2f} instance-hours on {s['recut_surge_instances']} "
+                f"instance(s), ${s['recut_surge_cost_usd']:,.2f}",
+            )
+        )
     if s["headroom_final"]:
         rows.append(("headroom at the end", _per_workload(s["headroom_final"], f"({s['headroom']})")))
         rows.append(("forecast error p99", _per_workload(s["forecast_error_p99"], "(observed / forecast - 1)")))

@@ -106,6 +106,11 @@ class SimResult:
     surge_cost_usd: float = 0.0
     surge_launches: int = 0
     breaches: dict[str, int] = field(default_factory=dict)  # ticks a policy limit broke the invariant, by limit
+    recuts: int = 0  # MIG GPUs asked for another cut while running one (sim/recuts.py)
+    recut_rows: np.ndarray | None = None  # rows of a change that re-cuts a GPU
+    recut_surge_instance_hours: float = 0.0  # surge alive while a re-cut was under way
+    recut_surge_cost_usd: float = 0.0
+    recut_surge_instances: int = 0  # surge instances (and spares) that served while a re-cut was under way
     burst_servers: int = 0  # stand-ins started in free share (scaling.burst)
     fast_ticks: int = 0  # ticks the fast path ran between regular ones (scaling.fast_path)
     out_of_reach_ticks: dict[str, int] = field(default_factory=dict)  # workload-ticks out of reach, by cause
@@ -114,17 +119,22 @@ class SimResult:
         """(row, workload) pairs with traffic and no capacity at all."""
         return sum(int(((self.trace.rates[w] > 0) & (self.capacity[w] <= 1e-9)).sum()) for w in self.trace.names)
 
-    def reconfig_short_steps(self) -> int:
+    def reconfig_short_steps(self, rows: np.ndarray | None = None) -> int:
         """Short (row, workload) pairs that the capacity before the change under way would have
-        covered: shortfalls a change of plan caused, not the forecast."""
+        covered: shortfalls a change of plan caused, not the forecast; only among `rows` if given."""
         if self.change_base is None:
             return 0
         total = 0
         for w in self.trace.names:
             rate, base = self.trace.rates[w], self.change_base[w]
             short = self.capacity[w] < rate - 1e-9
-            total += int((short & ~np.isnan(base) & (rate <= np.nan_to_num(base, nan=-1.0) + 1e-9)).sum())
+            caused = short & ~np.isnan(base) & (rate <= np.nan_to_num(base, nan=-1.0) + 1e-9)
+            total += int((caused if rows is None else caused & rows).sum())
         return total
+
+    def recut_short_steps(self) -> int:
+        """The reconfig_short_steps of changes that re-cut a MIG GPU."""
+        return 0 if self.recut_rows is None else self.reconfig_short_steps(self.recut_rows)
 
     def attainment(self) -> float:
         """Fraction of (row, workload) pairs whose capacity covers the rate."""
@@ -206,6 +216,11 @@ class SimResult:
             if self.cost_total_usd > 0
             else 0.0,
             "surge_launches": self.surge_launches,
+            "recuts": self.recuts,
+            "recut_short_steps": self.recut_short_steps(),
+            "recut_surge_instance_hours": round(self.recut_surge_instance_hours, 3),
+            "recut_surge_cost_usd": round(self.recut_surge_cost_usd, 2),
+            "recut_surge_instances": self.recut_surge_instances,
             "invariant_breaches": dict(self.breaches),
             "fast_ticks": self.fast_ticks,
             "burst_servers": self.burst_servers,

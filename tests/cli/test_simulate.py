@@ -41,6 +41,11 @@ def test_json_summary_has_every_field(igniter, small):
         "surge_instance_hours",
         "surge_cost_usd",
         "invariant_breaches",
+        "recuts",
+        "recut_short_steps",
+        "recut_surge_instance_hours",
+        "recut_surge_cost_usd",
+        "recut_surge_instances",
         "fast_ticks",
         "burst_servers",
         "out_of_reach_ticks",
@@ -48,6 +53,7 @@ def test_json_summary_has_every_field(igniter, small):
         assert key in s
     assert s["duration_s"] == 960 and 0 < s["slo_attainment"] < 1 and s["scaling_actions"] >= 1
     assert s["outage_steps"] == 0 and s["reconfig_short_steps"] == 0 and s["invariant_breaches"] == {}
+    assert s["recuts"] == 0 and s["recut_surge_instance_hours"] == 0  # no MIG GPU: nothing to re-cut
     assert s["headroom_final"] == {"a": 0.0} and s["forecast_error_p99"]["a"] > 0.5  # 500 -> 1000
     table = igniter("simulate", policy, "--trace", trace)
     assert "0 outage rows" in table.out and "0 short rows a change of plan caused" in table.out

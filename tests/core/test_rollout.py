@@ -233,3 +233,22 @@ def test_two_servers_naming_each_other_both_load_their_gpu() -> None:
     assert names(loading([a2, a0], {"a-0", "a-2"}, ())) == ["a-0", "a-2"]
     a1 = srv("a-1", "a", 40.0, 102.0, index=1, replaces="a-2")
     assert names(loading([a2, a1], {"a-1", "a-2"}, ())) == ["a-1"]  # an ordinary handover
+
+
+def test_a_stand_ins_relief_never_takes_a_workload_at_its_floor_below_it() -> None:
+    """x1 and x2 retire; x2's stand-in (left from an earlier plan that moved x2) still runs beside
+    it. x1 may go (m keeps its floor); x2 then may not, although its stand-in's relief would lower
+    the bar to where m is without that stand-in: m would end 20 req/s below its floor. Found by
+    the MIG property test (two removals in one tick on a re-cut)."""
+    k, x1, x2 = srv("m-0", "m", 30.0, 100.0), srv("m-1", "m", 20.0, 30.0, index=1), srv("m-2", "m", 20.0, 40.0)
+    copy = srv("m-2-s0", "m", 20.0, 40.0)
+    inp = RolloutInput(
+        gpus=(gpu(K0, [k, x1], [k]), gpu(K1, [x2], []), gpu(("s2", 0), [copy], [])),
+        ready=frozenset({"m-0", "m-1", "m-2", "m-2-s0"}),
+        demand={"m": 160.0},
+        elsewhere=frozenset({"m-3"}),
+        pending=frozenset({"m"}),
+    )
+    result = step(inp)
+    assert result.floor == {"m": 160.0} and "m-1" in result.stopped and "m-2" not in result.stopped
+    assert not result.short()

@@ -2,9 +2,10 @@
 actions reconcile.diff returns, step by step, the way the controller and agents would move them.
 
 A launched instance is ready `boot_steps` steps later; a server assigned at one step reports ready
-at the next (it starts, then serves). After every step the capacity each workload has (the
-model-free judgement: a GPU's ready servers carry their planned throughput while their shares fit)
-is recorded, so a test can check the invariant over a whole move, not just one diff.
+at the next (it starts, then serves). After every step the capacity each workload has (by the
+fleet's `judge`; by default the model-free one: a GPU's ready servers carry their planned
+throughput while their shares fit) is recorded, so a test can check the invariant over a whole
+move, not just one diff.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from autoscaler.core.fleet.lifecycle import Record, State
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, SlotSpec
 from autoscaler.core.rollout.reconcile import Configure, Diff, Drain, FleetView, Launch, Limits, Terminate, diff
-from autoscaler.core.rollout.rollout import shares_judge
+from autoscaler.core.rollout.rollout import Judge, shares_judge
 
 NOW = 10_000.0
 
@@ -38,6 +39,7 @@ class PaperFleet:
     history: list[dict[str, float]] = field(default_factory=list)  # capacity after each step
     diffs: list[Diff] = field(default_factory=list)
     steps: int = 0
+    judge: Judge = shares_judge  # what a GPU's ready servers carry (the capacity recorded after each step)
 
     def view(self) -> FleetView:
         return FleetView(
@@ -80,7 +82,7 @@ class PaperFleet:
                 continue
             for gpu in {s.gpu_index for s in servers}:
                 busy = [s for s in servers if s.gpu_index == gpu and s.name in self.ready]
-                for s, (ok, thr) in zip(busy, shares_judge("p3", busy)):
+                for s, (ok, thr) in zip(busy, self.judge(self.records[slot].instance_type, busy)):
                     if ok:
                         out[s.workload] = out.get(s.workload, 0.0) + thr
         return out

@@ -50,3 +50,20 @@ def test_simulate_replays_a_mig_policy(igniter, mig_policy, tmp_path):
     s = json.loads(r.out)
     assert s["slo_attainment"] > 0.8 and s["cost_total_usd"] > 0
     assert set(s["instance_hours"]) == {"a100-1"} and s["outage_steps"] == 0
+
+
+def test_simulate_counts_re_cuts_and_the_oracle_makes_them_without_a_short_row(igniter, mig_policy, tmp_path):
+    """Rates that take turns (r up while m is down, then the other way round) make the planner cut
+    the GPUs again: the re-cuts are counted, and under the oracle none leaves a row short."""
+    trace = tmp_path / "trace.csv"
+    turns = [(400, 3000), (2500, 500), (900, 4000), (3000, 800)]
+    rows = ["time_s,r,m"] + [f"{60 * i},{turns[i // 5 % 4][0]},{turns[i // 5 % 4][1]}" for i in range(40)]
+    trace.write_text("\n".join(rows) + "\n")
+    r = igniter("simulate", mig_policy, "--trace", trace, "--json", "--strategy", "oracle")
+    assert r.code == 0, r.err
+    s = json.loads(r.out)
+    assert s["recuts"] > 0 and s["recut_short_steps"] == 0
+    assert s["outage_steps"] == 0 and s["reconfig_short_steps"] == 0 and not s["invariant_breaches"]
+    assert 0 <= s["recut_surge_cost_usd"] <= s["surge_cost_usd"] + 0.01
+    table = igniter("simulate", mig_policy, "--trace", trace, "--strategy", "oracle")
+    assert f"{s['recuts']} (0 short rows they caused)" in table.out

@@ -73,6 +73,8 @@ class FleetView:
     leaving: Mapping[tuple[str, int], tuple[PlannedServer, ...]] = field(default_factory=dict)  # GOING_AWAY: servers
     # Going (GOING_AWAY) records whose servers the gateway has all drained; None: no gateway.
     going_drained: frozenset[tuple[str, int]] | None = None
+    # slot -> (GPU, profile, start) of MIG slices its agent reports that no assigned server runs in
+    held_slices: Mapping[str, tuple[tuple[int, str, int], ...]] = field(default_factory=dict)
 
 
 GpuFits = Callable[[str, Sequence[PlannedServer]], bool]  # (instance type, one GPU's servers) -> fits

@@ -46,10 +46,20 @@ def plan_moves(
     tick = Tick(_rollout_input(layout, current, view, limits, judge))
     tick.stop()
     tick.start()
-    blockages = [
-        Blockage(key=k, instance_type=tick.gpus[k].instance_type, waiting=w, blockers=_blockers(tick, k, w))
-        for k, w in tick.blocked().items()
-    ]
+    blockages = []
+    for k, waiting in tick.blocked().items():
+        blockers, draining = _blockers(tick, k, waiting), [s.name for s in tick.on[k] if s.name in tick.draining]
+        held = [f"{p}@{s}" for p, s in tick.held_slices(k)]
+        if not blockers and (draining or held):  # what is in the way leaves by itself
+            notes.append(
+                f"make-before-break on {k[0]} GPU {k[1]}: {', '.join(s.name for s in waiting)} start once "
+                + " and ".join(
+                    ([f"{', '.join(draining)} drained"] if draining else [])
+                    + ([f"its agent destroyed slice(s) {', '.join(held)}"] if held else [])
+                )
+            )
+            continue
+        blockages.append(Blockage(key=k, instance_type=tick.gpus[k].instance_type, waiting=waiting, blockers=blockers))
     frozen = _frozen(tick, current, launches)
     progress = _progress(layout, current, view, launches, tick, frozen)
     res = resolve(blockages, progress)
@@ -202,7 +212,8 @@ def _ready_gpus(layout: Layout, current: Mapping[str, Record], view: FleetView, 
         for i in _gpu_indices(spec, applied, info.gpus if info else 1):
             wanted = tuple(s for s in spec.servers if s.gpu_index == i) if spec else ()
             running = tuple(s for s in applied if s.gpu_index == i)
-            out.append(Gpu(key=(slot, i), instance_type=rec.instance_type, running=running, wanted=wanted))
+            held = tuple((p, s) for g, p, s in view.held_slices.get(slot, ()) if g == i)
+            out.append(Gpu(key=(slot, i), instance_type=rec.instance_type, running=running, wanted=wanted, held=held))
     return tuple(out)
 
 

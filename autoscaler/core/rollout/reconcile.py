@@ -29,7 +29,8 @@ tick); an instance is drained only once all its servers have left.
 
 A move completes a link per tick (start beside, then stop once the new server reports ready), so
 a diff that starts servers while others wait for them says so (`settling`): the controller then
-ticks again after scaling.settle_s instead of interval_s. `baseline` (the capacity when the
+ticks again after scaling.settle_s instead of interval_s. So does one that stops servers while
+others are blocked (on MIG a planned slice waits a tick for the units a leaving slice frees). `baseline` (the capacity when the
 current change began) goes back to the controller, which hands it in again next tick
 (`FleetView.baseline`) until the change is over (`converged`).
 """
@@ -109,6 +110,8 @@ def diff(layout: Layout, view: FleetView, now: float, limits: Limits) -> Diff:
     converged = step.converged and not launches and not drains and not ends and _all_ready(layout, current)
     settling = (bool(step.started) and (bool(step.blocked) or _retiring_left(step, layout))) or bool(step.draining)
     settling = settling or bool(stopping) or (bool(drains) and limits.agent_drain_s > 0)
+    # a planned MIG slice waits for units a slice leaving now (or one its agent still reports) holds
+    settling = settling or (bool(step.blocked) and (bool(step.stopped) or bool(view.held_slices)))
     if step.draining:
         notes.append(f"waiting for the gateway to drain {', '.join(sorted(step.draining))}")
     if stopping:

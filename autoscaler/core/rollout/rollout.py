@@ -107,6 +107,7 @@ class Tick:
         self.draining: set[str] = set()
         self.started: set[str] = set()
         self.stopped: set[str] = set()
+        self.freed: dict[GpuKey, list[tuple[str, int]]] = {}  # MIG slices whose server left this tick
         self.forced: set[str] = set()
         self.planned_keys = {t.name: t.agent_key() for g in inp.gpus for t in g.wanted}
         running = {v.name for g in inp.gpus for v in g.running if self.planned_keys.get(v.name) == v.agent_key()}
@@ -128,10 +129,41 @@ class Tick:
         self, key: GpuKey, servers: Sequence[PlannedServer], serving: frozenset[str] = frozenset()
     ) -> list[tuple[PlannedServer, bool, float]]:
         """The judge's word on the servers that load the GPU (`loading`), those in `serving` judged
-        as if ready."""
+        as if ready. A MIG slice holds its memory units while its server is assigned, loaded or
+        not (starting, or handed over to a successor): such servers go to the judge too, after
+        the loaded ones, so a cut that needs their units is no valid cut (colocation.py), and
+        only the loaded ones' verdicts count. On MPS a handover frees the GPU at once; on MIG the
+        successor needs free units, or a stand-in elsewhere (surge.py)."""
         loaded = loading(servers, self.inp.ready | serving, self._wanted(key))
-        verdict = self.inp.judge(self.gpus[key].instance_type, loaded) if loaded else ()
+        names = {s.name for s in loaded}
+        held = [s for s in servers if s.mig_profile is not None and s.name not in names]
+        verdict = self.inp.judge(self.gpus[key].instance_type, [*loaded, *held, *self._held(key)]) if loaded else ()
         return [(s, good, thr) for s, (good, thr) in zip(loaded, verdict)]
+
+    def _held(self, key: GpuKey) -> list[PlannedServer]:
+        """The slices the GPU's agent still holds with no server assigned (Gpu.held), and those
+        whose server leaves its assignment this tick, as servers that hold units and serve
+        nothing: the agent destroys a slice only after its server stopped, and the controller
+        cuts those units again only once the agent no longer reports it (the next tick at the
+        earliest)."""
+        return [
+            PlannedServer(
+                name=f"(held {p}@{s})",
+                workload="",
+                model="",
+                gpu_index=key[1],
+                index=-1,
+                batch=1,
+                mps_percent=0.0,
+                mig_profile=p,
+                mig_start=s,
+            )
+            for p, s in self.held_slices(key)
+        ]
+
+    def held_slices(self, key: GpuKey) -> list[tuple[str, int]]:
+        """(profile, start) of the slices on `key` that hold units with no server (`_held`)."""
+        return [*self.gpus[key].held, *self.freed.get(key, ())]
 
     def _wanted(self, key: GpuKey) -> frozenset[tuple[object, ...]]:
         if key not in self.wanted:
@@ -171,12 +203,16 @@ class Tick:
 
     def _holds(self, key: GpuKey, part: _Part, relief: Mapping[str, float] | None = None) -> bool:
         """No workload on this GPU ends below its floor, or below where it is now if that is lower
-        (less `relief`: the stand-ins of a server that leaves, see the module docstring)."""
+        (less `relief`: the stand-ins of a server that leaves, see the module docstring). Relief
+        only lowers the bar of a workload already below its floor: one at or above it never goes
+        below it (two removals in one tick, the second with a stand-in's relief, did: a MIG re-cut
+        whose earlier plan left an orphaned stand-in, found by the MIG property test)."""
         old = self.parts[key].capacity
         for w in set(old) | set(part.capacity):
             new = self.cap[w] - old[w] + part.capacity[w]
-            ref = min(self.floor.get(w, 0.0), self.cap[w] - (relief or {}).get(w, 0.0))
-            if new < ref - EPS * (1.0 + self.cap[w]):
+            floor, tol = self.floor.get(w, 0.0), EPS * (1.0 + self.cap[w])
+            ref = floor if self.cap[w] >= floor - tol else min(floor, self.cap[w] - (relief or {}).get(w, 0.0))
+            if new < ref - tol:
                 return False
         return True
 
@@ -218,6 +254,8 @@ class Tick:
         if not self._holds(key, part, {s.workload: self._relief(s.name)}):
             return False
         (self.stopped if drained else self.draining).add(s.name)
+        if drained and s.mig_profile is not None and s.mig_start is not None:
+            self.freed.setdefault(key, []).append((s.mig_profile, s.mig_start))
         self._commit(key, servers, part)
         return True
 

@@ -35,6 +35,10 @@ class Gpu:
     instance_type: str
     running: tuple[PlannedServer, ...]
     wanted: tuple[PlannedServer, ...] = ()  # () on surplus and surge instances
+    # MIG slices (profile, start) its agent reports still holding that no server assigned there
+    # runs in: an old slice whose server is still stopping, or one the agent did not create.
+    # Their units are not free: a planned slice on them waits until the agent reports them gone.
+    held: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

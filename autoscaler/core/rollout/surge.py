@@ -38,6 +38,17 @@ less than the planned server, until the shortfall is covered; what they cannot c
 surge instances and the planned launches. Like every stand-in they leave once the planned server
 serves, so the next regular plan absorbs them (or retires them when the burst is over).
 
+**MIG re-cuts.** On a MIG GPU a planned slice that shares a memory unit with a slice still running
+cannot start (colocation.py judges such a cut as serving nothing), so a re-cut whose new slices
+land on units the old cut holds is a blocked move like any other: the new slice starts first where
+the cut leaves free units (rollout.Tick), and otherwise its stand-in runs the same slice profile
+(same measured row) on another GPU of the type, at any start that profile allows there (the free
+units of another cut rarely sit where this one planned it: `TypeInfo.mig_starts`), or on a surge
+instance. The old slice's servers leave only once that serves (the floors), drain through the
+gateway first (`drained`), and the agent destroys a slice only after its servers have exited
+(agents/node/mig.py); the planned slice is assigned in those units once the agent no longer
+reports the old one (rollout.Tick: `Gpu.held`, and the slices freed this tick).
+
 A surge instance (or spare) with nothing to do is retired at once; it is billed like any other
 meanwhile. `scaling.max_surge` bounds the surge instances alive at once, spares kept for
 stand-ins included (default: 1, or 10 % of the planned fleet if larger); max_instances and
@@ -182,12 +193,10 @@ class _Allocator:
         return replace(b, name=f"{b.name}-s{k}", gpu_index=gpu, index=index, replaces="")
 
     def _try_gpu(self, key: GpuKey, b: PlannedServer, thr: float) -> bool:
-        """Start a stand-in for b on `key` at b's share, or at all the room there if that is more,
-        where it carries at least b's `thr`."""
-        base = self._stand_in(b, key[0], key[1])
+        """Start a stand-in for b on `key` in the first of its shapes (`_shapes`) where it carries
+        at least b's `thr`."""
         room = 100.0 - sum(s.mps_percent for s in self.tick.on[key])
-        for share in sorted({b.mps_percent, max(b.mps_percent, room)}):
-            cand = replace(base, mps_percent=share)
+        for cand in self._shapes(self._stand_in(b, key[0], key[1]), self.tick.gpus[key].instance_type, room):
             got = self.tick.fits_beside(key, cand)
             if got is not None and got >= thr * (1 - EPS):
                 break
@@ -202,6 +211,16 @@ class _Allocator:
         self.gained[b.workload] += got
         self._enlist(key[0])
         return True
+
+    def _shapes(self, b: PlannedServer, itype: str, room: float) -> list[PlannedServer]:
+        """The ways a copy of b may run on a GPU of `itype` with `room` MPS share free: in a MIG
+        slice, the same slice at each allowed start (its planned one first: the units free beside
+        another GPU's cut are rarely the ones b was planned in); otherwise at b's share, or all the
+        room there is if that is more."""
+        starts = self._info(itype).starts(b.mig_profile) if b.mig_profile is not None else ()
+        if starts:
+            return [b, *(replace(b, mig_start=s) for s in starts if s != b.mig_start)]
+        return [replace(b, mps_percent=share) for share in sorted({b.mps_percent, max(b.mps_percent, room)})]
 
     def _temporary(self, slot: str) -> bool:
         return is_surge_slot(slot) or slot in self.spare
@@ -244,16 +263,10 @@ class _Allocator:
         return got
 
     def _burst_on(self, key: GpuKey, t: PlannedServer) -> float:
-        """One burst stand-in for `t` on `key` at t's share or the free share if less (at least
+        """One burst stand-in for `t` on `key` (`_burst_fit`; in MPS share, at least
         BURST_MIN_SHARE); its judged throughput, 0 where none fits."""
-        room = 100.0 - sum(s.mps_percent for s in self.tick.on[key])
-        share = min(t.mps_percent, room)
-        if share < BURST_MIN_SHARE:
-            return 0.0
-        scaled = t.predicted_throughput_rps * share / t.mps_percent  # what a model-free judge credits
-        cand = replace(self._stand_in(t, key[0], key[1]), mps_percent=share, predicted_throughput_rps=scaled)
-        got = self.tick.fits_beside(key, cand)
-        if not got or not self.tick.try_start(key, replace(cand, predicted_throughput_rps=got)):
+        got, cand = self._burst_fit(key, t)
+        if not got or cand is None or not self.tick.try_start(key, replace(cand, predicted_throughput_rps=got)):
             return 0.0
         self.names.add(cand.name)
         self.started.append(cand.name)
@@ -261,6 +274,24 @@ class _Allocator:
         self.carried[t.name] += got
         self.gained[t.workload] += got
         return got
+
+    def _burst_fit(self, key: GpuKey, t: PlannedServer) -> tuple[float | None, PlannedServer | None]:
+        """A burst stand-in for `t` that fits on `key`, and its judged throughput: in t's slice at
+        the first allowed start the GPU's cut leaves free on a MIG GPU (a slice is whole or
+        nothing); otherwise at t's share or the free share if less."""
+        base = self._stand_in(t, key[0], key[1])
+        itype = self.tick.gpus[key].instance_type
+        if t.mig_profile is not None and self._info(itype).starts(t.mig_profile):
+            for cand in self._shapes(base, itype, 0.0):
+                if got := self.tick.fits_beside(key, cand):
+                    return got, cand
+            return None, None
+        share = min(t.mps_percent, 100.0 - sum(s.mps_percent for s in self.tick.on[key]))
+        if share < BURST_MIN_SHARE:
+            return None, None
+        scaled = t.predicted_throughput_rps * share / t.mps_percent  # what a model-free judge credits
+        cand = replace(base, mps_percent=share, predicted_throughput_rps=scaled)
+        return self.tick.fits_beside(key, cand), cand
 
     def _ready_surge(self, b: PlannedServer, thr: float, gpu: str) -> bool:
         """A ready surge instance, then a ready spare (module docstring, 2 and 4)."""
@@ -297,8 +328,8 @@ class _Allocator:
                 continue
             for i, servers in enumerate(v.gpus):
                 room = 100.0 - sum(s.mps_percent for s in servers)
-                for share in sorted({b.mps_percent, max(b.mps_percent, room)}):
-                    trial = [*servers, replace(b, gpu_index=i, mps_percent=share)]
+                for shape in self._shapes(replace(b, gpu_index=i), v.info.name, room):
+                    trial = [*servers, shape]
                     verdict = self.inp.judge(v.info.name, trial)
                     if all(ok for ok, _ in verdict) and verdict[-1][1] >= thr * (1 - EPS):
                         servers.append(trial[-1])

@@ -35,6 +35,13 @@ class TypeInfo:
     gpus: int
     price_per_hour: float
     max_instances: int | None = None
+    # On a MIG GPU type: each slice profile's allowed starts (config/mig.py), so a stand-in for a
+    # slice can go wherever such a slice fits on another GPU, not only at its planned start.
+    mig_starts: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    def starts(self, profile: str) -> tuple[int, ...]:
+        """The allowed starts of a slice profile on this type's GPU (() off MIG or unknown)."""
+        return next((s for p, s in self.mig_starts if p == profile), ())
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
