@@ -38,6 +38,7 @@ from autoscaler.loop.fleet_view import ViewInput, agent_ready, fleet_view, live_
 from autoscaler.loop.gateway_step import GatewayStep, fleet_names
 from autoscaler.loop.inputs import AGENT_DRAIN_WAIT_S, layout_input
 from autoscaler.loop.observe import agent_facts, observe, remember_agents
+from autoscaler.loop.pool_step import PoolStep
 from autoscaler.loop.reach import ReachWatch
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
@@ -63,6 +64,7 @@ class Controller:
         self.agent_mig: dict[str, Any] = {}  # slot -> its agent's last `mig` status (/v1/fleet)
         self.reach = ReachWatch()  # says once when a target goes out of reach (loop/reach.py)
         self.fast = False  # the tick under way is a fast one (core/rollout/fast_path.py)
+        self.pool = PoolStep(policy, deps.provider, deps.store, deps.transport, deps.contact, deps.clock)
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
@@ -75,6 +77,7 @@ class Controller:
         start = self.deps.clock()
         report = TickReport(self.store.begin_tick(start), start, fast=fast)
         self.fast = fast
+        self.pool = replace(self.pool, policy=self.policy, _members=None)  # listed afresh each tick
         with logs.tick_context(report.tick):  # every line logged during the tick names it (--log-format json)
             return self._tick(report, start)
 
@@ -94,6 +97,8 @@ class Controller:
             planned = self.forecast(obs, report)
             corrections = self.guard(obs)
             self.converge(obs, orphans, planned, corrections, report)
+            if not self.fast:  # refilling is a normal tick's work (loop/pool_step.py)
+                report.warm_pool = self.pool.refill(report.outcome)
             self.route(obs, report)
         except (ProviderError, TransportError) as exc:
             report.ok, report.error = False, f"{type(exc).__name__}: {exc}"
@@ -123,7 +128,10 @@ class Controller:
         sc = self.policy.scaling
         records = self.store.open_records()
         booting = [r.created_at for r in records if r.state in BOOTING]
-        return next_wake(now, booting, sc.boot_s, sc.settle_s, settling, self._drains_due(records))
+        due = self._drains_due(records)
+        if sc.warm_pool.enabled:  # a launch that started a pooled instance is up after warm_boot_s
+            due += [t + sc.warm_pool.warm_boot_s for t in booting]
+        return next_wake(now, booting, sc.boot_s, sc.settle_s, settling, due)
 
     def _drains_due(self, records: Sequence[Record]) -> list[float]:
         """With a gateway, a going instance's drain must begin drain_timeout_s before the cloud
@@ -358,6 +366,7 @@ class Controller:
 
     def act(self, obs: Observation, actions: tuple[Any, ...], report: TickReport) -> Outcome:
         agent_gen = {s: st.assignment_generation or 0 for s, st in obs.statuses.items()}
+        actions = self.pool.assign(actions)  # a launch starts a warm-pool member where one is stopped
         actuator = Actuator(
             store=self.store,
             provider=self.deps.provider,

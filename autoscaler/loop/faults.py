@@ -18,7 +18,16 @@ import os
 import signal
 import time
 
-POINTS = ("after_launch", "after_terminate", "after_apply", "slow_act", "slow_run_instances")
+POINTS = (
+    "after_launch",
+    "after_terminate",
+    "after_apply",
+    "slow_act",
+    "slow_run_instances",
+    "after_start",  # a warm-pool member claimed and started, nothing recorded
+    "after_stop",  # a warm-pool member stopped
+    "after_pool_launch",  # a warm-pool member launched, its intent not yet cleared
+)
 
 
 def point(name: str) -> None:

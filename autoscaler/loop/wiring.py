@@ -59,6 +59,17 @@ def make_provider(policy: Policy, state_path: Path, clock: Callable[[], float] =
     return LocalProvider(policy.fleet, root, cfg.base_port, policy.agents.agent_command, clock)
 
 
+def check_pool(policy: Policy) -> None:
+    """A warm pool needs a provider with a stopped state (EC2): the local provider's instances are
+    processes on this machine, with none to keep them in."""
+    if policy.scaling.warm_pool.enabled and policy.provider.kind != "ec2":
+        raise InputError(
+            policy.source or "<policy>",
+            "scaling.warm_pool",
+            "the local provider has no stopped state to keep instances in; use provider ec2 (or size: 0)",
+        )
+
+
 def _check_templates(policy: Policy) -> None:
     templates = policy.provider.launch_templates
     for i, itype in enumerate(policy.instance_types):
@@ -266,6 +277,7 @@ def build_controller(
     is refused before any provider exists. With `fence` (`igniter run`), launches, terminations,
     agent applies and the gateway's changes (start, reload, routing) go out only while it holds."""
     check_gateway(policy, state_path)
+    check_pool(policy)
     store = store or Store(state_path)
     try:
         provider = make_provider(policy, state_path, clock)
