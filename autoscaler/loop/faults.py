@@ -24,6 +24,7 @@ POINTS = (
     "after_apply",
     "slow_act",
     "slow_run_instances",
+    "after_claim",  # a warm-pool member tagged for its slot, not yet started
     "after_start",  # a warm-pool member claimed and started, nothing recorded
     "after_stop",  # a warm-pool member stopped
     "after_pool_launch",  # a warm-pool member launched, its intent not yet cleared

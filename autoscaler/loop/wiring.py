@@ -52,6 +52,7 @@ def make_provider(policy: Policy, state_path: Path, clock: Callable[[], float] =
         _check_templates(policy)
         ec2 = Ec2Provider(policy.fleet, cfg)
         ec2.before_run = lambda _slot: faults.point("slow_run_instances")  # off unless IGNITER_FAULT says
+        ec2.after_claim = lambda _id: faults.point("after_claim")
         return ec2
     from autoscaler.fleet.local import LocalProvider
 
