@@ -46,7 +46,10 @@ def parts(r: SimResult, case: Case) -> dict[str, Any]:
 
 def report_case(case: Case) -> dict[str, Any]:
     t0 = time.process_time()
-    runs = {"warm_pool auto": simulate(with_pool(case.policy), case.trace), "defaults": simulate(case.policy, case.trace)}
+    runs = {
+        "warm_pool auto": simulate(with_pool(case.policy), case.trace),
+        "defaults": simulate(case.policy, case.trace),
+    }
     out = {label: parts(r, case) for label, r in runs.items()}
     out["rows"] = len(case.trace.times)
     out["cpu_s"] = round(time.process_time() - t0, 1)

@@ -67,8 +67,11 @@ def test_pool_is_filled_stopped_started_for_a_scale_out_and_refilled(moto: Moto,
     assert all(tags(i)[TAG_FLEET] == "prod" and tags(i)[TAG_SLOT].startswith("pool-prod-") for i in pool)
     assert not {i["InstanceId"] for i in pool} & {i.id for i in ctl.deps.provider.list_instances()}  # not the fleet's
 
+    assert first.warm_pool.target == {"p3.2xlarge": 1, "p3.8xlarge": 1}
+
     clock.advance(30)
-    assert ctl.tick().ok
+    second = ctl.tick()
+    assert second.ok and second.warm_pool is not None and second.warm_pool.members == {"running": 2}
     assert sorted(state(i) for i in members(moto)) == ["stopped", "stopped"]  # initialised: stopped
     assert calls.mutating().count("StopInstances") == 2
 
