@@ -10,9 +10,6 @@ another one)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,29 +18,19 @@ import pytest
 
 from autoscaler.fleet.base import POOL_CLAIMED, POOL_MEMBER, TAG_FLEET, TAG_POOL, TAG_SLOT
 from autoscaler.loop.store import Store
-from tests.chaos.test_crash_at_fault_points import _set_rates
-from tests.fleet.test_ec2 import LOW, WORKLOADS, controller, ec2, policy_file, setup_templates, tags
+from tests.chaos.test_crash_at_fault_points import _once, _set_rates
+from tests.fleet.test_ec2 import LOW, WORKLOADS, controller, fleet_instances, policy_file, setup_templates, tags
 from tests.kit.backends import Moto
-from tests.kit.control import REPO, Clock
+from tests.kit.control import Clock
 
 pytestmark = pytest.mark.e2e
 HIGH = {w["name"]: float(w["rate_rps"]) for w in WORKLOADS}
 POOL = {"size": 1}
 
 
-def everything(moto: Moto, fleet: str = "prod") -> list[dict[str, Any]]:
+def everything(moto: Moto) -> list[dict[str, Any]]:
     """Every instance of the fleet that is not gone: members (stopped ones too) and the fleet."""
-    pages = (
-        ec2(moto)
-        .get_paginator("describe_instances")
-        .paginate(
-            Filters=[
-                {"Name": f"tag:{TAG_FLEET}", "Values": [fleet]},
-                {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]},
-            ]
-        )
-    )
-    return [i for p in pages for r in p["Reservations"] for i in r["Instances"]]
+    return fleet_instances(moto, states=("pending", "running", "stopping", "stopped"))
 
 
 def members(moto: Moto) -> list[dict[str, Any]]:
@@ -93,14 +80,6 @@ def test_pool_is_filled_stopped_started_for_a_scale_out_and_refilled(moto: Moto,
     assert len(members(moto)) == 2
     slots = Counter(tags(i)[TAG_SLOT] for i in everything(moto))
     assert max(slots.values()) == 1  # no slot and no member twice
-
-
-def _once(path: Path, state_file: Path, fault: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "IGNITER_FAULT"}
-    if fault:
-        env["IGNITER_FAULT"] = fault
-    cmd = [sys.executable, "-m", "autoscaler", "run", str(path), "--once", "--state", str(state_file)]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=REPO)
 
 
 def _leaks(moto: Moto, state_file: Path) -> tuple[int, int]:
