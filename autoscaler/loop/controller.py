@@ -77,7 +77,8 @@ class Controller:
         start = self.deps.clock()
         report = TickReport(self.store.begin_tick(start), start, fast=fast)
         self.fast = fast
-        self.pool = replace(self.pool, policy=self.policy, _members=None)  # listed afresh each tick
+        d = self.deps  # the policy may have been reloaded, a dependency replaced (a fence); listed afresh
+        self.pool = replace(self.pool, policy=self.policy, provider=d.provider, transport=d.transport, _members=None)
         with logs.tick_context(report.tick):  # every line logged during the tick names it (--log-format json)
             return self._tick(report, start)
 
