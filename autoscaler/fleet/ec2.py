@@ -36,6 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, 
 from autoscaler.config.offerings import ON_DEMAND, SPOT
 from autoscaler.config.policy import ProviderConfig
 from autoscaler.fleet.base import (
+    POOL_CLAIMED,
     POOL_MEMBER,
     TAG_ATTEMPT,
     TAG_CAPACITY,
@@ -163,9 +164,6 @@ class Ec2Provider(Ec2WarmPool):
         existing = self._find(slot, attempt)
         if existing is not None:
             return existing
-        claimed = self._claimed(slot, attempt)  # a warm-pool member a crash left claimed but stopped
-        if claimed is not None:
-            return self._started(claimed)
         request = self._run_request(slot, instance_type, plan_generation, attempt, capacity_type)
         if self.before_run is not None:
             self.before_run(slot)
@@ -272,13 +270,20 @@ class Ec2Provider(Ec2WarmPool):
         return {"LaunchTemplateId": ref} if ref.startswith("lt-") else {"LaunchTemplateName": ref}
 
     def _find(self, slot: str, attempt: int) -> Instance | None:
+        """The slot's instance of this attempt: pending or running, or a warm-pool member a crash
+        left claimed for it but stopped (started now; fleet/ec2_pool.py). One DescribeInstances."""
         filters = [
             {"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
             {"Name": f"tag:{TAG_SLOT}", "Values": [slot]},
             {"Name": f"tag:{TAG_ATTEMPT}", "Values": [str(attempt)]},
-            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            {"Name": "instance-state-name", "Values": ["pending", "running", "stopped"]},
         ]
-        return next(iter(self._describe(filters)), None)
+        for raw in self._raw(filters):
+            if raw.get("State", {}).get("Name") != "stopped":
+                return self._to_instance(raw)
+            if _tags(raw).get(TAG_POOL) == POOL_CLAIMED:
+                return self._started(raw)
+        return None
 
     def _describe(self, filters: list[dict[str, Any]]) -> list[Instance]:
         try:

@@ -65,6 +65,9 @@ class Ec2WarmPool:
     def _to_instance(self, raw: dict[str, Any]) -> Instance:
         raise NotImplementedError
 
+    def _find(self, slot: str, attempt: int) -> Instance | None:
+        raise NotImplementedError
+
     def _describe_ids(self, ids: list[str]) -> Iterable[dict[str, Any]]:
         raise NotImplementedError
 
@@ -101,9 +104,9 @@ class Ec2WarmPool:
     def start_pooled(
         self, member_id: str, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0
     ) -> Instance:
-        claimed = self._claimed(slot, attempt)
-        if claimed is not None:
-            return self._started(claimed)
+        found = self._find(slot, attempt)  # the attempt's instance already: a repeated call starts nothing
+        if found is not None:
+            return found
         raw = self._owned(member_id)
         tags = _tags(raw) if raw is not None else {}
         if raw is None or tags.get(TAG_POOL) != POOL_MEMBER or raw.get("State", {}).get("Name") != "stopped":
@@ -117,17 +120,6 @@ class Ec2WarmPool:
         return self._to_instance({**raw, "Tags": merged, "State": {"Name": "pending"}})
 
     # -- helpers ----------------------------------------------------------------------------------
-    def _claimed(self, slot: str, attempt: int) -> dict[str, Any] | None:
-        """A member already claimed for (slot, attempt), in any state but gone."""
-        filters = [
-            {"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
-            {"Name": f"tag:{TAG_SLOT}", "Values": [slot]},
-            {"Name": "tag:igniter:attempt", "Values": [str(attempt)]},
-            {"Name": f"tag:{TAG_POOL}", "Values": [POOL_CLAIMED]},
-            {"Name": "instance-state-name", "Values": list(POOL_STATES)},
-        ]
-        return next(iter(self._raw(filters)), None)
-
     def _started(self, raw: dict[str, Any]) -> Instance:
         """A claimed instance, started if a crash left it stopped between its claim and its start."""
         if raw.get("State", {}).get("Name") == "stopped":
