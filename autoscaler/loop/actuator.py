@@ -50,7 +50,11 @@ class Outcome:
     capacity: list[str] = field(default_factory=list)  # offerings (offering_key) that reported no capacity
     errors: dict[str, int] = field(default_factory=dict)  # kind -> count, for metrics
     notes: list[str] = field(default_factory=list)  # decisions the tick report shows (backoff, quarantine)
-    warm_starts: int = 0  # launches that started a warm-pool member
+    warm_started: list[tuple[str, int]] = field(default_factory=list)  # (slot, attempt) that started a pool member
+
+    @property
+    def warm_starts(self) -> int:
+        return len(self.warm_started)
 
     def error(self, kind: str, message: str) -> None:
         self.failed.append(message)
@@ -132,7 +136,8 @@ class Actuator:
         pool = pool_of(self.provider)
         if a.pooled is not None and pool is not None:
             inst = pool.start_pooled(a.pooled, a.slot, a.instance_type, self.state.plan_generation, attempt=a.attempt)
-            self.outcome.warm_starts += inst.tags.get(TAG_POOL) == POOL_CLAIMED
+            if inst.tags.get(TAG_POOL) == POOL_CLAIMED:
+                self.outcome.warm_started.append((a.slot, a.attempt))
             return inst
         return self.provider.launch(
             a.slot,

@@ -130,8 +130,9 @@ class Controller:
         records = self.store.open_records()
         booting = [r.created_at for r in records if r.state in BOOTING]
         due = self._drains_due(records)
-        if sc.warm_pool.enabled:  # a launch that started a pooled instance is up after warm_boot_s
-            due += [t + sc.warm_pool.warm_boot_s for t in booting]
+        warm = [r for r in records if r.state in BOOTING and r.key in self.pool.started]
+        self.pool = replace(self.pool, started=frozenset(r.key for r in warm))
+        due += [r.created_at + sc.warm_pool.warm_boot_s for r in warm]  # a started pool member is up sooner
         return next_wake(now, booting, sc.boot_s, sc.settle_s, settling, due)
 
     def _drains_due(self, records: Sequence[Record]) -> list[float]:
@@ -383,6 +384,7 @@ class Controller:
         )
         outcome = actuator.run(actions)
         self.state = actuator.state
+        self.pool = replace(self.pool, started=self.pool.started | set(outcome.warm_started))
         return outcome
 
     def caps(self, now: float) -> dict[str, int]:

@@ -51,6 +51,10 @@ class PoolStep:
     contact: bool
     clock: Callable[[], float]
     _members: list[Instance] | None = None
+    # (slot, attempt) whose launch started a pool member, while they boot: the controller ticks
+    # warm_boot_s after their launch to put them to work (kept in memory: after a restart they are
+    # simply picked up by the next tick)
+    started: frozenset[tuple[str, int]] = frozenset()
 
     @property
     def pool(self) -> WarmPool | None:
