@@ -38,3 +38,24 @@ def test_stopped_members_cost_their_volumes_only(make_policy):
     ]
     # 2000 GB at $1/GB-month is $2.74/h per stopped member: the pool's bill grows by that, no more
     assert costs[1] > costs[0] > 0
+
+
+def test_a_launch_that_started_a_member_ticks_again_after_warm_boot_s(make_policy):
+    """The controller's early tick comes warm_boot_s after a launch that started a pool member (its
+    servers go to work then), and boot_s after one that launched a new instance."""
+    from autoscaler.sim.engine import Replay, SimOptions, default_plan_fn
+
+    wakes = {}
+    for label, pool in (("pool", {"size": 4}), ("none", {"size": 0})):
+        scaling = {"headroom": 0.2, "burst": False, "warm_pool": pool, "fast_path": {"enabled": False}}
+        policy = make_policy(scaling=scaling)
+        trace = bursty(2)
+        replay = Replay(policy, trace, SimOptions(), default_plan_fn(policy))
+        replay.warm_start()
+        t0 = float(trace.times[0])
+        replay.tick(t0 + 60)  # the pool is filled
+        replay.tick(t0 + 300)  # its members are up: stopped
+        report = replay.tick(t0 + 3600)  # the burst: launches
+        wakes[label] = (report.outcome.warm_starts, report.wake_at - (t0 + 3600))
+    assert wakes["pool"][0] > 0 and wakes["pool"][1] == pytest.approx(45.0)
+    assert wakes["none"] == (0, pytest.approx(180.0))
