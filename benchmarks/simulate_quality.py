@@ -28,9 +28,11 @@ Issue 14's targets (reconfiguration without outage, surge cost) come first: see 
 (`headroom: auto`) on every trace at its own resolution and at 1-minute rows, against the oracle.
 
 `--only bursts` answers issue 35 (benchmarks/_bursts.py): before vs after the fast path and
-bursting into free share, side by side, on every trace at 1-minute rows.
+bursting into free share, side by side, on every trace at 1-minute rows. `--only warm_pool`: the
+defaults with `warm_pool: {size: auto}` against the defaults alone on every trace
+(benchmarks/_warm_pool.py; writes benchmarks/results/warm_pool.json).
 
-Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure|rollout|attainment|bursts] [--scales 0.7,0.85]
+Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure|rollout|attainment|bursts|warm_pool] [--scales 0.7,0.85]
 """
 
 from __future__ import annotations
@@ -398,10 +400,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="ServeGen: the first 3 days only")
     ap.add_argument(
         "--only",
-        choices=["servegen", "azure", "rollout", "attainment", "bursts"],
+        choices=["servegen", "azure", "rollout", "attainment", "bursts", "warm_pool"],
         help="one scenario; rollout: issue 14's targets (reconfiguration without outage, _rollout.py); "
         "attainment: issue 16's targets, the policy defaults on every trace (benchmarks/_targets.py); "
-        "bursts: issue 35's, before vs after the fast path and bursting (benchmarks/_bursts.py)",
+        "bursts: issue 35's, before vs after the fast path and bursting (benchmarks/_bursts.py); "
+        "warm_pool: the defaults with and without warm_pool {size: auto} (benchmarks/_warm_pool.py)",
     )
     ap.add_argument("--no-table", action="store_true", help="attainment: skip the forecast table (first halves)")
     ap.add_argument("--case", help="attainment: only the traces whose name contains this (e.g. Azure, 1-minute)")
@@ -417,6 +420,11 @@ def main() -> None:
         import _bursts
 
         _bursts.main(only=args.case)
+        return
+    if args.only == "warm_pool":
+        import _warm_pool
+
+        _warm_pool.main(only=args.case)
         return
     if args.only == "attainment":
         import _targets

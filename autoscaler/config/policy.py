@@ -203,6 +203,16 @@ class Policy(Frozen):
         return self
 
     @model_validator(mode="after")
+    def _warm_pool(self) -> Policy:
+        """A pool names types of the policy (the provider's part is checked where it is built)."""
+        pool = self.scaling.warm_pool
+        names = {t.name for t in self.instance_types}
+        for i, name in enumerate(pool.types):
+            if name not in names:
+                raise FieldError(f"scaling.warm_pool.types[{i}]", f"{name!r} is not one of instance_types")
+        return self
+
+    @model_validator(mode="after")
     def _unique_names(self) -> Policy:
         named: tuple[tuple[str, Sequence[InstanceType | Workload]], ...] = (
             ("instance_types", self.instance_types),

@@ -69,6 +69,65 @@ class FastPathConfig(Frozen):
     )
 
 
+def _pool_size(value: Any) -> Any:
+    """'auto', or a count of instances per type: one message for either mistake."""
+    if value == "auto":
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= limits.MAX_INSTANCES_CEILING:
+        return value
+    raise ValueError(f"must be 'auto' or a count of instances (0, 1, 2, ...), got {value!r}")
+
+
+class WarmPoolConfig(Frozen):
+    """Instances launched, initialised (agent up, models on disk) and then stopped, so that a scale-out
+    starts one (StartInstances, ready in warm_boot_s) before it launches a new one (boot_s); EC2 Auto
+    Scaling's warm pool of stopped instances is the model. A stopped instance costs only its EBS
+    volume: volume_gb x price_per_gb_month (gp3's list price by default) / 730 h. Sized per type;
+    `auto`: the most instances of the type launched within one boot_s over the last day, fleet
+    bring-up excepted (docs/operations.md "Warm pool")."""
+
+    size: Annotated[int | Literal["auto"], BeforeValidator(_pool_size)] = Field(
+        default=0, description="stopped instances kept per type: a count, or auto (from the last day's bursts)"
+    )
+    max: Annotated[int, Field(ge=0, le=limits.MAX_INSTANCES_CEILING, strict=True)] | None = Field(
+        default=None, description="the most a pool of one type holds (default: size, or 4 with size auto)"
+    )
+    types: list[str] = Field(
+        default_factory=list, description="instance types with a pool (default: every type of the policy)"
+    )
+    warm_boot_s: Delay = Field(
+        default=45.0, description="from StartInstances of a pooled instance to its agent serving"
+    )
+    volume_gb: Annotated[float, Field(ge=0, le=65536, strict=True)] = Field(
+        default=200.0, description="EBS GB a stopped instance keeps (root volume with the models)"
+    )
+    price_per_gb_month: Annotated[float, Field(ge=0, le=100, strict=True)] = Field(
+        default=0.08, description="$ per GB-month of a stopped instance's volumes (gp3 in us-east-1)"
+    )
+
+    @model_validator(mode="after")
+    def _size_within_max(self) -> WarmPoolConfig:
+        if isinstance(self.size, int) and self.max is not None and self.size > self.max:
+            raise FieldError("scaling.warm_pool.size", f"{self.size} is above scaling.warm_pool.max ({self.max})")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.size == "auto" or self.size > 0
+
+    @property
+    def cap(self) -> int:
+        """The most one type's pool holds."""
+        if self.max is not None:
+            return self.max
+        return 4 if self.size == "auto" else int(self.size)
+
+    @property
+    def stopped_price_per_hour(self) -> float:
+        """What one stopped instance costs per hour (its EBS volumes; a month is 730 h)."""
+        return self.volume_gb * self.price_per_gb_month / 730.0
+
+
 class DisruptionBudget(Frozen):
     """Karpenter's node budget: voluntary disruptions (scale-in, consolidation) in flight at once."""
 
@@ -173,6 +232,7 @@ class ScalingConfig(Frozen):
     )
     redundancy: RedundancyConfig = Field(default_factory=RedundancyConfig)
     spot: SpotConfig = Field(default_factory=SpotConfig)
+    warm_pool: WarmPoolConfig = Field(default_factory=WarmPoolConfig)
     fast_path: FastPathConfig = Field(default_factory=FastPathConfig)
     disruption_budget: DisruptionBudget = Field(default_factory=DisruptionBudget)
     status_listen: str | None = Field(

@@ -48,8 +48,12 @@ TAG_SLOT = "igniter:slot"
 TAG_PLAN_GENERATION = "igniter:generation"  # the plan generation an instance was launched under
 TAG_ATTEMPT = "igniter:attempt"
 TAG_CAPACITY = "igniter:capacity-type"  # on-demand | spot, set at launch
+# On a warm-pool member (WarmPool below): `member` from its launch until a scale-out claims it,
+# then `claimed` (it carries the slot's tags from then on and is a fleet instance like any other).
+TAG_POOL = "igniter:pool"
+POOL_MEMBER, POOL_CLAIMED = "member", "claimed"
 
-InstanceState = Literal["pending", "running", "stopping", "terminated"]
+InstanceState = Literal["pending", "running", "stopping", "stopped", "terminated"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,6 +216,39 @@ class HostKeySource(Protocol):
     answer: the instance published its keys, and none of them was usable."""
 
     def host_keys(self, instance: Instance) -> list[str] | None: ...
+
+
+@runtime_checkable
+class WarmPool(Protocol):
+    """Optional provider capability: a warm pool of stopped, initialised instances (EC2 Auto
+    Scaling's warm pool). Members carry the fleet tag and TAG_POOL=member; `list_instances` never
+    shows them (they are no slot's), `pool_members` does: pending or running while they warm up,
+    stopping, then stopped. Each call is idempotent and tag-owned like `launch`:
+
+    - `pool_launch(name, type)` launches the member `name` (a request token derived from it: the
+      same name twice, e.g. re-sent after a crash, is one instance);
+    - `pool_stop(id)` stops a member once initialised (a stopped or stopping one: nothing to do);
+    - `start_pooled(member_id, slot, ...)` claims the member for (slot, attempt) -- its tags first,
+      then StartInstances -- and returns it as a fleet instance. An instance already claimed for
+      (slot, attempt) is returned (started if a crash left it stopped), so a repeated call never
+      starts a second one; a member that is gone or no longer stopped falls back to `launch`.
+    Termination of a member is `terminate`, as for any fleet instance."""
+
+    def pool_members(self) -> list[Instance]: ...
+
+    def pool_launch(self, name: str, instance_type: str) -> Instance: ...
+
+    def pool_stop(self, instance_id: str) -> None: ...
+
+    def start_pooled(
+        self, member_id: str, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0
+    ) -> Instance: ...
+
+
+def pool_of(provider: object) -> WarmPool | None:
+    """The provider's warm pool capability (looked for behind a wrapper such as the fence's), or None."""
+    inner = getattr(provider, "inner", provider)
+    return provider if isinstance(inner, WarmPool) else None  # type: ignore[return-value]
 
 
 NoticeKind = Literal["interruption", "rebalance", "state_change", "scheduled_change", "ignored", "malformed"]

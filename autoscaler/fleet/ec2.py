@@ -36,10 +36,13 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, 
 from autoscaler.config.offerings import ON_DEMAND, SPOT
 from autoscaler.config.policy import ProviderConfig
 from autoscaler.fleet.base import (
+    POOL_CLAIMED,
+    POOL_MEMBER,
     TAG_ATTEMPT,
     TAG_CAPACITY,
     TAG_FLEET,
     TAG_PLAN_GENERATION,
+    TAG_POOL,
     TAG_SLOT,
     AuthError,
     CapacityError,
@@ -54,6 +57,7 @@ from autoscaler.fleet.base import (
     tag_int,
 )
 from autoscaler.fleet.console import console_text, parse_console
+from autoscaler.fleet.ec2_pool import Ec2WarmPool
 
 CAPACITY_CODES = frozenset(
     {
@@ -128,8 +132,9 @@ def classify(exc: Exception, instance_type: str = "", capacity_type: str = ON_DE
     return ThrottledError(f"EC2 unreachable: {exc}")
 
 
-class Ec2Provider:
-    """Provider over one EC2 region; see the module docstring for the guarantees."""
+class Ec2Provider(Ec2WarmPool):
+    """Provider over one EC2 region; see the module docstring for the guarantees, and
+    fleet/ec2_pool.py for its warm pool."""
 
     def __init__(self, fleet: str, cfg: ProviderConfig, client: Any | None = None) -> None:
         self.fleet = fleet
@@ -142,7 +147,8 @@ class Ec2Provider:
             {"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
             {"Name": "instance-state-name", "Values": LISTED_STATES},
         ]
-        return sorted(self._describe(filters), key=lambda i: i.id)
+        fleet = (i for i in self._describe(filters) if i.tags.get(TAG_POOL) != POOL_MEMBER)  # members: pool_members
+        return sorted(fleet, key=lambda i: i.id)
 
     def launch(
         self,
@@ -180,6 +186,9 @@ class Ec2Provider:
             err = classify(exc)
             if not isinstance(err, NotFoundError):
                 raise err from exc
+
+    def _classify(self, exc: Exception, instance_type: str = "") -> ProviderError:
+        return classify(exc, instance_type)
 
     def close(self) -> None:
         """Nothing to release: the boto3 client's connections close with the process."""
@@ -258,13 +267,20 @@ class Ec2Provider:
         return {"LaunchTemplateId": ref} if ref.startswith("lt-") else {"LaunchTemplateName": ref}
 
     def _find(self, slot: str, attempt: int) -> Instance | None:
+        """The slot's instance of this attempt: pending or running, or a warm-pool member a crash
+        left claimed for it but stopped (started now; fleet/ec2_pool.py). One DescribeInstances."""
         filters = [
             {"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
             {"Name": f"tag:{TAG_SLOT}", "Values": [slot]},
             {"Name": f"tag:{TAG_ATTEMPT}", "Values": [str(attempt)]},
-            {"Name": "instance-state-name", "Values": ["pending", "running"]},
+            {"Name": "instance-state-name", "Values": ["pending", "running", "stopped"]},
         ]
-        return next(iter(self._describe(filters)), None)
+        for raw in self._raw(filters):
+            if raw.get("State", {}).get("Name") != "stopped":
+                return self._to_instance(raw)
+            if _tags(raw).get(TAG_POOL) == POOL_CLAIMED:
+                return self._started(raw)
+        return None
 
     def _describe(self, filters: list[dict[str, Any]]) -> list[Instance]:
         try:

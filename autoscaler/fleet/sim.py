@@ -13,6 +13,12 @@ exponential wait; `rng` is seeded by the caller, so a run repeats exactly). `int
 (an InterruptionSource) delivers the warning at the first tick after it; EC2 takes the instance
 `warning_s` after the warning, whatever the autoscaler did: it leaves the listing then, and its
 bill ends.
+
+Warm pool (fleet/base.py WarmPool): a member is pending for `boot_s` (billed at the full price:
+it boots and initialises like any instance), running until the loop stops it, then stopped at
+`stopped_price_per_hour` (its EBS volumes); a claimed member is pending for `warm_boot_s`, then
+running at the full price again. A member's warming and stopped spells are lifetimes of their own
+(keyed `<id>/warming`, `<id>/stopped`), so `pool_cost_usd` is what the pool itself cost.
 """
 
 from __future__ import annotations
@@ -23,7 +29,17 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from autoscaler.config.offerings import ON_DEMAND, SPOT, offering_key
-from autoscaler.fleet.base import TAG_ATTEMPT, TAG_SLOT, Instance, Notice, PermanentError, fleet_tags
+from autoscaler.fleet.base import (
+    POOL_CLAIMED,
+    POOL_MEMBER,
+    TAG_ATTEMPT,
+    TAG_POOL,
+    TAG_SLOT,
+    Instance,
+    Notice,
+    PermanentError,
+    fleet_tags,
+)
 
 
 @dataclass
@@ -36,6 +52,7 @@ class Lifetime:
     end: float | None = None
     capacity_type: str = ON_DEMAND
     slot: str = ""
+    stopped: bool = False  # a stopped warm-pool member's spell: billed for its volumes, no instance-hours
 
     def hours(self, until: float) -> float:
         end = until if self.end is None else min(self.end, until)
@@ -56,6 +73,12 @@ class SimProvider:
     lifetimes: dict[str, Lifetime] = field(default_factory=dict)
     warnings: dict[str, float] = field(default_factory=dict)  # spot instance id -> when its warning comes (drawn)
     interrupted: int = 0  # spot instances EC2 took (after their warning)
+    warm_boot_s: float = 45.0  # a claimed warm-pool member's start
+    stopped_price_per_hour: float = 0.0  # a stopped member's volumes
+    warm_starts: int = 0
+    _pool: dict[str, Instance] = field(default_factory=dict)  # members not claimed
+    _pool_names: dict[str, str] = field(default_factory=dict)  # member name -> id
+    _boots: dict[str, float] = field(default_factory=dict)  # id -> its boot time, where not boot_s
     _live: dict[str, Instance] = field(default_factory=dict)
     _by_key: dict[tuple[str, str], str] = field(default_factory=dict)
     _warned: set[str] = field(default_factory=set)
@@ -64,7 +87,7 @@ class SimProvider:
         now = self.clock()
         self._reclaim(now)
         for iid, inst in self._live.items():
-            if inst.state == "pending" and now - inst.launched_at >= self.boot_s:
+            if inst.state == "pending" and now - inst.launched_at >= self._boots.get(iid, self.boot_s):
                 self._live[iid] = replace(inst, state="running")
         return sorted(self._live.values(), key=lambda i: i.id)
 
@@ -109,6 +132,10 @@ class SimProvider:
         return inst
 
     def terminate(self, instance_id: str) -> None:
+        member = self._pool.pop(instance_id, None)
+        if member is not None:
+            self._end_spell(member)
+            return
         inst = self._live.pop(instance_id, None)
         if inst is None:
             return
@@ -118,6 +145,82 @@ class SimProvider:
 
     def close(self) -> None:
         return None
+
+    # -- the warm pool (fleet/base.py WarmPool) ---------------------------------------------------
+    def pool_members(self) -> list[Instance]:
+        now = self.clock()
+        for iid, m in self._pool.items():
+            if m.state == "pending" and now - m.launched_at >= self.boot_s:
+                self._pool[iid] = replace(m, state="running")
+        return sorted(self._pool.values(), key=lambda i: i.id)
+
+    def pool_launch(self, name: str, instance_type: str) -> Instance:
+        found = self._pool_names.get(name)
+        if found is not None and (found in self._pool or found in self._live):
+            return self._pool.get(found) or self._live[found]
+        if instance_type not in self.prices:
+            raise PermanentError(f"{instance_type}: not an offering of the policy")
+        now = self.clock()
+        tags = {**fleet_tags(self.fleet, name, 0, 0), TAG_POOL: POOL_MEMBER}
+        inst = Instance(
+            id=f"sim-p{len(self._pool_names) + 1:05d}",
+            instance_type=instance_type,
+            slot=name,
+            state="pending",
+            launched_at=now,
+            tags=tags,
+        )
+        self._pool[inst.id], self._pool_names[name] = inst, inst.id
+        self.lifetimes[f"{inst.id}/warming"] = Lifetime(instance_type, self.prices[instance_type], now, slot=name)
+        return inst
+
+    def pool_stop(self, instance_id: str) -> None:
+        m = self._pool.get(instance_id)
+        if m is None or m.state in ("stopping", "stopped"):
+            return
+        now = self.clock()
+        self.lifetimes[f"{m.id}/warming"].end = now
+        self._pool[m.id] = replace(m, state="stopped")
+        self.lifetimes[f"{m.id}/stopped"] = Lifetime(
+            m.instance_type, self.stopped_price_per_hour, now, slot=m.slot, stopped=True
+        )
+
+    def start_pooled(
+        self, member_id: str, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0
+    ) -> Instance:
+        found = self._by_key.get((slot, str(attempt)))
+        member = self._pool.get(member_id)
+        if found is not None and found in self._live:
+            return self._live[found]
+        if member is None or member.state != "stopped":
+            return self.launch(slot, instance_type, plan_generation, attempt=attempt)
+        self._end_spell(self._pool.pop(member_id))
+        now = self.clock()
+        tags = {**fleet_tags(self.fleet, slot, plan_generation, attempt), TAG_POOL: POOL_CLAIMED}
+        inst = replace(
+            member,
+            slot=slot,
+            state="pending",
+            launched_at=now,
+            plan_generation=plan_generation,
+            attempt=attempt,
+            tags=tags,
+        )
+        self._live[inst.id], self._by_key[(slot, str(attempt))] = inst, inst.id
+        self._boots[inst.id] = self.warm_boot_s
+        self.lifetimes[inst.id] = Lifetime(instance_type, self.prices[instance_type], now, slot=slot)
+        self.launches += 1
+        self.warm_starts += 1
+        return inst
+
+    def _end_spell(self, member: Instance) -> None:
+        """A member leaves the pool (claimed or terminated): its current spell's bill ends."""
+        spell = self.lifetimes[f"{member.id}/{'stopped' if member.state == 'stopped' else 'warming'}"]
+        spell.end = self.clock()
+
+    def pool_cost_usd(self, until: float) -> float:
+        """What the pool's members cost while they warmed up and while they were stopped."""
+        return sum(life.price_per_hour * life.hours(until) for key, life in self.lifetimes.items() if "/" in key)
 
     def _reclaim(self, now: float) -> None:
         """EC2 takes every spot instance whose warning came `warning_s` ago or more."""
@@ -175,13 +278,19 @@ class SimProvider:
 
     def next_boot(self) -> float | None:
         """When the next pending instance turns running, or None when none is pending."""
-        times = [i.launched_at + self.boot_s for i in self._live.values() if i.state == "pending"]
+        times = [
+            i.launched_at + self._boots.get(i.id, self.boot_s) for i in self._live.values() if i.state == "pending"
+        ]
         return min(times, default=None)
 
     def cost_per_hour(self, at: float | None = None) -> float:
         """What the instances held right now (or still held at `at`) cost per hour (pending ones are
-        billed too)."""
-        return sum(
+        billed too), the warm pool's members included."""
+        pool = sum(
+            self.stopped_price_per_hour if m.state == "stopped" else self.prices[m.instance_type]
+            for m in self._pool.values()
+        )
+        return pool + sum(
             self.prices[offering_key(i.instance_type, i.capacity_type)]
             for i in self._live.values()
             if at is None or self.alive(i.id, at)
@@ -191,7 +300,7 @@ class SimProvider:
         """Hours per instance type, of every instance or of those whose slot `slots` accepts."""
         out: dict[str, float] = {}
         for life in self.lifetimes.values():
-            if slots is None or slots(life.slot):
+            if not life.stopped and (slots is None or slots(life.slot)):
                 out[life.instance_type] = out.get(life.instance_type, 0.0) + life.hours(until)
         return out
 

@@ -24,7 +24,17 @@ from autoscaler.core.fleet.lifecycle import Reason, Record, State, new_record, t
 from autoscaler.core.layout.assignment import assignment_json
 from autoscaler.core.layout.layout_types import PlannedServer
 from autoscaler.core.rollout.reconcile import Action, Configure, Drain, Launch, Terminate
-from autoscaler.fleet.base import CapacityError, Instance, OnRecord, Provider, ProviderError, Retry
+from autoscaler.fleet.base import (
+    POOL_CLAIMED,
+    TAG_POOL,
+    CapacityError,
+    Instance,
+    OnRecord,
+    Provider,
+    ProviderError,
+    Retry,
+    pool_of,
+)
 from autoscaler.loop import faults
 from autoscaler.loop.state import ControllerState, Quarantine
 from autoscaler.loop.store import Store
@@ -40,6 +50,11 @@ class Outcome:
     capacity: list[str] = field(default_factory=list)  # offerings (offering_key) that reported no capacity
     errors: dict[str, int] = field(default_factory=dict)  # kind -> count, for metrics
     notes: list[str] = field(default_factory=list)  # decisions the tick report shows (backoff, quarantine)
+    warm_started: list[tuple[str, int]] = field(default_factory=list)  # (slot, attempt) that started a pool member
+
+    @property
+    def warm_starts(self) -> int:
+        return len(self.warm_started)
 
     def error(self, kind: str, message: str) -> None:
         self.failed.append(message)
@@ -106,22 +121,32 @@ class Actuator:
         rec = self._intend_launch(a)
         aid = self.store.begin_action(self.tick, "launch", a.slot, _detail(a), self.clock())
         try:
-            inst = self.provider.launch(
-                a.slot,
-                a.instance_type,
-                self.state.plan_generation,
-                attempt=a.attempt,
-                salt=self.store.epoch,
-                capacity_type=a.capacity_type,
-            )
+            inst = self._start_or_launch(a)
         except ProviderError as exc:
             self._launch_failed(a, rec, aid, exc)
             return
-        faults.point("after_launch")
+        faults.point("after_start" if a.pooled else "after_launch")
         self._provider_ok()
         self.store.apply([transition(rec, Reason.LAUNCHED, self.clock(), a.reason, instance_id=inst.id)])
         self.store.finish_action(aid, "done", self.clock())
         self.outcome.done.append(f"launch {a.slot} {a.offering} -> {inst.id}")
+
+    def _start_or_launch(self, a: Launch) -> Instance:
+        """StartInstances of the warm-pool member reconcile's launch was given, else a new instance."""
+        pool = pool_of(self.provider)
+        if a.pooled is not None and pool is not None:
+            inst = pool.start_pooled(a.pooled, a.slot, a.instance_type, self.state.plan_generation, attempt=a.attempt)
+            if inst.tags.get(TAG_POOL) == POOL_CLAIMED:
+                self.outcome.warm_started.append((a.slot, a.attempt))
+            return inst
+        return self.provider.launch(
+            a.slot,
+            a.instance_type,
+            self.state.plan_generation,
+            attempt=a.attempt,
+            salt=self.store.epoch,
+            capacity_type=a.capacity_type,
+        )
 
     def _intend_launch(self, a: Launch) -> Record:
         """The REQUESTED record, committed before the provider is called."""
@@ -281,4 +306,5 @@ def _detail(a: Launch) -> dict[str, object]:
         "capacity_type": a.capacity_type,
         "attempt": a.attempt,
         "reason": a.reason,
+        **({"pooled": a.pooled} if a.pooled else {}),
     }

@@ -38,6 +38,7 @@ from autoscaler.loop.fleet_view import ViewInput, agent_ready, fleet_view, live_
 from autoscaler.loop.gateway_step import GatewayStep, fleet_names
 from autoscaler.loop.inputs import AGENT_DRAIN_WAIT_S, layout_input
 from autoscaler.loop.observe import agent_facts, observe, remember_agents, worst_p99
+from autoscaler.loop.pool_step import PoolStep
 from autoscaler.loop.reach import ReachWatch
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
@@ -63,6 +64,7 @@ class Controller:
         self.agent_mig: dict[str, Any] = {}  # slot -> its agent's last `mig` status (/v1/fleet)
         self.reach = ReachWatch()  # says once when a target goes out of reach (loop/reach.py)
         self.fast = False  # the tick under way is a fast one (core/rollout/fast_path.py)
+        self.pool = PoolStep(policy, deps.provider, deps.store, deps.transport, deps.contact, deps.clock)
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
@@ -75,6 +77,8 @@ class Controller:
         start = self.deps.clock()
         report = TickReport(self.store.begin_tick(start), start, fast=fast)
         self.fast = fast
+        d = self.deps  # the policy may have been reloaded, a dependency replaced (a fence); listed afresh
+        self.pool = replace(self.pool, policy=self.policy, provider=d.provider, transport=d.transport, _members=None)
         with logs.tick_context(report.tick):  # every line logged during the tick names it (--log-format json)
             return self._tick(report, start)
 
@@ -95,6 +99,8 @@ class Controller:
             report.latency_p99_ms = worst_p99(obs.statuses)
             corrections = self.guard(report.latency_p99_ms)
             self.converge(obs, orphans, planned, corrections, report)
+            if not self.fast:  # refilling is a normal tick's work (loop/pool_step.py)
+                report.warm_pool = self.pool.refill(report.outcome)
             self.route(obs, report)
         except (ProviderError, TransportError) as exc:
             report.ok, report.error = False, f"{type(exc).__name__}: {exc}"
@@ -124,7 +130,11 @@ class Controller:
         sc = self.policy.scaling
         records = self.store.open_records()
         booting = [r.created_at for r in records if r.state in BOOTING]
-        return next_wake(now, booting, sc.boot_s, sc.settle_s, settling, self._drains_due(records))
+        due = self._drains_due(records)
+        warm = [r for r in records if r.state in BOOTING and r.key in self.pool.started]
+        self.pool = replace(self.pool, started=frozenset(r.key for r in warm))
+        due += [r.created_at + sc.warm_pool.warm_boot_s for r in warm]  # a started pool member is up sooner
+        return next_wake(now, booting, sc.boot_s, sc.settle_s, settling, due)
 
     def _drains_due(self, records: Sequence[Record]) -> list[float]:
         """With a gateway, a going instance's drain must begin drain_timeout_s before the cloud
@@ -354,6 +364,7 @@ class Controller:
 
     def act(self, obs: Observation, actions: tuple[Any, ...], report: TickReport) -> Outcome:
         agent_gen = {s: st.assignment_generation or 0 for s, st in obs.statuses.items()}
+        actions = self.pool.assign(actions)  # a launch starts a warm-pool member where one is stopped
         actuator = Actuator(
             store=self.store,
             provider=self.deps.provider,
@@ -369,6 +380,7 @@ class Controller:
         )
         outcome = actuator.run(actions)
         self.state = actuator.state
+        self.pool = replace(self.pool, started=self.pool.started | set(outcome.warm_started))
         return outcome
 
     def caps(self, now: float) -> dict[str, int]:

@@ -19,7 +19,17 @@ import os
 import signal
 import time
 
-POINTS = ("after_launch", "after_terminate", "after_apply", "slow_act", "slow_send")
+POINTS = (
+    "after_launch",
+    "after_terminate",
+    "after_apply",
+    "slow_act",
+    "slow_send",
+    "after_claim",  # a warm-pool member tagged for its slot, not yet started
+    "after_start",  # a warm-pool member claimed and started, nothing recorded
+    "after_stop",  # a warm-pool member stopped
+    "after_pool_launch",  # a warm-pool member launched, its intent not yet cleared
+)
 
 
 def point(name: str) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from autoscaler.config.offerings import ON_DEMAND
-from autoscaler.fleet.base import Instance, Provider
+from autoscaler.fleet.base import Instance, Provider, WarmPool
 from autoscaler.leader.base import Fence, LeaseLost, NotLeader
 from autoscaler.loop import faults
 from autoscaler.transport.base import Transport
@@ -64,6 +64,31 @@ class FencedProvider:
 
     def close(self) -> None:
         self.inner.close()
+
+    # The warm pool (fleet/base.py WarmPool; only called where the inner provider has one).
+    def pool_members(self) -> list[Instance]:
+        return self._pool().pool_members()
+
+    def pool_launch(self, name: str, instance_type: str) -> Instance:
+        token = self.fence.check(f"pool launch {name}")
+        faults.record("pool_launch", name, token)
+        return self._pool().pool_launch(name, instance_type)
+
+    def pool_stop(self, instance_id: str) -> None:
+        token = self.fence.check(f"pool stop {instance_id}")
+        faults.record("pool_stop", instance_id, token)
+        self._pool().pool_stop(instance_id)
+
+    def start_pooled(
+        self, member_id: str, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0
+    ) -> Instance:
+        token = self.fence.check(f"start {member_id} for {slot}")
+        faults.record("start_pooled", slot, token)
+        return self._pool().start_pooled(member_id, slot, instance_type, plan_generation, attempt=attempt)
+
+    def _pool(self) -> WarmPool:
+        assert isinstance(self.inner, WarmPool), "the warm pool is only used where the provider has one"
+        return self.inner
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)  # close, client, host_keys, ...: not mutating

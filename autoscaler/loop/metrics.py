@@ -80,6 +80,18 @@ class Metrics:
             "Fast ticks the fast path ran between regular ticks (they only add capacity)",
             registry=r,
         )
+        self.warm_starts = Counter(
+            "igniter_warm_starts", "Launches that started a stopped warm-pool member (scaling.warm_pool)", registry=r
+        )
+        self.pool_members = Gauge(
+            "igniter_warm_pool_members",
+            "Warm-pool members by state (pending, running, stopped, ...)",
+            ["state"],
+            registry=r,
+        )
+        self.pool_target = Gauge(
+            "igniter_warm_pool_target", "Warm-pool members wanted per instance type", ["instance_type"], registry=r
+        )
         self.tick_seconds = Histogram(
             "igniter_tick_duration_seconds",
             "Duration of one tick",
@@ -129,6 +141,10 @@ class Metrics:
         for kind, n in report.outcome.errors.items():
             self.errors.labels(kind).inc(n)
         self.surge.set(len(report.surge_slots))
+        self.warm_starts.inc(report.outcome.warm_starts)
+        if report.warm_pool is not None:  # a fast tick does not look at the pool: the gauges stay
+            _reset(self.pool_members, {(k,): float(n) for k, n in report.warm_pool.members.items()})
+            _reset(self.pool_target, {(k,): float(n) for k, n in report.warm_pool.target.items()})
         self.draining.set(len(report.draining))
         for b in report.breaches:
             self.breaches.labels(b["limit"]).inc()

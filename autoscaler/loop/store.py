@@ -191,6 +191,16 @@ class Store:
     def all_records(self) -> list[Record]:
         return self._records("1=1", ())
 
+    def records_since(self, since: float) -> list[Record]:
+        """Records created at `since` or later, open or closed (the warm pool's recent launches)."""
+        return self._records("created_at >= ?", (since,))
+
+    def first_launch(self) -> float | None:
+        """When the fleet's first instance was asked for (the warm pool's auto leaves its bring-up out)."""
+        with self._lock:
+            row = self._db.execute("SELECT MIN(created_at) FROM instances").fetchone()
+        return None if row is None or row[0] is None else float(row[0])
+
     def _records(self, where: str, args: tuple[Any, ...]) -> list[Record]:
         seen, key = self._records_seen, (where, args)
         with self._lock:  # a write between the read and the remembering would be lost

@@ -16,6 +16,7 @@ from autoscaler.fleet.base import Instance, InterruptionSource, Notice, Provider
 from autoscaler.gateway.base import Gateway
 from autoscaler.loop.actuator import Outcome
 from autoscaler.loop.gateway_step import GatewayReport
+from autoscaler.loop.pool_step import PoolReport
 from autoscaler.loop.store import Store
 from autoscaler.planner.types import Plan
 from autoscaler.rates.reader import RateReader, Reading
@@ -77,6 +78,7 @@ class TickReport:
     converged: bool = False  # the fleet is the layout (no move under way)
     surge_slots: list[str] = field(default_factory=list)  # surge instances kept or launched this tick
     bursts: list[str] = field(default_factory=list)  # stand-ins started in free share this tick
+    warm_pool: PoolReport | None = None  # the warm pool after this tick (None: no pool, or a fast tick)
     wake_at: float | None = None  # tick again then, before the next interval (scaling.next_wake)
     outcome: Outcome = field(default_factory=Outcome)
     gateway: GatewayReport | None = None
@@ -107,6 +109,7 @@ class TickReport:
             "converged": self.converged,
             "surge_slots": self.surge_slots,
             "bursts": self.bursts,
+            "warm_pool": self.warm_pool.to_json() if self.warm_pool else None,
             "wake_at": self.wake_at,
             "rounds": self.rounds,
             "done": self.outcome.done,

@@ -49,12 +49,25 @@ def make_provider(policy: Policy, state_path: Path, clock: Callable[[], float] =
         from autoscaler.fleet.ec2 import Ec2Provider
 
         _check_templates(policy)
-        return Ec2Provider(policy.fleet, cfg)
+        ec2 = Ec2Provider(policy.fleet, cfg)
+        ec2.after_claim = lambda _id: faults.point("after_claim")
+        return ec2
     from autoscaler.fleet.local import LocalProvider, fake_mig_flags
 
     root = _relative(policy, cfg.state_root) if cfg.state_root else state_path.parent / f"{policy.fleet}-instances"
     flags = fake_mig_flags(policy)
     return LocalProvider(policy.fleet, root, cfg.base_port, policy.agents.agent_command, clock, agent_flags=flags)
+
+
+def check_pool(policy: Policy) -> None:
+    """A warm pool needs a provider with a stopped state (EC2): the local provider's instances are
+    processes on this machine, with none to keep them in."""
+    if policy.scaling.warm_pool.enabled and policy.provider.kind != "ec2":
+        raise InputError(
+            policy.source or "<policy>",
+            "scaling.warm_pool",
+            "the local provider has no stopped state to keep instances in; use provider ec2 (or size: 0)",
+        )
 
 
 def _check_templates(policy: Policy) -> None:
@@ -272,6 +285,7 @@ def build_controller(
     agent applies and the gateway's changes (start, reload, routing) go out only while it holds,
     and each AWS request that is not a read is checked against it again as it is sent (bind_aws)."""
     check_gateway(policy, state_path)
+    check_pool(policy)
     store = store or Store(state_path)
     try:
         provider = make_provider(policy, state_path, clock)

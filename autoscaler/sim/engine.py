@@ -69,6 +69,7 @@ QUIET = (
     "autoscaler.rates.reader",
     "autoscaler.core.capacity.slo_guard",
     "autoscaler.loop.reach",
+    "autoscaler.loop.pool_step",
 )
 
 
@@ -146,6 +147,8 @@ class Replay:
             self.clock,
             offering_prices(policy),
             boot_s=policy.scaling.boot_s,
+            warm_boot_s=policy.scaling.warm_pool.warm_boot_s,
+            stopped_price_per_hour=policy.scaling.warm_pool.stopped_price_per_hour,
             interruptions_per_hour=opts.spot_interruptions_per_hour,
             warning_s=opts.interruption_warning_s,
             rng=np.random.default_rng(opts.seed),
@@ -381,6 +384,8 @@ def simulate(
         breaches=dict(replay.moves.breaches),
         burst_servers=replay.bursts,
         fast_ticks=replay.fast_ticks,
+        warm_starts=p.warm_starts,
+        warm_pool_cost_usd=p.pool_cost_usd(end),
         out_of_reach_ticks=replay.out_of_reach,
     )
     return with_spot_figures(result, policy, trace, opts, plan_fn, p, end, plans)

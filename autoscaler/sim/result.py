@@ -113,6 +113,8 @@ class SimResult:
     recut_surge_instances: int = 0  # surge instances (and spares) that served while a re-cut was under way
     burst_servers: int = 0  # stand-ins started in free share (scaling.burst)
     fast_ticks: int = 0  # ticks the fast path ran between regular ones (scaling.fast_path)
+    warm_starts: int = 0  # launches that started a stopped warm-pool member (scaling.warm_pool)
+    warm_pool_cost_usd: float = 0.0  # the pool's own bill: members warming up, and stopped (in cost_total_usd)
     out_of_reach_ticks: dict[str, int] = field(default_factory=dict)  # workload-ticks out of reach, by cause
 
     def outage_steps(self) -> int:
@@ -224,6 +226,8 @@ class SimResult:
             "invariant_breaches": dict(self.breaches),
             "fast_ticks": self.fast_ticks,
             "burst_servers": self.burst_servers,
+            "warm_starts": self.warm_starts,
+            "warm_pool_cost_usd": round(self.warm_pool_cost_usd, 2),
             "out_of_reach_ticks": dict(sorted(self.out_of_reach_ticks.items())),
             "tick_errors": len(self.tick_errors),
             "first_tick_error": self.tick_errors[0] if self.tick_errors else None,

@@ -244,14 +244,19 @@ def test_trace_convert_bad_columns_exit_2(igniter, tmp_path):
 
 @pytest.mark.slow
 def test_frontier_runs_each_target_and_the_oracle(igniter, small, tmp_path):
-    """Cost against attainment at a few targets (headroom auto), then the oracle; a higher target
-    never costs less here, and the chart is drawn with --plot."""
+    """Cost against attainment at a few targets (headroom auto), each with the warm pool off and on,
+    then the oracle; the chart is drawn with --plot."""
     policy, trace = small
     r = igniter("simulate", policy, "--trace", trace, "--frontier", "--json")
     assert r.code == 0, r.err
     runs = json.loads(r.out)
-    assert [x["label"] for x in runs] == ["target 0.99", "target 0.995", "target 0.999", "target 0.9999", "oracle"]
+    targets = ("0.99", "0.995", "0.999", "0.9999")
+    assert [x["label"] for x in runs] == [
+        label for t in targets for label in (f"target {t}", f"target {t} + warm pool")
+    ] + ["oracle"]
     assert all(x["headroom"] == "auto" for x in runs[:-1])
+    assert all(x["warm_starts"] == 0 and x["warm_pool_cost_usd"] == 0 for x in runs[:-1:2])
+    assert all(x["warm_pool_cost_usd"] >= 0 for x in runs[1:-1:2])
     r = igniter("simulate", policy, "--trace", trace, "--frontier", "--plot", tmp_path / "f.png")
     assert r.code == 0, r.err
     assert "x oracle" in r.out and (tmp_path / "f.png").stat().st_size > 1000

@@ -88,14 +88,16 @@ def controller(path: Path, state: Path, clock: Clock) -> tuple[Controller, Calls
     return ctl, Calls(ctl.deps.provider.client), manual  # type: ignore[attr-defined]
 
 
-def fleet_instances(moto: Moto, fleet: str = "prod") -> list[dict[str, Any]]:
+def fleet_instances(
+    moto: Moto, fleet: str = "prod", states: tuple[str, ...] = ("pending", "running")
+) -> list[dict[str, Any]]:
     pages = (
         ec2(moto)
         .get_paginator("describe_instances")
         .paginate(
             Filters=[
                 {"Name": f"tag:{TAG_FLEET}", "Values": [fleet]},
-                {"Name": "instance-state-name", "Values": ["pending", "running"]},
+                {"Name": "instance-state-name", "Values": list(states)},
             ]
         )
     )

@@ -210,3 +210,28 @@ def test_a_standby_service_never_ticks_and_takes_over_with_fresh_timers(tmp_path
         assert state.cheaper_since is None and state.agent_seen == {}
     finally:
         second.close()
+
+
+def test_the_warm_pool_calls_need_the_lease_and_listing_does_not() -> None:
+    """A standby never launches, stops or starts a warm-pool member; it may list them."""
+    from autoscaler.fleet.base import pool_of
+    from autoscaler.fleet.sim import SimProvider
+
+    clock = Monotonic()
+    sim = SimProvider("f", clock, {"g5": 1.0})
+    fence = Fence(clock)
+    fenced = FencedProvider(sim, fence)
+    pool = pool_of(fenced)
+    assert pool is fenced  # the fence's own methods, never the inner provider's unfenced ones
+    for call in (
+        lambda: fenced.pool_launch("pool-f-1", "g5"),
+        lambda: fenced.pool_stop("sim-p00001"),
+        lambda: fenced.start_pooled("sim-p00001", "s", "g5", 1),
+    ):
+        with pytest.raises(NotLeader):
+            call()
+    assert fenced.pool_members() == [] and sim.lifetimes == {}
+    fence.grant(Term(leader=True, token=1, holder="me", valid_until=math.inf))
+    member = fenced.pool_launch("pool-f-1", "g5")
+    assert fenced.pool_launch("pool-f-1", "g5") == member  # one name, one member
+    assert [m.id for m in fenced.pool_members()] == [member.id]

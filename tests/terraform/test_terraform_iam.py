@@ -12,12 +12,14 @@ pytestmark = pytest.mark.unit
 
 
 MUTATING = {"ec2:RunInstances", "ec2:TerminateInstances", "ec2:CreateTags"}
+POOL = {"ec2:StartInstances", "ec2:StopInstances"}  # fleet/ec2_pool.py: the warm pool only
 LEASE = {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"}  # leader/dynamodb.py
 QUEUE = {"sqs:ReceiveMessage", "sqs:DeleteMessage"}  # fleet/interruptions.py: the interruption queue only
 # Exactly what autoscaler/ calls (fleet/ec2.py, fleet/interruptions.py, rates/cloudwatch.py,
 # leader/dynamodb.py) plus what launching needs.
 ALLOWED_ACTIONS = (
     MUTATING
+    | POOL
     | LEASE
     | QUEUE
     | {
@@ -122,10 +124,30 @@ def test_run_instances_only_tagged_for_the_fleet_and_from_its_templates(statemen
     assert _conditions(images[0])["ec2:IsLaunchTemplateResource"] == ("Bool", ["true"])
 
 
+def test_stop_and_start_only_the_fleets_pool_instances(statements: list[dict[str, Any]]) -> None:
+    (statement,) = [s for s in statements if POOL & set(s["actions"])]
+    assert sorted(statement["actions"]) == sorted(POOL)
+    assert statement["resources"] == ["${local.ec2_arn}:instance/*"]
+    conditions = _conditions(statement)
+    assert conditions[f"ec2:ResourceTag/{FLEET_TAG}"] == ("StringEquals", ["${var.name}"])
+    assert conditions["ec2:ResourceTag/igniter:pool"] == ("StringEquals", ["member", "claimed"])
+
+
+def test_a_claim_retags_only_the_fleets_pool_members_with_igniters_keys(statements: list[dict[str, Any]]) -> None:
+    (claim,) = [s for s in statements if s["sid"] == "TagOwnFleetPoolMembersForTheirSlot"]
+    assert claim["actions"] == ["ec2:CreateTags"] and claim["resources"] == ["${local.ec2_arn}:instance/*"]
+    conditions = _conditions(claim)
+    assert conditions[f"ec2:ResourceTag/{FLEET_TAG}"] == ("StringEquals", ["${var.name}"])
+    assert conditions["ec2:ResourceTag/igniter:pool"] == ("StringEquals", ["member"])
+    assert conditions[f"aws:RequestTag/{FLEET_TAG}"] == ("StringEquals", ["${var.name}"])
+    test, keys = conditions["aws:TagKeys"]
+    assert test == "ForAllValues:StringEquals" and all(k.startswith("igniter:") or k == "Name" for k in keys)
+
+
 def test_create_tags_only_while_launching_and_instances_only_with_the_fleet_tag(
     statements: list[dict[str, Any]],
 ) -> None:
-    tags = _with_action(statements, "ec2:CreateTags")
+    tags = [s for s in _with_action(statements, "ec2:CreateTags") if s["sid"] != "TagOwnFleetPoolMembersForTheirSlot"]
     assert len(tags) == 2
     for statement in tags:
         conditions = _conditions(statement)

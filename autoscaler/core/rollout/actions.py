@@ -21,6 +21,7 @@ class Launch:
     reason: str
     _: KW_ONLY
     capacity_type: str = ON_DEMAND
+    pooled: str | None = None  # a stopped warm-pool member to start instead (core/fleet/warm_pool.py)
 
     @property
     def offering(self) -> str:

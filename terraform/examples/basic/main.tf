@@ -30,6 +30,7 @@ module "autoscaler" {
 
   # Spot interruption and maintenance notices: receive and delete on this queue only.
   interruption_queue_arn         = module.fleet.interruption_queue_arn
+  warm_pool                      = true # the policy's scaling.warm_pool: stop/start the fleet's pool instances
   interruption_queue_kms_key_arn = module.fleet.interruption_queue_kms_key_arn
 
   create_host     = var.create_autoscaler_host

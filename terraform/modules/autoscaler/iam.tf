@@ -9,6 +9,9 @@
 #   - tag resources only while launching them (TagSpecifications), the instance only with the
 #     fleet tag;
 #   - terminate only instances tagged igniter:fleet=<name>;
+#   - with var.warm_pool: stop and start only the fleet's warm-pool instances (tagged
+#     igniter:fleet=<name> and igniter:pool), and re-tag a stopped pool member for the slot that
+#     claims it (its fleet tag kept, only igniter's own keys);
 #   - read the console output of those instances only (new nodes' SSH host keys, printed there by
 #     cloud-init: the autoscaler pins them before it first connects), and of the fleet's gateway
 #     hosts (tagged igniter:gateway=<name>), for the same reason;
@@ -189,6 +192,67 @@ data "aws_iam_policy_document" "autoscaler" {
       test     = "StringEquals"
       variable = "ec2:ResourceTag/${local.fleet_tag_key}"
       values   = [var.name]
+    }
+  }
+
+  # The warm pool (autoscaler/fleet/ec2_pool.py): members are launched like any instance (above),
+  # stopped once initialised and started for a scale-out. Only instances of this fleet's pool:
+  # igniter:fleet=<name> and igniter:pool (member, or claimed by a slot) on the instance itself.
+  dynamic "statement" {
+    for_each = var.warm_pool ? ["pool"] : []
+
+    content {
+      sid       = "StopAndStartOwnFleetPoolInstancesOnly"
+      actions   = ["ec2:StartInstances", "ec2:StopInstances"]
+      resources = ["${local.ec2_arn}:instance/*"]
+
+      condition {
+        test     = "StringEquals"
+        variable = "ec2:ResourceTag/${local.fleet_tag_key}"
+        values   = [var.name]
+      }
+
+      condition {
+        test     = "StringEquals"
+        variable = "ec2:ResourceTag/igniter:pool"
+        values   = ["member", "claimed"]
+      }
+    }
+  }
+
+  # A claim re-tags a stopped member for its slot before starting it: only a member of this fleet's
+  # pool, only igniter's own tag keys (and Name), and the fleet tag stays this fleet's.
+  dynamic "statement" {
+    for_each = var.warm_pool ? ["claim"] : []
+
+    content {
+      sid       = "TagOwnFleetPoolMembersForTheirSlot"
+      actions   = ["ec2:CreateTags"]
+      resources = ["${local.ec2_arn}:instance/*"]
+
+      condition {
+        test     = "StringEquals"
+        variable = "ec2:ResourceTag/${local.fleet_tag_key}"
+        values   = [var.name]
+      }
+
+      condition {
+        test     = "StringEquals"
+        variable = "ec2:ResourceTag/igniter:pool"
+        values   = ["member"]
+      }
+
+      condition {
+        test     = "StringEquals"
+        variable = "aws:RequestTag/${local.fleet_tag_key}"
+        values   = [var.name]
+      }
+
+      condition {
+        test     = "ForAllValues:StringEquals"
+        variable = "aws:TagKeys"
+        values   = ["igniter:fleet", "igniter:slot", "igniter:generation", "igniter:attempt", "igniter:capacity-type", "igniter:pool", "Name"]
+      }
     }
   }
 

@@ -109,6 +109,12 @@ variable "ebs_kms_key_arn" {
   }
 }
 
+variable "warm_pool" {
+  description = "The policy keeps a warm pool (scaling.warm_pool): the role may also stop and start the fleet's pool instances, and re-tag a pool member for the slot that claims it."
+  type        = bool
+  default     = false
+}
+
 variable "interruption_queue_arn" {
   description = "ARN of the fleet's interruption queue (fleet module output interruption_queue_arn). The role may receive and delete its messages only; null: no queue."
   type        = string

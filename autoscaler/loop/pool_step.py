@@ -1,0 +1,159 @@
+"""The warm pool's step of a tick: give reconcile's launches the stopped members they start
+(before act), and keep the pool at its target (after act, on normal ticks only: a fast tick only
+adds capacity, and refilling is no one's emergency). Decisions are core/fleet/warm_pool.py's; the
+calls are the provider's WarmPool capability (fleet/base.py), behind the leader fence.
+
+Crash safety, intent first like launches: a member's name is taken from a counter and written to
+the store (meta key `warm_pool`, as pending) before pool_launch is called, and re-sent under the
+same name -- the same EC2 request token -- until the call has answered, so a kill -9 between the
+two never launches a second member; a claim is the provider's (tags before StartInstances, see
+WarmPool), and a stop is idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from autoscaler.config.policy import Policy
+from autoscaler.core.fleet.warm_pool import Wanted, assign, pooled_types, refill, targets
+from autoscaler.core.rollout.actions import Launch
+from autoscaler.fleet.base import Instance, ProviderError, WarmPool, pool_of
+from autoscaler.loop import faults
+from autoscaler.loop.actuator import Outcome
+from autoscaler.loop.store import Store
+from autoscaler.transport.base import Transport, TransportError
+
+log = logging.getLogger(__name__)
+STORE_KEY = "warm_pool"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolReport:
+    """The pool after a tick (the tick report's `warm_pool`)."""
+
+    target: dict[str, int] = field(default_factory=dict)
+    members: dict[str, int] = field(default_factory=dict)  # state -> count
+    started: int = 0  # launches that started a member this tick
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "members": self.members, "started": self.started}
+
+
+@dataclass
+class PoolStep:
+    policy: Policy
+    provider: Any
+    store: Store
+    transport: Transport
+    contact: bool
+    clock: Callable[[], float]
+    _members: list[Instance] | None = None
+    # (slot, attempt) whose launch started a pool member, while they boot: the controller ticks
+    # warm_boot_s after their launch to put them to work (kept in memory: after a restart they are
+    # simply picked up by the next tick)
+    started: frozenset[tuple[str, int]] = frozenset()
+
+    @property
+    def pool(self) -> WarmPool | None:
+        return pool_of(self.provider) if self.policy.scaling.warm_pool.enabled else None
+
+    def members(self) -> list[Instance]:
+        """The pool as listed once this tick (pool_members)."""
+        if self._members is None:
+            pool = self.pool
+            self._members = pool.pool_members() if pool is not None else []
+        return self._members
+
+    def assign(self, actions: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Reconcile's launches, each given a stopped member of its type where one is left."""
+        if self.pool is None or not any(isinstance(a, Launch) for a in actions):
+            return actions
+        wanted = [
+            Wanted(slot=a.slot, attempt=a.attempt, instance_type=a.instance_type, capacity_type=a.capacity_type)
+            for a in actions
+            if isinstance(a, Launch)
+        ]
+        given = assign(wanted, self.members())
+        return tuple(
+            replace(a, pooled=given[(a.slot, a.attempt)])
+            if isinstance(a, Launch) and (a.slot, a.attempt) in given
+            else a
+            for a in actions
+        )
+
+    def refill(self, outcome: Outcome) -> PoolReport | None:
+        """Stop the initialised members, launch what each type lacks, terminate the excess."""
+        pool = self.pool
+        if pool is None:
+            return None
+        self._members = None  # after act: the members just claimed are gone
+        members, now = self.members(), self.clock()
+        sc = self.policy.scaling
+        want = targets(sc.warm_pool, self._types(), self._launches(now), now, sc.boot_s, self.store.first_launch())
+        ready = frozenset(m.id for m in members if m.state == "running" and self._initialised(m))
+        changes = refill(want, members, ready, now=now, timeout_s=self.policy.provider.ready_timeout_s)
+        for iid in changes.stop:
+            self._call(outcome, f"pool stop {iid}", lambda iid=iid: pool.pool_stop(iid), "after_stop")
+        for iid in changes.terminate:
+            self._call(outcome, f"pool terminate {iid}", lambda iid=iid: self.provider.terminate(iid), None)
+        self._launch(pool, changes.launch, outcome)
+        counts: dict[str, int] = {}
+        for m in members:
+            counts[m.state] = counts.get(m.state, 0) + 1
+        return PoolReport(target=want, members=counts, started=outcome.warm_starts)
+
+    def _types(self) -> tuple[str, ...]:
+        return pooled_types(self.policy.scaling.warm_pool, [t.name for t in self.policy.instance_types])
+
+    def _launches(self, now: float) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for r in self.store.records_since(now - 86400.0):
+            out.setdefault(r.instance_type, []).append(r.created_at)
+        return out
+
+    def _initialised(self, member: Instance) -> bool:
+        """Agent installed, models on disk: its agent answers (without agents to contact, the
+        provider's readiness -- running -- is all there is)."""
+        if not self.contact:
+            return True
+        try:
+            self.transport.status(member)
+        except TransportError:
+            return False
+        return True
+
+    def _launch(self, pool: WarmPool, types: Sequence[str], outcome: Outcome) -> None:
+        """Pending names first (a crash left them unanswered), then new ones; intent first."""
+        book = self.store.get(STORE_KEY, {"seq": 0, "pending": {}})
+        todo, names = list(types), []
+        for name, itype in sorted(book["pending"].items()):
+            if itype in todo:  # unanswered last time: the same name, so the same instance if it was launched
+                todo.remove(itype)
+                names.append((name, itype))
+        for itype in todo:
+            book["seq"] += 1
+            names.append((f"pool-{self.policy.fleet}-{book['seq']}", itype))
+        # A pending name not re-sent is dropped: were its instance launched, it is a member now,
+        # counted against the target; were it not, nothing of it exists.
+        book["pending"] = dict(names)
+        self.store.put(STORE_KEY, book)
+        for name, itype in names:
+            if self._call(outcome, f"pool launch {name} {itype}", lambda n=name, t=itype: pool.pool_launch(n, t), None):
+                faults.point("after_pool_launch")
+                book["pending"].pop(name, None)
+                self.store.put(STORE_KEY, book)
+
+    def _call(self, outcome: Outcome, what: str, call: Callable[[], object], point: str | None) -> bool:
+        try:
+            call()
+        except ProviderError as exc:
+            outcome.error(exc.decision.metric, f"{what}: {exc}")
+            return False
+        if point:
+            faults.point(point)
+        outcome.done.append(what)
+        log.info("%s", what)
+        return True

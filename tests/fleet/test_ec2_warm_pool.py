@@ -1,0 +1,119 @@
+"""The warm pool on EC2 through boto3, against moto's server mode on 127.0.0.1: members are
+launched with the fleet's tags and `igniter:pool=member`, stopped once initialised (agents are not
+contacted here, `agents.transport: none`, so running is the provider's whole readiness step),
+started (StartInstances, claimed with the slot's tags) by a scale-out before any new instance is
+launched, and refilled by the next normal tick; a fast tick never refills. A kill -9 of
+`igniter run --once` after a member's launch, after its stop, between its claim (the slot's tags)
+and its start, and after its start leaves no member twice, no instance twice for a slot, and
+nothing the fleet does not know (a member the crash left claimed is started by the rerun, not
+another one)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autoscaler.fleet.base import POOL_CLAIMED, POOL_MEMBER, TAG_FLEET, TAG_POOL, TAG_SLOT
+from autoscaler.loop.store import Store
+from tests.chaos.test_crash_at_fault_points import _once, _set_rates
+from tests.fleet.test_ec2 import LOW, WORKLOADS, controller, fleet_instances, policy_file, setup_templates, tags
+from tests.kit.backends import Moto
+from tests.kit.control import Clock
+
+pytestmark = pytest.mark.e2e
+HIGH = {w["name"]: float(w["rate_rps"]) for w in WORKLOADS}
+POOL = {"size": 1}
+
+
+def everything(moto: Moto) -> list[dict[str, Any]]:
+    """Every instance of the fleet that is not gone: members (stopped ones too) and the fleet."""
+    return fleet_instances(moto, states=("pending", "running", "stopping", "stopped"))
+
+
+def members(moto: Moto) -> list[dict[str, Any]]:
+    return [i for i in everything(moto) if tags(i).get(TAG_POOL) == POOL_MEMBER]
+
+
+def state(inst: dict[str, Any]) -> str:
+    return str(inst["State"]["Name"])
+
+
+def test_pool_is_filled_stopped_started_for_a_scale_out_and_refilled(moto: Moto, tmp_path: Path) -> None:
+    setup_templates(moto)
+    path = policy_file(tmp_path, moto, warm_pool=POOL)
+    clock = Clock()
+    ctl, calls, rates = controller(path, tmp_path / "state.sqlite", clock)
+    rates.set(**LOW)
+    first = ctl.tick()
+    assert first.ok and first.warm_pool is not None
+    pool = members(moto)
+    assert Counter(i["InstanceType"] for i in pool) == {"p3.2xlarge": 1, "p3.8xlarge": 1}  # one per type
+    assert all(tags(i)[TAG_FLEET] == "prod" and tags(i)[TAG_SLOT].startswith("pool-prod-") for i in pool)
+    assert not {i["InstanceId"] for i in pool} & {i.id for i in ctl.deps.provider.list_instances()}  # not the fleet's
+
+    assert first.warm_pool.target == {"p3.2xlarge": 1, "p3.8xlarge": 1}
+
+    clock.advance(30)
+    second = ctl.tick()
+    assert second.ok and second.warm_pool is not None and second.warm_pool.members == {"running": 2}
+    assert sorted(state(i) for i in members(moto)) == ["stopped", "stopped"]  # initialised: stopped
+    assert calls.mutating().count("StopInstances") == 2
+
+    clock.advance(30)
+    before = {i["InstanceId"] for i in members(moto)}
+    n = len(calls.ops)
+    rates.set(**HIGH)
+    fast = ctl.tick(fast=True)  # a scale-out between ticks: starts members, refills nothing
+    assert fast.ok and fast.outcome.warm_starts >= 1 and fast.warm_pool is None
+    ops = calls.ops[n:]
+    assert ops.index("StartInstances") < ops.index("RunInstances") if "RunInstances" in ops else "StartInstances" in ops
+    claimed = [i for i in everything(moto) if i["InstanceId"] in before and tags(i)[TAG_POOL] == POOL_CLAIMED]
+    assert len(claimed) == fast.outcome.warm_starts and all(state(i) == "running" for i in claimed)
+    records = {r.instance_id: r for r in ctl.store.open_records()}
+    assert all(records[i["InstanceId"]].slot == tags(i)[TAG_SLOT] for i in claimed)  # a fleet instance now
+
+    clock.advance(30)
+    assert ctl.tick().ok  # the normal tick refills
+    assert len(members(moto)) == 2
+    slots = Counter(tags(i)[TAG_SLOT] for i in everything(moto))
+    assert max(slots.values()) == 1  # no slot and no member twice
+
+
+def _leaks(moto: Moto, state_file: Path) -> tuple[int, int]:
+    """(names or slots held by two instances, instances neither a member nor an open record's)."""
+    alive = everything(moto)
+    twice = sum(n - 1 for n in Counter(tags(i)[TAG_SLOT] for i in alive).values())
+    store = Store(state_file)
+    try:
+        known = {r.instance_id for r in store.open_records()}
+    finally:
+        store.close()
+    unknown = [i for i in alive if tags(i).get(TAG_POOL) != POOL_MEMBER and i["InstanceId"] not in known]
+    return twice, len(unknown)
+
+
+def test_kill_9_at_each_step_of_the_pool_leaks_and_doubles_nothing(moto: Moto, tmp_path: Path) -> None:
+    setup_templates(moto)
+    path, state_file = policy_file(tmp_path, moto, warm_pool=POOL), tmp_path / "state.sqlite"
+    crashes = Counter[str]()
+    steps = ((LOW, "after_pool_launch"), (LOW, "after_stop"), (HIGH, "after_claim"), (LOW, None), (HIGH, "after_start"))
+    for rates, fault in steps:
+        _set_rates(path, rates)
+        crashed = _once(path, state_file, fault)
+        crashes[fault or "none"] += crashed.returncode == -9
+        assert "Traceback" not in crashed.stderr
+        assert _leaks(moto, state_file)[0] == 0, fault  # its instance may wait for the rerun to be recorded
+        again = _once(path, state_file)
+        assert again.returncode == 0, again.stderr
+        assert _leaks(moto, state_file) == (0, 0), fault
+    assert crashes == {"after_pool_launch": 1, "after_stop": 1, "after_claim": 1, "none": 0, "after_start": 1}
+    for _ in range(2):  # settles: the pool is full again, every member stopped
+        assert _once(path, state_file).returncode == 0
+    pool = members(moto)
+    assert len(pool) == 2 and {state(i) for i in pool} == {"stopped"}
+    started = [i for i in everything(moto) if tags(i).get(TAG_POOL) == POOL_CLAIMED]
+    assert started and all(state(i) == "running" for i in started)
+    assert _leaks(moto, state_file) == (0, 0)
