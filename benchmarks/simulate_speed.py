@@ -17,8 +17,9 @@ before the change (exported with `git archive`, run the same way). `--days D` re
 trace's first D days only. One process and the workers must print the same JSON (checked:
 identical numbers is the bar; the baseline's is the same only where nothing the simulator computes
 changed since REF, which is printed), and the table gives the median wall time of `--runs` runs, the ratio to the one-process
-case, and the CPU time where it can be measured (the one-process runs: a worker's time is not
-seen by the command, whose fork server does not wait for it). The load average is printed
+case, and the CPU time of each command with every process it started (this script makes itself
+the subreaper of the fork server that outlives the command, so its workers' time is counted: on a
+loaded machine the CPU time says what the run costs, and CPU time / CPUs what it would take alone). The load average is printed
 beside: on a shared machine wall time follows it.
 
 Run: nice .venv/bin/python benchmarks/simulate_speed.py --compare [--runs N] [--days D] [--baseline REF]
@@ -27,8 +28,10 @@ Run: nice .venv/bin/python benchmarks/simulate_speed.py --compare [--runs N] [--
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -117,15 +120,33 @@ def compare_cmd(days: float | None, workers: int | None) -> list[str]:
     return cmd + (["--workers", str(workers)] if workers else [])
 
 
+def subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux): `--compare`'s fork
+    server outlives the command, and only its reaper learns the CPU it and its workers used."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
 def run_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str]:
-    """Wall and CPU seconds of one command (CPU: it and the children it waited for), and its stdout."""
+    """Wall seconds of one command, the CPU seconds of it and of every process it started (its
+    workers too where this process is their subreaper), and its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, *cmd], cwd=cwd, env=env, stdout=subprocess.PIPE, text=True)
     out = proc.stdout.read() if proc.stdout else ""
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
+    if proc.wait() != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}")
-    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime, out
+    wall = time.perf_counter() - start
+    while True:  # the fork server and its resource tracker, orphaned to this process
+        try:
+            os.wait()
+        except ChildProcessError:
+            break
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), out
 
 
 def baseline_tree(ref: str, into: Path) -> Path:
@@ -145,6 +166,7 @@ def compare_speed(
     slowest: it is there to check the workers' numbers); `write` saves the figures to
     results/simulate_compare.json."""
     env = {**os.environ, "PYTHONPATH": ""}
+    reaped = subreaper()
     one_name, default_name = "one process (--workers 1)", "worker per CPU (default)"
     with tempfile.TemporaryDirectory() as tmp:
         cases = {one_name: (compare_cmd(days, 1), ROOT, env)} if single else {}
@@ -171,7 +193,7 @@ def compare_speed(
     print(f"ServeGen example --compare, {days or 14:g} days, median of {runs}; load average {os.getloadavg()}")
     print(f"{'case':<32} {'wall s':>8} {'reference / it':>15} {'before / it':>12} {'cpu s':>8} {'walls (5-min load)'}")
     for name, (wall, cpu) in medians.items():
-        cpu_s = "-" if "default" in name or "before" in name else f"{cpu:.1f}"  # workers' CPU is not seen
+        cpu_s = f"{cpu:.1f}" if reaped else "-"  # a worker's CPU is seen only by its reaper
         vs_before = f"{before / wall:.2f}" if before else "-"
         each = ", ".join(f"{w:.1f} ({load:.1f})" for (w, _), load in zip(times[name], loads[name], strict=True))
         print(f"{name:<32} {wall:>8.1f} {ref / wall:>15.2f} {vs_before:>12} {cpu_s:>8} {each}")
@@ -189,6 +211,7 @@ def compare_speed(
                 name: {
                     "wall_s": [round(w, 1) for w, _ in times[name]],
                     "median_wall_s": round(medians[name][0], 1),
+                    "cpu_s": [round(c, 1) for _, c in times[name]] if reaped else None,
                     "load_5min": [round(x, 1) for x in loads[name]],
                 }
                 for name in cases
