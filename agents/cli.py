@@ -32,14 +32,20 @@ def status(argv: list[str]) -> int:
     args = _status_parser().parse_args(argv)
     try:
         return print_status(args.state_dir, args.json)
-    except BrokenPipeError:  # `status --json | head`: the reader left, not an error
+    except Exception as exc:
+        return failed(exc)
+
+
+def failed(exc: Exception) -> int:
+    """What every command does with an error it has no better answer for: a reader that left
+    (`status --json | head`) is no error; the rest is one line, the traceback only on request."""
+    if isinstance(exc, BrokenPipeError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except Exception as exc:  # the last resort: one line, the traceback only on request
-        print(f"igniter-agent: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        if os.environ.get("IGNITER_DEBUG"):
-            traceback.print_exc()
-        return 1
+    print(f"igniter-agent: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    if os.environ.get("IGNITER_DEBUG"):
+        traceback.print_exc()
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:

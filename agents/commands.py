@@ -13,12 +13,12 @@ import os
 import signal
 import sys
 import threading
-import traceback
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from agents import logs, version
+from agents.cli import failed
 from agents.errors import InputError
 from agents.node import status as status_mod
 from agents.node.apply import apply_assignment
@@ -257,14 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    except BrokenPipeError:  # `status --json | head`: the reader left, not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
     except AgentLocked as exc:
         print(f"igniter-agent: {exc}", file=sys.stderr)
         return 1
-    except Exception as exc:  # the last resort: one line, the traceback only on request
-        print(f"igniter-agent: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        if os.environ.get("IGNITER_DEBUG"):
-            traceback.print_exc()
-        return 1
+    except Exception as exc:
+        return failed(exc)
