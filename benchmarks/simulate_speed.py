@@ -182,6 +182,7 @@ def compare_speed(
                 wall, cpu, out = run_once(cmd, cwd, e)
                 times[name].append((wall, cpu))
                 loads[name].append(os.getloadavg()[1])  # the 5-minute load over about the run
+                print(f"  {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, load {loads[name][-1]:.1f}", flush=True)
                 outputs[name].add(out)
     mine = set().union(*(outputs[n] for n in (one_name, default_name) if n in outputs))
     assert len(mine) == 1, "one process and the workers (or two runs) printed different numbers"
@@ -202,20 +203,25 @@ def compare_speed(
     if baseline:  # the same only where nothing the simulator computes changed since REF
         print(f"identical JSON to {baseline}: {'yes' if same_before else 'no'}")
     if write:
+        keys = {one_name: "one_process", default_name: "workers", f"before: {baseline}": "before"}
         doc = {
             "machine": describe(),
             "command": "igniter simulate policies/servegen-sim.yaml --trace traces/servegen-3models-wide.csv "
             "--compare --json" + (f" --end-s {days * 86400:g}" if days else ""),
+            "baseline": baseline,
             "runs": runs,
             "cases": {
-                name: {
+                keys[name]: {
+                    "label": name,
                     "wall_s": [round(w, 1) for w, _ in times[name]],
                     "median_wall_s": round(medians[name][0], 1),
                     "cpu_s": [round(c, 1) for _, c in times[name]] if reaped else None,
+                    "median_cpu_s": round(medians[name][1], 1) if reaped else None,
                     "load_5min": [round(x, 1) for x in loads[name]],
                 }
                 for name in cases
             },
+            "cpus": os.cpu_count(),
             "identical_json_to_baseline": same_before if baseline else None,
         }
         (ROOT / "benchmarks" / "results" / "simulate_compare.json").write_text(json.dumps(doc, indent=1) + "\n")
