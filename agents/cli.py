@@ -12,10 +12,10 @@ as the full parser parses them; anything else goes to agents/commands.py.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import traceback
 from pathlib import Path
+
+from agents.exits import failed
 
 
 def _status_parser() -> argparse.ArgumentParser:
@@ -34,18 +34,6 @@ def status(argv: list[str]) -> int:
         return print_status(args.state_dir, args.json)
     except Exception as exc:
         return failed(exc)
-
-
-def failed(exc: Exception) -> int:
-    """What every command does with an error it has no better answer for: a reader that left
-    (`status --json | head`) is no error; the rest is one line, the traceback only on request."""
-    if isinstance(exc, BrokenPipeError):
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    print(f"igniter-agent: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
-    if os.environ.get("IGNITER_DEBUG"):
-        traceback.print_exc()
-    return 1
 
 
 def main(argv: list[str] | None = None) -> int:

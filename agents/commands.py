@@ -18,8 +18,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from agents import logs, version
-from agents.cli import failed
 from agents.errors import InputError
+from agents.exits import failed
 from agents.node import status as status_mod
 from agents.node.apply import apply_assignment
 from agents.node.daemon import AgentLocked, Daemon, lock_state_dir
