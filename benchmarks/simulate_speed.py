@@ -17,8 +17,9 @@ before the change (exported with `git archive`, run the same way). `--days D` re
 trace's first D days only. One process and the workers must print the same JSON (checked:
 identical numbers is the bar; the baseline's is the same only where nothing the simulator computes
 changed since REF, which is printed), and the table gives the median wall time of `--runs` runs, the ratio to the one-process
-case, and the CPU time where it can be measured (the one-process runs: a worker's time is not
-seen by the command, whose fork server does not wait for it). The load average is printed
+case, and the CPU time of each command with every process it started (this script makes itself
+the subreaper of the fork server that outlives the command, so its workers' time is counted: on a
+loaded machine the CPU time says what the run costs, and CPU time / CPUs what it would take alone). The load average is printed
 beside: on a shared machine wall time follows it.
 
 Run: nice .venv/bin/python benchmarks/simulate_speed.py --compare [--runs N] [--days D] [--baseline REF]
@@ -27,7 +28,10 @@ Run: nice .venv/bin/python benchmarks/simulate_speed.py --compare [--runs N] [--
 from __future__ import annotations
 
 import argparse
+import ctypes
+import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -117,15 +121,33 @@ def compare_cmd(days: float | None, workers: int | None) -> list[str]:
     return cmd + (["--workers", str(workers)] if workers else [])
 
 
+def subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux): `--compare`'s fork
+    server outlives the command, and only its reaper learns the CPU it and its workers used."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
 def run_once(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str]:
-    """Wall and CPU seconds of one command (CPU: it and the children it waited for), and its stdout."""
+    """Wall seconds of one command, the CPU seconds of it and of every process it started (its
+    workers too where this process is their subreaper), and its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, *cmd], cwd=cwd, env=env, stdout=subprocess.PIPE, text=True)
     out = proc.stdout.read() if proc.stdout else ""
-    _, status, usage = os.wait4(proc.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
+    if proc.wait() != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}")
-    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime, out
+    wall = time.perf_counter() - start
+    while True:  # the fork server and its resource tracker, orphaned to this process
+        try:
+            os.wait()
+        except ChildProcessError:
+            break
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), out
 
 
 def baseline_tree(ref: str, into: Path) -> Path:
@@ -137,39 +159,73 @@ def baseline_tree(ref: str, into: Path) -> Path:
     return into
 
 
-def compare_speed(runs: int, days: float | None, baseline: str | None) -> None:
+def compare_speed(
+    runs: int, days: float | None, baseline: str | None, single: bool = True, write: bool = False
+) -> None:
     """The `--compare` cases (see the module docstring), interleaved run by run so that the
-    machine's load falls on each alike."""
+    machine's load falls on each alike. `single=False` leaves out the one-process case (the
+    slowest: it is there to check the workers' numbers); `write` saves the figures to
+    results/simulate_compare.json."""
     env = {**os.environ, "PYTHONPATH": ""}
+    reaped = subreaper()
+    one_name, default_name = "one process (--workers 1)", "worker per CPU (default)"
     with tempfile.TemporaryDirectory() as tmp:
-        cases = {"one process (--workers 1)": (compare_cmd(days, 1), ROOT, env)}
-        cases["worker per CPU (default)"] = (compare_cmd(days, None), ROOT, env)
+        cases = {one_name: (compare_cmd(days, 1), ROOT, env)} if single else {}
+        cases[default_name] = (compare_cmd(days, None), ROOT, env)
         if baseline:
             old = baseline_tree(baseline, Path(tmp))
             cases[f"before: {baseline}"] = (compare_cmd(days, None), old, {**env, "PYTHONPATH": str(old)})
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+        loads: dict[str, list[float]] = {name: [] for name in cases}
         outputs: dict[str, set[str]] = {name: set() for name in cases}
         for _ in range(runs):
             for name, (cmd, cwd, e) in cases.items():
                 wall, cpu, out = run_once(cmd, cwd, e)
                 times[name].append((wall, cpu))
+                loads[name].append(os.getloadavg()[1])  # the 5-minute load over about the run
+                print(f"  {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, load {loads[name][-1]:.1f}", flush=True)
                 outputs[name].add(out)
-    mine = outputs["one process (--workers 1)"] | outputs["worker per CPU (default)"]
-    assert len(mine) == 1, "one process and the workers printed different numbers"
+    mine = set().union(*(outputs[n] for n in (one_name, default_name) if n in outputs))
+    assert len(mine) == 1, "one process and the workers (or two runs) printed different numbers"
     medians = {
         name: (statistics.median(w for w, _ in ts), statistics.median(c for _, c in ts)) for name, ts in times.items()
     }
-    one = medians["one process (--workers 1)"][0]
+    ref = medians[one_name if single else default_name][0]
     before = medians[f"before: {baseline}"][0] if baseline else None
     print(f"ServeGen example --compare, {days or 14:g} days, median of {runs}; load average {os.getloadavg()}")
-    print(f"{'case':<32} {'wall s':>8} {'one process / it':>17} {'before / it':>12} {'cpu s':>8}")
+    print(f"{'case':<32} {'wall s':>8} {'reference / it':>15} {'before / it':>12} {'cpu s':>8} {'walls (5-min load)'}")
     for name, (wall, cpu) in medians.items():
-        cpu_s = "-" if "default" in name else f"{cpu:.1f}"  # a worker's CPU is not seen (docstring)
+        cpu_s = f"{cpu:.1f}" if reaped else "-"  # a worker's CPU is seen only by its reaper
         vs_before = f"{before / wall:.2f}" if before else "-"
-        print(f"{name:<32} {wall:>8.1f} {one / wall:>17.2f} {vs_before:>12} {cpu_s:>8}")
-    print("identical JSON, one process and workers: yes")
+        each = ", ".join(f"{w:.1f} ({load:.1f})" for (w, _), load in zip(times[name], loads[name], strict=True))
+        print(f"{name:<32} {wall:>8.1f} {ref / wall:>15.2f} {vs_before:>12} {cpu_s:>8} {each}")
+    same_before = baseline is not None and outputs[f"before: {baseline}"] == mine
+    print(f"identical JSON across {'one process, workers and runs' if single else 'runs'}: yes")
     if baseline:  # the same only where nothing the simulator computes changed since REF
-        print(f"identical JSON to {baseline}: {'yes' if outputs[f'before: {baseline}'] == mine else 'no'}")
+        print(f"identical JSON to {baseline}: {'yes' if same_before else 'no'}")
+    if write:
+        keys = {one_name: "one_process", default_name: "workers", f"before: {baseline}": "before"}
+        doc = {
+            "machine": describe(),
+            "command": "igniter simulate policies/servegen-sim.yaml --trace traces/servegen-3models-wide.csv "
+            "--compare --json" + (f" --end-s {days * 86400:g}" if days else ""),
+            "baseline": baseline,
+            "runs": runs,
+            "cases": {
+                keys[name]: {
+                    "label": name,
+                    "wall_s": [round(w, 1) for w, _ in times[name]],
+                    "median_wall_s": round(medians[name][0], 1),
+                    "cpu_s": [round(c, 1) for _, c in times[name]] if reaped else None,
+                    "median_cpu_s": round(medians[name][1], 1) if reaped else None,
+                    "load_5min": [round(x, 1) for x in loads[name]],
+                }
+                for name in cases
+            },
+            "cpus": os.cpu_count(),
+            "identical_json_to_baseline": same_before if baseline else None,
+        }
+        (ROOT / "benchmarks" / "results" / "simulate_compare.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
 def main() -> None:
@@ -178,10 +234,12 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true", help="time simulate --compare (see the module docstring)")
     ap.add_argument("--days", type=float, help="--compare: the trace's first D days only")
     ap.add_argument("--baseline", metavar="REF", help="--compare: also time the code at this git revision")
+    ap.add_argument("--no-single", action="store_true", help="--compare: leave out the one-process case")
+    ap.add_argument("--write", action="store_true", help="--compare: save results/simulate_compare.json")
     args = ap.parse_args()
     print(f"machine: {describe()}")
     if args.compare:
-        compare_speed(args.runs, args.days, args.baseline)
+        compare_speed(args.runs, args.days, args.baseline, not args.no_single, args.write)
         return
     out = Results("simulate_speed", f"python benchmarks/simulate_speed.py --runs {args.runs}")
     print(f"{'case':<44} {'ticks':>6} {'wall s':>7} {'cpu s':>7} {'ms/tick':>8} {'target':>7}")

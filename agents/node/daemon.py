@@ -30,13 +30,12 @@ from agents.node.group import ServerGroup
 from agents.node.mig import MigManager
 from agents.node.mig_check import check_slices
 from agents.node.mps import Mps
+from agents.node.status import LOCK_FILE, STATUS_FILE
 from agents.node.supervisor import RestartPolicy, ServerFiles, launch_server, stop_all
 from agents.spec import Assignment, ServerLimits, ServerSpec, SliceKey, parse_assignment
 
 log = logging.getLogger("igniter-agent")
 ASSIGNMENT_FILE = "assignment.json"
-STATUS_FILE = "status.json"
-LOCK_FILE = "agent.lock"
 
 
 @dataclass(frozen=True)

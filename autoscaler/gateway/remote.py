@@ -43,6 +43,7 @@ from autoscaler.gateway.config import Paths, render
 from autoscaler.transport.base import HostKeyGate, TransportError
 
 TAG_GATEWAY = "igniter:gateway"
+RELOAD_WAIT_S = 10.0  # a reloaded host's new worker answers within this (else the reload fails, retried next tick)
 ADMIN_RANK = {"ready": 0, "drain": 1, "maint": 2}
 
 
@@ -174,17 +175,26 @@ class RemoteGateway:
         return first.removeprefix("# igniter-spec ").strip() if first.startswith("# igniter-spec ") else None
 
     def _reload(self, host: Instance, spec: GatewaySpec) -> None:
-        """Upload, check, keep the servers' state, reload through the master socket."""
+        """Upload, check, keep the servers' state, reload through the master socket, and wait
+        (RELOAD_WAIT_S at most) until a new worker answers on the runtime socket: HAProxy 2.6's
+        master answers `reload` before the new worker is up, and what is sent to the old one
+        in between (the routes of the same tick) would be lost with it."""
         try:
             servers = list(runtime.observe(self.channel(host)).servers.values())
         except GatewayError:
             servers = []
         text = f"# igniter-spec {spec_hash(spec)}\n" + render(spec, self.paths, servers)
         d, sock, master = (shlex.quote(x) for x in (self.cfg.remote_dir, self.paths.socket, self.master))
+        pid = f"echo 'show info' | socat -t 5 - UNIX-CONNECT:{sock} 2>/dev/null | sed -n 's/^Pid: //p'"
+        tries = int(RELOAD_WAIT_S / 0.1)
         script = (
             f"set -e; cd {d}; cat > haproxy.cfg.new; haproxy -c -q -f haproxy.cfg.new; "
             f"(echo 'show servers state' | socat -t 5 - UNIX-CONNECT:{sock} > servers.state) || true; "
-            f"mv haproxy.cfg.new haproxy.cfg; echo reload | socat -t 10 - UNIX-CONNECT:{master} >/dev/null"
+            f"old=$({pid} || true); "
+            f"mv haproxy.cfg.new haproxy.cfg; echo reload | socat -t 10 - UNIX-CONNECT:{master} >/dev/null; "
+            f"i=0; while [ $i -lt {tries} ]; do new=$({pid} || true); "
+            '[ -n "$new" ] && [ "$new" != "$old" ] && exit 0; sleep 0.1; i=$((i+1)); done; '
+            "echo 'no new worker answered after the reload' >&2; exit 1"
         )
         self._run(host, f"sh -c {shlex.quote(script)}", text)
 

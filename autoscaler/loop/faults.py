@@ -2,7 +2,10 @@
 
 `IGNITER_FAULT=<point>` makes the process SIGKILL itself when it reaches that point, e.g.
 `after_launch` (the provider returned an instance, nothing recorded yet). Points named `slow_*`
-sleep IGNITER_FAULT_SLEEP_S seconds (default 3) instead, to catch a tick in progress;
+sleep IGNITER_FAULT_SLEEP_S seconds (default 3) instead, to catch a tick in progress: they log
+`fault point <name>: holding` as they start, so a test waits on that line, not on a guess; with
+IGNITER_FAULT_RELEASE=<file> they hold until that file exists (IGNITER_FAULT_SLEEP_S at most), so
+a test decides when the tick goes on whatever the machine's load;
 `slow_send` sleeps just before the lease check that every mutating AWS request passes as it is
 sent (loop/fence.py's bind_aws): after the tick's own fence check, so a leader held there past
 its lease shows that the request is refused, not sent (docs/operations.md).
@@ -15,9 +18,12 @@ each process's calls with it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import time
+
+log = logging.getLogger(__name__)
 
 POINTS = (
     "after_launch",
@@ -36,9 +42,20 @@ def point(name: str) -> None:
     if os.environ.get("IGNITER_FAULT") != name:
         return
     if name.startswith("slow_"):
-        time.sleep(float(os.environ.get("IGNITER_FAULT_SLEEP_S", "3")))
+        _hold(name, float(os.environ.get("IGNITER_FAULT_SLEEP_S", "3")), os.environ.get("IGNITER_FAULT_RELEASE"))
         return
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _hold(name: str, seconds: float, release: str | None) -> None:
+    """Sleep `seconds`, or until the file `release` exists when one is named (`seconds` at most)."""
+    log.warning("fault point %s: holding", name)
+    if release is None:
+        time.sleep(seconds)
+        return
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def record(kind: str, target: str, token: int) -> None:

@@ -12,6 +12,7 @@ slice serves less in the same space, so only these are planned.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
@@ -117,17 +118,20 @@ GpuModel = PerfModel | MigModel  # what a GPU type is planned from: the fitted m
 
 def load_gpu_model(path: str | Path, margin: float = DEFAULT_MARGIN) -> GpuModel:
     """A profile of either kind as the planner reads it: measured rows (with the policy's latency
-    margin) or the fitted model; once per (path, modification time, margin)."""
-    resolved = Path(path).resolve()
+    margin) or the fitted model; once per (file, modification time, margin). The file is told by
+    one stat of the path (its device, inode and mtime, through symlinks: a re-pointed link is a
+    new file), not by resolving it, which costs a system call per path component on every plan."""
+    where = os.path.abspath(path)
     try:
-        stamp = resolved.stat().st_mtime_ns
+        st = os.stat(where)
+        stamp = (st.st_dev, st.st_ino, st.st_mtime_ns)
     except OSError:
-        stamp = 0
-    return _load(resolved, stamp, margin)
+        stamp = (0, 0, 0)
+    return _load(where, stamp, margin)
 
 
 @lru_cache(maxsize=32)
-def _load(path: Path, _stamp: int, margin: float) -> GpuModel:
+def _load(path: str, _stamp: tuple[int, int, int], margin: float) -> GpuModel:
     profile = load_any_profile(path)
     if isinstance(profile, MeasuredProfile):
         return MigModel(profile, margin)

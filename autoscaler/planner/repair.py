@@ -116,11 +116,7 @@ def try_replace(fleet: GpuPool, members: list[Gpu], price: float, cfg: Config) -
     move = Move(fleet, members)
     for task in _work(members):
         pieces, unplaced = pieces_of(fleet, task, others)
-        if (
-            unplaced
-            or not all(move.to_open_gpu(p, cfg) or move.to_new_gpu(p) for p in pieces)
-            or move.new_cost() >= price - 1e-9
-        ):
+        if unplaced or not all(_placed(move, p, cfg, price) for p in pieces) or move.new_cost() >= price - 1e-9:
             move.undo()
             return False
     move.close()
@@ -136,6 +132,13 @@ def pieces_of(fleet: GpuPool, task: Task, gpu_types: list[str]) -> tuple[list[Ta
     for p in pieces if task.demand.redundant else ():
         p.demand, p.carries, p.rate = task.demand, p.rate, p.rate * task.rate / task.capacity
     return pieces, unplaced
+
+
+def _placed(move: Move, piece: Task, cfg: Config, price: float) -> bool:
+    """One piece of a re-planned task placed (open GPUs first), and the new GPUs still cheaper
+    than the group. New GPUs only add cost, so the first piece that reaches the group's price
+    ends the attempt: the rest could not bring it back under."""
+    return (move.to_open_gpu(piece, cfg) or move.to_new_gpu(piece)) and move.new_cost() < price - 1e-9
 
 
 def group_price(fleet: GpuPool, members: list[Gpu]) -> float:

@@ -92,6 +92,14 @@ def picklable(value: object) -> bool:
     return True
 
 
+def longest_first(runs: Sequence[Run]) -> list[Run]:
+    """The order the pool takes the runs in: the longest first, so that no long replay starts last
+    while the other workers idle (greedy scheduling's makespan is best with the longest jobs
+    first). Every replay ticks through the same trace; the static peak replays nothing (one
+    plan), so it goes last."""
+    return sorted(runs, key=lambda run: run.opts.strategy == "static-peak")  # stable among equals
+
+
 def run_parallel(data: Shared, runs: Sequence[Run], workers: int, watch: Watcher | None) -> list[SimResult] | None:
     """Every run in `workers` processes, results in the runs' order; None if no pool could be
     started (the caller then runs them here). A replay that fails raises here, as it would in
@@ -104,7 +112,7 @@ def run_parallel(data: Shared, runs: Sequence[Run], workers: int, watch: Watcher
         log.warning("compare: no worker processes (%s); running the strategies one after another", exc)
         return None
     with pool:
-        futures = {pool.submit(_replay, run): run for run in runs}
+        futures = {pool.submit(_replay, run): run for run in longest_first(runs)}
         out = _collect(futures, events, watch)
     _drain(events, watch)  # what the workers said last (they flush their queue as they exit)
     for r in out.values():

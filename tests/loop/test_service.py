@@ -130,10 +130,15 @@ def test_sigterm_finishes_the_tick_in_progress(moto: Moto, tmp_path: Path, runni
     setup_templates(moto)
     path = policy_file(tmp_path, moto, interval_s=30)
     state = tmp_path / "state.sqlite"
-    svc = Running(path, state, free_port(), {"IGNITER_FAULT": "slow_act", "IGNITER_FAULT_SLEEP_S": "3"})
+    release = tmp_path / "release"  # the act step holds until the test creates it (faults.py)
+    env = {"IGNITER_FAULT": "slow_act", "IGNITER_FAULT_SLEEP_S": "120", "IGNITER_FAULT_RELEASE": str(release)}
+    svc = Running(path, state, free_port(), env)
     running.append(svc)
-    wait_for(lambda: "new layout" in svc.text(), 60, "the first tick to reach act")
+    wait_for(lambda: "fault point slow_act: holding" in svc.text(), 120, "the first tick to reach act")
     svc.proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: "stopping: finishing the tick in progress" in svc.text(), 60, "the signal to be taken")
+    assert "tick 1:" not in svc.text()  # the tick is still held in its act step
+    release.touch()
     assert svc.stop() == 0
     log = svc.text()
     assert log.index("stopping: finishing the tick in progress") < log.index("tick 1:")  # signal came mid-tick

@@ -5,16 +5,20 @@ progress a replay reports."""
 from __future__ import annotations
 
 import io
+import os
 
 import numpy as np
 import pytest
 
+from autoscaler.config.policy import BUNDLED_PROFILES as PROFILES
 from autoscaler.core.fleet.lifecycle import Change, Reason, Record, State
 from autoscaler.loop.store import Store
+from autoscaler.model.mig import load_gpu_model
 from autoscaler.planner import api, planning_inputs
 from autoscaler.planner.tasks import size_on
 from autoscaler.sim.engine import SimOptions, default_plan_fn, simulate, with_overrides
 from autoscaler.sim.memo import MemoPlanner, PlanMemo
+from autoscaler.sim.parallel import Run, longest_first
 from autoscaler.sim.traces import Trace
 from autoscaler.sim.watch import Bars, Lines, watcher_for
 
@@ -125,3 +129,29 @@ def test_bars_draw_each_run(tmp_path):
         bars.finished(0)
     text = out.getvalue()
     assert "igniter/last" in text and "reactive" in text and "100%" in text
+
+
+def test_a_profile_is_reloaded_when_edited_or_its_link_repointed(tmp_path):
+    """load_gpu_model tells a file by one stat (device, inode, mtime), not by resolving its path:
+    an edited profile or a re-pointed symlink (an atomic swap of a profiles directory) still loads
+    the new file, and an unchanged one is the same object."""
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    for f in (a, b):
+        f.write_text((PROFILES / "v100.yaml").read_text())
+    link = tmp_path / "gpu.yaml"
+    link.symlink_to(a)
+    first = load_gpu_model(link)
+    assert load_gpu_model(link) is first and first.name == "a"  # a fitted model is named by its file
+    link.unlink()
+    link.symlink_to(b)
+    assert load_gpu_model(link).name == "b"
+    edited = load_gpu_model(a)
+    os.utime(a, ns=(1, 1))  # an edit: another modification time
+    assert load_gpu_model(a) is not edited and load_gpu_model(a).name == "a"
+
+
+def test_replays_go_to_the_pool_before_the_static_line():
+    runs = [
+        Run(i, s, SimOptions(strategy=s)) for i, s in enumerate(["autoscaler", "static-peak", "reactive", "oracle"])
+    ]
+    assert [r.opts.strategy for r in longest_first(runs)] == ["autoscaler", "reactive", "oracle", "static-peak"]

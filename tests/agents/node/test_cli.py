@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -241,3 +242,25 @@ def test_profile_without_a_gpu_exits_2(tmp_path: Path, cnn_dir: Path) -> None:
     )
     assert done.returncode == 2 and "needs a real NVIDIA GPU" in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "p.yaml").exists()
+
+
+def test_status_answers_without_importing_the_other_commands(tmp_path: Path) -> None:
+    """The controller runs `igniter-agent status` on every node every tick: it imports neither the
+    daemon nor pydantic (agents/cli.py), and answers what the full parser's command answers."""
+    heavy = "('agents.commands', 'agents.node.daemon', 'agents.spec', 'pydantic', 'rich')"
+    light = (
+        "import sys; from agents.cli import main; rc = main(['status', '--state-dir', sys.argv[1], '--json']); "
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {heavy} or m in {heavy}), rc, file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", light, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.stderr.strip() == "[] 0"
+    assert json.loads(done.stdout)["agent_running"] is False
+    full = (
+        "import sys; from agents.commands import main; sys.exit(main(['status', '--state-dir', sys.argv[1], '--json']))"
+    )
+    assert (
+        subprocess.run([sys.executable, "-c", full, str(tmp_path)], capture_output=True, text=True).stdout
+        == done.stdout
+    )
+    bad = subprocess.run(agent_cmd("status", "--json"), capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--state-dir" in bad.stderr
