@@ -18,6 +18,7 @@ from autoscaler.fleet.base import HostKeySource, InterruptionSource, Provider
 from autoscaler.fleet.samples import ensure_local_samples, model_root
 from autoscaler.gateway.base import Gateway, GatewayError, spec_from
 from autoscaler.leader.base import Fence, Lease
+from autoscaler.loop import faults
 from autoscaler.loop.controller import Controller, Deps
 from autoscaler.loop.fence import FencedProvider, FencedTransport, bind_aws
 from autoscaler.loop.leadership import Leadership
