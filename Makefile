@@ -58,9 +58,10 @@ typecheck: $(STAMP)
 WORKERS ?= 2
 XDIST   := -n $(WORKERS) --dist loadgroup
 
-# The whole suite: lint, types, then every tier (unit, property, e2e, slow) in parallel.
+# The whole suite: lint, types, then every tier (unit, property, e2e, slow) in parallel. The run ends
+# with its 25 slowest tests (setup and teardown counted apart), so a CI log shows where the time went.
 test: $(STAMP) $(TSTAMP) debs lint typecheck
-	CHECKOV=$(abspath $(TOOLS))/bin/checkov $(BIN)/python -m pytest $(XDIST)
+	CHECKOV=$(abspath $(TOOLS))/bin/checkov $(BIN)/python -m pytest $(XDIST) --durations=25
 
 # The fast loop: lint, then the pure and in-process tiers (no e2e, nothing slow), in parallel: one
 # worker per CPU (these tests compute, they do not wait; each worker also imports and collects the
