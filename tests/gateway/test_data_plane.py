@@ -4,17 +4,22 @@ local provider), the real controller, real requests through the gateway.
 - A workload split over two servers with planned rates 300 and 100 gets 75 % / 25 % of 3000
   requests, within 5 % (absolute), as counted by the servers themselves.
 - kill -9 of one server under load: at most 0.5 % of requests fail (the gateway retries on the
-  other server), the killed server leaves the pool, and it comes back once it is ready again.
+  other server), the killed server leaves the pool, the next tick (its agent reports it not ready)
+  takes its weight, and it comes back once it is ready again.
 - tritonclient (HTTP; JSON and binary tensors) gets the outputs torch computes, through the gateway.
 - GET /v1/gateway and /metrics show the servers, their weights, planned rates and counters.
 - A plan change that moves a workload to a new instance and retires the old one fails none of
-  2000+ concurrent requests (make-before-break through the gateway: drain, then stop).
+  2000+ concurrent requests (make-before-break through the gateway: drain, then stop), and the old
+  server stays while a request it is answering is still open (the drain waits on sessions, not a
+  tick): that request, held open across the drain, is answered.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +35,7 @@ from autoscaler.transport.base import parse_status
 from tests.kit import openapi
 from tests.kit.agent import load_scripted, wait_until
 from tests.kit.fleet import (
+    BODY,
     FixedPlanner,
     Load,
     converged,
@@ -139,8 +145,14 @@ def test_kill_9_a_server_mid_load(split: Controller) -> None:
         os.kill(_pid_of(ctl, victim), signal.SIGKILL)
         gone = wait_until(lambda: victim not in _serving(ctl), 10, f"{victim} to leave the pool", poll=0.02)
         left_at = load.sent
-        ctl.tick()  # its agent reports it starting again: the controller takes its weight too
-        assert victim not in _serving(ctl) and _weight(ctl, victim) == 0
+        # Tick once its agent has seen the crash: the restart waits 1 s before the server boots
+        # again, so the tick reads the agent's word while the server is not ready (after the
+        # gateway's check, which a restarted server may already pass by then, it could not).
+        wait_until(lambda: _state_of(ctl, victim) != "ready", 10, f"{victim}'s agent to see the crash", poll=0.02)
+        report = ctl.tick()
+        assert report.ok and report.ready_servers == {"w": 1}, report.summary()  # its agent: not ready
+        assert report.gateway is not None and f"set server w/{victim} weight 0" in report.gateway.ops, report.summary()
+        assert _weight(ctl, victim) == 0 and victim not in _serving(ctl)  # only a later tick weights it again
         tick_until(ctl, lambda: victim in _serving(ctl), timeout=90)  # ready again: back in the pool
         load.wait_for(left_at + 1000)
     finally:
@@ -159,6 +171,15 @@ def _pid_of(ctl: Controller, name: str) -> int:
     raise AssertionError(f"no pid for {name}")
 
 
+def _state_of(ctl: Controller, name: str) -> str | None:
+    """The server's state as its agent reports it (ready, starting, ...)."""
+    for inst in ctl.deps.provider.list_instances():
+        for s in parse_status(ctl.deps.transport.status(inst)).servers:
+            if s.name == name:
+                return str(s.state)
+    return None
+
+
 def _serving(ctl: Controller) -> frozenset[str]:
     assert ctl.deps.gateway is not None
     return ctl.deps.gateway.observe().serving()
@@ -172,26 +193,88 @@ def _weight(ctl: Controller, name: str) -> int:
 
 
 def test_a_plan_change_fails_no_request(tmp_path: Path, tiny_model_dir: Path) -> None:
-    policy = fleet_policy(tmp_path, tiny_model_dir, ["m"], drain_timeout_s=30)
+    # buffer_kb 16: a request whose body is larger reaches its server before the body is all sent
+    policy = fleet_policy(tmp_path, tiny_model_dir, ["m"], drain_timeout_s=30, buffer_kb=16)
     with local_fleet(policy, tmp_path, [("p3.2xlarge", [(0, "m", 200.0)])]) as (ctl, planner):
         tick_until(ctl, lambda: converged(ctl))
         (old,) = _serving(ctl)
         old_slots = {i.slot for i in ctl.deps.provider.list_instances()}
         load = Load(infer_url(policy, "m"), threads=8).start()
+        held: HeldRequest | None = None
         try:
             load.wait_for(300)
+            held = HeldRequest(policy.gateway.listen, "m")  # a session the old server holds until its body ends
+            wait_until(lambda: _sessions(ctl, old) >= 1, 10, "the held request to reach the old server")
             assert isinstance(planner, FixedPlanner)
             planner.shape = [("p3.8xlarge", [(2, "m", 200.0)])]  # a new instance; the old one is surplus
+            _tick_until_draining(ctl, old)
+            for _ in range(2):  # a session still open: the drain waits (drain_timeout_s 30), the old server stays
+                report = ctl.tick()
+                assert report.gateway is not None and old in report.gateway.draining, report.summary()
+                assert old_slots <= {i.slot for i in ctl.deps.provider.list_instances()} and _sessions(ctl, old) >= 1
+            assert held.finish() == 200  # answered by the old server, after its drain began
             tick_until(ctl, lambda: converged(ctl) and old not in _serving(ctl) and _old_gone(ctl, old_slots))
             load.wait_for(max(2000, load.sent + 300))
         finally:
+            if held is not None:
+                held.close()
             load.close()
         history = [h["reason"] for h in ctl.store.history()]
         actions = [a["kind"] for a in ctl.store.actions()]
-    print(f"plan change: {load.failed} of {load.sent} requests failed")
+    print(
+        f"plan change: {load.failed} of {load.sent} requests failed; a request held open {held.held_s if held else 0.0:.1f} s"
+    )
     assert load.sent >= 2000 and load.failed == 0, (load.sent, load.failed, load.errors)
     assert "drain" in history and "scale_in" in history
     assert "drain" in actions and "terminate" in actions
+
+
+def _tick_until_draining(ctl: Controller, name: str, timeout: float = 120.0) -> None:
+    """Tick until the gateway step reports `name` draining (its replacement serves)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        report = ctl.tick()
+        assert report.ok, report.error
+        if report.gateway is not None and name in report.gateway.draining:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {name} to drain; last tick: {ctl.store.actions()[-4:]}")
+
+
+def _sessions(ctl: Controller, name: str) -> int:
+    assert ctl.deps.gateway is not None
+    seen = ctl.deps.gateway.observe().server(name)
+    return seen.sessions if seen is not None else 0
+
+
+class HeldRequest:
+    """One inference request through the gateway whose body is sent in two parts: the first is
+    more than HAProxy's buffer, so HAProxy picks a server and opens a session on it; the session
+    stays open until `finish` sends the rest (JSON whitespace) and reads the answer."""
+
+    def __init__(self, listen: str, workload: str, pad: int = 48 * 1024) -> None:
+        host, port = listen.rsplit(":", 1)
+        body = json.dumps(BODY).encode()
+        self.rest = b" " * 1024 + body[-1:]  # the closing brace last
+        data = body[:-1] + b" " * pad + self.rest
+        head = (
+            f"POST /v2/models/{workload}/infer HTTP/1.1\r\nHost: {listen}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+        ).encode()
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.sock.sendall(head + data[: -len(self.rest)])
+        self.opened = time.monotonic()
+        self.held_s = 0.0
+
+    def finish(self) -> int:
+        """Send the rest of the body; the answer's HTTP status."""
+        self.held_s = time.monotonic() - self.opened
+        self.sock.sendall(self.rest)
+        reply = self.sock.makefile("rb").readline().split()
+        return int(reply[1])
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 def _old_gone(ctl: Controller, old_slots: set[str]) -> bool:
