@@ -1,7 +1,8 @@
 """A paused DynamoDB leader sends no mutating request after its lease ran out, counted at moto's
 server (forced trials: tests/chaos/paused_leader.py), for a launch and for a termination.
-`make chaos` runs 20 or more of each (CHAOS_TRIALS); make test runs 2 of each. A trial with the
-send-time lease check taken off A's client must see A's late request arrive: the probe bites."""
+`make chaos` runs 20 or more of each (CHAOS_TRIALS); make test runs 2 of each, each trial a test of
+its own. A trial with the send-time lease check taken off A's client must see A's late request
+arrive: the probe bites."""
 
 from __future__ import annotations
 
@@ -17,29 +18,28 @@ pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 TRIALS = trials(2)
 
 
+@pytest.mark.parametrize("n", range(TRIALS))  # one test per trial: pytest-xdist spreads them
 @pytest.mark.parametrize("operation", OPERATIONS)
-def test_a_paused_leader_sends_nothing_after_its_lease_ran_out(moto: Moto, tmp_path: Path, operation: str) -> None:
-    outcomes = []
-    for n in range(TRIALS):
-        (tmp_path / str(n)).mkdir()
-        outcomes.append(trial(moto, tmp_path / str(n), operation))
-    late = sum(o.late_calls for o in outcomes)
-    refused = sum(o.a_error.startswith("lease lost") for o in outcomes)
-    print(f"\npaused leader at {operation}: {TRIALS} forced trials, {late} late calls, {refused} refused at send")
-    record(
+def test_a_paused_leader_sends_nothing_after_its_lease_ran_out(
+    moto: Moto, tmp_path: Path, operation: str, n: int
+) -> None:
+    o = trial(moto, tmp_path, operation)
+    refused = o.a_error.startswith("lease lost")
+    print(f"\npaused leader at {operation}, forced trial {n}: {o.late_calls} late calls, refused at send: {refused}")
+    record(  # make chaos's summary adds the trials up per probe
         f"paused_leader_{operation}",
-        trials=TRIALS,
-        late_calls=late,
-        refused_at_send=refused,
-        late_instances=sum(o.late_new for o in outcomes),
-        duplicates=sum(o.duplicates for o in outcomes),
+        trials=1,
+        late_calls=o.late_calls,
+        refused_at_send=int(refused),
+        late_instances=o.late_new,
+        duplicates=o.duplicates,
     )
-    assert all(o.held_at_pause for o in outcomes)  # the delay sat after the tick's own fence check
-    assert [o.late_calls for o in outcomes] == [0] * TRIALS
-    assert all(o.a_error.startswith("lease lost: ec2 " + operation) for o in outcomes), outcomes
-    assert [o.late_new for o in outcomes] == [0] * TRIALS
-    assert [o.duplicates for o in outcomes] == [0] * TRIALS
-    assert all(o.instances > 0 for o in outcomes)
+    assert o.held_at_pause  # the delay sat after the tick's own fence check
+    assert o.late_calls == 0, o
+    assert o.a_error.startswith("lease lost: ec2 " + operation), o
+    assert o.late_new == 0, o
+    assert o.duplicates == 0, o
+    assert o.instances > 0, o
 
 
 @pytest.mark.parametrize("operation", OPERATIONS)
