@@ -173,7 +173,7 @@ def takeover_s(standby: Node, timeout: float) -> float:
 
 
 @pytest.mark.parametrize("kind", ["dynamodb", "local"])
-def test_standby_makes_no_call_then_takes_over_from_a_killed_leader(
+def test_standby_makes_no_call_while_the_leader_works(
     moto: Moto, aws: AwsCalls, tmp_path: Path, nodes: list[Node], kind: str
 ) -> None:
     policy = lease_policy(tmp_path, moto, kind)
@@ -192,6 +192,15 @@ def test_standby_makes_no_call_then_takes_over_from_a_killed_leader(
     assert 0 < len(mutating(aws, leader)) <= len(leader.fenced_calls())  # every one went through the fence
     assert {c["token"] for c in leader.fenced_calls()} == {1}
 
+
+@pytest.mark.parametrize("kind", ["dynamodb", "local"])
+def test_standby_takes_over_from_a_killed_leader(
+    moto: Moto, aws: AwsCalls, tmp_path: Path, nodes: list[Node], kind: str
+) -> None:
+    policy = lease_policy(tmp_path, moto, kind)
+    leader, standby = start_pair(policy, tmp_path, nodes)
+    converge(leader, moto, HIGH, "the first fleet", still=standby)  # for the new leader to find by its tags
+    assert mutating(aws, standby) == [] and {c["token"] for c in leader.fenced_calls()} == {1}
     leader.run.proc.kill()  # kill -9: no release, the lease must run out (dynamodb) or the lock go
     leader.run.proc.wait()
     took = takeover_s(standby, LEASE_S + INTERVAL_S + 30)
