@@ -52,9 +52,10 @@ typecheck: $(STAMP)
 # pytest-xdist workers. The e2e tests mostly wait (on processes booting, leases, drains), so more
 # workers than cores pays, up to a point: their timing checks (a takeover within lease_s + a tick)
 # fail on a machine loaded many times over. `--dist loadgroup` honours the `xdist_group` markers of the
-# modules that share one costly module-scoped fixture (NOTE: a check with -v showed one such module's tests
-# on three workers; to be looked into). Two workers: at four, on 2 cores, clean-clone runs failed a
-# different timing-bound e2e test each time (a remote gateway over ssh, a SIGTERMed run). Override: `make test WORKERS=4`.
+# modules that share one costly module-scoped fixture, so it is built once (tests/kit/xdist_groups.py
+# makes that work under pytest 9, where xdist's own grouping is lost). Two workers: at four, on 2
+# cores, clean-clone runs failed a different timing-bound e2e test each time (a remote gateway over
+# ssh, a SIGTERMed run). Override: `make test WORKERS=4`.
 WORKERS ?= 2
 XDIST   := -n $(WORKERS) --dist loadgroup
 

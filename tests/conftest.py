@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 # fixtures shared across packages: real backends (moto, sshd, a tiny model), small sim policies
-pytest_plugins = ["tests.kit.backends", "tests.kit.sim"]
+pytest_plugins = ["tests.kit.backends", "tests.kit.sim", "tests.kit.xdist_groups"]
 
 # The test tiers (pyproject.toml's markers): every test carries at least one. `make check` runs
 # `-m "not e2e and not slow"`; `make test` runs them all.
