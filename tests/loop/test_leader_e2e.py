@@ -172,12 +172,20 @@ def takeover_s(standby: Node, timeout: float) -> float:
     return time.monotonic() - start
 
 
-@pytest.mark.parametrize("kind", ["dynamodb", "local"])
+@pytest.fixture(params=["dynamodb", "local"])
+def pair(
+    request: pytest.FixtureRequest, moto: Moto, aws: AwsCalls, tmp_path: Path, nodes: list[Node]
+) -> tuple[str, Path, Node, Node]:
+    """(lease kind, policy, leader, standby): two `igniter run` processes on one fleet, the first
+    leading; moto's recording (`aws`) begins before either starts."""
+    policy = lease_policy(tmp_path, moto, request.param)
+    return (request.param, policy, *start_pair(policy, tmp_path, nodes))
+
+
 def test_standby_makes_no_call_while_the_leader_works(
-    moto: Moto, aws: AwsCalls, tmp_path: Path, nodes: list[Node], kind: str
+    moto: Moto, aws: AwsCalls, pair: tuple[str, Path, Node, Node]
 ) -> None:
-    policy = lease_policy(tmp_path, moto, kind)
-    leader, standby = start_pair(policy, tmp_path, nodes)
+    kind, policy, leader, standby = pair
     assert "standby:" in standby.run.text() and "acts on nothing" in standby.run.text()
     health = standby.health()
     assert health["status"] == "standby" and health["leader"]["holder"].split(":")[1] == str(leader.run.proc.pid)
@@ -193,12 +201,8 @@ def test_standby_makes_no_call_while_the_leader_works(
     assert {c["token"] for c in leader.fenced_calls()} == {1}
 
 
-@pytest.mark.parametrize("kind", ["dynamodb", "local"])
-def test_standby_takes_over_from_a_killed_leader(
-    moto: Moto, aws: AwsCalls, tmp_path: Path, nodes: list[Node], kind: str
-) -> None:
-    policy = lease_policy(tmp_path, moto, kind)
-    leader, standby = start_pair(policy, tmp_path, nodes)
+def test_standby_takes_over_from_a_killed_leader(moto: Moto, aws: AwsCalls, pair: tuple[str, Path, Node, Node]) -> None:
+    kind, policy, leader, standby = pair
     converge(leader, moto, HIGH, "the first fleet", still=standby)  # for the new leader to find by its tags
     assert mutating(aws, standby) == [] and {c["token"] for c in leader.fenced_calls()} == {1}
     leader.run.proc.kill()  # kill -9: no release, the lease must run out (dynamodb) or the lock go
