@@ -283,7 +283,7 @@ class _Allocator:
         itype = self.tick.gpus[key].instance_type
         if t.mig_profile is not None and self._info(itype).starts(t.mig_profile):
             for cand in self._shapes(base, itype, 0.0):
-                if got := self.tick.fits_beside(key, cand):
+                if got := self.tick.fits_beside(key, cand, keep_rates=True):
                     return got, cand
             return None, None
         share = min(t.mps_percent, 100.0 - sum(s.mps_percent for s in self.tick.on[key]))
@@ -291,7 +291,7 @@ class _Allocator:
             return None, None
         scaled = t.predicted_throughput_rps * share / t.mps_percent  # what a model-free judge credits
         cand = replace(base, mps_percent=share, predicted_throughput_rps=scaled)
-        return self.tick.fits_beside(key, cand), cand
+        return self.tick.fits_beside(key, cand, keep_rates=True), cand
 
     def _ready_surge(self, b: PlannedServer, thr: float, gpu: str) -> bool:
         """A ready surge instance, then a ready spare (module docstring, 2 and 4)."""
