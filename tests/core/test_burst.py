@@ -82,13 +82,29 @@ def test_a_burst_never_slows_a_planned_neighbour_below_its_rate_and_stalls_the_m
     free; a burst for b-2 there would slow a-0 (planned to carry 100 req/s) to 90: a-1 could then
     never leave (a-0 carries less than a's floor), b-2 never start, and its burst would stay for
     good, b stuck below its plan. The burst goes nowhere instead; the move completes."""
+    pf = stalled_move(a_rate=100.0)
+    assert not any(d.bursts for d in pf.diffs)
+    assert done(pf), pf.applied
+
+
+def test_a_burst_never_takes_a_neighbours_planned_servers_below_its_demand() -> None:
+    """The same move with a-0 planned for 80 req/s while a runs at 100 (a forecast below the
+    observed rate): slowed to 90, a-0 still carries its planned rate, but no longer a's demand,
+    which a-0 alone carried (120): a-1 could not leave, as above. No burst; the move completes."""
+    pf = stalled_move(a_rate=80.0)
+    assert not any(d.bursts for d in pf.diffs)
+    assert done(pf), pf.applied
+
+
+def stalled_move(a_rate: float):  # type: ignore[no-untyped-def]
+    """b resizes on s0 once a-1 leaves for s1 (booting, ready at step 2); a runs at 100 req/s, b
+    at 130; a-0 is planned for `a_rate`. Run until nothing is left to do."""
     b2 = replace(share("b-2", "b", 1, 75.0), predicted_throughput_rps=260.0, rate_rps=130.0, replaces="b-1")
-    layout = [slot("s0", b2), slot("s1", share("a-0", "a", 0, 45.0))]
+    layout = [slot("s0", b2), slot("s1", replace(share("a-0", "a", 0, 45.0), rate_rps=a_rate))]
     applied = {"s0": (share("a-1", "a", 0, 45.0), share("b-1", "b", 1, 50.0))}
     limits = Limits(types=P3, judge=brim_judge)
     pf = fleet(layout, applied, limits=limits, judge=brim_judge, rates={"a": 100.0, "b": 130.0})
     pf.records["s1"] = replace(rec("s1", State.PENDING), created_at=pf.now)
     pf.launched["s1"] = 0
     pf.run()
-    assert not any(d.bursts for d in pf.diffs)
-    assert done(pf), pf.applied
+    return pf

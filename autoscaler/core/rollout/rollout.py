@@ -301,10 +301,10 @@ class Tick:
     def fits_beside(self, key: GpuKey, t: PlannedServer, *, keep_rates: bool = False) -> float | None:
         """t's judged throughput once it serves on `key`, if it could start there now, else None.
 
-        With `keep_rates`, also None where a server the layout wants on `key` would then carry
-        less than the rate it is planned for (`rate_rps`): within its latency budget is not enough
-        for a guest in free share (surge.py's bursts). A planned server slowed below its rate may
-        leave its workload below the floor its old servers guard, so they stay, the move that
+        With `keep_rates`, also None where t slows a server the layout wants on `key` (`_slows`):
+        within its latency budget is not enough for a guest in free share (surge.py's bursts). A
+        planned server slowed below what its workload needs may be a move's new capacity, which
+        then carries less than the floor its old servers guard, so they stay, the move that
         waits for their room never starts, and a burst waiting for that move stays with it."""
         future = self._future(key, t)
         if future is None:
@@ -314,14 +314,24 @@ class Tick:
         return future[1]
 
     def _slows(self, key: GpuKey, verdict: Sequence[tuple[PlannedServer, bool, float]], guest: str) -> bool:
-        """Whether a server the layout wants on `key` (other than `guest`) carries less than its
-        planned rate in `verdict`."""
-        rates = {v.agent_key(): v.rate_rps for v in self.gpus[key].wanted}
-        return any(
-            thr < rates[s.agent_key()] * (1 - EPS)
-            for s, _, thr in verdict
-            if s.name != guest and s.agent_key() in rates
-        )
+        """Whether, in `verdict`, a server the layout wants on `key` (not `guest`) carries less
+        than its planned rate (`rate_rps`), or its workload's planned servers, which carried its
+        demand, no longer do (the layout's capacity less what the guest costs them here)."""
+        wanted = {v.agent_key(): v for v in self.gpus[key].wanted}
+        lost = Amounts()
+        for s, _, thr in verdict:
+            v = wanted.get(s.agent_key())
+            if v is None or s.name == guest:
+                continue
+            if thr < v.rate_rps * (1 - EPS):
+                return True
+            lost[v.workload] += max(0.0, v.predicted_throughput_rps - thr)
+        planned = self.inp.planned or {}
+        for w, loss in lost.items():
+            have, need = planned.get(w, 0.0), self.inp.demand.get(w, 0.0)
+            if have >= need * (1 - EPS) and have - loss < need * (1 - EPS):
+                return True
+        return False
 
     def _future(
         self, key: GpuKey, t: PlannedServer

@@ -33,7 +33,7 @@ one is ready. No new instance is launched for it, and only the shortfall is cove
 server gets stand-ins in the MPS share that ready GPUs at rest leave free (of the same GPU type, at
 its planned batch, at its share or the free share if less), each started only where the model says
 it and every neighbour stay within their latency budgets, every planned neighbour still carries
-the rate it is planned for, and no floor breaks (`Tick.fits_beside`, `keep_rates`; a planned
+the rate it is planned for (and its workload's planned servers its demand), and no floor breaks (`Tick.fits_beside`, `keep_rates`; a planned
 neighbour slowed below its rate can be a move's new capacity, whose old servers then never leave,
 so the move never starts and the burst waiting for it never goes): capacity in seconds, with no boot and no extra cost. They carry what the model predicts, possibly
 less than the planned server, until the shortfall is covered; what they cannot carry falls to
