@@ -4,6 +4,8 @@ would break its budget; they leave once the planned server serves."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from autoscaler.core.fleet.lifecycle import State
@@ -64,3 +66,45 @@ def test_the_burst_serves_while_the_instance_boots_and_leaves_once_it_serves() -
     assert done(pf) and not any(s.name.endswith("-s0") for v in pf.applied.values() for s in v)
     assert pf.records["s1"].state is State.READY and not any(d.breaches for d in pf.diffs)
     never_below(pf)
+
+
+def brim_judge(instance_type: str, servers):  # type: ignore[no-untyped-def]
+    """Shares up to 100 % fit (as shares_judge), but a GPU filled past 95 % slows every server on
+    it to 3/4 of its planned throughput: interference within the latency budget."""
+    total = sum(s.mps_percent for s in servers)
+    slow = 0.75 if total > 95.0 + 1e-6 else 1.0
+    return [(total <= 100.0 + 1e-6, s.predicted_throughput_rps * slow) for s in servers]
+
+
+def test_a_burst_never_slows_a_planned_neighbour_below_its_rate_and_stalls_the_move() -> None:
+    """ServeGen 1-minute rows, second half (the regression measured with burst on): b resizes on
+    s0 (b-1 at 50 % -> b-2 at 75 %) once a-1 leaves for s1, booting. s1 comes up with a-0 and 55 %
+    free; a burst for b-2 there would slow a-0 (planned to carry 100 req/s) to 90: a-1 could then
+    never leave (a-0 carries less than a's floor), b-2 never start, and its burst would stay for
+    good, b stuck below its plan. The burst goes nowhere instead; the move completes."""
+    pf = stalled_move(a_rate=100.0)
+    assert not any(d.bursts for d in pf.diffs)
+    assert done(pf), pf.applied
+
+
+def test_a_burst_never_takes_a_neighbours_planned_servers_below_its_demand() -> None:
+    """The same move with a-0 planned for 80 req/s while a runs at 100 (a forecast below the
+    observed rate): slowed to 90, a-0 still carries its planned rate, but no longer a's demand,
+    which a-0 alone carried (120): a-1 could not leave, as above. No burst; the move completes."""
+    pf = stalled_move(a_rate=80.0)
+    assert not any(d.bursts for d in pf.diffs)
+    assert done(pf), pf.applied
+
+
+def stalled_move(a_rate: float):  # type: ignore[no-untyped-def]
+    """b resizes on s0 once a-1 leaves for s1 (booting, ready at step 2); a runs at 100 req/s, b
+    at 130; a-0 is planned for `a_rate`. Run until nothing is left to do."""
+    b2 = replace(share("b-2", "b", 1, 75.0), predicted_throughput_rps=260.0, rate_rps=130.0, replaces="b-1")
+    layout = [slot("s0", b2), slot("s1", replace(share("a-0", "a", 0, 45.0), rate_rps=a_rate))]
+    applied = {"s0": (share("a-1", "a", 0, 45.0), share("b-1", "b", 1, 50.0))}
+    limits = Limits(types=P3, judge=brim_judge)
+    pf = fleet(layout, applied, limits=limits, judge=brim_judge, rates={"a": 100.0, "b": 130.0})
+    pf.records["s1"] = replace(rec("s1", State.PENDING), created_at=pf.now)
+    pf.launched["s1"] = 0
+    pf.run()
+    return pf

@@ -157,6 +157,7 @@ def _rollout_input(
         draining=view.draining_book,
         pending=frozenset(s.workload for _, s in layout.servers() if s.name not in view.ready_servers),
         elsewhere=frozenset(s.name for slot, s in layout.servers() if slot in booting or slot not in current),
+        planned=layout.capacity(),
     )
 
 

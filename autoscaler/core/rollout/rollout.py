@@ -298,13 +298,46 @@ class Tick:
         self.started.add(t.name)
         return True
 
-    def fits_beside(self, key: GpuKey, t: PlannedServer) -> float | None:
-        """t's judged throughput once it serves on `key`, if it could start there now, else None."""
-        future = self._future(key, t)
-        return None if future is None else future[1]
+    def fits_beside(self, key: GpuKey, t: PlannedServer, *, keep_rates: bool = False) -> float | None:
+        """t's judged throughput once it serves on `key`, if it could start there now, else None.
 
-    def _future(self, key: GpuKey, t: PlannedServer) -> tuple[_Part, float] | None:
-        """The GPU once `t` serves, and t's throughput then; None if t may not start.
+        With `keep_rates`, also None where t slows a server the layout wants on `key` (`_slows`):
+        within its latency budget is not enough for a guest in free share (surge.py's bursts). A
+        planned server slowed below what its workload needs may be a move's new capacity, which
+        then carries less than the floor its old servers guard, so they stay, the move that
+        waits for their room never starts, and a burst waiting for that move stays with it."""
+        future = self._future(key, t)
+        if future is None:
+            return None
+        if keep_rates and self._slows(key, future[2], t.name):
+            return None
+        return future[1]
+
+    def _slows(self, key: GpuKey, verdict: Sequence[tuple[PlannedServer, bool, float]], guest: str) -> bool:
+        """Whether, in `verdict`, a server the layout wants on `key` (not `guest`) carries less
+        than its planned rate (`rate_rps`), or its workload's planned servers, which carried its
+        demand, no longer do (the layout's capacity less what the guest costs them here)."""
+        wanted = {v.agent_key(): v for v in self.gpus[key].wanted}
+        lost = Amounts()
+        for s, _, thr in verdict:
+            v = wanted.get(s.agent_key())
+            if v is None or s.name == guest:
+                continue
+            if thr < v.rate_rps * (1 - EPS):
+                return True
+            lost[v.workload] += max(0.0, v.predicted_throughput_rps - thr)
+        planned = self.inp.planned or {}
+        for w, loss in lost.items():
+            have, need = planned.get(w, 0.0), self.inp.demand.get(w, 0.0)
+            if have >= need * (1 - EPS) and have - loss < need * (1 - EPS):
+                return True
+        return False
+
+    def _future(
+        self, key: GpuKey, t: PlannedServer
+    ) -> tuple[_Part, float, list[tuple[PlannedServer, bool, float]]] | None:
+        """The GPU once `t` serves, t's throughput then and the judge's word on every server there;
+        None if t may not start.
 
         A resize hands over: the server t replaces (`t.replaces`, on this GPU) takes no load once
         t serves (see `loading`), so the GPU never runs old and new busy at once, and the floors
@@ -317,7 +350,8 @@ class Tick:
         idle = {t.replaces} if t.replaces else set()
         if t.name not in part.ok or not self.parts[key].ok - idle <= part.ok or not self._holds(key, part):
             return None
-        return part, next(thr for s, good, thr in self._verdict(key, servers, serving) if s.name == t.name)
+        verdict = self._verdict(key, servers, serving)
+        return part, next(thr for s, _, thr in verdict if s.name == t.name), verdict
 
     # -- 3. what is left ------------------------------------------------------------------------------
     def blocked(self) -> dict[GpuKey, tuple[PlannedServer, ...]]:

@@ -52,6 +52,7 @@ class RolloutInput:
     draining: frozenset[str] = frozenset()  # servers the gateway began draining in an earlier tick
     pending: frozenset[str] = frozenset()  # workloads with planned servers not ready yet
     elsewhere: frozenset[str] = frozenset()  # planned servers on instances not ready yet (booting)
+    planned: Mapping[str, float] | None = None  # per workload, what the layout's servers carry (None: unknown)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

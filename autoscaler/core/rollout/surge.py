@@ -32,8 +32,10 @@ one is ready. No new instance is launched for it, and only the shortfall is cove
 **Bursting** (`scaling.burst`, on by default). Before any of that, such a short workload's planned
 server gets stand-ins in the MPS share that ready GPUs at rest leave free (of the same GPU type, at
 its planned batch, at its share or the free share if less), each started only where the model says
-it and every neighbour stay within their latency budgets and no floor breaks (`Tick.fits_beside`):
-capacity in seconds, with no boot and no extra cost. They carry what the model predicts, possibly
+it and every neighbour stay within their latency budgets, every planned neighbour still carries
+the rate it is planned for (and its workload's planned servers its demand), and no floor breaks (`Tick.fits_beside`, `keep_rates`; a planned
+neighbour slowed below its rate can be a move's new capacity, whose old servers then never leave,
+so the move never starts and the burst waiting for it never goes): capacity in seconds, with no boot and no extra cost. They carry what the model predicts, possibly
 less than the planned server, until the shortfall is covered; what they cannot carry falls to
 surge instances and the planned launches. Like every stand-in they leave once the planned server
 serves, so the next regular plan absorbs them (or retires them when the burst is over).
@@ -283,7 +285,7 @@ class _Allocator:
         itype = self.tick.gpus[key].instance_type
         if t.mig_profile is not None and self._info(itype).starts(t.mig_profile):
             for cand in self._shapes(base, itype, 0.0):
-                if got := self.tick.fits_beside(key, cand):
+                if got := self.tick.fits_beside(key, cand, keep_rates=True):
                     return got, cand
             return None, None
         share = min(t.mps_percent, 100.0 - sum(s.mps_percent for s in self.tick.on[key]))
@@ -291,7 +293,7 @@ class _Allocator:
             return None, None
         scaled = t.predicted_throughput_rps * share / t.mps_percent  # what a model-free judge credits
         cand = replace(base, mps_percent=share, predicted_throughput_rps=scaled)
-        return self.tick.fits_beside(key, cand), cand
+        return self.tick.fits_beside(key, cand, keep_rates=True), cand
 
     def _ready_surge(self, b: PlannedServer, thr: float, gpu: str) -> bool:
         """A ready surge instance, then a ready spare (module docstring, 2 and 4)."""
