@@ -52,6 +52,7 @@ import itertools  # noqa: E402
 import _rollout as rollout  # noqa: E402
 import numpy as np  # noqa: E402
 from _machine import describe  # noqa: E402
+from _results import Results  # noqa: E402
 
 from autoscaler.config.policy import Policy, load_policy  # noqa: E402
 from autoscaler.sim import traces  # noqa: E402
@@ -75,6 +76,7 @@ class Scenario:
     policy: Policy
     trace: traces.Trace
     base: SimOptions
+    slug: str = "servegen"  # its key in the results file
 
 
 def scenarios(quick: bool, only: str | None) -> list[Scenario]:
@@ -95,17 +97,50 @@ def scenarios(quick: bool, only: str | None) -> list[Scenario]:
         pol = load_policy(ROOT / "policies" / "azure-sim.yaml")
         az = traces.scale(traces.read_wide(ROOT / "traces" / "azure-llm-2023-rps.csv", AZURE_TIME), 100.0)
         out += [
-            Scenario("Azure x100, per second, rate = interval mean", pol, az, SimOptions()),
-            Scenario("Azure x100, per second, rate = interval max", pol, az, SimOptions(rate_stat="max")),
+            Scenario("Azure x100, per second, rate = interval mean", pol, az, SimOptions(), "azure_mean"),
+            Scenario("Azure x100, per second, rate = interval max", pol, az, SimOptions(rate_stat="max"), "azure_max"),
             Scenario(
                 "Azure x100, per second, rate = interval max, min_rate_rps at p99.9, delay 900 s, headroom 0.1",
                 with_floors(pol, az, FLOOR_QUANTILE, 900.0, 0.1),
                 az,
                 SimOptions(rate_stat="max"),
+                "azure_floors",
             ),
-            Scenario("Azure x100, 60 s means", pol, traces.resample(az, 60.0, "mean"), SimOptions()),
+            Scenario("Azure x100, 60 s means", pol, traces.resample(az, 60.0, "mean"), SimOptions(), "azure_60s"),
         ]
     return out
+
+
+AZURE_ROWS = {
+    "azure_mean": "per second, interval mean",
+    "azure_max": "per second, interval max",
+    "azure_60s": "60 s means",
+    "azure_floors": "per second, interval max, `min_rate_rps` at p99.9, delay 900 s, headroom 0.1",
+}
+
+
+def azure_table(res: Results) -> None:
+    """docs/simulate.md's Azure table: per rate source, cost x static peak / attainment of the
+    policy's run, the best igniter run (forecast x headroom), each baseline, reactive, the oracle."""
+    got = res.doc["scenarios"]
+    if not set(AZURE_ROWS) <= set(got):
+        return
+    cols = ("ffd", "gslice", "gpulets", "reactive", "oracle", "static-peak")
+    res.line("azure", "| rate source | igniter (policy) | best igniter run | " + " | ".join(cols) + " |")
+    res.line("azure", "| --- |" + " --- |" * (len(cols) + 2))
+    for slug, name in AZURE_ROWS.items():
+        sc = got[slug]
+        runs = {label.split("/")[0]: d for label, d in sc["compare"].items() if "auto" not in label}
+        policy = sc["compare"][f"igniter/{sc['forecast']}"]
+        top = sc["t1"]["top"]
+        best = f"{top['label'].removeprefix('igniter/')} h{top['headroom']:g} " + cell(top)
+        res.line("azure", f"| {name} | {cell(policy)} | {best} | " + " | ".join(cell(runs[c]) for c in cols) + " |")
+
+
+def cell(d: dict[str, float | int]) -> str:
+    """x static peak / attainment, and the server-ticks over budget where there are any."""
+    over = f" ({d['over']} server-ticks over budget)" if d["over"] else ""
+    return f"{d['x_peak']:.3f} / {d['attainment']:.4f}{over}"
 
 
 def with_floors(policy: Policy, trace: traces.Trace, q: float, delay_s: float, headroom: float) -> Policy:
@@ -168,7 +203,29 @@ def cheapest(results: list[SimResult], level: float) -> SimResult | None:
     return min(ok, key=lambda r: r.cost_total_usd, default=None)
 
 
-def report(sc: Scenario, scales: tuple[float, ...]) -> None:
+def hk(h: float) -> str:
+    """A headroom as a results key (dots separate keys there): 0.3 -> h30."""
+    return f"h{round(h * 100)}"
+
+
+def summary(r: SimResult, peak: float) -> dict[str, float | int]:
+    """The figures of one run the docs quote."""
+    s = r.summary()
+    return {
+        "cost": round(s["cost_total_usd"], 2),
+        "x_peak": round(s["cost_total_usd"] / peak, 6),
+        "attainment": round(s["slo_attainment"], 6),
+        "attainment_time": round(s["slo_attainment_time"], 6),
+        "short": int(s["shortfall_steps"]),
+        "worst_pct": round(s["worst_shortfall"] * 100, 3),
+        "actions": int(s["scaling_actions"]),
+        "over": int(s["servers_over_budget"]),
+        "headroom": r.headroom if isinstance(r.headroom, float | int) else -1,
+    }
+
+
+def report(sc: Scenario, scales: tuple[float, ...], out: dict[str, object]) -> None:
+    """Print the scenario's runs and answers, and keep what the docs quote in `out` (its results)."""
     t0 = time.process_time()
     runner = Runner(sc)
     tr = sc.trace
@@ -187,30 +244,53 @@ def report(sc: Scenario, scales: tuple[float, ...]) -> None:
         "over: server-ticks predicted over their latency budget"
     )
     print(HEADER)
+    out["static_peak_cost"] = round(ref, 2)
+    out["forecast"] = sc.policy.scaling.forecast
+    out["compare"] = compare = {}
     for opts in compare_options(sc.policy, sc.base):
         r = runner.run(opts)
         print(row(r.label, r, ref))
+        compare[r.label] = summary(r, ref)
     print("  -- frontier: each planner over headroom " + ", ".join(f"{h:g}" for h in HEADROOMS))
     print(HEADER)
     fronts = {p: runner.frontier(p) for p in PLANNERS}
     for p, rs in fronts.items():
         for h, r in zip(HEADROOMS, rs):
             print(row(f"{p} headroom {h:g}", r, ref))
-    targets(runner, fronts, ref)
+    out["frontier"] = {p: {hk(h): summary(r, ref) for h, r in zip(HEADROOMS, rs)} for p, rs in fronts.items()}
+    out["sweep_table"] = sweep_table(fronts)
+    targets(runner, fronts, ref, out)
     extra = 0
     if scales and sc.name.startswith("ServeGen"):
         extra = t2_scales(sc, scales, fronts["igniter"], fronts["gpulets"], ref)
-    plan_quality(sc)
+    out["plans"] = plan_quality(sc)
+    out["simulations"] = len(runner.results) + extra
+    out["cpu_seconds"] = round(time.process_time() - t0, 1)
     print(f"  ({len(runner.results) + extra} simulations, {time.process_time() - t0:.0f} s CPU)")
 
 
-def targets(runner: Runner, fronts: dict[str, list[SimResult]], peak: float) -> None:
+def sweep_table(fronts: dict[str, list[SimResult]]) -> list[str]:
+    """Each planner over headroom, cost $ / attainment: the markdown table docs/simulate.md embeds."""
+    lines = ["| headroom | " + " | ".join(PLANNERS) + " |", "| --- |" + " --- |" * len(PLANNERS)]
+    for i, h in enumerate(HEADROOMS):
+        cells = [f"{fronts[p][i].cost_total_usd:,.2f} / {fronts[p][i].attainment():.4f}" for p in PLANNERS]
+        lines.append(f"| {h:g} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def targets(runner: Runner, fronts: dict[str, list[SimResult]], peak: float, out: dict[str, object]) -> None:
     search = runner.igniter_search()
     ok = [r for r in search if r.attainment() >= 0.999]
     best = min(ok, key=lambda r: r.cost_total_usd, default=None)
     top = max(search, key=lambda r: (r.attainment(), -r.cost_total_usd))
     floor = oracle_floor(runner.sc, runner.sc.trace) / peak
     floor_q = oracle_floor(runner.sc, clipped(runner.sc.trace, FLOOR_QUANTILE)) / peak
+    t1: dict[str, object] = {"floor_x_peak": round(floor, 6), "floor_q_x_peak": round(floor_q, 6)}
+    t1["best"] = None if best is None else {"label": best.label, **summary(best, peak)}
+    t1["top"] = {"label": top.label, **summary(top, peak)}
+    out["t1"] = t1
+    out["t2_run_for_run"] = t2 = {}
+    out["t2_at_cost"] = t2c = {}
     print(
         f"  floor: a perfect forecast with no scale-down delay (oracle) costs {floor:.3f} x static peak; "
         f"{floor_q:.3f} x when each workload's rows above its {FLOOR_QUANTILE:g} quantile may fall short, "
@@ -240,14 +320,19 @@ def targets(runner: Runner, fronts: dict[str, list[SimResult]], peak: float) -> 
     )
     for p in PLANNERS[1:]:
         parts, wins = [], 0
+        t2[p] = {}
         for h, r in zip(HEADROOMS, fronts[p]):
             ig = cheapest(fronts["igniter"], r.attainment())
             wins += ig is not None and ig.cost_total_usd < r.cost_total_usd
+            t2[p][hk(h)] = (
+                None if ig is None else {"igniter_cost": round(ig.cost_total_usd, 2), "igniter_headroom": ig.headroom}
+            )
             parts.append(
                 f"h{h:g} {r.attainment():.4f} ${r.cost_total_usd:,.2f} vs "
                 + ("-" if ig is None else f"${ig.cost_total_usd:,.2f} (h{ig.headroom:g})")
             )
         verdict = "MET" if wins == len(HEADROOMS) else f"{wins} of {len(HEADROOMS)}"
+        t2[p]["wins"] = wins
         print(f"    vs {p:<8} {verdict}: " + "; ".join(parts))
     print(
         "  at equal cost (each baseline's frontier interpolated linearly at igniter's cost; '-' outside its range): "
@@ -255,8 +340,13 @@ def targets(runner: Runner, fronts: dict[str, list[SimResult]], peak: float) -> 
     )
     for p in PLANNERS[1:]:
         parts = []
+        t2c[p] = {}
         for h, r in zip(HEADROOMS, fronts["igniter"]):
             other = at_cost(fronts[p], r.cost_total_usd)
+            t2c[p][hk(h)] = {
+                "igniter": round(r.attainment(), 6),
+                "baseline": None if other is None else round(other, 6),
+            }
             parts.append(
                 f"h{h:g} ${r.cost_total_usd:,.2f} {r.attainment():.4f} vs " + ("-" if other is None else f"{other:.4f}")
             )
@@ -340,7 +430,7 @@ class PlanScore:
     rate: float = 0.0  # summed planned rate over rows and workloads (req/s)
 
 
-def plan_quality(sc: Scenario) -> None:
+def plan_quality(sc: Scenario) -> dict[str, object]:
     """T2 without replay noise: every planner plans the same rates (PLAN_SAMPLES trace rows spread
     over the trace, times 1 + headroom); each plan is re-predicted as co-located (feasible_capacity)."""
     tr, h = sc.trace, sc.policy.scaling.headroom
@@ -393,6 +483,41 @@ def plan_quality(sc: Scenario) -> None:
             f"{p} costs more in {scores[p].dearer} and misses an SLO in {scores[p].short}" for p in PLANNERS[1:]
         )
     )
+    return {
+        "rows": len(rows),
+        "rate_factor": 1 + h,
+        "fallbacks": fallbacks,
+        "table": plan_table(scores),
+        **{
+            p: {
+                "cost": round(s.cost, 2),
+                "x_igniter": round(s.cost / ref, 6),
+                "capacity_per_rate": round(s.capacity / max(s.rate, 1e-9), 6),
+                "missing_slo": s.short,
+                "dearer": s.dearer,
+                "cheaper_meeting": s.beats,
+            }
+            for p, s in scores.items()
+        },
+    }
+
+
+def plan_table(scores: dict[str, PlanScore]) -> list[str]:
+    """The plan-by-plan table docs/simulate.md embeds."""
+    ref = scores["igniter"].cost
+    lines = [
+        "| planner | $/h summed | x igniter | capacity/rate | plans missing an SLO | dearer than igniter's "
+        "| cheaper and meeting every SLO |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for p, s in scores.items():
+        first = p == "igniter"
+        lines.append(
+            f"| {'exact (MILP)' if p == 'exact' else p} | {s.cost:,.2f} | {s.cost / ref:.3f} | "
+            f"{s.capacity / max(s.rate, 1e-9):.3f} | {s.short} | {'-' if first else s.dearer} | "
+            f"{'-' if first else s.beats} |"
+        )
+    return lines
 
 
 def main() -> None:
@@ -433,8 +558,18 @@ def main() -> None:
         return
     if args.only in (None, "rollout"):
         rollout.report(args.quick)
-    for sc in scenarios(args.quick, args.only):
-        report(sc, scales)
+    for group in ("servegen", "azure"):
+        if args.only not in (None, group):
+            continue
+        command = f"python benchmarks/simulate_quality.py --only {group}" + (
+            f" --scales '{args.scales}'" if group == "servegen" else ""
+        )
+        res = Results(f"simulate_quality_{group}" + ("_quick" if args.quick else ""), command + " --quick" * args.quick)
+        res.doc["scenarios"] = {}
+        for sc in scenarios(args.quick, group):
+            report(sc, scales, res.doc["scenarios"].setdefault(sc.slug, {"name": sc.name}))
+        azure_table(res)
+        res.write()
 
 
 if __name__ == "__main__":
