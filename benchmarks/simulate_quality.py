@@ -32,7 +32,10 @@ bursting into free share, side by side, on every trace at 1-minute rows. `--only
 defaults with `warm_pool: {size: auto}` against the defaults alone on every trace
 (benchmarks/_warm_pool.py; writes benchmarks/results/warm_pool.json).
 
-Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure|rollout|attainment|bursts|warm_pool] [--scales 0.7,0.85]
+`--only servegen` and `--only azure` write benchmarks/results/simulate_quality_servegen.json and
+simulate_quality_azure.json (docs/simulate.md embeds their tables and quotes their figures).
+
+Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure|rollout|attainment|bursts|warm_pool] [--scales 0.7,0.85] [--frontier-only]
 """
 
 from __future__ import annotations
@@ -123,7 +126,7 @@ def azure_table(res: Results) -> None:
     """docs/simulate.md's Azure table: per rate source, cost x static peak / attainment of the
     policy's run, the best igniter run (forecast x headroom), each baseline, reactive, the oracle."""
     got = res.doc["scenarios"]
-    if not set(AZURE_ROWS) <= set(got):
+    if not set(AZURE_ROWS) <= set(got) or not all(got[k]["compare"] for k in AZURE_ROWS):
         return
     cols = ("ffd", "gslice", "gpulets", "reactive", "oracle", "static-peak")
     res.line("azure", "| rate source | igniter (policy) | best igniter run | " + " | ".join(cols) + " |")
@@ -224,8 +227,10 @@ def summary(r: SimResult, peak: float) -> dict[str, float | int]:
     }
 
 
-def report(sc: Scenario, scales: tuple[float, ...], out: dict[str, object]) -> None:
-    """Print the scenario's runs and answers, and keep what the docs quote in `out` (its results)."""
+def report(sc: Scenario, scales: tuple[float, ...], out: dict[str, object], full: bool = True) -> None:
+    """Print the scenario's runs and answers, and keep what the docs quote in `out` (its results).
+    `full=False` (--frontier-only) leaves out the `--compare` runs and the forecast x headroom search
+    (T1 then reads the policy forecast's frontier): a third of the replays."""
     t0 = time.process_time()
     runner = Runner(sc)
     tr = sc.trace
@@ -247,7 +252,7 @@ def report(sc: Scenario, scales: tuple[float, ...], out: dict[str, object]) -> N
     out["static_peak_cost"] = round(ref, 2)
     out["forecast"] = sc.policy.scaling.forecast
     out["compare"] = compare = {}
-    for opts in compare_options(sc.policy, sc.base):
+    for opts in compare_options(sc.policy, sc.base) if full else []:
         r = runner.run(opts)
         print(row(r.label, r, ref))
         compare[r.label] = summary(r, ref)
@@ -259,7 +264,7 @@ def report(sc: Scenario, scales: tuple[float, ...], out: dict[str, object]) -> N
             print(row(f"{p} headroom {h:g}", r, ref))
     out["frontier"] = {p: {hk(h): summary(r, ref) for h, r in zip(HEADROOMS, rs)} for p, rs in fronts.items()}
     out["sweep_table"] = sweep_table(fronts)
-    targets(runner, fronts, ref, out)
+    targets(runner, fronts, ref, out, full)
     extra = 0
     if scales and sc.name.startswith("ServeGen"):
         extra = t2_scales(sc, scales, fronts["igniter"], fronts["gpulets"], ref)
@@ -278,8 +283,10 @@ def sweep_table(fronts: dict[str, list[SimResult]]) -> list[str]:
     return lines
 
 
-def targets(runner: Runner, fronts: dict[str, list[SimResult]], peak: float, out: dict[str, object]) -> None:
-    search = runner.igniter_search()
+def targets(
+    runner: Runner, fronts: dict[str, list[SimResult]], peak: float, out: dict[str, object], full: bool
+) -> None:
+    search = runner.igniter_search() if full else fronts["igniter"]
     ok = [r for r in search if r.attainment() >= 0.999]
     best = min(ok, key=lambda r: r.cost_total_usd, default=None)
     top = max(search, key=lambda r: (r.attainment(), -r.cost_total_usd))
@@ -538,6 +545,11 @@ def main() -> None:
         default=",".join(f"{f:g}" for f in SCALES),
         help="ServeGen sizes for T2 against gpulets, comma-separated ('' to skip)",
     )
+    ap.add_argument(
+        "--frontier-only",
+        action="store_true",
+        help="servegen/azure: no --compare runs (servegen_compare.py makes ServeGen's) and no forecast search",
+    )
     args = ap.parse_args()
     scales = tuple(float(x) for x in args.scales.split(",") if x.strip())
     print(f"machine: {describe()}")
@@ -561,13 +573,15 @@ def main() -> None:
     for group in ("servegen", "azure"):
         if args.only not in (None, group):
             continue
-        command = f"python benchmarks/simulate_quality.py --only {group}" + (
-            f" --scales '{args.scales}'" if group == "servegen" else ""
+        command = (
+            f"python benchmarks/simulate_quality.py --only {group}"
+            + (f" --scales '{args.scales}'" if group == "servegen" else "")
+            + " --frontier-only" * args.frontier_only
         )
         res = Results(f"simulate_quality_{group}" + ("_quick" if args.quick else ""), command + " --quick" * args.quick)
         res.doc["scenarios"] = {}
         for sc in scenarios(args.quick, group):
-            report(sc, scales, res.doc["scenarios"].setdefault(sc.slug, {"name": sc.name}))
+            report(sc, scales, res.doc["scenarios"].setdefault(sc.slug, {"name": sc.name}), not args.frontier_only)
         azure_table(res)
         res.write()
 
