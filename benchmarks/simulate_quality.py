@@ -358,6 +358,12 @@ def targets(
                 f"h{h:g} ${r.cost_total_usd:,.2f} {r.attainment():.4f} vs " + ("-" if other is None else f"{other:.4f}")
             )
         print(f"    vs {p:<8} " + "; ".join(parts))
+        diffs = [d["igniter"] - d["baseline"] for d in t2c[p].values() if d["baseline"] is not None]
+        t2c[p]["compared"] = len(diffs)
+        t2c[p]["igniter_ahead"] = sum(d > 1e-9 for d in diffs)
+        t2c[p]["igniter_behind"] = sum(d < -1e-9 for d in diffs)
+        t2c[p]["most_ahead"] = round(max(diffs, default=0.0), 6)
+        t2c[p]["most_behind"] = round(-min(diffs, default=0.0), 6)
 
 
 def at_cost(results: list[SimResult], cost: float) -> float | None:
