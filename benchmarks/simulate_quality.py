@@ -362,8 +362,8 @@ def targets(
         t2c[p]["compared"] = len(diffs)
         t2c[p]["igniter_ahead"] = sum(d > 1e-9 for d in diffs)
         t2c[p]["igniter_behind"] = sum(d < -1e-9 for d in diffs)
-        t2c[p]["most_ahead"] = round(max(diffs, default=0.0), 6)
-        t2c[p]["most_behind"] = round(-min(diffs, default=0.0), 6)
+        t2c[p]["most_ahead"] = round(max([0.0, *diffs]), 6)
+        t2c[p]["most_behind"] = round(max([0.0, *(-d for d in diffs)]), 6)
 
 
 def at_cost(results: list[SimResult], cost: float) -> float | None:
