@@ -95,12 +95,12 @@ FIGURE_LIKE = re.compile(
     rf"(?<![\w.\-/$])(?:\$(?P<usd>{NUMBER})|(?P<num>{NUMBER}) (?P<unit>{UNIT})|(?P<dec>\d+\.\d{{2,}}))(?![\w.]*[/\w])"
 )
 # A number with a unit near one of these words is not a result of this project: a setting ("a
-# 180 s boot", "headroom 0.4", "every 30 s", "the default 10 %", "spot at 35 %"), a bound a test
+# 180 s boot", "headroom 0.4", "every 30 s", "the default 10 %", "spot at 35 %", "60 s rows"), a bound a test
 # asserts ("at most 0.5 %", "within 5 points"), a window ("the next 5 s"), a load a test applies
 # ("a steady 400 req/s load") or a published figure ("the published model: about 3.5 %").
 NOT_A_RESULT = re.compile(
     r"\b(boots?|boot_s|ticks?|interval|delay|window|headroom|SLO|budget|target|default|limit|timeout|"
-    r"warning|price|floor|cap|every|tolerance|spot|published|within|most|least|next|load|steady)\b",
+    r"warning|price|floor|cap|every|tolerance|spot|published|within|most|least|next|load|steady|rows|means)\b",
     re.I,
 )
 
