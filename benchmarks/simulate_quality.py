@@ -267,7 +267,7 @@ def report(sc: Scenario, scales: tuple[float, ...], out: dict[str, object], full
     targets(runner, fronts, ref, out, full)
     extra = 0
     if scales and sc.name.startswith("ServeGen"):
-        extra = t2_scales(sc, scales, fronts["igniter"], fronts["gpulets"], ref)
+        extra = t2_scales(sc, scales, fronts["igniter"], fronts["gpulets"], ref, out)
     out["plans"] = plan_quality(sc)
     out["simulations"] = len(runner.results) + extra
     out["cpu_seconds"] = round(time.process_time() - t0, 1)
@@ -389,12 +389,21 @@ def oracle_floor(sc: Scenario, trace: traces.Trace) -> float:
 
 
 def t2_scales(
-    sc: Scenario, scales: tuple[float, ...], igniter: list[SimResult], gpulets: list[SimResult], peak: float
+    sc: Scenario,
+    scales: tuple[float, ...],
+    igniter: list[SimResult],
+    gpulets: list[SimResult],
+    peak: float,
+    out: dict[str, object],
 ) -> int:
     """T2 against gpulets with more rows deciding it: the trace replayed at other sizes (rates
     times each factor) moves every plan's rounding, so the few short rows of one replay are not the
     whole answer. At each igniter run's cost, gpulets' frontier is interpolated (at_cost). Returns
-    how many simulations it ran."""
+    how many simulations it ran; what the docs quote goes to `out` (a table, the counts)."""
+    table = [
+        "| trace size | " + " | ".join(f"headroom {h:g}" for h in SCALE_HEADROOMS) + " |",
+        "| --- |" + " --- |" * len(SCALE_HEADROOMS),
+    ]
     print(
         f"  T2 vs gpulets at other trace sizes (headroom {', '.join(f'{h:g}' for h in SCALE_HEADROOMS)}; "
         "x peak, igniter's attainment vs gpulets' at the same cost; + igniter ahead, - behind)"
@@ -423,8 +432,23 @@ def t2_scales(
                 + ("-" if other is None else f"{other:.4f} ({r.attainment() - other:+.4f})")
             )
         print(f"    x{f:g}: " + "; ".join(parts))
+        cells = [
+            f"{r.attainment():.4f} vs " + ("-" if (o := at_cost(gp, r.cost_total_usd)) is None else f"{o:.4f}")
+            for r in ig
+        ]
+        table.append(f"| x {f:g} | " + " | ".join(cells) + " |")
+    ahead, behind = sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs)
+    out["scales"] = {
+        "table": table,
+        "sizes": len(runs),
+        "compared": len(diffs),
+        "igniter_ahead": ahead,
+        "igniter_behind": behind,
+        "level": len(diffs) - ahead - behind,
+        "mean_difference": round(float(np.mean(diffs)), 6) if diffs else 0.0,
+        "one_row": round(1 / (len(sc.trace.times) * len(sc.trace.names)), 6),
+    }
     if diffs:
-        ahead, behind = sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs)
         print(
             f"    at equal cost igniter is ahead in {ahead}, behind in {behind}, level in {len(diffs) - ahead - behind} "
             f"of {len(diffs)}; mean difference {np.mean(diffs):+.5f} (one short row of one replay: "
