@@ -203,10 +203,20 @@ def test_settings_and_marked_figures_pass() -> None:
 
 def test_the_docs_quote_results() -> None:
     """The convention is in use, so a broken regex cannot pass silently: README's install sizes and
-    planner figures, docs/planner.md's tables, docs/simulate.md's console example."""
+    planner figures, docs/planner.md's tables, docs/simulate.md's console example, quality tables,
+    rollout, idle-share and speed figures."""
     assert {m["file"] for _, m in figures()} >= {"install_size.json", "plan_quality.json", "model_accuracy.json"}
     tables = {m["file"] for p in DOCS for m in TABLE.finditer(p.read_text())}
-    assert tables >= {"plan_quality.json", "plan_scale.json", "simulate_example.json", "servegen_compare.json"}
+    assert tables >= {
+        "plan_quality.json",
+        "plan_scale.json",
+        "simulate_example.json",
+        "servegen_compare.json",
+        "simulate_quality_servegen.json",
+        "simulate_quality_azure.json",
+        "mig_vs_parvagpu.json",
+    }
+    assert {m["file"] for _, m in figures()} >= {"rollout.json", "idle_share.json", "simulate_speed.json"}
 
 
 def test_every_transition_is_in_the_table() -> None:
