@@ -33,7 +33,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import argparse
 import contextlib
 import io
-import json
 import random
 import statistics
 import sys
@@ -46,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _machine import describe
+from _results import Results
 
 from autoscaler.cli import main as igniter
 from autoscaler.config.tables import parvagpu_scenarios
@@ -217,12 +217,13 @@ def main() -> None:
     p.add_argument("--generated", type=int, default=200, help="generated scenarios")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--runs", type=int, default=5, help="timed runs per ParvaGPU scenario (median)")
-    p.add_argument("--out", default=str(HERE / "results" / "mig_vs_parvagpu.json"))
     args = p.parse_args()
-    result = run(args)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}  ({describe()})")
+    res = Results(
+        "mig_vs_parvagpu",
+        f"python benchmarks/mig_vs_parvagpu.py --generated {args.generated} --seed {args.seed} --runs {args.runs}",
+    )
+    res.doc.update(run(args))  # the docs quote these keys at the top level (docs/planner.md, README.md)
+    res.write()
 
 
 if __name__ == "__main__":

@@ -32,7 +32,10 @@ bursting into free share, side by side, on every trace at 1-minute rows. `--only
 defaults with `warm_pool: {size: auto}` against the defaults alone on every trace
 (benchmarks/_warm_pool.py; writes benchmarks/results/warm_pool.json).
 
-Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure|rollout|attainment|bursts|warm_pool] [--scales 0.7,0.85]
+`--only servegen` and `--only azure` write benchmarks/results/simulate_quality_servegen.json and
+simulate_quality_azure.json (docs/simulate.md embeds their tables and quotes their figures).
+
+Run: .venv/bin/python benchmarks/simulate_quality.py [--quick] [--only servegen|azure|rollout|attainment|bursts|warm_pool] [--scales 0.7,0.85] [--frontier-only]
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ import itertools  # noqa: E402
 import _rollout as rollout  # noqa: E402
 import numpy as np  # noqa: E402
 from _machine import describe  # noqa: E402
+from _results import Results  # noqa: E402
 
 from autoscaler.config.policy import Policy, load_policy  # noqa: E402
 from autoscaler.sim import traces  # noqa: E402
@@ -75,6 +79,7 @@ class Scenario:
     policy: Policy
     trace: traces.Trace
     base: SimOptions
+    slug: str = "servegen"  # its key in the results file
 
 
 def scenarios(quick: bool, only: str | None) -> list[Scenario]:
@@ -95,17 +100,50 @@ def scenarios(quick: bool, only: str | None) -> list[Scenario]:
         pol = load_policy(ROOT / "policies" / "azure-sim.yaml")
         az = traces.scale(traces.read_wide(ROOT / "traces" / "azure-llm-2023-rps.csv", AZURE_TIME), 100.0)
         out += [
-            Scenario("Azure x100, per second, rate = interval mean", pol, az, SimOptions()),
-            Scenario("Azure x100, per second, rate = interval max", pol, az, SimOptions(rate_stat="max")),
+            Scenario("Azure x100, per second, rate = interval mean", pol, az, SimOptions(), "azure_mean"),
+            Scenario("Azure x100, per second, rate = interval max", pol, az, SimOptions(rate_stat="max"), "azure_max"),
             Scenario(
                 "Azure x100, per second, rate = interval max, min_rate_rps at p99.9, delay 900 s, headroom 0.1",
                 with_floors(pol, az, FLOOR_QUANTILE, 900.0, 0.1),
                 az,
                 SimOptions(rate_stat="max"),
+                "azure_floors",
             ),
-            Scenario("Azure x100, 60 s means", pol, traces.resample(az, 60.0, "mean"), SimOptions()),
+            Scenario("Azure x100, 60 s means", pol, traces.resample(az, 60.0, "mean"), SimOptions(), "azure_60s"),
         ]
     return out
+
+
+AZURE_ROWS = {
+    "azure_mean": "per second, interval mean",
+    "azure_max": "per second, interval max",
+    "azure_60s": "60 s means",
+    "azure_floors": "per second, interval max, `min_rate_rps` at p99.9, delay 900 s, headroom 0.1",
+}
+
+
+def azure_table(res: Results) -> None:
+    """docs/simulate.md's Azure table: per rate source, cost x static peak / attainment of the
+    policy's run, the best igniter run (forecast x headroom), each baseline, reactive, the oracle."""
+    got = res.doc["scenarios"]
+    if not set(AZURE_ROWS) <= set(got) or not all(got[k]["compare"] for k in AZURE_ROWS):
+        return
+    cols = ("ffd", "gslice", "gpulets", "reactive", "oracle", "static-peak")
+    res.line("azure", "| rate source | igniter (policy) | best igniter run | " + " | ".join(cols) + " |")
+    res.line("azure", "| --- |" + " --- |" * (len(cols) + 2))
+    for slug, name in AZURE_ROWS.items():
+        sc = got[slug]
+        runs = {label.split("/")[0]: d for label, d in sc["compare"].items() if "auto" not in label}
+        policy = sc["compare"][f"igniter/{sc['forecast']}"]
+        top = sc["t1"]["top"]
+        best = f"{top['label'].removeprefix('igniter/')} h{top['headroom']:g} " + cell(top)
+        res.line("azure", f"| {name} | {cell(policy)} | {best} | " + " | ".join(cell(runs[c]) for c in cols) + " |")
+
+
+def cell(d: dict[str, float | int]) -> str:
+    """x static peak / attainment, and the server-ticks over budget where there are any."""
+    over = f" ({d['over']} server-ticks over budget)" if d["over"] else ""
+    return f"{d['x_peak']:.3f} / {d['attainment']:.4f}{over}"
 
 
 def with_floors(policy: Policy, trace: traces.Trace, q: float, delay_s: float, headroom: float) -> Policy:
@@ -168,7 +206,31 @@ def cheapest(results: list[SimResult], level: float) -> SimResult | None:
     return min(ok, key=lambda r: r.cost_total_usd, default=None)
 
 
-def report(sc: Scenario, scales: tuple[float, ...]) -> None:
+def hk(h: float) -> str:
+    """A headroom as a results key (dots separate keys there): 0.3 -> h30."""
+    return f"h{round(h * 100)}"
+
+
+def summary(r: SimResult, peak: float) -> dict[str, float | int]:
+    """The figures of one run the docs quote."""
+    s = r.summary()
+    return {
+        "cost": round(s["cost_total_usd"], 2),
+        "x_peak": round(s["cost_total_usd"] / peak, 6),
+        "attainment": round(s["slo_attainment"], 6),
+        "attainment_time": round(s["slo_attainment_time"], 6),
+        "short": int(s["shortfall_steps"]),
+        "worst_pct": round(s["worst_shortfall"] * 100, 3),
+        "actions": int(s["scaling_actions"]),
+        "over": int(s["servers_over_budget"]),
+        "headroom": r.headroom if isinstance(r.headroom, float | int) else -1,
+    }
+
+
+def report(sc: Scenario, scales: tuple[float, ...], out: dict[str, object], full: bool = True) -> None:
+    """Print the scenario's runs and answers, and keep what the docs quote in `out` (its results).
+    `full=False` (--frontier-only) leaves out the `--compare` runs and the forecast x headroom search
+    (T1 then reads the policy forecast's frontier): a third of the replays."""
     t0 = time.process_time()
     runner = Runner(sc)
     tr = sc.trace
@@ -187,30 +249,55 @@ def report(sc: Scenario, scales: tuple[float, ...]) -> None:
         "over: server-ticks predicted over their latency budget"
     )
     print(HEADER)
-    for opts in compare_options(sc.policy, sc.base):
+    out["static_peak_cost"] = round(ref, 2)
+    out["forecast"] = sc.policy.scaling.forecast
+    out["compare"] = compare = {}
+    for opts in compare_options(sc.policy, sc.base) if full else []:
         r = runner.run(opts)
         print(row(r.label, r, ref))
+        compare[r.label] = summary(r, ref)
     print("  -- frontier: each planner over headroom " + ", ".join(f"{h:g}" for h in HEADROOMS))
     print(HEADER)
     fronts = {p: runner.frontier(p) for p in PLANNERS}
     for p, rs in fronts.items():
         for h, r in zip(HEADROOMS, rs):
             print(row(f"{p} headroom {h:g}", r, ref))
-    targets(runner, fronts, ref)
+    out["frontier"] = {p: {hk(h): summary(r, ref) for h, r in zip(HEADROOMS, rs)} for p, rs in fronts.items()}
+    out["sweep_table"] = sweep_table(fronts)
+    targets(runner, fronts, ref, out, full)
     extra = 0
     if scales and sc.name.startswith("ServeGen"):
-        extra = t2_scales(sc, scales, fronts["igniter"], fronts["gpulets"], ref)
-    plan_quality(sc)
+        extra = t2_scales(sc, scales, fronts["igniter"], fronts["gpulets"], ref, out)
+    out["plans"] = plan_quality(sc)
+    out["simulations"] = len(runner.results) + extra
+    out["cpu_seconds"] = round(time.process_time() - t0, 1)
     print(f"  ({len(runner.results) + extra} simulations, {time.process_time() - t0:.0f} s CPU)")
 
 
-def targets(runner: Runner, fronts: dict[str, list[SimResult]], peak: float) -> None:
-    search = runner.igniter_search()
+def sweep_table(fronts: dict[str, list[SimResult]]) -> list[str]:
+    """Each planner over headroom, cost $ / attainment: the markdown table docs/simulate.md embeds."""
+    lines = ["| headroom | " + " | ".join(PLANNERS) + " |", "| --- |" + " --- |" * len(PLANNERS)]
+    for i, h in enumerate(HEADROOMS):
+        cells = [f"{fronts[p][i].cost_total_usd:,.2f} / {fronts[p][i].attainment():.4f}" for p in PLANNERS]
+        lines.append(f"| {h:g} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def targets(
+    runner: Runner, fronts: dict[str, list[SimResult]], peak: float, out: dict[str, object], full: bool
+) -> None:
+    search = runner.igniter_search() if full else fronts["igniter"]
     ok = [r for r in search if r.attainment() >= 0.999]
     best = min(ok, key=lambda r: r.cost_total_usd, default=None)
     top = max(search, key=lambda r: (r.attainment(), -r.cost_total_usd))
     floor = oracle_floor(runner.sc, runner.sc.trace) / peak
     floor_q = oracle_floor(runner.sc, clipped(runner.sc.trace, FLOOR_QUANTILE)) / peak
+    t1: dict[str, object] = {"floor_x_peak": round(floor, 6), "floor_q_x_peak": round(floor_q, 6)}
+    t1["best"] = None if best is None else {"label": best.label, **summary(best, peak)}
+    t1["top"] = {"label": top.label, **summary(top, peak)}
+    out["t1"] = t1
+    out["t2_run_for_run"] = t2 = {}
+    out["t2_at_cost"] = t2c = {}
     print(
         f"  floor: a perfect forecast with no scale-down delay (oracle) costs {floor:.3f} x static peak; "
         f"{floor_q:.3f} x when each workload's rows above its {FLOOR_QUANTILE:g} quantile may fall short, "
@@ -240,14 +327,19 @@ def targets(runner: Runner, fronts: dict[str, list[SimResult]], peak: float) -> 
     )
     for p in PLANNERS[1:]:
         parts, wins = [], 0
+        t2[p] = {}
         for h, r in zip(HEADROOMS, fronts[p]):
             ig = cheapest(fronts["igniter"], r.attainment())
             wins += ig is not None and ig.cost_total_usd < r.cost_total_usd
+            t2[p][hk(h)] = (
+                None if ig is None else {"igniter_cost": round(ig.cost_total_usd, 2), "igniter_headroom": ig.headroom}
+            )
             parts.append(
                 f"h{h:g} {r.attainment():.4f} ${r.cost_total_usd:,.2f} vs "
                 + ("-" if ig is None else f"${ig.cost_total_usd:,.2f} (h{ig.headroom:g})")
             )
         verdict = "MET" if wins == len(HEADROOMS) else f"{wins} of {len(HEADROOMS)}"
+        t2[p]["wins"] = wins
         print(f"    vs {p:<8} {verdict}: " + "; ".join(parts))
     print(
         "  at equal cost (each baseline's frontier interpolated linearly at igniter's cost; '-' outside its range): "
@@ -255,12 +347,23 @@ def targets(runner: Runner, fronts: dict[str, list[SimResult]], peak: float) -> 
     )
     for p in PLANNERS[1:]:
         parts = []
+        t2c[p] = {}
         for h, r in zip(HEADROOMS, fronts["igniter"]):
             other = at_cost(fronts[p], r.cost_total_usd)
+            t2c[p][hk(h)] = {
+                "igniter": round(r.attainment(), 6),
+                "baseline": None if other is None else round(other, 6),
+            }
             parts.append(
                 f"h{h:g} ${r.cost_total_usd:,.2f} {r.attainment():.4f} vs " + ("-" if other is None else f"{other:.4f}")
             )
         print(f"    vs {p:<8} " + "; ".join(parts))
+        diffs = [d["igniter"] - d["baseline"] for d in t2c[p].values() if d["baseline"] is not None]
+        t2c[p]["compared"] = len(diffs)
+        t2c[p]["igniter_ahead"] = sum(d > 1e-9 for d in diffs)
+        t2c[p]["igniter_behind"] = sum(d < -1e-9 for d in diffs)
+        t2c[p]["most_ahead"] = round(max([0.0, *diffs]), 6)
+        t2c[p]["most_behind"] = round(max([0.0, *(-d for d in diffs)]), 6)
 
 
 def at_cost(results: list[SimResult], cost: float) -> float | None:
@@ -286,12 +389,21 @@ def oracle_floor(sc: Scenario, trace: traces.Trace) -> float:
 
 
 def t2_scales(
-    sc: Scenario, scales: tuple[float, ...], igniter: list[SimResult], gpulets: list[SimResult], peak: float
+    sc: Scenario,
+    scales: tuple[float, ...],
+    igniter: list[SimResult],
+    gpulets: list[SimResult],
+    peak: float,
+    out: dict[str, object],
 ) -> int:
     """T2 against gpulets with more rows deciding it: the trace replayed at other sizes (rates
     times each factor) moves every plan's rounding, so the few short rows of one replay are not the
     whole answer. At each igniter run's cost, gpulets' frontier is interpolated (at_cost). Returns
-    how many simulations it ran."""
+    how many simulations it ran; what the docs quote goes to `out` (a table, the counts)."""
+    table = [
+        "| trace size | " + " | ".join(f"headroom {h:g}" for h in SCALE_HEADROOMS) + " |",
+        "| --- |" + " --- |" * len(SCALE_HEADROOMS),
+    ]
     print(
         f"  T2 vs gpulets at other trace sizes (headroom {', '.join(f'{h:g}' for h in SCALE_HEADROOMS)}; "
         "x peak, igniter's attainment vs gpulets' at the same cost; + igniter ahead, - behind)"
@@ -320,8 +432,23 @@ def t2_scales(
                 + ("-" if other is None else f"{other:.4f} ({r.attainment() - other:+.4f})")
             )
         print(f"    x{f:g}: " + "; ".join(parts))
+        cells = [
+            f"{r.attainment():.4f} vs " + ("-" if (o := at_cost(gp, r.cost_total_usd)) is None else f"{o:.4f}")
+            for r in ig
+        ]
+        table.append(f"| x {f:g} | " + " | ".join(cells) + " |")
+    ahead, behind = sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs)
+    out["scales"] = {
+        "table": table,
+        "sizes": len(runs),
+        "compared": len(diffs),
+        "igniter_ahead": ahead,
+        "igniter_behind": behind,
+        "level": len(diffs) - ahead - behind,
+        "mean_difference": round(float(np.mean(diffs)), 6) if diffs else 0.0,
+        "one_row": round(1 / (len(sc.trace.times) * len(sc.trace.names)), 6),
+    }
     if diffs:
-        ahead, behind = sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs)
         print(
             f"    at equal cost igniter is ahead in {ahead}, behind in {behind}, level in {len(diffs) - ahead - behind} "
             f"of {len(diffs)}; mean difference {np.mean(diffs):+.5f} (one short row of one replay: "
@@ -340,7 +467,7 @@ class PlanScore:
     rate: float = 0.0  # summed planned rate over rows and workloads (req/s)
 
 
-def plan_quality(sc: Scenario) -> None:
+def plan_quality(sc: Scenario) -> dict[str, object]:
     """T2 without replay noise: every planner plans the same rates (PLAN_SAMPLES trace rows spread
     over the trace, times 1 + headroom); each plan is re-predicted as co-located (feasible_capacity)."""
     tr, h = sc.trace, sc.policy.scaling.headroom
@@ -393,6 +520,41 @@ def plan_quality(sc: Scenario) -> None:
             f"{p} costs more in {scores[p].dearer} and misses an SLO in {scores[p].short}" for p in PLANNERS[1:]
         )
     )
+    return {
+        "rows": len(rows),
+        "rate_factor": 1 + h,
+        "fallbacks": fallbacks,
+        "table": plan_table(scores),
+        **{
+            p: {
+                "cost": round(s.cost, 2),
+                "x_igniter": round(s.cost / ref, 6),
+                "capacity_per_rate": round(s.capacity / max(s.rate, 1e-9), 6),
+                "missing_slo": s.short,
+                "dearer": s.dearer,
+                "cheaper_meeting": s.beats,
+            }
+            for p, s in scores.items()
+        },
+    }
+
+
+def plan_table(scores: dict[str, PlanScore]) -> list[str]:
+    """The plan-by-plan table docs/simulate.md embeds."""
+    ref = scores["igniter"].cost
+    lines = [
+        "| planner | $/h summed | x igniter | capacity/rate | plans missing an SLO | dearer than igniter's "
+        "| cheaper and meeting every SLO |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for p, s in scores.items():
+        first = p == "igniter"
+        lines.append(
+            f"| {'exact (MILP)' if p == 'exact' else p} | {s.cost:,.2f} | {s.cost / ref:.3f} | "
+            f"{s.capacity / max(s.rate, 1e-9):.3f} | {s.short} | {'-' if first else s.dearer} | "
+            f"{'-' if first else s.beats} |"
+        )
+    return lines
 
 
 def main() -> None:
@@ -412,6 +574,11 @@ def main() -> None:
         "--scales",
         default=",".join(f"{f:g}" for f in SCALES),
         help="ServeGen sizes for T2 against gpulets, comma-separated ('' to skip)",
+    )
+    ap.add_argument(
+        "--frontier-only",
+        action="store_true",
+        help="servegen/azure: no --compare runs (servegen_compare.py makes ServeGen's) and no forecast search",
     )
     args = ap.parse_args()
     scales = tuple(float(x) for x in args.scales.split(",") if x.strip())
@@ -433,8 +600,20 @@ def main() -> None:
         return
     if args.only in (None, "rollout"):
         rollout.report(args.quick)
-    for sc in scenarios(args.quick, args.only):
-        report(sc, scales)
+    for group in ("servegen", "azure"):
+        if args.only not in (None, group):
+            continue
+        command = (
+            f"python benchmarks/simulate_quality.py --only {group}"
+            + (f" --scales '{args.scales}'" if group == "servegen" else "")
+            + " --frontier-only" * args.frontier_only
+        )
+        res = Results(f"simulate_quality_{group}" + ("_quick" if args.quick else ""), command + " --quick" * args.quick)
+        res.doc["scenarios"] = {}
+        for sc in scenarios(args.quick, group):
+            report(sc, scales, res.doc["scenarios"].setdefault(sc.slug, {"name": sc.name}), not args.frontier_only)
+        azure_table(res)
+        res.write()
 
 
 if __name__ == "__main__":

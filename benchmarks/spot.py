@@ -176,6 +176,11 @@ def plans(args: argparse.Namespace) -> None:
         for f, (r, w) in ratios.items():
             out.figure(f"{name}_floor_{f:g}", r)
             out.figure(f"{name}_floor_{f:g}_whole", w)
+            key = f"{name.replace(' ', '_')}_floor{round(f * 100)}"  # a key the docs' markers can name
+            out.figure(key, r)
+            out.figure(f"{key}_whole", w)
+    for f in floors:
+        out.figure(f"blend_floor{round(f * 100)}", f + (1 - f) * args.ratio)
     print("blend (floor + (1 - floor) x ratio): " + "  ".join(f"{f + (1 - f) * args.ratio:.3f}" for f in floors))
     print(f"{time.perf_counter() - started:.1f} s on {platform.node()} ({platform.machine()})")
     order = sorted(floors)

@@ -86,15 +86,62 @@ def test_embedded_tables_equal_their_results() -> None:
             assert m["body"].splitlines() == want, f"{path.name}: {m['file']}:{m['key']}"
 
 
-# A figure-like number: two or more decimals, not part of a version, a path or an identifier.
-DECIMALS = re.compile(r"(?<![\w.\-/])\d+\.\d{2,}(?![\w.]*[/\w])")
+# A figure-like number, not part of a version, a path or an identifier: two or more decimals
+# (`dec`), a dollar amount (`usd`), or an integer or one-decimal number followed by a unit (`num`,
+# `unit`: 65.8 %, 257 s, 0.8 x, 934 MB, 40.97 $/h).
+NUMBER = r"\d[\d,]*(?:\.\d+)?"
+UNIT = r"(?:%|x(?![\w-])|ms\b|µs\b|s\b|min\b|MB\b|GB\b|req/s|instance-hours\b|\$/h)"
+FIGURE_LIKE = re.compile(
+    rf"(?<![\w.\-/$])(?:\$(?P<usd>{NUMBER})|(?P<num>{NUMBER}) (?P<unit>{UNIT})|(?P<dec>\d+\.\d{{2,}}))(?![\w.]*[/\w])"
+)
+# A number with a unit near one of these words is not a result of this project: a setting ("a
+# 180 s boot", "headroom 0.4", "every 30 s", "the default 10 %", "spot at 35 %", "60 s rows"), a bound a test
+# asserts ("at most 0.5 %", "within 5 points"), a window ("the next 5 s"), a load a test applies
+# ("a steady 400 req/s load") or a published figure ("the published model: about 3.5 %").
+NOT_A_RESULT = re.compile(
+    r"\b(boots?|boot_s|ticks?|interval|delay|window|headroom|SLO|budget|target|default|limit|timeout|"
+    r"warning|price|floor|cap|every|tolerance|spot|published|within|most|least|next|load|steady|rows|means)\b",
+    re.I,
+)
+
+
+def is_setting(part: str, m: re.Match[str]) -> bool:
+    """Code, a backticked setting's value, a version, a multiplier, or a number with a unit among
+    NOT_A_RESULT's words (four words before it, three after). Numbers with two or more decimals
+    and dollar amounts are always results here."""
+    before = part[: m.start()]
+    if before.count("`") % 2 or before.rstrip().endswith("`"):  # code, or a setting's value
+        return True
+    if before.split()[-1:] in (["Python"], ["Terraform"], ["Ubuntu"], ["Debian"]):  # a version
+        return True
+    if not m["unit"] or ("." in m["num"] and len(m["num"].split(".")[1]) > 1):
+        return False
+    if before.split()[-1:] == ["x"]:  # a multiplier: "rates x 1.4", "59 rows x 100 x 1.5"
+        return True
+    words = re.compile(r"[\w'-]+")
+    near = " ".join(words.findall(before)[-4:] + words.findall(part[m.end() :])[:3])
+    return bool(NOT_A_RESULT.search(near))
+
+
+def unmarked_figures(part: str) -> list[str]:
+    """The figure-like numbers of `part` (a paragraph) that no marker follows and that are not
+    settings: each with the line it sits on."""
+    out = []
+    for m in FIGURE_LIKE.finditer(part):
+        if is_setting(part, m) or part[m.end() :].lstrip().startswith("<!-- = "):
+            continue
+        if m["num"] and part[m.start() + len(m["num"]) :].lstrip().startswith("<!-- = "):
+            continue
+        line = part[: m.start()].rsplit("\n", 1)[-1] + part[m.start() :].split("\n", 1)[0]
+        out.append(f"{m.group().strip()}: {line.strip()}")
+    return out
 
 
 def near_marked_figures(text: str) -> list[str]:
     """The paragraphs of `text` that quote a results file: those holding a marker, and those right
     before and after a table block (they describe it)."""
     out = []
-    parts = re.split(r"\n\s*\n", text)
+    parts = re.split(r"\n\s*\n|\n(?=\s*(?:[-*]|\d+\.) )", text)  # paragraphs, and each list item
     for i, part in enumerate(parts):
         after_table = i > 0 and parts[i - 1].rstrip().endswith("<!-- /table -->")
         before_table = i + 1 < len(parts) and parts[i + 1].lstrip().startswith("<!-- table")
@@ -104,28 +151,72 @@ def near_marked_figures(text: str) -> list[str]:
 
 
 def test_no_unmarked_figure_beside_marked_ones() -> None:
-    """A paragraph that quotes a results file (or introduces or follows an embedded table) quotes every
-    two-decimal figure of it from one: a number left unmarked beside marked ones would go stale
-    unseen, as the prose around the ServeGen table once did. Table blocks themselves are checked
-    whole above."""
+    """A paragraph that quotes a results file (or introduces or follows an embedded table) quotes
+    every figure of it from one: a number left unmarked beside marked ones would go stale unseen,
+    as the prose around the ServeGen table once did. Table blocks themselves are checked whole
+    above."""
     for path in DOCS:
         text = TABLE.sub("<!-- table --><!-- /table -->", path.read_text())  # its lines are checked above
         for part in near_marked_figures(text):
-            for m in DECIMALS.finditer(part):
-                before = part[: m.start()]
-                if before.count("`") % 2 or before.rstrip().endswith("`"):  # code, or a setting's value
-                    continue
-                if not part[m.end() :].lstrip().startswith("<!-- = "):
-                    line = part[: m.start()].rsplit("\n", 1)[-1] + part[m.start() :].split("\n", 1)[0]
-                    pytest.fail(f"{path.name}: unmarked {m.group()} beside marked figures: {line.strip()}")
+            found = unmarked_figures(part)
+            assert not found, f"{path.name}: unmarked figure beside marked ones: {found[0]}"
+
+
+PLANTED = (
+    "igniter costs 1,293.69<!-- = simulate_example.json:figures.cost_usd --> in all; it saved {} against the "
+    "oracle's whole replay.\nAt headroom 0.4, a 180 s boot, rates x 1.4 and ticks every 30 s (the default 10 % "
+    "of the fleet) on A100 80GB GPUs, Python 3.11."
+)
+
+
+@pytest.mark.parametrize(
+    ("figure", "caught"),
+    [
+        ("65.8 %", "65.8 %"),
+        ("12 %", "12 %"),
+        ("0.8 x", "0.8 x"),
+        ("257 s of CPU", "257 s"),
+        ("$1,084", "$1,084"),
+        ("3.51 more", "3.51"),
+        ("934 MB", "934 MB"),
+        ("4.6 ms", "4.6 ms"),
+    ],
+)
+def test_a_planted_stale_figure_is_caught(figure: str, caught: str) -> None:
+    """The rule itself: a one-decimal or whole figure with a unit, a dollar amount or a two-decimal
+    number beside a marked one is reported; the settings around it are not."""
+    assert unmarked_figures(PLANTED.format("nothing")) == []
+    found = unmarked_figures(PLANTED.format(figure))
+    assert [f.split(": ")[0] for f in found] == [caught]
+
+
+def test_settings_and_marked_figures_pass() -> None:
+    for text in (
+        "a 180 s boot<!-- = a.json:b -->",
+        "`headroom` 0.4 and `max_surge` 0.25 give 2<!-- = a.json:b --> short rows",
+        "the 0.5 x target<!-- = a.json:b -->",
+        "cost 0.81<!-- = a.json:b --> x peak and 12.5<!-- = a.json:c --> %",
+        "Python 3.11 on A100 80GB, see docs/x.md and v1.2.3<!-- = a.json:b -->",
+    ):
+        assert unmarked_figures(text) == [], text
 
 
 def test_the_docs_quote_results() -> None:
     """The convention is in use, so a broken regex cannot pass silently: README's install sizes and
-    planner figures, docs/planner.md's tables, docs/simulate.md's console example."""
+    planner figures, docs/planner.md's tables, docs/simulate.md's console example, quality tables,
+    rollout, idle-share and speed figures."""
     assert {m["file"] for _, m in figures()} >= {"install_size.json", "plan_quality.json", "model_accuracy.json"}
     tables = {m["file"] for p in DOCS for m in TABLE.finditer(p.read_text())}
-    assert tables >= {"plan_quality.json", "plan_scale.json", "simulate_example.json", "servegen_compare.json"}
+    assert tables >= {
+        "plan_quality.json",
+        "plan_scale.json",
+        "simulate_example.json",
+        "servegen_compare.json",
+        "simulate_quality_servegen.json",
+        "simulate_quality_azure.json",
+        "mig_vs_parvagpu.json",
+    }
+    assert {m["file"] for _, m in figures()} >= {"rollout.json", "idle_share.json", "simulate_speed.json"}
 
 
 def test_every_transition_is_in_the_table() -> None:
