@@ -59,3 +59,43 @@ def test_a_launch_that_started_a_member_ticks_again_after_warm_boot_s(make_polic
         wakes[label] = (report.outcome.warm_starts, report.wake_at - (t0 + 3600))
     assert wakes["pool"][0] > 0 and wakes["pool"][1] == pytest.approx(45.0)
     assert wakes["none"] == (0, pytest.approx(180.0))
+
+
+def test_scale_in_refills_the_pool_with_the_instances_it_retires(make_policy):
+    """reuse_on_scale_in (EC2 Auto Scaling's ReuseOnScaleIn): after each burst the plan retires
+    instances; those stopped into the pool refill it, so fewer members are launched (each warming
+    up at the full price) and the pool costs less, with the same bursts covered as well."""
+    runs = {}
+    for reuse in (True, False):
+        pool = {"size": 2, "reuse_on_scale_in": reuse}
+        runs[reuse] = simulate(make_policy(scaling={"headroom": 0.2, "burst": False, "warm_pool": pool}), bursty(8))
+    on, off = runs[True], runs[False]
+    assert off.warm_pool_returns == 0 and on.warm_pool_returns > 0
+    assert on.warm_starts >= off.warm_starts > 0  # returned instances are started for later bursts
+    assert on.warm_pool_cost_usd < off.warm_pool_cost_usd
+    assert on.cost_total_usd < off.cost_total_usd
+    assert on.summary()["shortfall_steps"] <= off.summary()["shortfall_steps"]
+
+
+def test_a_returned_instance_is_billed_as_a_fleet_instance_then_at_its_volumes_price():
+    """The simulated provider's pool_return: the instance's fleet life ends (kept in the bill), a
+    stopped spell begins at the volumes' price, and a later claim starts it again under a new slot."""
+    from autoscaler.fleet.base import POOL_MEMBER, TAG_POOL
+    from autoscaler.fleet.sim import SimProvider
+    from autoscaler.sim.engine import SimClock
+
+    clock = SimClock(0.0)
+    p = SimProvider("f", clock, {"g5": 3.6}, boot_s=180.0, stopped_price_per_hour=0.036)
+    inst = p.launch("f-g5-1", "g5", 1)
+    clock.t = 3600.0
+    p.pool_return(inst.id, "pool-f-1")
+    p.pool_return(inst.id, "pool-f-1")  # again: nothing more
+    assert [m.id for m in p.pool_members()] == [inst.id] and p.pool_members()[0].state == "stopped"
+    assert p.pool_members()[0].tags[TAG_POOL] == POOL_MEMBER and not p.list_instances()
+    clock.t = 7200.0
+    assert p.cost_usd(7200.0) == pytest.approx(3.6 + 0.036) and p.pool_cost_usd(7200.0) == pytest.approx(0.036)
+    again = p.start_pooled(inst.id, "f-g5-2", "g5", 2)
+    assert again.id == inst.id and p.warm_starts == 1 and p.returned == 1
+    clock.t = 10800.0
+    assert p.cost_usd(10800.0) == pytest.approx(2 * 3.6 + 0.036)
+    assert p.instance_hours(10800.0) == {"g5": pytest.approx(2.0)}
