@@ -27,7 +27,7 @@ WARMING = ("pending", "running")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Wanted:
-    """One launch reconcile asks for, as the pool sees it."""
+    """One launch reconcile asks for (or one instance it retires: Retiring), as the pool sees it."""
 
     slot: str
     attempt: int
@@ -48,14 +48,9 @@ class PoolChanges:
         return not (self.launch or self.stop or self.terminate)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Retiring:
-    """An initialised instance the plan retires this tick (scale-in, after its drain)."""
-
-    slot: str
-    attempt: int
-    instance_type: str
-    capacity_type: str = ON_DEMAND
+# An initialised instance the plan retires this tick (scale-in, after its drain): the same facts
+# as a launch's, (slot, attempt) of one type and capacity type.
+Retiring = Wanted
 
 
 def returns(
