@@ -99,3 +99,23 @@ def test_a_returned_instance_is_billed_as_a_fleet_instance_then_at_its_volumes_p
     clock.t = 10800.0
     assert p.cost_usd(10800.0) == pytest.approx(2 * 3.6 + 0.036)
     assert p.instance_hours(10800.0) == {"g5": pytest.approx(2.0)}
+
+
+def test_rows_coarser_than_a_boot_are_scored_where_no_pool_can_help(make_policy):
+    """Why the pool buys nothing on ServeGen's 10-minute rows (docs/simulate.md "The warm pool"): a
+    row is scored at its first instant, where its jump begins, so only capacity planned before the
+    jump covers it; a started member (45 s) is as late there as a new instance (180 s). With a fixed
+    headroom the short rows are the same with and without a pool; the pool only shortens the time
+    short inside the rows (which headroom auto's feedback then spends on less headroom)."""
+    from autoscaler.sim.traces import Trace
+
+    fine = bursty(8)
+    rows = fine.rates["a"][::10]  # 10-minute rows: each jump is one whole row
+    coarse = Trace("coarse.csv", fine.times[::10], {"a": rows}, 600.0)
+    runs = {}
+    for size in (0, 2):
+        scaling = {"headroom": 0.2, "burst": False, "warm_pool": {"size": size}, "interval_s": 30}
+        runs[size] = simulate(make_policy(scaling=scaling), coarse)
+    assert runs[2].warm_starts > 0
+    assert runs[2].summary()["shortfall_steps"] == runs[0].summary()["shortfall_steps"] > 0
+    assert runs[2].summary()["slo_attainment_time"] > runs[0].summary()["slo_attainment_time"]
