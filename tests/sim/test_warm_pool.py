@@ -119,3 +119,32 @@ def test_rows_coarser_than_a_boot_are_scored_where_no_pool_can_help(make_policy)
     assert runs[2].warm_starts > 0
     assert runs[2].summary()["shortfall_steps"] == runs[0].summary()["shortfall_steps"] > 0
     assert runs[2].summary()["slo_attainment_time"] > runs[0].summary()["slo_attainment_time"]
+
+
+def test_a_pool_the_scale_in_never_refills_is_refilled_by_launches_after_refill_delay_s(make_policy):
+    """Traffic that steps up and stays up retires nothing: the members it started are replaced by
+    launches, but only refill_delay_s after the start (until then a scale-in could have refilled
+    the pool with no warm-up)."""
+    import numpy as np
+
+    from autoscaler.sim.engine import Replay, SimOptions, default_plan_fn
+    from autoscaler.sim.traces import Trace
+
+    rows = np.concatenate([np.full(60, 300.0), np.full(120, 1500.0)])  # up at 1 h, for good
+    trace = Trace("step.csv", np.arange(len(rows)) * 60.0, {"a": rows}, 60.0)
+    pool = {"size": 2, "refill_delay_s": 1800}
+    policy = make_policy(scaling={"headroom": 0.2, "burst": False, "warm_pool": pool, "fast_path": {"enabled": False}})
+    replay = Replay(policy, trace, SimOptions(), default_plan_fn(policy))
+    replay.warm_start()
+    for t in (60.0, 300.0):  # the pool is filled, then its members stopped
+        replay.tick(t)
+    assert len(replay.provider.pool_members()) == 2
+    started = replay.tick(3600.0 + 60.0).outcome.warm_starts
+    assert started > 0
+    left = 2 - started
+    for t in np.arange(3720.0, 3660.0 + 1800.0, 60.0):  # within refill_delay_s: no launch
+        replay.tick(float(t))
+        assert len(replay.provider.pool_members()) == left
+    for t in (3660.0 + 1800.0, 3660.0 + 1860.0):  # past it: launched again
+        replay.tick(t)
+    assert len(replay.provider.pool_members()) == 2 and replay.provider.returned == 0
