@@ -6,7 +6,8 @@ tuned for the pool: `auto`'s rule and warm_boot_s (45 s) are the documented defa
 
 Writes benchmarks/results/warm_pool.json after each trace (a run stopped early keeps the traces
 it finished): per trace and run, attainment, short rows and cost per half and over the whole
-trace, with warm_starts and warm_pool_cost_usd, and the machine. Takes about as long as two
+trace, with warm_starts, warm_pool_returns (reuse on scale-in) and warm_pool_cost_usd, and the
+machine. Takes about as long as two
 `--only attainment` replays of each trace (ServeGen's 1-minute rows dominate).
 """
 
@@ -40,6 +41,7 @@ def parts(r: SimResult, case: Case) -> dict[str, Any]:
         out[part] = {"attainment": round(s.attainment, 6), "short_rows": s.short, "cost_usd": round(s.cost, 2)}
     out["warm_starts"] = r.warm_starts
     out["warm_pool_cost_usd"] = round(r.warm_pool_cost_usd, 2)
+    out["warm_pool_returns"] = r.warm_pool_returns
     out["launches"] = r.launches
     return out
 
@@ -62,7 +64,10 @@ def report_case(case: Case) -> dict[str, Any]:
                 f"    {part:<12} {label:<15} attain {p['attainment']:.5f}  {p['short_rows']:>4} short  "
                 f"cost ${p['cost_usd']:,.2f}"
             )
-        print(f"    {label}: warm starts {o['warm_starts']}, pool cost ${o['warm_pool_cost_usd']:,.2f}")
+        print(
+            f"    {label}: warm starts {o['warm_starts']}, returns {o['warm_pool_returns']}, "
+            f"pool cost ${o['warm_pool_cost_usd']:,.2f}"
+        )
     return out
 
 

@@ -84,7 +84,8 @@ class WarmPoolConfig(Frozen):
     Scaling's warm pool of stopped instances is the model. A stopped instance costs only its EBS
     volume: volume_gb x price_per_gb_month (gp3's list price by default) / 730 h. Sized per type;
     `auto`: the most instances of the type launched within one boot_s over the last day, fleet
-    bring-up excepted (docs/operations.md "Warm pool")."""
+    bring-up excepted (docs/operations.md "Warm pool"). With `reuse_on_scale_in` (on by default) a
+    retiring instance refills the pool instead of a launch that would warm up at the full price."""
 
     size: Annotated[int | Literal["auto"], BeforeValidator(_pool_size)] = Field(
         default=0, description="stopped instances kept per type: a count, or auto (from the last day's bursts)"
@@ -103,6 +104,16 @@ class WarmPoolConfig(Frozen):
     )
     price_per_gb_month: Annotated[float, Field(ge=0, le=100, strict=True)] = Field(
         default=0.08, description="$ per GB-month of a stopped instance's volumes (gp3 in us-east-1)"
+    )
+    reuse_on_scale_in: bool = Field(
+        default=True,
+        description="stop an on-demand instance the plan retires into its type's pool while the pool is below "
+        "its target, instead of terminating it (EC2 Auto Scaling's ReuseOnScaleIn)",
+    )
+    refill_delay_s: Delay = Field(
+        default=1800.0,
+        description="with reuse_on_scale_in: a type's pool is refilled by launches only this long after it last "
+        "gave a member (until then the scale-in after the burst refills it)",
     )
 
     @model_validator(mode="after")

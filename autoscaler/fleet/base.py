@@ -231,7 +231,10 @@ class WarmPool(Protocol):
     - `start_pooled(member_id, slot, ...)` claims the member for (slot, attempt) -- its tags first,
       then StartInstances -- and returns it as a fleet instance. An instance already claimed for
       (slot, attempt) is returned (started if a crash left it stopped), so a repeated call never
-      starts a second one; a member that is gone or no longer stopped falls back to `launch`.
+      starts a second one; a member that is gone or no longer stopped falls back to `launch`;
+    - `pool_return(id, name)` takes a retiring fleet instance into the pool instead of terminating
+      it (EC2 Auto Scaling's ReuseOnScaleIn): re-tagged as member `name` (CreateTags), then
+      stopped. Again on a member already: only the stop, which is a no-op once stopping.
     Termination of a member is `terminate`, as for any fleet instance."""
 
     def pool_members(self) -> list[Instance]: ...
@@ -243,6 +246,8 @@ class WarmPool(Protocol):
     def start_pooled(
         self, member_id: str, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0
     ) -> Instance: ...
+
+    def pool_return(self, instance_id: str, name: str) -> None: ...
 
 
 def pool_of(provider: object) -> WarmPool | None:

@@ -10,8 +10,11 @@ Ownership and idempotency are by tag and request token, as for launches:
 - a claim writes the slot's tags and `igniter:pool=claimed` (CreateTags) before StartInstances, so a
   crash between the two leaves an instance that names its slot and attempt: the next launch of that
   slot and attempt finds it and starts it, instead of starting another member or launching anew;
+- a retiring instance returned to the pool (ReuseOnScaleIn) is re-tagged as a member (a pool name as
+  its slot, `igniter:pool=member`) before StopInstances, so a crash between the two leaves a running
+  member, which the next refill stops (or terminates, over the target) like any warming one;
 - StopInstances and StartInstances of an instance in the state asked for are no-ops, and only an
-  instance carrying this fleet's tag is ever stopped or started.
+  instance carrying this fleet's tag is ever stopped, started or re-tagged.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class Ec2WarmPool:
     fleet: str
     client: Any
     after_claim: Callable[[str], None] | None = None  # test-only: a crash point between claim and start
+    after_return: Callable[[str], None] | None = None  # test-only: a crash point between re-tag and stop
 
     def launch(self, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0) -> Instance:
         raise NotImplementedError
@@ -118,6 +122,18 @@ class Ec2WarmPool:
         self._call("start_instances", InstanceIds=[member_id])
         merged = [{"Key": k, "Value": v} for k, v in {**tags, **new}.items()]
         return self._to_instance({**raw, "Tags": merged, "State": {"Name": "pending"}})
+
+    def pool_return(self, instance_id: str, name: str) -> None:
+        raw = self._owned(instance_id)
+        if raw is None:
+            return
+        if _tags(raw).get(TAG_POOL) != POOL_MEMBER:  # re-tagged first: a crash before the stop leaves a member
+            new = {**fleet_tags(self.fleet, name, 0, 0), TAG_POOL: POOL_MEMBER, "Name": name}
+            self._call("create_tags", Resources=[instance_id], Tags=[{"Key": k, "Value": v} for k, v in new.items()])
+            if self.after_return is not None:
+                self.after_return(instance_id)
+        if raw.get("State", {}).get("Name") in ("pending", "running"):
+            self._call("stop_instances", InstanceIds=[instance_id])
 
     # -- helpers ----------------------------------------------------------------------------------
     def _started(self, raw: dict[str, Any]) -> Instance:

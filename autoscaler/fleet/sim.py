@@ -76,6 +76,9 @@ class SimProvider:
     warm_boot_s: float = 45.0  # a claimed warm-pool member's start
     stopped_price_per_hour: float = 0.0  # a stopped member's volumes
     warm_starts: int = 0
+    returned: int = 0  # retiring instances stopped into the pool instead of terminated
+    spells: int = 0
+    _spells: dict[str, str] = field(default_factory=dict)  # member id -> its current spell's key in lifetimes
     _pool: dict[str, Instance] = field(default_factory=dict)  # members not claimed
     _pool_names: dict[str, str] = field(default_factory=dict)  # member name -> id
     _boots: dict[str, float] = field(default_factory=dict)  # id -> its boot time, where not boot_s
@@ -171,19 +174,16 @@ class SimProvider:
             tags=tags,
         )
         self._pool[inst.id], self._pool_names[name] = inst, inst.id
-        self.lifetimes[f"{inst.id}/warming"] = Lifetime(instance_type, self.prices[instance_type], now, slot=name)
+        self._spell(inst, now)
         return inst
 
     def pool_stop(self, instance_id: str) -> None:
         m = self._pool.get(instance_id)
         if m is None or m.state in ("stopping", "stopped"):
             return
-        now = self.clock()
-        self.lifetimes[f"{m.id}/warming"].end = now
+        self._end_spell(m)
         self._pool[m.id] = replace(m, state="stopped")
-        self.lifetimes[f"{m.id}/stopped"] = Lifetime(
-            m.instance_type, self.stopped_price_per_hour, now, slot=m.slot, stopped=True
-        )
+        self._spell(self._pool[m.id], self.clock())
 
     def start_pooled(
         self, member_id: str, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0
@@ -213,10 +213,36 @@ class SimProvider:
         self.warm_starts += 1
         return inst
 
+    def pool_return(self, instance_id: str, name: str) -> None:
+        """A retiring fleet instance joins the pool as member `name`, stopped at once (its fleet
+        life's bill ends, a stopped spell begins); a member already: nothing to do."""
+        inst = self._live.pop(instance_id, None)
+        if inst is None:
+            return
+        now = self.clock()
+        self._by_key.pop((inst.tags[TAG_SLOT], inst.tags[TAG_ATTEMPT]), None)
+        self._boots.pop(instance_id, None)
+        life = self.lifetimes.pop(instance_id)
+        life.end = now
+        self.returned += 1
+        self.lifetimes[f"{instance_id}@{self.returned}"] = life  # its fleet life, kept under a key of its own
+        tags = {**fleet_tags(self.fleet, name, 0, 0), TAG_POOL: POOL_MEMBER}
+        member = replace(inst, slot=name, state="stopped", plan_generation=0, attempt=0, tags=tags)
+        self._pool[instance_id], self._pool_names[name] = member, instance_id
+        self._spell(member, now)
+
+    def _spell(self, member: Instance, now: float) -> None:
+        """A member's spell in the pool begins: warming (at the full price) or stopped (volumes)."""
+        stopped = member.state == "stopped"
+        price = self.stopped_price_per_hour if stopped else self.prices[member.instance_type]
+        self.spells += 1
+        key = f"{member.id}/{'stopped' if stopped else 'warming'}/{self.spells}"
+        self.lifetimes[key] = Lifetime(member.instance_type, price, now, slot=member.slot, stopped=stopped)
+        self._spells[member.id] = key
+
     def _end_spell(self, member: Instance) -> None:
-        """A member leaves the pool (claimed or terminated): its current spell's bill ends."""
-        spell = self.lifetimes[f"{member.id}/{'stopped' if member.state == 'stopped' else 'warming'}"]
-        spell.end = self.clock()
+        """A member leaves the pool (claimed or terminated) or stops: its current spell's bill ends."""
+        self.lifetimes[self._spells.pop(member.id)].end = self.clock()
 
     def pool_cost_usd(self, until: float) -> float:
         """What the pool's members cost while they warmed up and while they were stopped."""

@@ -51,6 +51,7 @@ class Outcome:
     errors: dict[str, int] = field(default_factory=dict)  # kind -> count, for metrics
     notes: list[str] = field(default_factory=list)  # decisions the tick report shows (backoff, quarantine)
     warm_started: list[tuple[str, int]] = field(default_factory=list)  # (slot, attempt) that started a pool member
+    pool_returns: int = 0  # retiring instances stopped into the warm pool instead of terminated
 
     @property
     def warm_starts(self) -> int:
@@ -270,11 +271,16 @@ class Actuator:
             self.tick,
             "terminate",
             a.slot,
-            {"instance_id": a.instance_id, "reason": a.reason.value, "detail": a.detail},
+            {"instance_id": a.instance_id, "reason": a.reason.value, "detail": a.detail}
+            | ({"to_pool": a.to_pool} if a.to_pool else {}),
             self.clock(),
         )
+        pool = pool_of(self.provider) if a.to_pool else None
         try:
-            self.provider.terminate(a.instance_id)
+            if pool is not None and a.to_pool:
+                pool.pool_return(a.instance_id, a.to_pool)  # ReuseOnScaleIn: re-tagged, then stopped
+            else:
+                self.provider.terminate(a.instance_id)
         except ProviderError as exc:
             self.store.finish_action(aid, "failed", self.clock(), str(exc))
             self._provider_failed(f"terminate {a.slot} {a.instance_id}", exc)
@@ -282,7 +288,11 @@ class Actuator:
         faults.point("after_terminate")
         self._provider_ok()
         self.store.finish_action(aid, "done", self.clock())
-        self.outcome.done.append(f"terminate {a.slot} {a.instance_id} ({a.reason.value})")
+        if pool is not None:
+            self.outcome.pool_returns += 1
+            self.outcome.done.append(f"return {a.slot} {a.instance_id} to the warm pool as {a.to_pool}")
+        else:
+            self.outcome.done.append(f"terminate {a.slot} {a.instance_id} ({a.reason.value})")
 
 
 def quarantine(state: ControllerState, inst: Instance, reason: str, now: float) -> ControllerState:

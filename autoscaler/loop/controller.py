@@ -364,7 +364,8 @@ class Controller:
 
     def act(self, obs: Observation, actions: tuple[Any, ...], report: TickReport) -> Outcome:
         agent_gen = {s: st.assignment_generation or 0 for s, st in obs.statuses.items()}
-        actions = self.pool.assign(actions)  # a launch starts a warm-pool member where one is stopped
+        # a launch starts a stopped warm-pool member where there is one; a scale-in refills the pool
+        actions = self.pool.reuse(self.pool.assign(actions), self.state.quarantined)
         actuator = Actuator(
             store=self.store,
             provider=self.deps.provider,

@@ -35,6 +35,7 @@ POINTS = (
     "after_start",  # a warm-pool member claimed and started, nothing recorded
     "after_stop",  # a warm-pool member stopped
     "after_pool_launch",  # a warm-pool member launched, its intent not yet cleared
+    "after_return",  # a retiring instance re-tagged as a warm-pool member, not yet stopped
 )
 
 

@@ -86,6 +86,11 @@ class FencedProvider:
         faults.record("start_pooled", slot, token)
         return self._pool().start_pooled(member_id, slot, instance_type, plan_generation, attempt=attempt)
 
+    def pool_return(self, instance_id: str, name: str) -> None:
+        token = self.fence.check(f"pool return {instance_id}")
+        faults.record("pool_return", instance_id, token)
+        self._pool().pool_return(instance_id, name)
+
     def _pool(self) -> WarmPool:
         assert isinstance(self.inner, WarmPool), "the warm pool is only used where the provider has one"
         return self.inner

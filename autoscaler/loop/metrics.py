@@ -83,6 +83,11 @@ class Metrics:
         self.warm_starts = Counter(
             "igniter_warm_starts", "Launches that started a stopped warm-pool member (scaling.warm_pool)", registry=r
         )
+        self.pool_returns = Counter(
+            "igniter_warm_pool_returns",
+            "Retiring instances stopped into the warm pool instead of terminated (reuse_on_scale_in)",
+            registry=r,
+        )
         self.pool_members = Gauge(
             "igniter_warm_pool_members",
             "Warm-pool members by state (pending, running, stopped, ...)",
@@ -142,6 +147,7 @@ class Metrics:
             self.errors.labels(kind).inc(n)
         self.surge.set(len(report.surge_slots))
         self.warm_starts.inc(report.outcome.warm_starts)
+        self.pool_returns.inc(report.outcome.pool_returns)
         if report.warm_pool is not None:  # a fast tick does not look at the pool: the gauges stay
             _reset(self.pool_members, {(k,): float(n) for k, n in report.warm_pool.members.items()})
             _reset(self.pool_target, {(k,): float(n) for k, n in report.warm_pool.target.items()})

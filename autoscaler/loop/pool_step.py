@@ -13,13 +13,23 @@ WarmPool), and a stop is idempotent.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.fleet.warm_pool import Wanted, assign, pooled_types, refill, targets
-from autoscaler.core.rollout.actions import Launch
+from autoscaler.core.fleet.lifecycle import Reason, State
+from autoscaler.core.fleet.warm_pool import (
+    Retiring,
+    Wanted,
+    assign,
+    pooled_types,
+    refill,
+    refill_waits,
+    returns,
+    targets,
+)
+from autoscaler.core.rollout.actions import Launch, Terminate
 from autoscaler.fleet.base import Instance, ProviderError, WarmPool, pool_of
 from autoscaler.loop import faults
 from autoscaler.loop.actuator import Outcome
@@ -28,6 +38,7 @@ from autoscaler.transport.base import Transport, TransportError
 
 log = logging.getLogger(__name__)
 STORE_KEY = "warm_pool"
+RETURNABLE = (State.READY, State.DRAINING)  # initialised and serving until now: what a pool member is
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +48,10 @@ class PoolReport:
     target: dict[str, int] = field(default_factory=dict)
     members: dict[str, int] = field(default_factory=dict)  # state -> count
     started: int = 0  # launches that started a member this tick
+    returned: int = 0  # retiring instances stopped into the pool this tick (instead of terminated)
 
     def to_json(self) -> dict[str, Any]:
-        return {"target": self.target, "members": self.members, "started": self.started}
+        return {"target": self.target, "members": self.members, "started": self.started, "returned": self.returned}
 
 
 @dataclass
@@ -77,9 +89,49 @@ class PoolStep:
             if isinstance(a, Launch)
         ]
         given = assign(wanted, self.members())
+        if given:  # when each type last gave a member: its refill waits for the scale-in (refill_waits)
+            book, kinds = self._book(), {(w.slot, w.attempt): w.instance_type for w in wanted}
+            book["claimed"] = {**book.get("claimed", {}), **{kinds[k]: self.clock() for k in given}}
+            self.store.put(STORE_KEY, book)
         return tuple(
             replace(a, pooled=given[(a.slot, a.attempt)])
             if isinstance(a, Launch) and (a.slot, a.attempt) in given
+            else a
+            for a in actions
+        )
+
+    def reuse(self, actions: tuple[Any, ...], quarantined: Collection[str] = ()) -> tuple[Any, ...]:
+        """Reconcile's scale-in terminations of initialised on-demand instances, each given a
+        member name where its type's pool is below target: stopped into the pool instead."""
+        ends = [
+            a for a in actions if isinstance(a, Terminate) and a.reason is Reason.SCALE_IN and a.attempt is not None
+        ]
+        if self.pool is None or not ends or not self.policy.scaling.warm_pool.reuse_on_scale_in:
+            return actions
+        recs = {r.key: r for r in self.store.open_records() if r.state in RETURNABLE}
+        retiring = [
+            Retiring(slot=r.slot, attempt=r.attempt, instance_type=r.instance_type, capacity_type=r.capacity_type)
+            for a in ends
+            if (r := recs.get((a.slot, a.attempt or 0))) is not None
+            and a.instance_id == r.instance_id
+            and a.instance_id not in quarantined
+        ]
+        book, now = self._book(), self.clock()
+        pending: dict[str, int] = {}
+        for itype in book["pending"].values():
+            pending[itype] = pending.get(itype, 0) + 1
+        claimed = {a.pooled for a in actions if isinstance(a, Launch) and a.pooled}
+        keys = returns(self._want(now), self.members(), claimed, retiring, pending)
+        if not keys:
+            return actions
+        names = {}
+        for key in keys:
+            book["seq"] += 1
+            names[key] = f"pool-{self.policy.fleet}-{book['seq']}"
+        self.store.put(STORE_KEY, book)  # a name is never given twice, even after a crash
+        return tuple(
+            replace(a, to_pool=names[(a.slot, a.attempt)])
+            if isinstance(a, Terminate) and (a.slot, a.attempt) in names
             else a
             for a in actions
         )
@@ -91,10 +143,12 @@ class PoolStep:
             return None
         self._members = None  # after act: the members just claimed are gone
         members, now = self.members(), self.clock()
-        sc = self.policy.scaling
-        want = targets(sc.warm_pool, self._types(), self._launches(now), now, sc.boot_s, self.store.first_launch())
+        want = self._want(now)
         ready = frozenset(m.id for m in members if m.state == "running" and self._initialised(m))
-        changes = refill(want, members, ready, now=now, timeout_s=self.policy.provider.ready_timeout_s)
+        cfg = self.policy.scaling.warm_pool
+        delay = cfg.refill_delay_s if cfg.reuse_on_scale_in else 0.0
+        waiting = refill_waits(self._book().get("claimed", {}), now, delay)
+        changes = refill(want, members, ready, now=now, timeout_s=self.policy.provider.ready_timeout_s, waiting=waiting)
         for iid in changes.stop:
             self._call(outcome, f"pool stop {iid}", lambda iid=iid: pool.pool_stop(iid), "after_stop")
         for iid in changes.terminate:
@@ -103,7 +157,15 @@ class PoolStep:
         counts: dict[str, int] = {}
         for m in members:
             counts[m.state] = counts.get(m.state, 0) + 1
-        return PoolReport(target=want, members=counts, started=outcome.warm_starts)
+        return PoolReport(target=want, members=counts, started=outcome.warm_starts, returned=outcome.pool_returns)
+
+    def _want(self, now: float) -> dict[str, int]:
+        sc = self.policy.scaling
+        return targets(sc.warm_pool, self._types(), self._launches(now), now, sc.boot_s, self.store.first_launch())
+
+    def _book(self) -> dict[str, Any]:
+        book: dict[str, Any] = self.store.get(STORE_KEY, {"seq": 0, "pending": {}})
+        return book
 
     def _types(self) -> tuple[str, ...]:
         return pooled_types(self.policy.scaling.warm_pool, [t.name for t in self.policy.instance_types])
@@ -127,7 +189,7 @@ class PoolStep:
 
     def _launch(self, pool: WarmPool, types: Sequence[str], outcome: Outcome) -> None:
         """Pending names first (a crash left them unanswered), then new ones; intent first."""
-        book = self.store.get(STORE_KEY, {"seq": 0, "pending": {}})
+        book = self._book()
         todo, names = list(types), []
         for name, itype in sorted(book["pending"].items()):
             if itype in todo:  # unanswered last time: the same name, so the same instance if it was launched

@@ -52,6 +52,7 @@ def make_provider(policy: Policy, state_path: Path, clock: Callable[[], float] =
         _check_templates(policy)
         ec2 = Ec2Provider(policy.fleet, cfg)
         ec2.after_claim = lambda _id: faults.point("after_claim")
+        ec2.after_return = lambda _id: faults.point("after_return")
         return ec2
     from autoscaler.fleet.local import LocalProvider, fake_mig_flags
 

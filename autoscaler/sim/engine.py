@@ -386,6 +386,7 @@ def simulate(
         fast_ticks=replay.fast_ticks,
         warm_starts=p.warm_starts,
         warm_pool_cost_usd=p.pool_cost_usd(end),
+        warm_pool_returns=p.returned,
         out_of_reach_ticks=replay.out_of_reach,
     )
     return with_spot_figures(result, policy, trace, opts, plan_fn, p, end, plans)

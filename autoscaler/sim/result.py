@@ -115,6 +115,7 @@ class SimResult:
     fast_ticks: int = 0  # ticks the fast path ran between regular ones (scaling.fast_path)
     warm_starts: int = 0  # launches that started a stopped warm-pool member (scaling.warm_pool)
     warm_pool_cost_usd: float = 0.0  # the pool's own bill: members warming up, and stopped (in cost_total_usd)
+    warm_pool_returns: int = 0  # retiring instances stopped into the pool instead of terminated (reuse_on_scale_in)
     out_of_reach_ticks: dict[str, int] = field(default_factory=dict)  # workload-ticks out of reach, by cause
 
     def outage_steps(self) -> int:
@@ -228,6 +229,7 @@ class SimResult:
             "burst_servers": self.burst_servers,
             "warm_starts": self.warm_starts,
             "warm_pool_cost_usd": round(self.warm_pool_cost_usd, 2),
+            "warm_pool_returns": self.warm_pool_returns,
             "out_of_reach_ticks": dict(sorted(self.out_of_reach_ticks.items())),
             "tick_errors": len(self.tick_errors),
             "first_tick_error": self.tick_errors[0] if self.tick_errors else None,

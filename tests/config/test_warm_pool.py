@@ -24,6 +24,7 @@ def test_off_by_default_and_priced_from_its_volumes(tmp_path):
     assert on.enabled and on.cap == 2
     auto = load_policy(write(tmp_path, pool(size="auto", types=["p3.2xlarge"]))).scaling.warm_pool
     assert auto.enabled and auto.cap == 4 and auto.types == ["p3.2xlarge"]
+    assert auto.reuse_on_scale_in and auto.refill_delay_s == 1800.0  # ReuseOnScaleIn by default
     assert load_policy(write(tmp_path, pool(size="auto", max=9))).scaling.warm_pool.cap == 9
 
 
@@ -38,8 +39,21 @@ def test_off_by_default_and_priced_from_its_volumes(tmp_path):
         ({"size": 1, "warm_boot_s": -5}, "scaling.warm_pool.warm_boot_s:"),
         ({"size": 1, "price_per_gb_month": -1}, "scaling.warm_pool.price_per_gb_month:"),
         ({"size": 1, "min": 1}, "scaling.warm_pool.min:"),
+        ({"size": 1, "refill_delay_s": -1}, "scaling.warm_pool.refill_delay_s:"),
+        ({"size": 1, "reuse_on_scale_in": "sometimes"}, "scaling.warm_pool.reuse_on_scale_in:"),
     ],
-    ids=["word", "negative", "bool", "above max", "unknown type", "negative boot", "negative price", "unknown key"],
+    ids=[
+        "word",
+        "negative",
+        "bool",
+        "above max",
+        "unknown type",
+        "negative boot",
+        "negative price",
+        "unknown key",
+        "negative refill delay",
+        "reuse not a bool",
+    ],
 )
 def test_bad_settings_exit_2_with_one_line(igniter, tmp_path, fields, line):
     path = write(tmp_path, pool(**fields))

@@ -7,7 +7,18 @@ import pytest
 
 from autoscaler.config.offerings import SPOT
 from autoscaler.config.scaling import WarmPoolConfig
-from autoscaler.core.fleet.warm_pool import DAY_S, Wanted, assign, auto_size, pooled_types, refill, targets
+from autoscaler.core.fleet.warm_pool import (
+    DAY_S,
+    Retiring,
+    Wanted,
+    assign,
+    auto_size,
+    pooled_types,
+    refill,
+    refill_waits,
+    returns,
+    targets,
+)
 from autoscaler.fleet.base import Instance
 
 pytestmark = pytest.mark.unit
@@ -41,6 +52,35 @@ def test_refill_launches_what_lacks_stops_the_initialised_and_trims_stopped_firs
     # g5 holds 4 for a target of 2: the two stopped (oldest first) go; "ready" is stopped; p3 lacks one
     assert out.terminate == ("s1", "s2") and out.stop == ("ready",) and out.launch == ("p3",)
     assert refill({"g5": 4, "p3": 1}, members, frozenset(), now=100, timeout_s=900).empty()
+
+
+def test_scale_in_returns_on_demand_instances_to_a_pool_below_its_target():
+    """ReuseOnScaleIn: a retiring on-demand instance is stopped into its type's pool while the pool
+    (members not claimed this tick, launches not yet answered) is below target; no further."""
+    members = [member("s1"), member("claimed"), member("p3", itype="p3")]
+    retiring = [
+        Retiring(slot="a", attempt=0, instance_type="g5"),
+        Retiring(slot="b", attempt=1, instance_type="g5", capacity_type=SPOT),  # spot: terminated
+        Retiring(slot="c", attempt=0, instance_type="g5"),
+        Retiring(slot="d", attempt=0, instance_type="g5"),  # g5 is full again: terminated
+        Retiring(slot="e", attempt=0, instance_type="p3"),  # p3's pool is full
+        Retiring(slot="f", attempt=0, instance_type="t4"),  # no pool for t4
+    ]
+    out = returns({"g5": 3, "p3": 1}, members, {"claimed"}, retiring, {})
+    assert out == [("a", 0), ("c", 0)]  # g5: 3 wanted, "s1" left after the claim
+    assert returns({"g5": 3, "p3": 1}, members, {"claimed"}, retiring, {"g5": 1}) == [("a", 0)]  # one launch pending
+    assert returns({"g5": 1}, members, (), retiring, {}) == []  # full
+
+
+def test_a_type_that_just_gave_a_member_waits_for_the_scale_in_to_refill_it():
+    waiting = refill_waits({"g5": 1000.0, "p3": 100.0}, now=1500.0, delay_s=1800.0)
+    assert waiting == {"g5", "p3"}
+    assert refill_waits({"g5": 1000.0, "p3": 100.0}, now=2000.0, delay_s=1800.0) == {"g5"}  # p3 waited long enough
+    assert refill_waits({"g5": 1000.0}, now=1001.0, delay_s=0.0) == frozenset()  # no wait
+    out = refill(
+        {"g5": 2, "p3": 1}, [member("ready", "running")], frozenset({"ready"}), now=0, timeout_s=9, waiting={"g5"}
+    )
+    assert out.launch == ("p3",) and out.stop == ("ready",)  # g5 launches nothing, but stops what warmed up
 
 
 def test_a_member_that_never_finishes_warming_is_replaced():

@@ -6,7 +6,9 @@ launched, and refilled by the next normal tick; a fast tick never refills. A kil
 `igniter run --once` after a member's launch, after its stop, between its claim (the slot's tags)
 and its start, and after its start leaves no member twice, no instance twice for a slot, and
 nothing the fleet does not know (a member the crash left claimed is started by the rerun, not
-another one)."""
+another one). A scale-in stops the instance it retires into a pool below its target instead of
+terminating it (reuse_on_scale_in: re-tagged as a member, then StopInstances), and a kill -9
+between the re-tag and the stop leaves a running member that the rerun stops."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from tests.kit.control import Clock
 
 pytestmark = pytest.mark.e2e
 HIGH = {w["name"]: float(w["rate_rps"]) for w in WORKLOADS}
-POOL = {"size": 1}
+POOL = {"size": 1, "refill_delay_s": 0}  # refilled by launches at once (the reuse tests keep the default wait)
 
 
 def everything(moto: Moto) -> list[dict[str, Any]]:
@@ -117,3 +119,69 @@ def test_kill_9_at_each_step_of_the_pool_leaks_and_doubles_nothing(moto: Moto, t
     started = [i for i in everything(moto) if tags(i).get(TAG_POOL) == POOL_CLAIMED]
     assert started and all(state(i) == "running" for i in started)
     assert _leaks(moto, state_file) == (0, 0)
+
+
+def _scale_out_then_in(ctl: Any, rates: Any, clock: Clock) -> set[str]:
+    """Fill and stop the pool, start its members for a scale-out, then fall back: the instances the
+    scale-out started or launched (the ones the scale-in retires)."""
+    rates.set(**LOW)
+    for _ in range(2):
+        assert ctl.tick().ok
+        clock.advance(30)
+    before = {r.instance_id for r in ctl.store.open_records()}
+    rates.set(**HIGH)
+    for _ in range(3):
+        assert ctl.tick().ok
+        clock.advance(30)
+    return {r.instance_id for r in ctl.store.open_records()} - before
+
+
+def test_scale_in_stops_the_instances_it_retires_into_the_pool(moto: Moto, tmp_path: Path) -> None:
+    setup_templates(moto)
+    path = policy_file(tmp_path, moto, warm_pool={"size": 1})
+    clock = Clock()
+    ctl, calls, rates = controller(path, tmp_path / "state.sqlite", clock)
+    grown = _scale_out_then_in(ctl, rates, clock)
+    kept = {i["InstanceId"] for i in members(moto)}
+    assert grown and len(kept) < 2  # members started; the refill waits (refill_delay_s) for the scale-in
+    rates.set(**LOW)
+    n = len(calls.ops)
+    for _ in range(6):
+        assert ctl.tick().ok
+        clock.advance(30)
+    pool = members(moto)
+    returned = {i["InstanceId"] for i in pool} - kept
+    assert len(pool) == 2 and returned and returned <= grown  # refilled by the instances the scale-in retired
+    assert all(tags(i)[TAG_SLOT].startswith("pool-prod-") and tags(i)[TAG_FLEET] == "prod" for i in pool)
+    assert {state(i) for i in pool} <= {"stopping", "stopped"}
+    ops = calls.ops[n:]
+    assert "RunInstances" not in ops and ops.count("StopInstances") == len(returned)  # no launch, no warm-up
+    assert not returned & {r.instance_id for r in ctl.store.open_records()}  # no longer the fleet's
+    rates.set(**HIGH)
+    assert ctl.tick(fast=True).outcome.warm_starts >= len(returned)  # they serve the next burst
+    assert _leaks(moto, tmp_path / "state.sqlite") == (0, 0)
+
+
+def test_kill_9_between_return_and_stop_leaks_nothing(moto: Moto, tmp_path: Path) -> None:
+    setup_templates(moto)
+    path, state_file = policy_file(tmp_path, moto, warm_pool={"size": 1}), tmp_path / "state.sqlite"
+    for rates in (LOW, LOW, HIGH, HIGH, HIGH):  # the pool filled and stopped, then started for a scale-out
+        _set_rates(path, rates)
+        assert _once(path, state_file).returncode == 0
+    _set_rates(path, LOW)
+    crashed = None
+    for _ in range(6):  # the scale-in: drains first, then returns each retiring instance
+        run = _once(path, state_file, "after_return")
+        assert "Traceback" not in run.stderr
+        assert _leaks(moto, state_file) == (0, 0)
+        if run.returncode == -9:
+            crashed = run
+            break
+        assert run.returncode == 0, run.stderr
+    assert crashed is not None  # killed after a re-tag, before its StopInstances
+    assert any(state(i) == "running" for i in members(moto))  # a running member, not a fleet instance
+    for _ in range(4):
+        assert _once(path, state_file).returncode == 0
+        assert _leaks(moto, state_file) == (0, 0)
+    pool = members(moto)
+    assert len(pool) == 2 and {state(i) for i in pool} == {"stopped"}  # the rerun stopped it

@@ -213,7 +213,7 @@ def test_a_standby_service_never_ticks_and_takes_over_with_fresh_timers(tmp_path
 
 
 def test_the_warm_pool_calls_need_the_lease_and_listing_does_not() -> None:
-    """A standby never launches, stops or starts a warm-pool member; it may list them."""
+    """A standby never launches, stops, starts or returns a warm-pool member; it may list them."""
     from autoscaler.fleet.base import pool_of
     from autoscaler.fleet.sim import SimProvider
 
@@ -227,6 +227,7 @@ def test_the_warm_pool_calls_need_the_lease_and_listing_does_not() -> None:
         lambda: fenced.pool_launch("pool-f-1", "g5"),
         lambda: fenced.pool_stop("sim-p00001"),
         lambda: fenced.start_pooled("sim-p00001", "s", "g5", 1),
+        lambda: fenced.pool_return("sim-000001", "pool-f-2"),
     ):
         with pytest.raises(NotLeader):
             call()

@@ -144,10 +144,26 @@ def test_a_claim_retags_only_the_fleets_pool_members_with_igniters_keys(statemen
     assert test == "ForAllValues:StringEquals" and all(k.startswith("igniter:") or k == "Name" for k in keys)
 
 
+def test_reuse_on_scale_in_retags_only_the_fleets_instances_and_only_into_its_pool(
+    statements: list[dict[str, Any]],
+) -> None:
+    """A retiring instance has no igniter:pool tag (or `claimed`): the claim's statement does not
+    cover it, this one does, and only for a request that makes it this fleet's pool member."""
+    (back,) = [s for s in statements if s["sid"] == "ReturnOwnFleetInstancesToThePool"]
+    assert back["actions"] == ["ec2:CreateTags"] and back["resources"] == ["${local.ec2_arn}:instance/*"]
+    conditions = _conditions(back)
+    assert conditions[f"ec2:ResourceTag/{FLEET_TAG}"] == ("StringEquals", ["${var.name}"])
+    assert conditions[f"aws:RequestTag/{FLEET_TAG}"] == ("StringEquals", ["${var.name}"])
+    assert conditions["aws:RequestTag/igniter:pool"] == ("StringEquals", ["member"])
+    test, keys = conditions["aws:TagKeys"]
+    assert test == "ForAllValues:StringEquals" and all(k.startswith("igniter:") or k == "Name" for k in keys)
+
+
 def test_create_tags_only_while_launching_and_instances_only_with_the_fleet_tag(
     statements: list[dict[str, Any]],
 ) -> None:
-    tags = [s for s in _with_action(statements, "ec2:CreateTags") if s["sid"] != "TagOwnFleetPoolMembersForTheirSlot"]
+    pool = {"TagOwnFleetPoolMembersForTheirSlot", "ReturnOwnFleetInstancesToThePool"}
+    tags = [s for s in _with_action(statements, "ec2:CreateTags") if s["sid"] not in pool]
     assert len(tags) == 2
     for statement in tags:
         conditions = _conditions(statement)

@@ -14,7 +14,7 @@ its bring-up, not a burst, and do not count.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from autoscaler.config.offerings import ON_DEMAND
@@ -27,7 +27,7 @@ WARMING = ("pending", "running")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Wanted:
-    """One launch reconcile asks for, as the pool sees it."""
+    """One launch reconcile asks for (or one instance it retires: Retiring), as the pool sees it."""
 
     slot: str
     attempt: int
@@ -46,6 +46,42 @@ class PoolChanges:
 
     def empty(self) -> bool:
         return not (self.launch or self.stop or self.terminate)
+
+
+# An initialised instance the plan retires this tick (scale-in, after its drain): the same facts
+# as a launch's, (slot, attempt) of one type and capacity type.
+Retiring = Wanted
+
+
+def returns(
+    want: Mapping[str, int],
+    members: Sequence[Instance],
+    claimed: Collection[str],
+    retiring: Sequence[Retiring],
+    pending: Mapping[str, int],
+) -> list[tuple[str, int]]:
+    """(slot, attempt) of the retiring instances stopped into the pool instead of terminated (EC2
+    Auto Scaling's ReuseOnScaleIn): on-demand ones of a type whose pool -- its members not claimed
+    this tick, and launches not yet answered (`pending`) -- is below its target, as many as it
+    lacks. A refill then costs no launch and no warm-up: the instance is initialised already."""
+    room = {t: n - pending.get(t, 0) for t, n in want.items()}
+    for m in members:
+        if m.id not in claimed and m.instance_type in room:
+            room[m.instance_type] -= 1
+    out: list[tuple[str, int]] = []
+    for r in retiring:
+        if r.capacity_type == ON_DEMAND and room.get(r.instance_type, 0) > 0:
+            room[r.instance_type] -= 1
+            out.append((r.slot, r.attempt))
+    return out
+
+
+def refill_waits(claimed: Mapping[str, float], now: float, delay_s: float) -> frozenset[str]:
+    """The types whose refill waits: a member was claimed within `delay_s`. The burst that claimed
+    it is followed by a scale-in (scale_down_delay_s after the traffic falls), whose retiring
+    instances refill the pool with no launch and no warm-up (`returns`); a launch now would be the
+    warm-up that return saves. Past `delay_s` (no scale-in came: the traffic stayed up) it launches."""
+    return frozenset(t for t, at in claimed.items() if now - at < delay_s)
 
 
 def pooled_types(cfg: WarmPoolConfig, policy_types: Sequence[str]) -> tuple[str, ...]:
@@ -102,10 +138,12 @@ def refill(
     *,
     now: float,
     timeout_s: float,
+    waiting: Collection[str] = (),
 ) -> PoolChanges:
-    """Launch what each type lacks, stop the members that are initialised, terminate a type's
-    members beyond its target (stopped ones first, the oldest first: their disks are the stalest)
-    and any that warmed longer than `timeout_s` (a boot that never finished)."""
+    """Launch what each type lacks (except the `waiting` types': see refill_waits), stop the
+    members that are initialised, terminate a type's members beyond its target (stopped ones
+    first, the oldest first: their disks are the stalest) and any that warmed longer than
+    `timeout_s` (a boot that never finished)."""
     stuck = {
         m.id for m in members if m.state in WARMING and m.id not in initialised and now - m.launched_at > timeout_s
     }
@@ -115,7 +153,7 @@ def refill(
     for itype in sorted({*want, *(m.instance_type for m in live)}):
         mine = [m for m in live if m.instance_type == itype]
         target = want.get(itype, 0)
-        launch += [itype] * max(0, target - len(mine))
+        launch += [itype] * (max(0, target - len(mine)) if itype not in waiting else 0)
         order = sorted(mine, key=lambda m: (m.state != "stopped", m.launched_at, m.id))
         extra += [m.id for m in order[: max(0, len(mine) - target)]]
     stop = [m.id for m in live if m.state == "running" and m.id in initialised and m.id not in extra]

@@ -49,6 +49,8 @@ class Terminate:
     instance_id: str | None
     reason: Reason
     detail: str = ""
+    _: KW_ONLY
+    to_pool: str | None = None  # stop it into the warm pool as this member name instead (core/fleet/warm_pool.py)
 
 
 Action = Launch | Configure | Drain | Terminate

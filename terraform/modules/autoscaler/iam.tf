@@ -10,8 +10,9 @@
 #     fleet tag;
 #   - terminate only instances tagged igniter:fleet=<name>;
 #   - with var.warm_pool: stop and start only the fleet's warm-pool instances (tagged
-#     igniter:fleet=<name> and igniter:pool), and re-tag a stopped pool member for the slot that
-#     claims it (its fleet tag kept, only igniter's own keys);
+#     igniter:fleet=<name> and igniter:pool), re-tag a stopped pool member for the slot that
+#     claims it, and re-tag a retiring fleet instance as a pool member (reuse on scale-in; the
+#     fleet tag kept, only igniter's own keys);
 #   - read the console output of those instances only (new nodes' SSH host keys, printed there by
 #     cloud-init: the autoscaler pins them before it first connects), and of the fleet's gateway
 #     hosts (tagged igniter:gateway=<name>), for the same reason;
@@ -246,6 +247,44 @@ data "aws_iam_policy_document" "autoscaler" {
         test     = "StringEquals"
         variable = "aws:RequestTag/${local.fleet_tag_key}"
         values   = [var.name]
+      }
+
+      condition {
+        test     = "ForAllValues:StringEquals"
+        variable = "aws:TagKeys"
+        values   = ["igniter:fleet", "igniter:slot", "igniter:generation", "igniter:attempt", "igniter:capacity-type", "igniter:pool", "Name"]
+      }
+    }
+  }
+
+  # Reuse on scale-in (warm_pool.reuse_on_scale_in): an instance of this fleet the plan retires is
+  # re-tagged as a pool member (then stopped, above) instead of terminated. Only this fleet's
+  # instances, only into this fleet's pool (the request sets igniter:pool=member and keeps the
+  # fleet tag), only igniter's own tag keys (and Name).
+  dynamic "statement" {
+    for_each = var.warm_pool ? ["return"] : []
+
+    content {
+      sid       = "ReturnOwnFleetInstancesToThePool"
+      actions   = ["ec2:CreateTags"]
+      resources = ["${local.ec2_arn}:instance/*"]
+
+      condition {
+        test     = "StringEquals"
+        variable = "ec2:ResourceTag/${local.fleet_tag_key}"
+        values   = [var.name]
+      }
+
+      condition {
+        test     = "StringEquals"
+        variable = "aws:RequestTag/${local.fleet_tag_key}"
+        values   = [var.name]
+      }
+
+      condition {
+        test     = "StringEquals"
+        variable = "aws:RequestTag/igniter:pool"
+        values   = ["member"]
       }
 
       condition {
