@@ -69,6 +69,22 @@ class FastPathConfig(Frozen):
     )
 
 
+class ReadyWatchConfig(Frozen):
+    """Event ticks: between ticks, a watcher looks at what is coming up (an instance the provider
+    now lists running, an agent that now answers, a server its agent now reports ready, one the
+    gateway now checks healthy or sends requests to) and ticks at once when it sees something the
+    last tick did not, as Karpenter acts on a node's registration rather than on a clock. It asks
+    only about the instances and servers not up yet, so a settled fleet costs it nothing."""
+
+    enabled: bool = True
+    poll_s: Annotated[float, Field(gt=0, le=3600)] = Field(
+        default=1.0, description="how often the watcher looks while something is coming up"
+    )
+    min_gap_s: Annotated[float, Field(ge=0, le=86400)] = Field(
+        default=2.0, description="at most one event tick per this many seconds (and never during a tick)"
+    )
+
+
 def _pool_size(value: Any) -> Any:
     """'auto', or a count of instances per type: one message for either mistake."""
     if value == "auto":
@@ -245,6 +261,7 @@ class ScalingConfig(Frozen):
     spot: SpotConfig = Field(default_factory=SpotConfig)
     warm_pool: WarmPoolConfig = Field(default_factory=WarmPoolConfig)
     fast_path: FastPathConfig = Field(default_factory=FastPathConfig)
+    ready_watch: ReadyWatchConfig = Field(default_factory=ReadyWatchConfig)
     disruption_budget: DisruptionBudget = Field(default_factory=DisruptionBudget)
     status_listen: str | None = Field(
         default=None,

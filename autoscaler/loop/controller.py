@@ -64,6 +64,7 @@ class Controller:
         self.agent_mig: dict[str, Any] = {}  # slot -> its agent's last `mig` status (/v1/fleet)
         self.reach = ReachWatch()  # says once when a target goes out of reach (loop/reach.py)
         self.fast = False  # the tick under way is a fast one (core/rollout/fast_path.py)
+        self.last_obs: Observation | None = None  # what the last tick observed (loop/ready_watch.py)
         self.pool = PoolStep(policy, deps.provider, deps.store, deps.transport, deps.contact, deps.clock)
 
     def current_state(self) -> ControllerState:
@@ -91,7 +92,7 @@ class Controller:
             self.record(report, save=False)
             return report
         try:
-            obs = self.observe(start)
+            obs = self.last_obs = self.observe(start)
             orphans = self.sync(obs)
             obs = self.interrupted(obs, report)
             report.ready_servers, report.agent_errors = agent_facts(obs.statuses, self.deps.contact)

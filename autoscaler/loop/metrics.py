@@ -80,6 +80,11 @@ class Metrics:
             "Fast ticks the fast path ran between regular ticks (they only add capacity)",
             registry=r,
         )
+        self.event_ticks = Counter(
+            "igniter_event_ticks",
+            "Ticks run at once because something came up between ticks (scaling.ready_watch)",
+            registry=r,
+        )
         self.warm_starts = Counter(
             "igniter_warm_starts", "Launches that started a stopped warm-pool member (scaling.warm_pool)", registry=r
         )

@@ -52,7 +52,7 @@ def agent_statuses(
         inst = instances.get(rec.instance_id or "")
         if rec.state not in LIVE or rec.state is State.GOING_AWAY:
             continue
-        if inst is not None and inst.state == "running" and _reachable(deps, state, inst):
+        if inst is not None and inst.state == "running" and reachable(deps, state, inst):
             try:
                 out[rec.slot] = parse_status(deps.transport.status(inst))
             except TransportError as exc:
@@ -74,7 +74,7 @@ def _status_failed(
     return state
 
 
-def _reachable(deps: Deps, state: ControllerState, inst: Instance) -> bool:
+def reachable(deps: Deps, state: ControllerState, inst: Instance) -> bool:
     """Not yet reachable (no pinned host key) is a normal stage of booting, not an error; a
     quarantined node is never contacted again."""
     if inst.id in state.quarantined:

@@ -14,6 +14,10 @@
   read every scaling.fast_path.poll_s between ticks, and a workload that outruns its ready capacity
   (or panic_ratio x its planned rate) over the panic window ticks at once, a tick that only adds
   capacity; at most one per min_gap_s, never during a tick, never on a standby.
+- Event ticks (loop/ready_watch.py): every scaling.ready_watch.poll_s, what the last tick saw not up
+  yet is looked at again (an instance running, its agent answering, a server ready, the gateway
+  serving it), and what came up ticks at once instead of waiting for the interval; at most one per
+  min_gap_s, never during a tick, never on a standby.
 - SIGTERM / SIGINT: the tick in progress finishes, then the process exits 0.
 - SIGHUP, or a change of the policy file's mtime, reloads the policy before the next tick; an
   invalid policy is rejected with the error logged and the running one stays. Changes to `fleet`,
@@ -49,6 +53,7 @@ from autoscaler.loop.controller import Controller
 from autoscaler.loop.keeper import GatewayKeeper
 from autoscaler.loop.leadership import Leadership
 from autoscaler.loop.metrics_policy import PolicyCollector
+from autoscaler.loop.ready_watch import ReadyWatch
 from autoscaler.loop.status import StatusServer, StatusState
 from autoscaler.loop.status_app import routes_listing
 from autoscaler.loop.watch import FastWatch
@@ -95,6 +100,10 @@ class Service:
         self.watch = FastWatch(gateway.observe, self.controller.store) if gateway is not None else None
         self.keeper = self._keeper()
         self.last_fast = -math.inf  # when the last fast tick ran
+        self.ready_watch = ReadyWatch() if not advisory else None
+        self.last_event = -math.inf  # when the last event tick ran
+        self.in_tick = False  # a tick (regular, early, fast or event) is under way
+        self.ticks_run = 0  # ticks started by this process
         try:
             self.server = self._status_server(status)
             if advisory:
@@ -166,6 +175,13 @@ class Service:
         if not self.ticking.acquire(blocking=False):
             return  # no beat: a tick that never ends fails /livez's tick-loop check
         try:
+            self._full_tick()
+        finally:
+            self.ticking.release()
+
+    def _full_tick(self) -> None:
+        """tick_job's work, with `ticking` held."""
+        try:
             self.state.beat(time.time(), self.policy.scaling.interval_s)
             if not self.advisory and not self.fence.held:  # a standby acts on nothing
                 assert self.leadership is not None
@@ -176,11 +192,14 @@ class Service:
         except Exception:  # never let one tick kill the scheduler thread
             log.exception("tick job failed")
             self.state.metrics.errors.labels("tick").inc()
-        finally:
-            self.ticking.release()
 
     def _tick(self, fast: bool) -> None:
-        report = self.controller.tick(fast=fast)
+        self.in_tick = True
+        self.ticks_run += 1
+        try:
+            report = self.controller.tick(fast=fast)
+        finally:
+            self.in_tick = False
         self.state.publish(self.controller, report)
         if isinstance(self.controller, AdvisoryController):
             self.state.set_advice(advice_snapshot(self.controller.advice.take(), report))
@@ -204,6 +223,38 @@ class Service:
                 self._tick(fast=True)
         except Exception:
             log.exception("fast path failed")
+        finally:
+            self.ticking.release()
+
+    def ready_job(self) -> None:
+        """Event ticks (loop/ready_watch.py): what came up since the last tick (an instance running,
+        its agent answering, a server ready, the gateway serving it) ticks now, a whole regular
+        tick; at most one per min_gap_s, none while a tick runs (the watcher then skips its look),
+        none on a standby. What the gap holds back ticks at the first look after it. The look
+        holds no lock (an agent slow to answer delays no tick); a tick that starts meanwhile sees
+        the same, and the event tick is then left out. The fast path's read holds `ticking` for a
+        moment: that one is waited for (a second at most)."""
+        cfg = self.policy.scaling.ready_watch
+        if self.ready_watch is None or not cfg.enabled or not self.fence.held or self.in_tick:
+            return
+        if time.time() - self.last_event < cfg.min_gap_s:
+            return
+        ticks = self.ticks_run
+        try:
+            news = self.ready_watch.news(self.controller)
+        except Exception:
+            log.exception("ready watch failed")
+            return
+        if not news or not self.fence.held or self.in_tick or not self.ticking.acquire(timeout=1.0):
+            return
+        try:
+            if self.ticks_run != ticks:  # a tick ran during the look: it saw what came up
+                return
+            self.last_event = time.time()
+            self.ready_watch.fire(news)
+            log.info("event tick: %s", news.words())
+            self.state.metrics.event_ticks.inc()
+            self._full_tick()
         finally:
             self.ticking.release()
 
@@ -285,6 +336,10 @@ class Service:
         fast = self.policy.scaling.fast_path
         if self.watch is not None and fast.enabled:
             self.scheduler.add_job(self.watch_job, "interval", seconds=fast.poll_s, id="fast-path")
+        if self.ready_watch is not None:  # the job itself checks `enabled` (a reload may change it)
+            self.scheduler.add_job(
+                self.ready_job, "interval", seconds=self.policy.scaling.ready_watch.poll_s, id="ready-watch"
+            )
         poll_s = self.policy.scaling.spot.queue_poll_s
         if self.controller.deps.interruptions is not None and poll_s > 0:
             self.scheduler.add_job(self.poll_job, "interval", seconds=poll_s, id="interruptions")

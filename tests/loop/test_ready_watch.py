@@ -1,0 +1,113 @@
+"""Event ticks (loop/ready_watch.py, Service.ready_job): what the watcher reports as come up since
+the last tick, that it reports each thing once, that it asks nothing of a settled fleet, and that
+the job ticks at most once per gap, never during a tick and never on a standby."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from autoscaler.config.scaling import ReadyWatchConfig
+from autoscaler.core.fleet.lifecycle import State
+from autoscaler.fleet.fake import FakeProvider
+from autoscaler.loop.ready_watch import ReadyWatch, Seen
+from autoscaler.loop.service import Service
+from autoscaler.transport.fake import FakeTransport
+from tests.kit.control import Clock, make_controller, make_policy
+
+pytestmark = pytest.mark.unit
+
+
+def _calls(prov: FakeProvider, tr: FakeTransport) -> tuple[int, int]:
+    return len(prov.calls), len(tr.calls)
+
+
+def test_the_watcher_reports_what_came_up_since_the_last_tick_once(tmp_path: Path) -> None:
+    policy = make_policy(tmp_path)
+    clock = Clock()
+    prov = FakeProvider(policy.fleet, clock, boot_s=60.0)
+    ctl, _, tr, _ = make_controller(policy, clock, provider=prov)
+    watch = ReadyWatch()
+    assert not watch.news(ctl)  # before the first tick: nothing to ask about
+    assert ctl.tick().ok  # launches; the instances are pending
+    ids = {r.instance_id for r in ctl.store.open_records()}
+    assert ids and not watch.news(ctl)
+    clock.advance(60)  # booted: listed running, and each agent answers
+    news = watch.news(ctl)
+    assert news.running == ids and news.answered == ids and not news.ready
+    watch.fire(news)
+    assert not watch.news(ctl)  # fired once: the same thing does not tick again
+    tr.not_ready = {"alex-0", "alex-1", "res-0"}
+    assert ctl.tick().ok  # READY, servers assigned but not ready yet
+    assert {r.state for r in ctl.store.open_records()} == {State.READY}
+    assert not watch.news(ctl)  # the tick saw all of it
+    tr.not_ready = set()
+    news = watch.news(ctl)
+    assert news.ready and {n.split("/")[0] for n in news.ready} <= ids and not news.running
+    assert ctl.tick().ok
+    assert not watch.news(ctl)  # the tick saw them ready
+    before = _calls(prov, tr)
+    assert not watch.news(ctl)
+    assert _calls(prov, tr) == before  # a settled fleet: the watcher asked nothing
+
+
+def test_a_server_that_goes_away_and_comes_back_fires_again() -> None:
+    watch, ctl = ReadyWatch(), SimpleNamespace(last_obs=None)
+    looks = iter([Seen(ready=frozenset({"i-1/a"})), Seen(), Seen(ready=frozenset({"i-1/a"}))])
+    watch.look = lambda c: next(looks)  # type: ignore[method-assign]
+    first = watch.news(ctl)
+    watch.fire(first)
+    assert first.ready == {"i-1/a"}
+    assert not watch.news(ctl)  # gone
+    assert watch.news(ctl).ready == {"i-1/a"}  # back: news again
+
+
+def _service(news: Seen, held: bool = True) -> SimpleNamespace:
+    """Service.ready_job's view of a service: the watcher, fence, lock and the ticks run."""
+    ticks: list[str] = []
+    svc = SimpleNamespace(
+        policy=SimpleNamespace(scaling=SimpleNamespace(ready_watch=ReadyWatchConfig(min_gap_s=30.0))),
+        ready_watch=SimpleNamespace(news=lambda c: news, fire=lambda n: None),
+        controller=None,
+        fence=SimpleNamespace(held=held),
+        ticking=threading.Lock(),
+        last_event=float("-inf"),
+        in_tick=False,
+        ticks_run=0,
+        state=SimpleNamespace(metrics=SimpleNamespace(event_ticks=SimpleNamespace(inc=lambda: None))),
+        ticks=ticks,
+    )
+    svc._full_tick = lambda: ticks.append("tick")
+    return svc
+
+
+def _tick_meanwhile(svc: SimpleNamespace) -> Seen:
+    svc.ticks_run += 1
+    return Seen(answered=frozenset({"i-2"}))
+
+
+def test_the_ready_job_ticks_at_most_once_per_gap_and_never_during_a_tick() -> None:
+    svc = _service(Seen(answered=frozenset({"i-1"})))
+    Service.ready_job(svc)  # type: ignore[arg-type]
+    Service.ready_job(svc)  # type: ignore[arg-type]  # within min_gap_s: no second event tick
+    assert svc.ticks == ["tick"]
+    svc.last_event = float("-inf")
+    svc.in_tick = True  # a tick runs: the watcher skips its look
+    Service.ready_job(svc)  # type: ignore[arg-type]
+    assert svc.ticks == ["tick"]
+    svc.in_tick = False
+    svc.ready_watch.news = lambda c: _tick_meanwhile(svc)  # a tick ran during the look: no event tick
+    Service.ready_job(svc)  # type: ignore[arg-type]
+    assert svc.ticks == ["tick"]
+    calm = _service(Seen())
+    Service.ready_job(calm)  # type: ignore[arg-type]
+    assert calm.ticks == []
+
+
+def test_a_standby_never_ticks_on_an_event() -> None:
+    svc = _service(Seen(answered=frozenset({"i-1"})), held=False)
+    Service.ready_job(svc)  # type: ignore[arg-type]
+    assert svc.ticks == []
