@@ -166,15 +166,20 @@ def _times(value: float | None, scale: float) -> float | None:
 class OfferedRates:
     """RateSource for the demo controller: the load generator's offered rate over the last tick
     interval (what a load balancer's request count reports), times `scale` (planned per sent).
-    Before the load starts it reports `initial` (the schedule's first rates), so the fleet the
-    replay starts on is sized for the traffic about to arrive."""
+    Until the load has run for `min_span_s` it reports `initial` (the schedule's first rates), so
+    the fleet the replay starts on is sized for the traffic about to arrive, and no count over a
+    moment (a handful of requests: mostly noise) is planned for."""
 
-    def __init__(self, gen: LoadGen, window_s: float, scale: float, initial: Mapping[str, float]) -> None:
+    def __init__(
+        self, gen: LoadGen, window_s: float, scale: float, initial: Mapping[str, float], min_span_s: float = 0.5
+    ) -> None:
         self.gen, self.window_s, self.scale, self.initial = gen, window_s, scale, dict(initial)
+        self.min_span_s = min_span_s
 
     def read(self, now: float, workloads: Sequence[str]) -> dict[str, float | None]:
         out: dict[str, float | None] = {}
+        counted = self.gen.started and self.gen.elapsed() >= self.min_span_s
         for w in workloads:
-            r = self.gen.offered_rps(w, self.window_s) if self.gen.started else self.initial.get(w)
+            r = self.gen.offered_rps(w, self.window_s) if counted else self.initial.get(w)
             out[w] = None if r is None else r * self.scale
         return out

@@ -28,6 +28,7 @@ import signal
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,10 @@ from autoscaler.rates.reader import RateReader
 TABLES = REPO.parent / "shared" / "profiles" / "a100-80gb-mig"
 GPU, TYPE, PRICE = "a100-80gb", "a100-1", 5.07
 WORKLOADS = {"a": ("resnet50", 200.0, 0), "b": ("mobilenetv2", 150.0, 4)}  # model, SLO ms, start of its 3g slice
-SEND_PER_PLANNED = 0.02  # real requests per planned one
+SEND_PER_PLANNED = 0.04  # real requests per planned one
+WINDOW_S = 4.0  # the controller's rate: the offered rate over this long (see MigDemo.setup)
+TICK_S = 0.5  # the demo's tick: its own loop ticks the controller this often
+RISE_AFTER_S = 1.5  # a's load rises this long after the load starts on the first cut
 RISE = 1.05  # a's rate after the rise, x what its 3g slice serves (its 4g slice serves 1.16 x)
 HARD_LIMIT_S = 240.0
 WARMUP_LIMIT_S = 90.0
@@ -112,9 +116,9 @@ def write_policy(root: Path, model_dir: Path, rows: Rows) -> Path:
         ],
         **local_fleet(root),
         "scaling": {
-            "interval_s": 3.0,
-            "boot_s": 2.0,
-            "settle_s": 2.0,
+            "interval_s": TICK_S,
+            "boot_s": 1.0,
+            "settle_s": TICK_S,
             "headroom": 0.0,
             "scale_down_delay_s": 12.0,
             "forecast": "last",
@@ -143,21 +147,29 @@ class MigDemo:
 
         out = self.root / "profiles" / f"{GPU}.yaml"
         out.parent.mkdir()
+        pool = ThreadPoolExecutor(1)  # the tiny model (torch's import) beside the profile's import
+        model_dir = pool.submit(tiny_model, self.root / "model")
+        pool.shutdown(wait=False)
         tables = {str(p): p.read_text(encoding="utf-8") for p in sorted(TABLES.glob("*.csv"))}
         profile = import_tables(tables, gpu=GPU, source=str(TABLES))  # what `igniter profile import` writes
         out.write_text(yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
         model = load_gpu_model(out)
         assert isinstance(model, MigModel)
         self.rows = measured_rows(model)
-        policy = load_policy(write_policy(self.root, tiny_model(self.root / "model"), self.rows))
+        policy = load_policy(write_policy(self.root, model_dir.result(), self.rows))
         self.controller = build_controller(policy, self.root / "state.sqlite")
         self.controller.deps.provider.stop_timeout_s = 5.0  # type: ignore[attr-defined]
         self.controller.deps.planner = scripted(self.rows)
         url = f"http://{policy.gateway.listen}"
         self.gen = LoadGen(self.schedule, lambda workload: [url], seed=1)
-        # The offered rate over 15 s (a load balancer's request count): with tens of requests a
-        # second, a shorter window's Poisson noise would exceed the 4g slice's 16 % over the 3g.
-        source = OfferedRates(self.gen, 15.0, 1.0 / SEND_PER_PLANNED, self.schedule(0.0))
+        # The offered rate over WINDOW_S (a load balancer's request count), counted once the load
+        # has run for RISE_AFTER_S. Its Poisson noise must stay well below the 16 % a 4g slice
+        # serves over the 3g: the plan that grows a's slice keeps the rate it was made for, and a
+        # 4g stand-in cannot take over a rate above its capacity. After the rise a sends about
+        # 56 req/s, 223 requests a window: a relative deviation of 1/sqrt(223) = 6.7 % (the 15 s
+        # window at half the rate: 4.9 %). The read that grows it crosses 1.0 x the 3g slice as
+        # the window fills with the risen rate, so it lands near 1.0, not near the 4g's 1.16.
+        source = OfferedRates(self.gen, WINDOW_S, 1.0 / SEND_PER_PLANNED, self.schedule(0.0), min_span_s=RISE_AFTER_S)
         self.controller.deps.rates = RateReader(source, policy.rates.stale_after_s)
 
     def schedule(self, elapsed: float) -> dict[str, float]:
@@ -203,12 +215,12 @@ class MigDemo:
         if not self._until(lambda r: r.converged and self._a_on("3g.40gb"), WARMUP_LIMIT_S, start_load=True):
             self.console.print("[red]the first cut did not come up in time[/red]")
             return False
-        self.raise_at = self.gen.elapsed() + 3.0
+        self.raise_at = max(self.gen.elapsed(), RISE_AFTER_S)
         self.console.print(
             f"[bold]a's load rises past its 3g slice ({self.rows.cap('a', '3g.40gb'):.0f} req/s planned)[/bold]"
         )
         done = self._until(lambda r: r.converged and self._a_on("4g.40gb") and not r.surge_slots, RECUT_LIMIT_S)
-        time.sleep(3.0)  # a few more seconds of load on the new cut
+        time.sleep(0.5)  # a moment more of load on the new cut
         return done
 
     def _until(self, cond: Any, limit_s: float, start_load: bool = False) -> bool:
@@ -220,7 +232,7 @@ class MigDemo:
                 self.gen.start()
             if self.gen.started and cond(report):
                 return True
-            time.sleep(3.0)
+            time.sleep(TICK_S)
         return False
 
     def _a_on(self, profile: str) -> bool:
