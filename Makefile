@@ -8,18 +8,25 @@ TSTAMP  := $(TOOLS)/.installed
 
 .PHONY: test check lint typecheck demo demo-mig bench chaos venv tools debs clean
 
+# torch comes through pip (`pip install torch==2.13.0` takes the CPU build where pip is set up to
+# find it; uv would fetch a CUDA build of several GB), the rest through uv (from PyPI, resolved
+# and installed in parallel; it leaves an installed torch that satisfies the extras alone). On a
+# clean clone here, `make venv tools` took 86 s and 69 s with pip, 56 s and 46 s with uv (its cache
+# empty), checkov's venv 26 s and 22 s against 8 s and 6 s.
+UV      := $(BIN)/uv pip install -q --compile-bytecode
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip uv
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	$(UV) --python $(BIN)/python -e '.[dev]'
 	touch $(STAMP)
 
 # checkov pins boto3, so it lives in its own venv and never holds the project's boto3 back.
-$(TSTAMP):
-	test -x $(TOOLS)/bin/python || $(PY) -m venv $(TOOLS)
-	$(TOOLS)/bin/pip install -q --upgrade pip
-	$(TOOLS)/bin/pip install -q checkov
+$(TSTAMP): $(STAMP)
+	test -x $(TOOLS)/bin/python || $(PY) -m venv --without-pip $(TOOLS)
+	test -x $(BIN)/uv || $(BIN)/pip install -q uv
+	$(UV) --python $(TOOLS)/bin/python checkov
 	touch $(TSTAMP)
 
 venv: $(STAMP)
