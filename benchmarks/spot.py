@@ -190,6 +190,7 @@ def run_sim(args: argparse.Namespace) -> None:
                     row["slo_attainment_on_demand_only"] = od["slo_attainment"]
                     runs[label(name, size, f, r, seed)] = row
                     emit(args.out, row)
+    out.figure("replays", len(runs))
     out.doc["tables"]["trade_off"] = sim_table(runs, sorted(floors), rates, seeds)
     print("\n".join(out.doc["tables"]["trade_off"]))
     out.write()
