@@ -29,6 +29,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import yaml
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
@@ -77,7 +79,11 @@ def policy_with_tables(tmp: Path) -> Policy:
         code = igniter(["profile", "import", str(TABLES), "--gpu", "a100-80gb", "--out", str(out)])
     if code != 0:
         sys.exit(f"igniter profile import {TABLES} failed ({code})")
-    return load_policy(POLICY).model_copy(update={"profiles_dir": tmp})
+    # Profiles are checked as the policy loads, so the copy names the imported tables itself.
+    policy = yaml.safe_load(POLICY.read_text())
+    policy["profiles_dir"] = str(tmp)
+    (tmp / POLICY.name).write_text(yaml.safe_dump(policy))
+    return load_policy(tmp / POLICY.name)
 
 
 def run(policy: Policy, trace: traces.Trace, opts: SimOptions) -> dict[str, object]:
