@@ -14,7 +14,9 @@ fleet of real GPU types from real profiles while this 2-core machine only serves
 It ends by itself, terminates every instance through the provider, stops the gateway, sweeps any
 process left that carries the demo's temporary directory, prints a summary, and removes the
 directory. SIGINT and
-SIGTERM take the same path; a watchdog kills everything if teardown ever hangs.
+SIGTERM take the same path: they set a flag the demo's loops check between ticks (a
+KeyboardInterrupt raised in the middle of a controller tick could land anywhere, and once went
+unseen under load), and a watchdog kills everything if teardown ever hangs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -63,6 +66,12 @@ class Demo:
         self.url = ""
         self.gateway_view: Any = None
         self.stop_at = time.monotonic() + REPLAY_END_S
+        self.interrupted = threading.Event()  # set by SIGINT or SIGTERM
+
+    def check_interrupt(self) -> None:
+        """Between steps: end the demo's loops the way an interrupt does."""
+        if self.interrupted.is_set():
+            raise KeyboardInterrupt
 
     def schedule(self, elapsed: float) -> dict[str, float]:
         """Real requests per second to send `elapsed` seconds into the replay."""
@@ -112,11 +121,12 @@ class Demo:
         """Tick until every planned server answers ready (the replay starts on a converged fleet)."""
         deadline = time.monotonic() + WARMUP_LIMIT_S
         while time.monotonic() < deadline:
+            self.check_interrupt()
             report = self.tick()
             show(self.frame())
             if report.layout and report.layout.servers() and self._serving(report.layout):
                 return True
-            time.sleep(1.0)
+            self.interrupted.wait(1.0)
         return False
 
     def _serving(self, layout: Any) -> bool:
@@ -134,11 +144,12 @@ class Demo:
         self.gen.start()
         next_tick = 0.0
         while self.elapsed() < self.cfg.duration_s and time.monotonic() < self.stop_at:
+            self.check_interrupt()
             if self.elapsed() >= next_tick:
                 self.tick()
                 next_tick += self.cfg.interval_s
             show(self.frame())
-            time.sleep(0.5)
+            self.interrupted.wait(0.5)
 
     def shutdown(self) -> list[int]:
         """Stop the load, terminate every instance through the provider, then sweep what is left."""
@@ -172,10 +183,6 @@ class Demo:
             self.console.print(f"[yellow]stopping the gateway failed: {exc}[/yellow]")
 
 
-def _terminate_as_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
 def _quiet_logging(console: Console) -> None:
     """Warnings above the live view; the controller's per-tick INFO lines would scroll it away."""
     logging.basicConfig(level=logging.WARNING, handlers=[RichHandler(console=console, show_path=False)], force=True)
@@ -189,9 +196,10 @@ def run(cfg: DemoConfig, live: bool | None = None) -> int:
     _quiet_logging(console)
     root = Path(tempfile.mkdtemp(prefix="igniter-demo-"))
     watchdog = Watchdog(str(root), HARD_LIMIT_S, lambda: console.print("[red]demo overran; killing it[/red]")).start()
-    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     started = time.monotonic()
     demo = Demo(cfg, root, console)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: demo.interrupted.set())
     interrupted, warmed, failed = False, False, False
     console.print(
         f"[bold]igniter live demo[/bold]: replaying day {cfg.day + 1} of the ServeGen trace in "
@@ -199,6 +207,7 @@ def run(cfg: DemoConfig, live: bool | None = None) -> int:
     )
     try:
         demo.setup()
+        demo.check_interrupt()
         with _screen(console, live) as show:
             warmed = demo.warm_up(show)
             demo.replay(show)
