@@ -12,6 +12,7 @@ between the re-tag and the stop leaves a running member that the rerun stops."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -193,15 +194,20 @@ def test_kill_9_between_return_and_stop_leaks_nothing(moto: Moto, tmp_path: Path
     assert len(pool) == 2 and {state(i) for i in pool} == {"stopped"}  # the rerun stopped it
 
 
-def test_kill_9_between_terminating_and_return_still_returns_it(moto: Moto, tmp_path: Path) -> None:
+def test_kill_9_between_terminating_and_return_still_returns_it(
+    moto: Moto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The record moved to TERMINATING, the pool return never sent: the instance still runs as the
-    fleet's. The rerun re-sends the return under the name booked for it, so the instance ends a
-    stopped member (not terminated, not running on forever, no second member of that name)."""
+    fleet's. The rerun re-sends the return under the name booked for it, through the leader fence
+    (the call log holds it with its token), so the instance ends a stopped member (not terminated,
+    not running on forever, no second member of that name)."""
     setup_templates(moto)
     path, state_file = policy_file(tmp_path, moto, warm_pool={"size": 1}), tmp_path / "state.sqlite"
     _scale_in_until_killed(moto, path, state_file, "before_return")
     stuck = terminating_and_running(moto, state_file)
     assert len(stuck) == 1  # what the crash leaves: its record terminating, the instance serving on
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("IGNITER_CALL_LOG", str(calls))  # the reruns' fenced calls
     for _ in range(4):
         assert _once(path, state_file).returncode == 0
         assert _leaks(moto, state_file) == (0, 0)
@@ -209,3 +215,6 @@ def test_kill_9_between_terminating_and_return_still_returns_it(moto: Moto, tmp_
     pool = members(moto)
     assert stuck <= {i["InstanceId"] for i in pool}  # returned after all, not terminated
     assert len(pool) == 2 and {state(i) for i in pool} == {"stopped"}
+    sent = [json.loads(line) for line in calls.read_text().splitlines()]
+    resent = [c for c in sent if c["target"] in stuck]
+    assert resent and {c["kind"] for c in resent} == {"pool_return"} and all(c["token"] for c in resent)
