@@ -22,11 +22,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -57,6 +60,10 @@ KEYS = (
     "recut_surge_cost_usd",
     "recut_surge_instances",
     "cost_total_usd",
+    "static_peak_cost_usd",
+    "cost_vs_static_peak",
+    "instance_hours",
+    "worst_shortfall",
     "slo_attainment",
     "reconfigurations",
     "ticks",
@@ -72,21 +79,26 @@ def policy_with_tables(tmp: Path) -> Policy:
         code = igniter(["profile", "import", str(TABLES), "--gpu", "a100-80gb", "--out", str(out)])
     if code != 0:
         sys.exit(f"igniter profile import {TABLES} failed ({code})")
-    return load_policy(POLICY).model_copy(update={"profiles_dir": tmp})
+    # Profiles are checked as the policy loads, so the copy names the imported tables itself.
+    policy = yaml.safe_load(POLICY.read_text())
+    policy["profiles_dir"] = str(tmp)
+    (tmp / POLICY.name).write_text(yaml.safe_dump(policy))
+    return load_policy(tmp / POLICY.name)
 
 
 def run(policy: Policy, trace: traces.Trace, opts: SimOptions) -> dict[str, object]:
-    t0 = time.perf_counter()
+    t0, cpu = time.perf_counter(), time.process_time()
     s = simulate(policy, trace, opts).summary()
     out = {k: s[k] for k in KEYS}
     out["recut_surge_cost_fraction"] = round(s["recut_surge_cost_usd"] / s["cost_total_usd"], 6)
     out["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    out["cpu_seconds"] = round(time.process_time() - cpu, 1)
     return out
 
 
 def main() -> None:
     quick = "--quick" in sys.argv[1:]
-    code = commit()
+    code, load = commit(), round(os.getloadavg()[0], 1)
     trace = traces.read_wide(TRACE)
     if quick:
         trace = traces.window(trace, 0, 3 * 86400)
@@ -109,6 +121,9 @@ def main() -> None:
         "trace": str(TRACE.relative_to(ROOT)),
         "days": round(trace.duration_s / 86400, 2),
         "target_met": met,
+        "command": "python benchmarks/mig_recuts.py " + " ".join(sys.argv[1:]),
+        "load_average_start": load,
+        "load_average_end": round(os.getloadavg()[0], 1),
         "runs": runs,
     }
     if not quick:

@@ -20,28 +20,34 @@ from _results import ROOT, Results
 COMMAND = ["simulate", "policies/servegen-sim.yaml", "--trace", "traces/servegen-3models-wide.csv"]
 
 
-def igniter(*extra: str) -> subprocess.CompletedProcess[str]:
+def igniter(command: list[str], *extra: str) -> subprocess.CompletedProcess[str]:
+    """`igniter COMMAND EXTRA` as a user runs it, on a 100-column terminal."""
     script = Path(sys.executable).parent / "igniter"
     argv = [str(script)] if script.exists() else [sys.executable, "-m", "autoscaler.cli"]
     env = {**os.environ, "COLUMNS": "100", "TERM": "dumb"}
-    done = subprocess.run([*argv, *COMMAND, *extra], cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run([*argv, *command, *extra], cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        raise SystemExit(f"igniter {' '.join(COMMAND)} exited {done.returncode}: {done.stderr}")
+        raise SystemExit(f"igniter {' '.join(command)} exited {done.returncode}: {done.stderr}")
     return done
+
+
+def console(command: list[str], shown: subprocess.CompletedProcess[str], rows: set[str] | None = None) -> list[str]:
+    """The console block a doc embeds: the command and what it printed, or with `rows` only the
+    command, `...` and the summary table's rows of those names (a long command folded after its
+    trace, as the docs show it)."""
+    said = [line for line in shown.stderr.splitlines() if not line.startswith("simulating ")]
+    table = [line.rstrip() for line in shown.stdout.rstrip("\n").splitlines()]
+    if rows is None:
+        return ["```console", "$ igniter " + " ".join(command), *said, *table, "```"]
+    kept = [line for line in table if line.startswith("│") and line.split("│")[1].strip() in rows]
+    head = f"$ igniter {' '.join(command[:4])} \\\n    {' '.join(command[4:])}"
+    return ["```console", *head.split("\n"), "...", *kept, "```"]
 
 
 def main() -> None:
     out = Results("simulate_example", "python benchmarks/simulate_example.py")
-    shown = igniter()
-    said = [line for line in shown.stderr.splitlines() if not line.startswith("simulating ")]
-    out.doc["tables"]["console"] = [
-        "```console",
-        "$ igniter " + " ".join(COMMAND),
-        *said,
-        *(line.rstrip() for line in shown.stdout.rstrip("\n").splitlines()),
-        "```",
-    ]
-    s = json.loads(igniter("--json").stdout)
+    out.doc["tables"]["console"] = console(COMMAND, igniter(COMMAND))
+    s = json.loads(igniter(COMMAND, "--json").stdout)
     columns = (ROOT / COMMAND[3]).read_text().split("\n", 1)[0].split(",")
     pairs = s["steps"] * (len(columns) - 1)  # (row, workload) pairs: the trace's rate columns
     out.doc["summary"] = s

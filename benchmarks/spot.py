@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/spot.py plans            # seconds: plan cost vs on-demand only, per floor
     .venv/bin/python benchmarks/spot.py sim [--traces servegen-10min,azure-1min,servegen-1min]
-        [--floors 0.3,0,0.5,1] [--rates 0.01,0.05] [--seeds 0] [--size 1] [--out results.jsonl]   # minutes to hours
+        [--floors 0.3,0,0.5,1] [--rates 0.01,0.05] [--seeds 0] [--sizes 1] [--name spot_sim] [--out rows.jsonl]
+    .venv/bin/python benchmarks/spot.py example          # docs/simulate.md's spot console block
 
 Spot prices are 35 % of on-demand on every type (`--ratio`). `plans`: every scenario of
 tests/data/scenarios, 55 rows of the ServeGen trace (x 1.4, the example's headroom) and the 59
@@ -11,10 +12,20 @@ each floor; the ratio of summed $/h. Beside it, `whole` (`whole_gpu_estimate`): 
 plans' summed shares repacked perfectly, with the floor on whole on-demand GPUs and nothing lost to
 splitting workloads in two. It is what rounding the floor to whole GPUs costs on its own: a spot
 plan gets below it only by packing its servers tighter than the on-demand-only plan packs them.
-`sim`: each trace replayed on-demand only (spot off), then with spot at each floor and
-interruption rate (per spot instance-hour, Poisson, seeded): cost and attainment against the
-on-demand-only run. The 1-minute traces run with 60 s ticks. Machine and wall time are printed
-with the results.
+Writes benchmarks/results/spot_plans.json.
+
+`sim`: each trace (at each `--sizes` multiple of its rates) replayed on-demand only (spot off),
+then with spot at each floor and interruption rate (per spot instance-hour, Poisson, seeded):
+cost and attainment against the on-demand-only run. The 1-minute traces run with 60 s ticks.
+Writes benchmarks/results/NAME.json (`runs`, keyed `TRACE/xSIZE/floorF/rateR`: F in %, R per
+1,000 spot instance-hours; `tables.trade_off`). CPU cost of one replay on a 2-CPU Xeon: seconds
+for the Azure hour, about a minute for the ServeGen example, several minutes for the 1-minute
+ServeGen trace (every file records its CPU seconds).
+
+`example`: the command docs/simulate.md shows (`igniter simulate` of the ServeGen example with
+spot at 0.35 and 0.01 interruptions per hour, seed 1: the spot replay and its on-demand-only twin)
+and its `--json`; the first command's CPU seconds are `figures.command_cpu_s`. Writes
+benchmarks/results/spot_example.json.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import argparse
 import json
 import math
 import platform
+import resource
 import sys
 import time
 from collections.abc import Mapping
@@ -50,6 +62,11 @@ CASES: dict[str, tuple[str, str, float | None, float]] = {
     "servegen-10min": ("policies/servegen-sim.yaml", "traces/servegen-3models-wide.csv", None, 1.0),
     "azure-1min": ("policies/azure-sim.yaml", "traces/azure-llm-2023-1min.csv", 60.0, 100.0),
     "servegen-1min": ("policies/servegen-sim.yaml", "traces/servegen-3models-1min.csv", 60.0, 1.0),
+}
+TITLES = {
+    "servegen-10min": "ServeGen example, 300 s ticks",
+    "azure-1min": "Azure 1-minute x100, 60 s ticks",
+    "servegen-1min": "ServeGen 1-minute, 60 s ticks",
 }
 
 
@@ -118,11 +135,12 @@ def sim_row(
     name: str, ratio: float, floor: float | None, rate: float, seed: int, spot: bool, size: float = 1.0
 ) -> dict[str, Any]:
     policy, trace = case(name, ratio, floor, size)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     opts = SimOptions(spot=spot, spot_interruptions_per_hour=rate, seed=seed, on_demand_twin=False)
     s = simulate(policy, trace, opts).summary()
     return {
-        "trace": name if size == 1.0 else f"{name} x{size:g}",
+        "trace": name,
+        "size": size,
         "spot": spot,
         "floor": floor,
         "rate": rate,
@@ -131,29 +149,103 @@ def sim_row(
         "slo_attainment": s["slo_attainment"],
         "shortfall_steps": s["shortfall_steps"],
         "spot_instance_hours": s.get("spot_instance_hours"),
+        "instance_hours": round(sum(s["instance_hours"].values()), 2),
         "interruptions": s.get("interruptions"),
         "launches": s["launches"],
+        "surge_launches": s["surge_launches"],
+        "surge_instance_hours": round(s["surge_instance_hours"], 2),
         "terminations": s["terminations"],
         "reconfigurations": s["reconfigurations"],
         "tick_errors": s["tick_errors"],
         "wall_s": round(time.perf_counter() - started, 1),
+        "cpu_s": round(time.process_time() - cpu, 1),
     }
 
 
+def label(name: str, size: float, floor: float | None = None, rate: float = 0.0, seed: int = 0) -> str:
+    """A run's key in the results file, one a docs marker can name (no dots: `x2/floor30/rate10`
+    is size 2, floor 0.3, 10 interruptions per 1,000 spot instance-hours)."""
+    head = f"{name}/x{size:g}".replace(".", "p")
+    if floor is None:
+        return f"{head}/on_demand_only"
+    return f"{head}/floor{round(floor * 100)}/rate{round(rate * 1000)}" + (f"/seed{seed}" if seed else "")
+
+
 def run_sim(args: argparse.Namespace) -> None:
-    floors = [float(x) for x in args.floors.split(",")]
-    rates = [float(x) for x in args.rates.split(",")]
-    seeds = [int(x) for x in args.seeds.split(",")]
-    for name in args.traces.split(","):
-        od = sim_row(name, args.ratio, None, 0.0, 0, spot=False, size=args.size)
+    """`sim`: every trace and size on-demand only, then at each floor, rate and seed; the rows are
+    printed as JSON lines and written to benchmarks/results/NAME.json (`runs`, keyed by `label`,
+    and the table docs/simulate.md embeds)."""
+    floors, rates = [float(x) for x in args.floors.split(",")], [float(x) for x in args.rates.split(",")]
+    seeds, sizes = [int(x) for x in args.seeds.split(",")], [float(x) for x in args.sizes.split(",")]
+    out = Results(args.name, "python benchmarks/spot.py sim " + " ".join(sys.argv[2:]))
+    runs: dict[str, dict[str, Any]] = out.doc.setdefault("runs", {})
+    for name, size in ((n, k) for n in args.traces.split(",") for k in sizes):
+        od = runs[label(name, size)] = sim_row(name, args.ratio, None, 0.0, 0, spot=False, size=size)
         emit(args.out, od)
         for f in floors:
             for r in rates if f < 1 else rates[:1]:  # a floor of 1 buys no spot: one rate says it all
                 for seed in seeds:
-                    row = sim_row(name, args.ratio, f, r, seed, spot=True, size=args.size)
+                    row = sim_row(name, args.ratio, f, r, seed, spot=True, size=size)
                     row["cost_vs_on_demand_only"] = round(row["cost_usd"] / od["cost_usd"], 4)
                     row["slo_attainment_on_demand_only"] = od["slo_attainment"]
+                    runs[label(name, size, f, r, seed)] = row
                     emit(args.out, row)
+    out.figure("replays", len(runs))
+    out.doc["tables"]["trade_off"] = sim_table(runs, sorted(floors), rates, seeds)
+    print("\n".join(out.doc["tables"]["trade_off"]))
+    out.write()
+
+
+def sim_table(
+    runs: Mapping[str, dict[str, Any]], floors: list[float], rates: list[float], seeds: list[int]
+) -> list[str]:
+    """One row per trace, size, rate and seed: each floor's cost against the on-demand-only run /
+    its attainment / interruptions; the first cell names the on-demand-only run's cost and
+    attainment (a floor of 1 only in the first rate's row, as it is run)."""
+    rows = []
+    for od in (v for v in runs.values() if not v["spot"]):
+        for i, (r, seed) in enumerate((r, s) for r in rates for s in seeds):
+            size = "" if od["size"] == 1 else f" x{od['size']:g}"
+            head = (
+                f"{TITLES[od['trace']]}{size} (${od['cost_usd']:,.2f}, {od['slo_attainment']:.6f})"
+                if i == 0
+                else "same"
+            )
+            cells = []
+            for f in floors:
+                run = runs.get(label(od["trace"], od["size"], f, r, seed))
+                cells.append(
+                    ""
+                    if run is None
+                    else f"{run['cost_vs_on_demand_only']:.4f} / {run['slo_attainment']:.6f} / {run['interruptions']}"
+                )
+            rows.append(
+                f"| {head}, {r:g}/h" + (f", seed {seed}" if len(seeds) > 1 else "") + f" | {' | '.join(cells)} |"
+            )
+    head = "| trace (on-demand only: cost, attainment), rate | " + " | ".join(f"floor {f:g}" for f in floors) + " |"
+    return [head, "|---" * (len(floors) + 1) + "|", *rows]
+
+
+def example(args: argparse.Namespace) -> None:
+    """`example`: docs/simulate.md's spot console block, the command as a user types it
+    (simulate_example.igniter), and its `--json` figures; benchmarks/results/spot_example.json."""
+    from simulate_example import console, igniter
+
+    command = [
+        "simulate", "policies/servegen-sim.yaml", "--trace", "traces/servegen-3models-wide.csv",
+        "--spot-price-ratio", f"{args.ratio:g}", "--spot-interruptions-per-hour", "0.01", "--seed", "1",
+    ]  # fmt: skip
+    out = Results("spot_example", "python benchmarks/spot.py example")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    shown = igniter(command)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out.figure("command_cpu_s", after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    out.doc["tables"]["console"] = console(command, shown, {"cost", "SLO attainment", "surge", "spot"})
+    s = json.loads(igniter(command, "--json").stdout)
+    out.doc["summary"] = s
+    out.figure("cost_vs_on_demand_only", s["cost_total_usd"] / s["cost_on_demand_only_usd"])
+    print("\n".join(out.doc["tables"]["console"]))
+    out.write()
 
 
 def emit(out: str | None, row: dict[str, Any]) -> None:
@@ -196,19 +288,17 @@ def plans(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["plans", "sim"])
+    ap.add_argument("what", choices=["plans", "sim", "example"])
     ap.add_argument("--ratio", type=float, default=0.35, help="spot price / on-demand price (default 0.35)")
     ap.add_argument("--floors", default="0.3,0,0.5,1")
     ap.add_argument("--rates", default="0.01,0.05", help="interruptions per spot instance-hour")
     ap.add_argument("--seeds", default="0")
     ap.add_argument("--traces", default=",".join(CASES))
-    ap.add_argument("--size", type=float, default=1.0, help="scale every trace's rates (a bigger fleet)")
-    ap.add_argument("--out", help="also append the JSON lines here")
+    ap.add_argument("--sizes", default="1", help="scale every trace's rates by each (a bigger fleet)")
+    ap.add_argument("--name", default="spot_sim", help="sim: write benchmarks/results/NAME.json")
+    ap.add_argument("--out", help="sim: also append the JSON lines here")
     args = ap.parse_args()
-    if args.what == "plans":
-        plans(args)
-    else:
-        run_sim(args)
+    {"plans": plans, "sim": run_sim, "example": example}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -100,7 +100,8 @@ FIGURE_LIKE = re.compile(
 # ("a steady 400 req/s load") or a published figure ("the published model: about 3.5 %").
 NOT_A_RESULT = re.compile(
     r"\b(boots?|boot_s|ticks?|interval|delay|window|headroom|SLO|budget|target|default|limit|timeout|"
-    r"warning|price|floor|cap|every|tolerance|spot|published|within|most|least|next|load|steady|rows|means)\b",
+    r"warning|price|floor|cap|every|tolerance|spot|published|within|most|least|next|load|steady|rows|means|"
+    r"rotated)\b",
     re.I,
 )
 
@@ -110,7 +111,7 @@ def is_setting(part: str, m: re.Match[str]) -> bool:
     NOT_A_RESULT's words (four words before it, three after). Numbers with two or more decimals
     and dollar amounts are always results here."""
     before = part[: m.start()]
-    if before.count("`") % 2 or before.rstrip().endswith("`"):  # code, or a setting's value
+    if before.count("`") % 2 or re.search(r"`\s*\(?\s*$", before):  # code, or a setting's value
         return True
     if before.split()[-1:] in (["Python"], ["Terraform"], ["Ubuntu"], ["Debian"]):  # a version
         return True
@@ -137,24 +138,29 @@ def unmarked_figures(part: str) -> list[str]:
     return out
 
 
+# A paragraph that names a benchmark or a results file speaks of measurements.
+NAMES_RESULTS = re.compile(r"benchmarks/|results/|\b[\w-]+\.json\b")
+
+
 def near_marked_figures(text: str) -> list[str]:
-    """The paragraphs of `text` that quote a results file: those holding a marker, and those right
-    before and after a table block (they describe it)."""
+    """The paragraphs of `text` that quote a results file or speak of a benchmark: those holding a
+    marker, those naming a benchmark or a results file, and those right before and after a table
+    block (they describe it)."""
     out = []
     parts = re.split(r"\n\s*\n|\n(?=\s*(?:[-*]|\d+\.) )", text)  # paragraphs, and each list item
     for i, part in enumerate(parts):
         after_table = i > 0 and parts[i - 1].rstrip().endswith("<!-- /table -->")
         before_table = i + 1 < len(parts) and parts[i + 1].lstrip().startswith("<!-- table")
-        if "<!-- = " in part or after_table or before_table:
+        if "<!-- = " in part or NAMES_RESULTS.search(part) or after_table or before_table:
             out.append(part)
     return out
 
 
 def test_no_unmarked_figure_beside_marked_ones() -> None:
-    """A paragraph that quotes a results file (or introduces or follows an embedded table) quotes
-    every figure of it from one: a number left unmarked beside marked ones would go stale unseen,
-    as the prose around the ServeGen table once did. Table blocks themselves are checked whole
-    above."""
+    """A paragraph that quotes a results file, names a benchmark or a results file, or introduces
+    or follows an embedded table quotes every figure of it from one: a number left unmarked
+    beside marked ones would go stale unseen, as the prose around the ServeGen table once did.
+    Table blocks themselves are checked whole above."""
     for path in DOCS:
         text = TABLE.sub("<!-- table --><!-- /table -->", path.read_text())  # its lines are checked above
         for part in near_marked_figures(text):
@@ -201,6 +207,16 @@ def test_settings_and_marked_figures_pass() -> None:
         assert unmarked_figures(text) == [], text
 
 
+def test_a_paragraph_naming_a_benchmark_is_checked_without_a_marker() -> None:
+    """A paragraph that names a benchmark or a results file is checked even with no marker in it;
+    one that names neither is not (settings and examples live there)."""
+    text = "Measured by `benchmarks/x.py`: 65.8 % fewer restarts.\n\nIn words only: 65.8 % fewer restarts."
+    parts = near_marked_figures(text)
+    assert parts == ["Measured by `benchmarks/x.py`: 65.8 % fewer restarts."]
+    assert [f.split(": ")[0] for f in unmarked_figures(parts[0])] == ["65.8 %"]
+    assert unmarked_figures("written to `warm_pool.json`; `warm_boot_s` (45 s) and `refill_delay_s` (1800 s)") == []
+
+
 def test_the_docs_quote_results() -> None:
     """The convention is in use, so a broken regex cannot pass silently: README's install sizes and
     planner figures, docs/planner.md's tables, docs/simulate.md's console example, quality tables,
@@ -217,6 +233,43 @@ def test_the_docs_quote_results() -> None:
         "mig_vs_parvagpu.json",
     }
     assert {m["file"] for _, m in figures()} >= {"rollout.json", "idle_share.json", "simulate_speed.json"}
+
+
+def readme_commands() -> list[list[str]]:
+    """README's `sh` blocks as lists of commands: continuation lines joined, here-document bodies
+    and comment-only lines left out."""
+    blocks = []
+    for block in re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), re.S):
+        block = re.sub(r"<<'(\w+)'\n.*?\n\1\n", "\n", block, flags=re.S)  # here-documents
+        block = re.sub(r"\\\n\s*", " ", block)
+        blocks.append([line for line in block.splitlines() if line.strip() and not line.startswith("#")])
+    return blocks
+
+
+# Commands that take more than about 30 s here, and the words that say how long.
+LONG = re.compile(
+    r"^(make (demo|demo-mig|test|venv|bench|chaos)\b|igniter simulate |pip install torch|\S*python \S*benchmarks/)"
+)
+HOW_LONG = re.compile(r"#.*(\d\s*(s|min|minutes?|hours?)\b|minutes|seconds|hours|a minute)")
+
+
+def test_readme_blocks_that_start_processes_stop_them() -> None:
+    """Issue 33: every README block that sends a process to the background ends with the command
+    that stops it (`kill`, `igniter down`), so a reader who pastes it leaves nothing running."""
+    started = [b for b in readme_commands() if any(re.search(r"&\s*(#|$)", c) for c in b)]
+    assert len(started) >= 3, "the quick start, the agent and the leader blocks start processes"
+    for block in started:
+        # `igniter run`'s local instances and gateway outlive it, as VMs would: only `igniter down` stops them
+        stop = r"igniter down\b" if any(c.startswith("igniter run ") for c in block) else r"(kill|igniter down)\b"
+        assert re.match(stop, block[-1]), f"README block ends without its stop: {block[-1]}"
+
+
+def test_readme_says_how_long_the_long_commands_take() -> None:
+    """Issue 33: every pasted command that takes more than about 30 s says how long it takes."""
+    commands = [c for b in readme_commands() for c in b if LONG.match(c)]
+    assert len(commands) >= 8
+    for command in commands:
+        assert HOW_LONG.search(command), f"README: no duration given for: {command}"
 
 
 def test_every_transition_is_in_the_table() -> None:

@@ -276,6 +276,7 @@ class Actuator:
             self.clock(),
         )
         pool = pool_of(self.provider) if a.to_pool else None
+        faults.point("before_return" if pool is not None else "before_terminate")
         try:
             if pool is not None and a.to_pool:
                 pool.pool_return(a.instance_id, a.to_pool)  # ReuseOnScaleIn: re-tagged, then stopped

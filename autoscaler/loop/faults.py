@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 POINTS = (
     "after_launch",
     "after_terminate",
+    "before_terminate",  # a record moved to TERMINATING, its TerminateInstances not yet sent
+    "before_return",  # a record moved to TERMINATING for the warm pool, its pool return not yet sent
     "after_apply",
     "slow_act",
     "slow_send",

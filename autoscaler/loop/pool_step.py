@@ -102,11 +102,17 @@ class PoolStep:
 
     def reuse(self, actions: tuple[Any, ...], quarantined: Collection[str] = ()) -> tuple[Any, ...]:
         """Reconcile's scale-in terminations of initialised on-demand instances, each given a
-        member name where its type's pool is below target: stopped into the pool instead."""
+        member name where its type's pool is below target: stopped into the pool instead. Each
+        name is booked under its instance (`returning`) before act, so a crash between the
+        record's move to TERMINATING and the pool return is resumed: reconcile re-sends the
+        terminate of a terminating instance still listed, and it goes out as that return again."""
+        if self.pool is None:
+            return actions
+        actions = self._resume(actions)
         ends = [
             a for a in actions if isinstance(a, Terminate) and a.reason is Reason.SCALE_IN and a.attempt is not None
         ]
-        if self.pool is None or not ends or not self.policy.scaling.warm_pool.reuse_on_scale_in:
+        if not ends or not self.policy.scaling.warm_pool.reuse_on_scale_in:
             return actions
         recs = {r.key: r for r in self.store.open_records() if r.state in RETURNABLE}
         retiring = [
@@ -128,10 +134,31 @@ class PoolStep:
         for key in keys:
             book["seq"] += 1
             names[key] = f"pool-{self.policy.fleet}-{book['seq']}"
-        self.store.put(STORE_KEY, book)  # a name is never given twice, even after a crash
-        return tuple(
+        out = tuple(
             replace(a, to_pool=names[(a.slot, a.attempt)])
             if isinstance(a, Terminate) and (a.slot, a.attempt) in names
+            else a
+            for a in actions
+        )
+        returning = {a.instance_id: a.to_pool for a in out if isinstance(a, Terminate) and a.to_pool}
+        book["returning"] = {**book.get("returning", {}), **returning}
+        self.store.put(STORE_KEY, book)  # a name is never given twice, even after a crash
+        return out
+
+    def _resume(self, actions: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The re-sent terminate of an instance whose pool return a crash interrupted (its record
+        TERMINATING, the instance still listed: reconcile's orphan) goes out as that return, under
+        the name it was booked with. Booked names whose record is no longer terminating are
+        dropped: returned, gone, or never moved (a crash before the transition: decided afresh)."""
+        book = self._book()
+        ending = {r.instance_id for r in self.store.open_records() if r.state is State.TERMINATING}
+        booked = {iid: name for iid, name in book.get("returning", {}).items() if iid in ending}
+        if booked != book.get("returning", {}):
+            book["returning"] = booked
+            self.store.put(STORE_KEY, book)
+        return tuple(
+            replace(a, to_pool=booked[a.instance_id])
+            if isinstance(a, Terminate) and a.attempt is None and a.instance_id in booked
             else a
             for a in actions
         )

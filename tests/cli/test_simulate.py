@@ -48,9 +48,13 @@ def test_json_summary_has_every_field(igniter, small):
         "recut_surge_instances",
         "fast_ticks",
         "burst_servers",
+        "warm_starts",
+        "warm_pool_cost_usd",
+        "warm_pool_returns",
         "out_of_reach_ticks",
     ):
         assert key in s
+    assert s["warm_starts"] == 0 and s["warm_pool_cost_usd"] == 0  # no pool by default
     assert s["duration_s"] == 960 and 0 < s["slo_attainment"] < 1 and s["scaling_actions"] >= 1
     assert s["outage_steps"] == 0 and s["reconfig_short_steps"] == 0 and s["invariant_breaches"] == {}
     assert s["recuts"] == 0 and s["recut_surge_instance_hours"] == 0  # no MIG GPU: nothing to re-cut

@@ -12,6 +12,7 @@ between the re-tag and the stop leaves a running member that the rerun stops."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from autoscaler.fleet.base import POOL_CLAIMED, POOL_MEMBER, TAG_FLEET, TAG_POOL
 from autoscaler.loop.store import Store
 from tests.chaos.test_crash_at_fault_points import _once, _set_rates
 from tests.fleet.test_ec2 import LOW, WORKLOADS, controller, fleet_instances, policy_file, setup_templates, tags
+from tests.fleet.test_ec2_terminate_crash import terminating_and_running
 from tests.kit.backends import Moto
 from tests.kit.control import Clock
 
@@ -111,6 +113,7 @@ def test_kill_9_at_each_step_of_the_pool_leaks_and_doubles_nothing(moto: Moto, t
         again = _once(path, state_file)
         assert again.returncode == 0, again.stderr
         assert _leaks(moto, state_file) == (0, 0), fault
+        assert not terminating_and_running(moto, state_file), fault
     assert crashes == {"after_pool_launch": 1, "after_stop": 1, "after_claim": 1, "none": 0, "after_start": 1}
     for _ in range(2):  # settles: the pool is full again, every member stopped
         assert _once(path, state_file).returncode == 0
@@ -162,26 +165,56 @@ def test_scale_in_stops_the_instances_it_retires_into_the_pool(moto: Moto, tmp_p
     assert _leaks(moto, tmp_path / "state.sqlite") == (0, 0)
 
 
-def test_kill_9_between_return_and_stop_leaks_nothing(moto: Moto, tmp_path: Path) -> None:
-    setup_templates(moto)
-    path, state_file = policy_file(tmp_path, moto, warm_pool={"size": 1}), tmp_path / "state.sqlite"
-    for rates in (LOW, LOW, HIGH, HIGH, HIGH):  # the pool filled and stopped, then started for a scale-out
+def _scale_in_until_killed(moto: Moto, path: Path, state_file: Path, fault: str) -> None:
+    """Fill and stop the pool, start its members for a scale-out, then scale in with `fault` set
+    until the run is killed there (the scale-in drains first, then returns each retiring instance)."""
+    for rates in (LOW, LOW, HIGH, HIGH, HIGH):
         _set_rates(path, rates)
         assert _once(path, state_file).returncode == 0
     _set_rates(path, LOW)
-    crashed = None
-    for _ in range(6):  # the scale-in: drains first, then returns each retiring instance
-        run = _once(path, state_file, "after_return")
+    for _ in range(6):
+        run = _once(path, state_file, fault)
         assert "Traceback" not in run.stderr
         assert _leaks(moto, state_file) == (0, 0)
         if run.returncode == -9:
-            crashed = run
-            break
+            return
         assert run.returncode == 0, run.stderr
-    assert crashed is not None  # killed after a re-tag, before its StopInstances
+    raise AssertionError(f"never killed at {fault}")
+
+
+def test_kill_9_between_return_and_stop_leaks_nothing(moto: Moto, tmp_path: Path) -> None:
+    setup_templates(moto)
+    path, state_file = policy_file(tmp_path, moto, warm_pool={"size": 1}), tmp_path / "state.sqlite"
+    _scale_in_until_killed(moto, path, state_file, "after_return")  # after a re-tag, before its StopInstances
     assert any(state(i) == "running" for i in members(moto))  # a running member, not a fleet instance
     for _ in range(4):
         assert _once(path, state_file).returncode == 0
         assert _leaks(moto, state_file) == (0, 0)
     pool = members(moto)
     assert len(pool) == 2 and {state(i) for i in pool} == {"stopped"}  # the rerun stopped it
+
+
+def test_kill_9_between_terminating_and_return_still_returns_it(
+    moto: Moto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record moved to TERMINATING, the pool return never sent: the instance still runs as the
+    fleet's. The rerun re-sends the return under the name booked for it, through the leader fence
+    (the call log holds it with its token), so the instance ends a stopped member (not terminated,
+    not running on forever, no second member of that name)."""
+    setup_templates(moto)
+    path, state_file = policy_file(tmp_path, moto, warm_pool={"size": 1}), tmp_path / "state.sqlite"
+    _scale_in_until_killed(moto, path, state_file, "before_return")
+    stuck = terminating_and_running(moto, state_file)
+    assert len(stuck) == 1  # what the crash leaves: its record terminating, the instance serving on
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("IGNITER_CALL_LOG", str(calls))  # the reruns' fenced calls
+    for _ in range(4):
+        assert _once(path, state_file).returncode == 0
+        assert _leaks(moto, state_file) == (0, 0)
+        assert not terminating_and_running(moto, state_file)
+    pool = members(moto)
+    assert stuck <= {i["InstanceId"] for i in pool}  # returned after all, not terminated
+    assert len(pool) == 2 and {state(i) for i in pool} == {"stopped"}
+    sent = [json.loads(line) for line in calls.read_text().splitlines()]
+    resent = [c for c in sent if c["target"] in stuck]
+    assert resent and {c["kind"] for c in resent} == {"pool_return"} and all(c["token"] for c in resent)

@@ -3,9 +3,12 @@ that a fast tick only adds capacity, never overlaps a tick and never acts on a s
 
 from __future__ import annotations
 
+import math
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -13,10 +16,13 @@ from autoscaler.config.scaling import FastPathConfig
 from autoscaler.core.fleet.lifecycle import State
 from autoscaler.core.rollout.fast_path import additive, no_less, panicking
 from autoscaler.core.rollout.reconcile import Configure, Drain, Launch, Terminate
-from autoscaler.core.routing.routes import BackendSeen, GatewayView
+from autoscaler.core.routing.routes import AddServer, BackendSeen, GatewayView
+from autoscaler.gateway.fake import FakeGateway
+from autoscaler.loop.controller import Controller
 from autoscaler.loop.service import Service
 from autoscaler.loop.store import Store
 from autoscaler.loop.watch import FastWatch
+from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 from tests.core.test_reconcile import share
 from tests.kit.control import Clock, make_controller, make_policy
 
@@ -123,3 +129,63 @@ def test_a_standby_never_acts_on_the_fast_path() -> None:
     svc = _service(panics=True, held=False)
     Service.watch_job(svc)  # type: ignore[arg-type]
     assert svc.ticks == []
+
+
+ROOMY = {"alex": (1190.0, 20.0), "res": (290.0, 20.0)}  # req/s the model gives a server at 20 % MPS, batch 4
+
+
+def roomy_planner(policy: Any, rates: Any, corrections: Any, caps: Any, current: Any) -> Plan:
+    """One server per p3.2xlarge at 20 % MPS, carrying what the perf model says it does there (so
+    that the controller's judge agrees): every GPU leaves 80 % of its share free."""
+    itype = next(t for t in policy.instance_types if t.gpus == 1)
+    instances = []
+    for w in policy.workloads:
+        per, share = ROOMY[w.name]
+        n = math.ceil(rates.get(w.name, 0.0) / per - 1e-9)
+        for _ in range(n):
+            place = PlacementOut(w.name, w.model, 4, share, rates[w.name] / n, 5.0, per)
+            instances.append(InstanceOut(itype.name, itype.price_per_hour, (GpuOut(0, itype.gpu, (place,)),)))
+    return Plan("roomy", tuple(instances))
+
+
+def test_a_4x_step_between_ticks_bursts_into_free_share_within_seconds_and_launches_the_rest(
+    tmp_path: Path,
+) -> None:
+    """The issue's test, end to end in process: the gateway's counters (the watcher's source) show
+    alex stepping 4 x between two regular ticks; the watcher panics within poll_s + window_s; the
+    fast tick starts burst servers in the share its running GPUs leave free (the model says every
+    neighbour keeps its budget and planned rate), adds them to the gateway in that tick, and
+    launches instances for the rest of the plan."""
+    policy = make_policy(
+        tmp_path,
+        gateway={"kind": "haproxy", "drain_timeout_s": 30},
+        rates={"source": "static"},
+        scaling={"interval_s": 60, "scale_down_delay_s": 600, "headroom": 0.0, "forecast": "last"},
+    )
+    clock, gw = Clock(), FakeGateway()
+    base, prov, _tr, rates = make_controller(policy, clock, rates={"alex": 1000.0, "res": 200.0}, planner=roomy_planner)
+    ctl = Controller(policy, replace(base.deps, gateway=gw))
+    for _ in range(3):  # the fleet at rest, its servers in the gateway
+        assert ctl.tick().ok
+        clock.advance(20)
+    launches = len([c for c in prov.calls if c[0] == "launch"])
+    servers = {op.name for op in gw.ops if isinstance(op, AddServer)}
+    watch, cfg = FastWatch(gw.observe, ctl.store), policy.scaling.fast_path
+    gw.requests["alex"] = 0
+    assert not watch.check(clock(), cfg)
+    step_at, panicked_at = clock(), None
+    for _ in range(30):  # the watcher's reads, every poll_s, after the step to 4 x
+        clock.advance(cfg.poll_s)
+        gw.requests["alex"] += int(4000.0 * cfg.poll_s)
+        if watch.check(clock(), cfg):
+            panicked_at = clock()
+            break
+    assert panicked_at is not None and panicked_at - step_at <= cfg.poll_s + cfg.window_s  # seconds, not a tick
+    rates.set(alex=4000.0)  # what the tick's rate source reads
+    report = ctl.tick(fast=True)
+    assert report.ok and report.fast
+    assert report.bursts  # servers in free share at once
+    added = {op.name for op in gw.ops if isinstance(op, AddServer)} - servers
+    assert set(report.bursts) <= added  # and in the gateway in the same tick
+    assert len([c for c in prov.calls if c[0] == "launch"]) > launches  # instances beyond that
+    assert not [c for c in prov.calls if c[0] == "terminate"]

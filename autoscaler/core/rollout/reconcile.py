@@ -331,6 +331,19 @@ def _closeouts(view: FleetView, extra: Sequence[Record], now: float, limits: Lim
 
 
 def _orphans(view: FleetView) -> list[Action]:
+    """Listed fleet instances no live record claims are terminated (again: terminating twice is
+    harmless). That includes a record's own instance when its record is TERMINATING and it is still
+    running: a crash came between the transition and the provider call (loop/actuator.py), and
+    this re-send is what finishes it (loop/pool_step.py turns it back into a pool return when that
+    was the intent)."""
+    ending = {r.instance_id for r in view.records if r.state is State.TERMINATING}
     return [
-        Terminate(slot, None, iid, Reason.SCALE_IN, "fleet instance with no open record") for slot, iid in view.orphans
+        Terminate(
+            slot,
+            None,
+            iid,
+            Reason.SCALE_IN,
+            "terminating, still listed: re-sent" if iid in ending else "fleet instance with no open record",
+        )
+        for slot, iid in view.orphans
     ]
