@@ -1,5 +1,6 @@
 """uvicorn's httptools protocol with what it leaves out: a read timeout, an idle timer from the
-connect, a cap on open connections and JSON errors for malformed HTTP.
+connect, a cap on open connections, JSON errors for malformed HTTP, and a response's head and
+body in one write.
 
 uvicorn owns HTTP parsing, keep-alive and the graceful shutdown of connections. It has no read
 timeout and arms its idle timer only after a first response, so a client that connects and sends
@@ -9,6 +10,13 @@ malformed HTTP (for example Content-Length together with chunked framing, a requ
 vector that llhttp refuses) with a JSON 400, and a request line and headers past max_header_kb
 with a JSON 431 (httptools keeps a header of any size in memory until it ends). The limits are
 agents.spec.ServerLimits.
+
+uvicorn writes a response's status line and headers as soon as the app starts the response, and
+the body in a second write. A server that dies between the two (an MPS fault kills every client of
+a GPU at once) leaves the gateway a head whose body never comes: HAProxy has already passed it on,
+so it cannot retry, and the client gets a truncated answer. HeadWithBody holds the head until the
+first body bytes and writes both at once, so the gateway sees a whole response or none, and retries
+none (`retry-on empty-response`).
 
 It imports no torch: the inference server (http.py) and the autoscaler's status endpoint
 (autoscaler/loop/status.py) both serve through it.
@@ -23,7 +31,7 @@ from typing import Any
 import httptools
 import pydantic_core
 import uvicorn
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from agents.spec import ServerLimits
 
@@ -113,12 +121,15 @@ class GuardedProtocol(HttpToolsProtocol):
         self._in_head = False
         if len(self.connections) <= self.limits.max_connections:
             super().on_headers_complete()
-            return
-        app, self.app = self.app, _too_many_connections
-        try:
-            super().on_headers_complete()
-        finally:
-            self.app = app
+        else:
+            app, self.app = self.app, _too_many_connections
+            try:
+                super().on_headers_complete()
+            finally:
+                self.app = app
+        cycle = self.cycle
+        if cycle is not None and not isinstance(cycle.transport, HeadWithBody):
+            cycle.transport = HeadWithBody(cycle)  # type: ignore[assignment]
 
     def on_message_complete(self) -> None:
         self._cancel_read_deadline()
@@ -163,6 +174,30 @@ class GuardedProtocol(HttpToolsProtocol):
         if active is None or not active.response_started:
             self.transport.write(raw_response(code, message))
         self.transport.close()
+
+
+class HeadWithBody:
+    """One response's transport: the head (the one write uvicorn makes once the response has
+    started and before any body) waits for the first body bytes, and both leave in one write. A
+    response abandoned after its head (the app failed, the connection is refused or closed) closes
+    with nothing sent, which the gateway retries. Everything else is the real transport's."""
+
+    def __init__(self, cycle: RequestResponseCycle) -> None:
+        self._cycle = cycle
+        self._transport: Transport = cycle.transport  # type: ignore[assignment]
+        self._head: bytes | None = None
+        self._head_done = False
+
+    def write(self, data: bytes) -> None:
+        if not self._head_done and self._cycle.response_started:
+            self._head, self._head_done = data, True
+            return
+        if self._head is not None:
+            data, self._head = self._head + data, None
+        self._transport.write(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
