@@ -129,7 +129,7 @@ class GuardedProtocol(HttpToolsProtocol):
                 self.app = app
         cycle = self.cycle
         if cycle is not None and not isinstance(cycle.transport, HeadWithBody):
-            cycle.transport = HeadWithBody(cycle)  # type: ignore[assignment]
+            HeadWithBody(cycle)
 
     def on_message_complete(self) -> None:
         self._cancel_read_deadline()
@@ -179,14 +179,24 @@ class GuardedProtocol(HttpToolsProtocol):
 class HeadWithBody:
     """One response's transport: the head (the one write uvicorn makes once the response has
     started and before any body) waits for the first body bytes, and both leave in one write. A
-    response abandoned after its head (the app failed, the connection is refused or closed) closes
-    with nothing sent, which the gateway retries. Everything else is the real transport's."""
+    response with no body write (HEAD) sends its head once it is complete. A response abandoned
+    after its head (the app failed, the connection is refused or closed) closes with nothing sent,
+    which the gateway retries. Everything else is the real transport's."""
 
     def __init__(self, cycle: RequestResponseCycle) -> None:
         self._cycle = cycle
         self._transport: Transport = cycle.transport  # type: ignore[assignment]
         self._head: bytes | None = None
         self._head_done = False
+        self._send = cycle.send
+        cycle.send = self.send  # type: ignore[method-assign]
+        cycle.transport = self  # type: ignore[assignment]
+
+    async def send(self, message: Any) -> None:
+        """The cycle's ASGI send; a response it completed leaves nothing held."""
+        await self._send(message)
+        if self._cycle.response_complete:
+            self._flush()
 
     def write(self, data: bytes) -> None:
         if not self._head_done and self._cycle.response_started:
@@ -195,6 +205,17 @@ class HeadWithBody:
         if self._head is not None:
             data, self._head = self._head + data, None
         self._transport.write(data)
+
+    def close(self) -> None:
+        if self._cycle.response_complete:  # uvicorn closes before it reports the response done
+            self._flush()
+        self._head = None
+        self._transport.close()
+
+    def _flush(self) -> None:
+        if self._head is not None:
+            head, self._head = self._head, None
+            self._transport.write(head)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)

@@ -97,6 +97,19 @@ def test_each_keep_alive_request_gets_its_own_single_write() -> None:
     assert len(writes) == 2 and all(w.endswith(b"hello") for w in writes)
 
 
+def test_a_head_request_gets_its_head_at_once_though_no_body_is_written() -> None:
+    (write,) = _serve(_two_sends, b"HEAD /x HTTP/1.1\r\nhost: t\r\n\r\n").writes
+    assert write.startswith(b"HTTP/1.1 200 OK\r\n") and write.endswith(b"\r\n\r\n")
+
+
+def test_a_response_that_closes_the_connection_sends_head_and_body_before_it_closes() -> None:
+    for method in (b"GET", b"HEAD"):
+        transport = _serve(_two_sends, method + b" /x HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")
+        (write,) = transport.writes
+        assert b"connection: close" in write.lower() and transport.closed
+        assert write.endswith(b"hello" if method == b"GET" else b"\r\n\r\n")
+
+
 def test_a_100_continue_is_not_held_back_as_a_head() -> None:
     async def reads_body(scope: Any, receive: Any, send: Any) -> None:
         await receive()
