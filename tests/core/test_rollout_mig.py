@@ -174,3 +174,24 @@ def test_a_slice_its_agent_still_reports_holds_its_units() -> None:
 
     assert "a-1" not in step(inp((("3g.40gb", 0),))).started
     assert "a-1" in step(inp(())).started
+
+
+def test_a_re_cut_completes_when_the_layouts_rate_reads_above_the_new_slice() -> None:
+    """`make demo-mig`'s stall (CI, 1 run in 3 here): a grows from a 3g slice (1,328.5 req/s) to a
+    4g one (1,547.98) on a full cut, its stand-in on a surge instance. The layout keeps the highest
+    rate read (a plan of the same cost is never "cheaper"), here one noisy read of 1,550, just
+    past what the 4g slice serves, and the plan carries no more. The stand-in serving, the old
+    slice counted beside it, the floor was that 1,550: a-0 could never leave, the planned slice
+    never start, for good. A change that grows a workload needs no more during the move than its
+    plan carries: a-0 drains, a-1 is cut in its units, the surge instance goes."""
+    b0 = sl("b-0", "b", "3g.40gb", 4, index=1)
+    old = replace(sl("a-0", "a", "3g.40gb", 0), predicted_throughput_rps=1328.518)
+    new = replace(sl("a-1", "a", "4g.40gb", 0, index=2), predicted_throughput_rps=1547.98, rate_rps=1547.98)
+    pf = mig_fleet([slot("s0", new, b0)], {"s0": (old, b0)})
+    pf.layout = replace(pf.layout, rates={"a": 1550.0, "b": 60.0})
+    pf.rates = {"a": 1444.0, "b": 60.0}
+    cuts = roll(pf, steps=40)
+    assert any("a-1-s0" in {n for n, _ in c.get(s, ())} for c in cuts for s in c if is_surge_slot(s))
+    assert done(pf) and not any(is_surge_slot(s) for s in pf.records), cuts[-1]
+    assert not any(d.breaches for d in pf.diffs)
+    never_below(pf)

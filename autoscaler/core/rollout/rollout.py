@@ -5,10 +5,11 @@ throughput of its servers that report ready and are not draining, each judged by
 model beside the neighbours it actually loads its GPU with, see `loading`) stays at or above its
 *floor*:
 
-    floor(w)  = min(before(w), demand(w))
-    before(w) = max(w's capacity when the current change began, its ready capacity now, less the
-                stand-ins whose planned server already runs)
+    floor(w)  = min(before(w), demand(w)), and at most planned(w) where planned(w) >= baseline(w)
+    before(w) = max(baseline(w), its ready capacity now, less the stand-ins whose planned server
+                already runs); baseline(w): w's capacity when the current change began
     demand(w) = max(w's observed rate now, the rate the target layout was planned for)
+    planned(w) = what the target layout's servers for w carry (their predicted throughput)
 
 demand is at least the current rate, so the floor is at least min(current rate, capacity before
 the change): the promise in DESIGN.md. A change may lower a workload's capacity to what it still
@@ -21,6 +22,13 @@ Breach; `RolloutStep.short()` lists every workload a tick left below its floor.
 capacity "before" the next part of it (a workload that grew must not be moved back down). The
 capacity when the change began is threaded through the controller's state (`baseline`), since a
 change spans several ticks.
+
+A change that gives a workload at least what it had (planned >= baseline) needs no more than its
+plan while it moves: the move ends at the plan, so a floor above it would keep the replaced
+servers for good. demand can exceed the plan (the layout keeps the highest rate read while no
+plan is cheaper; a limit or a scripted plan carries less than its rates): a MIG re-cut from a 3g
+slice to a 4g one stalled on one read past the 4g, `before` counting the stand-in beside the old
+slice (`make demo-mig`, 3 runs of 11). The cap is at least the baseline: the promise holds.
 
 **Stand-ins** (surge.py: a planned server that cannot start where it is planned starts early
 elsewhere, as `<name>-s<k>`) carry their workload's new capacity until the planned server serves:
@@ -119,10 +127,15 @@ class Tick:
         self.before = dict(self.cap)
         self.baseline = dict(inp.baseline) if inp.baseline is not None else dict(self.cap)
         now = self.cap.minus(self._paired())
-        self.floor = {
-            w: min(max(self.baseline.get(w, 0.0), now.get(w, 0.0)), inp.demand.get(w, math.inf))
-            for w in set(self.cap) | set(self.baseline)
-        }
+        self.floor = {w: self._floor(w, now) for w in set(self.cap) | set(self.baseline)}
+
+    def _floor(self, w: str, now: Mapping[str, float]) -> float:
+        """w's floor (module docstring): at most what its plan carries, where that is at least its
+        capacity before the change."""
+        base = self.baseline.get(w, 0.0)
+        floor = min(max(base, now.get(w, 0.0)), self.inp.demand.get(w, math.inf))
+        plan = (self.inp.planned or {}).get(w)
+        return min(floor, plan) if plan is not None and plan >= base else floor
 
     # -- judging ----------------------------------------------------------------------------------
     def _verdict(
