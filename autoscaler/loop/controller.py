@@ -21,7 +21,7 @@ from typing import Any
 import agents.logs as logs
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
-from autoscaler.core.capacity.scaling import choose, hold_rates, next_wake
+from autoscaler.core.capacity.scaling import choose, hold_rates, newly_placed, next_wake
 from autoscaler.core.capacity.slo_guard import update as guard_update
 from autoscaler.core.fleet.lifecycle import Record, State, SyncInput, going_away, sync
 from autoscaler.core.layout.layout import layout_from_plan
@@ -289,6 +289,7 @@ class Controller:
                 self.state.cheaper_since,
                 self.policy.scaling.scale_down_delay_s,
                 missing,
+                places=newly_placed((u.workload for u in target.unplaced), (u.workload for u in held.unplaced)),
             )
             self.state = replace(self.state, cheaper_since=choice.cheaper_since)
             chosen, rates = (target, planned) if choice.use == "target" else (held, held_rates)

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.core.capacity.forecast import ForecastConfig, ewma, forecast, holt
-from autoscaler.core.capacity.scaling import choose, hold_rates
+from autoscaler.core.capacity.scaling import choose, hold_rates, newly_placed
 from autoscaler.core.capacity.slo_guard import GuardConfig, GuardState, update
 
 
@@ -97,6 +97,20 @@ def test_scale_in_waits_for_the_delay() -> None:
     assert choose(700, 5, 10, 100, 600, False).use == "target"
     assert choose(700, 5, 10, 100, 0, True).use == "hold"  # missing data: never scale in
     assert choose(700, 5, 10, 100, 600, True).cheaper_since is None
+
+
+@pytest.mark.unit
+def test_a_hold_plan_that_leaves_a_workload_out_gives_way_at_once_to_a_target_that_places_it() -> None:
+    """A hold plan kept at r's old peak left m out (max_instances) while the forecast fit: the target
+    placing m costs more (15.21/h against 10.14/h) yet is adopted at once, as a scale-out for m;
+    without a workload it places, the hold stands as before, and missing data still holds."""
+    places = newly_placed(target_unplaced=[], hold_unplaced=["m"])
+    assert places == ["m"]
+    c = choose(300, 15.21, 10.14, None, 600, False, places=places)
+    assert (c.use, c.cheaper_since) == ("target", None) and "places m" in c.why
+    assert choose(300, 15.21, 10.14, 100, 600, False, places=newly_placed(["m"], ["m"])).use == "hold"
+    assert newly_placed(["x"], ["m", "x"]) == ["m"] and newly_placed(["m"], []) == []
+    assert choose(300, 15.21, 10.14, None, 600, True, places=places).use == "hold"
 
 
 @pytest.mark.unit

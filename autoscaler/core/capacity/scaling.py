@@ -5,12 +5,15 @@ scale_down_delay_s. Every tick plans for the *hold* rates: each workload's forec
 below the rate the current layout was planned for, so a workload that grows gets capacity at once
 while nothing shrinks. Only when the plan for the forecast alone (the *target*) is cheaper than the
 hold plan, and has stayed cheaper for scale_down_delay_s, is the target adopted. Missing rate data
-restarts the wait. `next_wake` says when to tick before the next interval.
+restarts the wait. A hold plan that leaves out (a type's max_instances) a workload the target
+places is no hold: it keeps one workload's headroom by keeping another dark, so the target is
+adopted at once, as a scale-out for the workload it places. `next_wake` says when to tick before
+the next interval.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,9 +26,19 @@ class Choice:
 
 
 def choose(
-    now: float, target_cost: float, hold_cost: float, cheaper_since: float | None, delay_s: float, missing: bool
+    now: float,
+    target_cost: float,
+    hold_cost: float,
+    cheaper_since: float | None,
+    delay_s: float,
+    missing: bool,
+    *,
+    places: Sequence[str] = (),
 ) -> Choice:
-    """Adopt the target plan (the forecast alone) or the hold plan (see the module docstring)."""
+    """Adopt the target plan (the forecast alone) or the hold plan (see the module docstring).
+    `places`: the workloads the target places and the hold plan leaves out (`newly_placed`)."""
+    if places and not missing:
+        return Choice("target", None, f"it places {', '.join(places)}, which the hold plan leaves out")
     if target_cost >= hold_cost - 1e-9:
         return Choice("hold", None, "no cheaper plan")
     if missing:
@@ -35,6 +48,14 @@ def choose(
     if held >= delay_s:
         return Choice("target", None, f"cheaper plan held for {held:.0f} s (scale_down_delay_s {delay_s:g})")
     return Choice("hold", since, f"cheaper plan held for {held:.0f} s of {delay_s:g} s")
+
+
+def newly_placed(target_unplaced: Iterable[str], hold_unplaced: Iterable[str]) -> list[str]:
+    """The workloads the hold plan leaves out (a limit: no room) that the target plan places. Held
+    at its highest rate, the hold plan can stay out of the caps' reach for good while the forecast
+    fits: the Controller's log showed one A100 type at max_instances 3 hold a plan that gave both
+    GPUs to r's old peak and left m (11,340 req/s) out, 15.21/h against 10.14/h, to the end."""
+    return sorted(set(hold_unplaced) - set(target_unplaced))
 
 
 def hold_rates(forecast: Mapping[str, float], current: Mapping[str, float]) -> dict[str, float]:
