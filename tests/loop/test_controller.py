@@ -9,7 +9,8 @@ import pytest
 from autoscaler.core.fleet.lifecycle import State
 from autoscaler.fleet.base import ThrottledError
 from autoscaler.loop.store import Store
-from tests.kit.control import Clock, make_controller, make_policy
+from autoscaler.planner.types import Plan, Unplaced
+from tests.kit.control import Clock, make_controller, make_policy, stub_planner
 
 pytestmark = pytest.mark.unit
 
@@ -132,6 +133,48 @@ def test_growth_of_one_workload_while_another_shrinks(tmp_path: Path) -> None:
     assert report.decision.startswith("hold: cheaper plan held for 0 s")
     assert report.layout is not None and dict(report.layout.rates) == {"alex": 150.0, "res": 250.0}
     assert len(report.layout.slots) == 5 and not [c for c in prov.calls if c[0] == "terminate"]
+
+
+def capped_planner(limit: int):  # type: ignore[no-untyped-def]
+    """stub_planner with at most `limit` instances: workloads that do not fit are left out, the
+    biggest first (as the real planner's packing.cover leaves them to a type's max_instances)."""
+
+    def plan(policy, rates, corrections, caps, current) -> Plan:  # type: ignore[no-untyped-def]
+        full = stub_planner(policy, rates, corrections, caps, current)
+        need: dict[str, int] = {}
+        for i in full.instances:
+            w = i.gpus[0].placements[0].workload
+            need[w] = need.get(w, 0) + 1
+        out = []
+        for w in sorted(need, key=lambda w: -need[w]):
+            if sum(need.values()) <= limit:
+                break
+            out.append(w)
+            del need[w]
+        kept = tuple(i for i in full.instances if i.gpus[0].placements[0].workload in need)
+        return Plan("stub", kept, tuple(Unplaced(w, "no capacity: at max_instances") for w in out))
+
+    return plan
+
+
+def test_a_hold_plan_that_leaves_a_workload_out_gives_way_to_a_target_that_places_it(tmp_path: Path) -> None:
+    """At most 5 instances: res grows to 310 req/s (4) beside alex's 300 (3), so res is left out.
+    alex then falls to 50: the plan for the forecast (1 + 4 instances) places res and costs more
+    than the hold plan at alex's old rate (3, res still out), yet it is adopted on that tick (the
+    hold plan kept res dark for good: the MIG rollout property's seed-4 case)."""
+    policy = make_policy(tmp_path)
+    clock = Clock()
+    ctl, _, _, rates = make_controller(policy, clock, rates={"alex": 300.0, "res": 100.0}, planner=capped_planner(5))
+    settle(ctl, clock, 3)
+    rates.set(res=310.0)
+    clock.advance(30)
+    report = ctl.tick()
+    assert report.layout is not None and [u.workload for u in report.layout.unplaced] == ["res"]
+    rates.set(alex=50.0)
+    clock.advance(30)
+    report = ctl.tick()
+    assert report.decision == "target: it places res, which the hold plan leaves out", report.decision
+    assert report.layout is not None and not report.layout.unplaced and len(report.layout.slots) == 5
 
 
 def test_capacity_error_replans_on_another_type_in_the_same_tick(tmp_path: Path) -> None:
