@@ -49,19 +49,15 @@ def test_a_spread_instance_workload_of_thousands_of_servers_takes_an_instance_ea
     assert all(sum(len(g.placements) for g in inst.gpus) == 1 for inst in plan.instances)
 
 
-def _scan(gpus: list[Gpu], n: int) -> tuple[list[Gpu], list[Gpu]]:
-    """The specification: one pass over the waiting GPUs in order, as build.py did before Waiting."""
+def _one_pass(queue: list[Gpu], n: int) -> list[Gpu]:
+    """The specification: what one pass over the waiting GPUs in order takes for an instance of
+    `n` GPUs (build.py before Waiting): a GPU joins unless it shares a spread-instance workload
+    with one taken already."""
     taken: list[Gpu] = []
-    spread: set[str] = set()
-    rest: list[Gpu] = []
-    for g in gpus:
-        mine = spread_workloads(g)
-        if len(taken) < n and not mine & spread:
+    for g in queue:
+        if len(taken) < n and not any(spread_workloads(g) & spread_workloads(t) for t in taken):
             taken.append(g)
-            spread |= mine
-        else:
-            rest.append(g)
-    return taken, rest
+    return taken
 
 
 def _gpu(gid: int, workloads: list[tuple[str, str]]) -> Gpu:
@@ -86,7 +82,8 @@ def test_waiting_takes_the_gpus_a_full_scan_takes(shapes, sizes, rnd: random.Ran
     for n in sizes * (len(gpus) + 1):
         if not queue:
             break
-        want, queue = _scan(queue, n)
+        want = _one_pass(queue, n)
+        queue = [g for g in queue if g not in want]
         assert [g.gid for g in waiting.take_apart(n)] == [g.gid for g in want]
         assert len(waiting) == len(queue)
     assert not queue and not waiting
