@@ -30,30 +30,39 @@ from autoscaler.planner.types import Demand, InstanceOption, Plan, Unplaced
 
 GPULETS = (20.0, 40.0, 50.0, 60.0, 80.0, 100.0)
 UNBOUNDED = 10**6  # no co-location limit: these baselines do not model the scheduling delay
+BLOCK = 256  # GPUs per block of first fit's scan
 
 
 class FirstFit:
-    """First fit over GPUs in the order opened: a vectorised scan of free share per type."""
+    """First fit over GPUs in the order opened: a vectorised scan of free share per type, block by
+    block (the most free share of each BLOCK GPUs kept beside), so a task that fits no open GPU,
+    as a whole-GPU replica never does, costs a scan of the blocks and not of every GPU: the flat
+    scan made ffd and gslice quadratic (221,132 GPUs at the rate ceiling: minutes)."""
 
     def __init__(self, fleet: GpuPool) -> None:
         self.fleet = fleet
         self.free: dict[str, np.ndarray] = {}
+        self.top: dict[str, np.ndarray] = {}  # the most free share in each block of BLOCK GPUs
         self.gids: dict[str, list[int]] = {}
         self.pos: dict[int, int] = {}
 
     def find(self, task: Task) -> Gpu | None:
         """The first open GPU (of any type the task fits) whose free share holds its bound."""
-        found = []
-        for gtype, size in task.sizes.items():
-            free = self.free.get(gtype)
-            if free is None:
-                continue
-            for i in np.flatnonzero(free[: len(self.gids[gtype])] >= size.lower - EPS):
-                g = self.fleet.gpus[self.gids[gtype][i]]
-                if self._memory_ok(g, size.memory_mb):
-                    found.append(g)
-                    break
+        found = [g for gtype, size in task.sizes.items() if (g := self._first(gtype, size)) is not None]
         return min(found, key=lambda g: g.gid, default=None)
+
+    def _first(self, gtype: str, size: Size) -> Gpu | None:
+        free = self.free.get(gtype)
+        if free is None:
+            return None
+        n, need = len(self.gids[gtype]), size.lower - EPS
+        for block in np.flatnonzero(self.top[gtype][: -(-n // BLOCK)] >= need):
+            lo = int(block) * BLOCK
+            for i in np.flatnonzero(free[lo : min(lo + BLOCK, n)] >= need):
+                g = self.fleet.gpus[self.gids[gtype][lo + i]]
+                if self._memory_ok(g, size.memory_mb):
+                    return g
+        return None
 
     def _memory_ok(self, g: Gpu, need: float) -> bool:
         cap = self.fleet.models[g.gpu].memory_mb
@@ -73,10 +82,16 @@ class FirstFit:
         if g.gid not in self.pos:
             self.pos[g.gid] = len(gids)
             gids.append(g.gid)
-            arr = self.free.setdefault(g.gpu, np.zeros(16))
+            arr = self.free.setdefault(g.gpu, np.zeros(BLOCK))
             if len(gids) > len(arr):
                 self.free[g.gpu] = np.concatenate([arr, np.zeros(len(arr))])
-        self.free[g.gpu][self.pos[g.gid]] = g.free
+        free, at = self.free[g.gpu], self.pos[g.gid]
+        free[at] = g.free
+        top = self.top.setdefault(g.gpu, np.zeros(len(free) // BLOCK))
+        if len(top) < len(free) // BLOCK:
+            top = self.top[g.gpu] = np.concatenate([top, np.zeros(len(free) // BLOCK - len(top))])
+        block = at // BLOCK
+        top[block] = free[block * BLOCK : (block + 1) * BLOCK].max()
 
 
 def _first_fit(fleet: GpuPool, order: Sequence[Task]) -> list[Unplaced]:

@@ -7,7 +7,8 @@ not, so a GPU's index is the physical one.
 
 from __future__ import annotations
 
-from collections import Counter
+import heapq
+from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -46,36 +47,65 @@ def new_instances(fleet: GpuPool) -> list[InstanceOut]:
     left = fleet.remaining()
     out = []
     for gtype in sorted(fleet.floating_counts()):
-        gpus = sorted(
-            (g for g in fleet.open_gpus() if g.kept is None and g.gpu == gtype and g.tasks), key=lambda g: g.gid
-        )
+        waiting = Waiting(g for g in fleet.open_gpus() if g.kept is None and g.gpu == gtype and g.tasks)
         opts = [o for o in fleet.options if o.gpu == gtype]
-        while gpus:  # more than once only where spread instance left instances short (take_apart)
-            mix = cover(len(gpus), opts, [left[o.name] for o in opts])
+        while waiting:  # more than once only where spread instance left instances short (take_apart)
+            mix = cover(len(waiting), opts, [left[o.name] for o in opts])
             for option, count in sorted(mix, key=lambda x: -x[0].gpus):
                 for _ in range(count):
-                    members, gpus = take_apart(gpus, option.gpus)
-                    out.append(_instance(option, members))
+                    out.append(_instance(option, waiting.take_apart(option.gpus)))
                     cap = left[option.name]
                     left[option.name] = None if cap is None else cap - 1
     return [i for i in out if any(g.placements for g in i.gpus)]
 
 
-def take_apart(gpus: list[Gpu], n: int) -> tuple[list[Gpu], list[Gpu]]:
-    """Up to `n` GPUs for one instance, in order, skipping any that would share the instance with
-    another server of a workload spread across instances (scaling.redundancy spread instance);
-    returns them and the GPUs left. The first GPU always fits, so every round places one."""
-    taken: list[Gpu] = []
-    spread: set[str] = set()
-    rest: list[Gpu] = []
-    for g in gpus:
-        mine = {t.workload for t in g.tasks if t.demand.redundant and t.demand.spread == "instance"}
-        if len(taken) < n and not mine & spread:
-            taken.append(g)
-            spread |= mine
-        else:
-            rest.append(g)
-    return taken, rest
+def spread_workloads(g: Gpu) -> frozenset[str]:
+    """The workloads on `g` whose servers must each sit on a different instance."""
+    return frozenset(t.workload for t in g.tasks if t.demand.redundant and t.demand.spread == "instance")
+
+
+class Waiting:
+    """Floating GPUs waiting for an instance, in GPU order, queued by the spread-instance workloads
+    they hold (their class): GPUs of one class block or admit each other alike, so an instance
+    looks at each class's first GPU only. Scanning every waiting GPU for each instance instead was
+    quadratic: minutes for the 29,000 GPUs a rate near limits.MAX_RATE_RPS needs, and for a
+    spread-instance workload's thousands of servers that each take an instance of their own."""
+
+    def __init__(self, gpus: Iterable[Gpu]) -> None:
+        self.queues: dict[frozenset[str], deque[Gpu]] = {}
+        for g in sorted(gpus, key=lambda g: g.gid):
+            self.queues.setdefault(spread_workloads(g), deque()).append(g)
+        self.heads = [(q[0].gid, cls) for cls, q in self.queues.items()]
+        heapq.heapify(self.heads)
+        self.count = sum(len(q) for q in self.queues.values())
+
+    def __len__(self) -> int:
+        return self.count
+
+    def take_apart(self, n: int) -> list[Gpu]:
+        """Up to `n` GPUs for one instance, in GPU order, skipping any that would share the
+        instance with another server of a workload spread across instances (scaling.redundancy
+        spread instance); the skipped ones wait for the next instance. The first GPU always
+        fits, so every round places one. Same GPUs as a scan of the whole queue in order: a GPU
+        skipped stays skipped for this instance, as its class only grows more blocked."""
+        taken: list[Gpu] = []
+        spread: set[str] = set()
+        blocked = []
+        while self.heads and len(taken) < n:
+            head = heapq.heappop(self.heads)
+            cls = head[1]
+            if cls & spread:
+                blocked.append(head)
+                continue
+            queue = self.queues[cls]
+            taken.append(queue.popleft())
+            spread |= cls
+            if queue:
+                heapq.heappush(self.heads, (queue[0].gid, cls))
+        for head in blocked:
+            heapq.heappush(self.heads, head)
+        self.count -= len(taken)
+        return taken
 
 
 def moved(fleet: GpuPool) -> int:

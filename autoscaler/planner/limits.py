@@ -4,7 +4,9 @@ instances for a minute; and the same limit on the plan the planner returns.
 
 The bound: no GPU serves a workload faster than one whole GPU at its largest batch that meets the
 latency budget, so each workload needs at least rate / that throughput GPUs on its best GPU type,
-and the fleet at least their sum over the most GPUs one instance type has.
+and the fleet at least their sum over the most GPUs one instance type has; and, for the workloads
+an offering without max_instances can serve (the plan places all of them), the fewest instances
+that hold their GPUs with each offering at most its max_instances.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from autoscaler.config.errors import InputError
+from autoscaler.config.offerings import ON_DEMAND
 from autoscaler.config.policy import Policy
 from autoscaler.model.mig import GpuModel, MigModel, best_slice_rps_per_gpu
 from autoscaler.planner.tasks import max_batch
@@ -60,8 +63,38 @@ def min_instances(
     need = {d.workload: gpus_needed(d, models) for d in demands}
     per_instance = max(o.gpus for o in options)
     total = math.floor(sum(need.values()) * (1 - 1e-9))
+    placed = math.floor(sum(need[d.workload] for d in demands if _uncapped_serves(d, options, models)) * (1 - 1e-9))
     worst = max(need, key=lambda w: need[w], default=None)
-    return math.ceil(total / per_instance), worst if worst is not None and need[worst] > 0 else None
+    bound = max(math.ceil(total / per_instance), fewest_holding(placed, options))
+    return bound, worst if worst is not None and need[worst] > 0 else None
+
+
+def _uncapped_serves(demand: Demand, options: Sequence[InstanceOption], models: Mapping[str, GpuModel]) -> bool:
+    """Whether an offering without max_instances can serve all of `demand`: then the plan places
+    all of it (no capacity runs out), and its GPUs count towards fewest_holding."""
+    return any(
+        o.max_instances is None
+        and o.gpu in models
+        and (demand.gpus is None or o.gpu in demand.gpus)
+        and (demand.on_demand_floor <= 0 or o.capacity_type == ON_DEMAND)
+        and gpus_needed(demand, {o.gpu: models[o.gpu]}) > 0
+        for o in options
+    )
+
+
+def fewest_holding(gpus: int, options: Sequence[InstanceOption]) -> int:
+    """The fewest instances that hold `gpus` GPUs, each offering at most its max_instances: the
+    largest first. Without it the bound divided by the largest type even where that type was
+    capped at a few instances, so a plan of 33,000 small instances was planned in full (seconds)
+    before the limit of 10,000 refused it."""
+    count = 0
+    for o in sorted(options, key=lambda o: -o.gpus):
+        if gpus <= 0:
+            break
+        take = math.ceil(gpus / o.gpus) if o.max_instances is None else min(o.max_instances, math.ceil(gpus / o.gpus))
+        count += take
+        gpus -= take * o.gpus
+    return count
 
 
 def check_bound(

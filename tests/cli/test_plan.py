@@ -6,6 +6,9 @@ import json
 
 import pytest
 
+from autoscaler.cli.plan import plan_json
+from autoscaler.config.policy import load_policy
+from autoscaler.planner import Demand, GpuOut, InstanceOut, PlacementOut, Plan, make_plan, planning_inputs
 from tests.conftest import ROOT, run_cli
 from tests.planner.conftest import SCENARIOS
 
@@ -26,6 +29,44 @@ def test_table_by_default_with_cost_and_latency_budget(igniter):
     assert res.code == 0, res.err
     for word in ("workload", "batch", "MPS %", "budget ms", "$/hour", "alexnet-a"):
         assert word in res.out
+
+
+@pytest.mark.unit
+def test_a_plan_of_thousands_of_alike_instances_prints_each_run_once(igniter, tmp_path):
+    """ssd at the rate ceiling: 7,273 identical four-GPU instances and the remainder's. Rich took
+    half a minute for the 29,095 rows; the run prints as one (first-last, count), the total stays."""
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "instance_types:\n- {name: t, gpu: v100, gpus: 4, price_per_hour: 0.08}\n"
+        "workloads:\n- {name: w0, model: ssd, rate_rps: 10000000, slo_ms: 100000}\n"
+    )
+    res = igniter("plan", path)
+    assert res.code == 0, res.err
+    rows = [line for line in res.out.splitlines() if line.startswith("│")]
+    firsts = [row.split("│")[1].strip() for row in rows if row.split("│")[1].strip()]
+    assert firsts == ["0-7272 t x7273", "7273 t"] and len(rows) == 4 + 3
+    assert "581.92 $/hour: 7274 instances, 29096 GPUs" in res.out
+    example = igniter("plan", ROOT / "policies" / "azure-sim.yaml")  # 8 alike instances, few rows: each printed
+    assert example.code == 0 and " x" not in "".join(
+        line.split("│")[1] for line in example.out.splitlines() if line.startswith("│")
+    )
+
+
+@pytest.mark.unit
+def test_the_plan_json_encodes_alike_instances_once_and_prints_the_same_bytes():
+    """plan_json against json.dumps(plan.to_json(), indent=2): plans of the scenarios (alike and
+    distinct instances, unplaced workloads), a MIG placement's extra fields, an empty plan."""
+    plans = []
+    for name in ("twelve-workloads.yaml", "motivation-3.yaml", "random-50.yaml"):
+        demands, options, models = planning_inputs(load_policy(SCENARIOS / name))
+        extra = [Demand("fast", "ssd", 0.5, 10.0), Demand("big", "resnet50", 40.0, 20_000.0)]
+        plans.append(make_plan([*demands, *extra], options, models))
+    mig = PlacementOut("m", "resnet50", 8, 42.857, 10.0, 5.0, 20.0, mig_profile="3g.40gb", mig_start=4, processes=2)
+    gpu = GpuOut(0, "a100", (mig,))
+    plans += [Plan("mig", (InstanceOut("p4de", 40.97, (gpu, gpu)),) * 3), Plan("empty", ())]
+    assert any(len(set(p.instances)) < len(p.instances) for p in plans[:3])  # alike instances drawn
+    for plan in plans:
+        assert plan_json(plan) == json.dumps(plan.to_json(), indent=2)
 
 
 @pytest.mark.unit

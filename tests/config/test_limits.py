@@ -4,6 +4,7 @@ accepts, `plan` answers without raising."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -114,6 +115,43 @@ def test_a_plan_above_10000_instances_is_refused_at_once(igniter, tmp_path) -> N
     res = igniter("plan", capped)
     assert res.code == 2 and "more than the limit of 50" in res.err
     assert igniter("validate", write(tmp_path, {**big, "scaling": {"max_cost_per_hour": 500}}, "c.yaml")).code == 0
+
+
+TWO_SIZES = [
+    {"name": "small", "gpu": "t4-synthetic", "gpus": 3, "price_per_hour": 1.0},
+    {"name": "big", "gpu": "v100", "gpus": 6, "price_per_hour": 2.0, "max_instances": 19},
+]
+
+
+@pytest.mark.unit
+def test_the_bound_fills_a_capped_type_before_the_uncapped_one(igniter, tmp_path) -> None:
+    """Two ssd workloads at the rate ceiling: 58,188 GPUs at least. Over the 6-GPU type the bound
+    said 9,698 instances, under the limit, so the plan was made in full (33,000 instances, seconds:
+    the plan property test drew it) to be refused then; the 6-GPU type is capped at 19, so at least
+    19 + 19,358 three-GPU instances: both commands refuse it at once, alike."""
+    loads = [{"name": n, "model": "ssd", "slo_ms": 100_000, "rate_rps": 1e7} for n in ("a", "b")]
+    path = write(tmp_path, {**GOOD, "instance_types": TWO_SIZES, "workloads": loads})
+    for command in ("validate", "plan"):
+        res = igniter(command, path)
+        assert res.code == 2, res
+        assert (
+            f"{path}: workloads[0].rate_rps: the plan needs at least 19,377 instances, more than the limit of 10,000"
+            in res.err
+        )
+
+
+@pytest.mark.unit
+def test_a_workload_only_a_capped_type_serves_is_left_unplaced_not_refused(igniter, tmp_path) -> None:
+    """At a 20 ms SLO only the V100 serves ssd: the plan fills the 19 capped instances and leaves the
+    rest unplaced (exit 3); the uncapped 3-GPU type does not count towards the bound for it."""
+    loads = [{"name": "a", "model": "ssd", "slo_ms": 20, "rate_rps": 9.2e6}]
+    path = write(tmp_path, {**GOOD, "instance_types": TWO_SIZES, "workloads": loads})
+    assert igniter("validate", path).code == 0
+    res = igniter("plan", path, "--json")
+    assert res.code == 3, res
+    plan = json.loads(res.out)
+    assert [u["workload"] for u in plan["unplaced"]] == ["a"]
+    assert len(plan["instances"]) == 19 and {i["instance_type"] for i in plan["instances"]} == {"big"}
 
 
 @pytest.mark.e2e
