@@ -45,17 +45,27 @@ class Recording(asyncio.Transport):
         return None
 
 
+def _connect(app: Any) -> tuple[GuardedProtocol, Recording]:
+    """A connection to `app` through GuardedProtocol, on the running loop."""
+    config = ServerConfig(app, ServerLimits(), lifespan="off", log_config=None)
+    protocol = GuardedProtocol(config, ServerState(), {}, _loop=asyncio.get_running_loop())
+    transport = Recording()
+    protocol.connection_made(transport)
+    return protocol, transport
+
+
+async def _settle() -> None:
+    for _ in range(50):  # the app's task runs on this loop
+        await asyncio.sleep(0)
+
+
 def _serve(app: Any, request: bytes = REQUEST) -> Recording:
     """One request through GuardedProtocol on a fresh loop; the writes the app's response made."""
 
     async def run() -> Recording:
-        config = ServerConfig(app, ServerLimits(), lifespan="off", log_config=None)
-        protocol = GuardedProtocol(config, ServerState(), {}, _loop=asyncio.get_running_loop())
-        transport = Recording()
-        protocol.connection_made(transport)
+        protocol, transport = _connect(app)
         protocol.data_received(request)
-        for _ in range(50):  # the app's task runs on this loop
-            await asyncio.sleep(0)
+        await _settle()
         protocol.connection_lost(None)
         return transport
 
@@ -118,17 +128,12 @@ def test_a_100_continue_is_not_held_back_as_a_head() -> None:
     request = b"POST /x HTTP/1.1\r\nhost: t\r\ncontent-length: 2\r\nexpect: 100-continue\r\n\r\n"
 
     async def run() -> Recording:
-        config = ServerConfig(reads_body, ServerLimits(), lifespan="off", log_config=None)
-        protocol = GuardedProtocol(config, ServerState(), {}, _loop=asyncio.get_running_loop())
-        transport = Recording()
-        protocol.connection_made(transport)
+        protocol, transport = _connect(reads_body)
         protocol.data_received(request)
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await _settle()
         assert transport.writes == [b"HTTP/1.1 100 Continue\r\n\r\n"]  # the client may now send the body
         protocol.data_received(b"ok")
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await _settle()
         protocol.connection_lost(None)
         return transport
 
