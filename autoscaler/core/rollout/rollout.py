@@ -110,7 +110,7 @@ class Tick:
         self.inp = inp
         self.gpus = {g.key: g for g in inp.gpus}
         self.wanted: dict[GpuKey, frozenset[tuple[object, ...]]] = {}
-        self.planned = {t.name for g in inp.gpus for t in g.wanted} | inp.elsewhere
+        self.planned_names = {t.name for g in inp.gpus for t in g.wanted} | inp.elsewhere
         self.on: dict[GpuKey, list[PlannedServer]] = {g.key: list(g.running) for g in inp.gpus}
         self.draining: set[str] = set()
         self.started: set[str] = set()
@@ -275,7 +275,7 @@ class Tick:
     def _waiting_for(self, s: PlannedServer) -> bool:
         """A stand-in whose planned server is still waiting to start where it is planned."""
         orig = original_of(s.name)
-        if orig is None or orig not in self.planned:
+        if orig is None or orig not in self.planned_names:
             return False
         key = self.planned_keys.get(orig)
         return not any(v.name == orig and v.agent_key() == key for servers in self.on.values() for v in servers)
