@@ -28,6 +28,7 @@ from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.store_reads import TABLES, TableReads
 
 STATE_KEY = "controller_state"
+OPEN_WHERE, OPEN_ARGS = f"state IN ({','.join('?' * len(OPEN))})", tuple(s.value for s in OPEN)  # open_records
 # The loose keys the controller kept before ControllerState (state version 0): read once, while
 # no state object was saved yet, and deleted by the first save.
 LEGACY_STATE_KEYS = ("agent_seen", "slo_guard", "cheaper_since", "plan_generation", "unavailable")
@@ -183,8 +184,7 @@ class Store:
 
     # -- instance records ---------------------------------------------------------------------
     def open_records(self) -> list[Record]:
-        marks = ",".join("?" * len(OPEN))
-        return self._records(f"state IN ({marks})", tuple(s.value for s in OPEN))
+        return self._records(OPEN_WHERE, OPEN_ARGS)
 
     def all_records(self) -> list[Record]:
         return self._records("1=1", ())
@@ -351,7 +351,10 @@ class Store:
         return {(r[0], r[1]): (r[2], parsed[r[3]]) for r in rows}
 
     def prune_applied(self, keep: set[tuple[str, int]]) -> None:
-        """Forget assignments of closed records."""
+        """Forget assignments of closed records (no write when there is none: a write drops the
+        remembered reads of the table, store_reads.py)."""
+        if all(key in keep for key in self.applied()):
+            return
         with self._tx("applied") as db:
             for slot, attempt in db.execute("SELECT slot, attempt FROM applied").fetchall():
                 if (slot, attempt) not in keep:
