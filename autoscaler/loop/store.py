@@ -75,6 +75,7 @@ class Store:
         self._lock = threading.RLock()
         self._parsed: dict[str, tuple[PlannedServer, ...]] = {}  # applied.servers text -> specs (see applied)
         self._layout_row: tuple[int, str, Layout] | None = None  # newest layouts row: id, body, parsed
+        self._last_body: tuple[Layout, str] | None = None  # the last layout saved, and its JSON (_body)
         self._reads = TableReads(enabled=file is None)  # an in-memory store's reads (store_reads.py)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         try:
@@ -297,7 +298,7 @@ class Store:
     def save_layout(self, layout: Layout, kind: str, now: float) -> bool:
         """Append `layout` unless it is identical to the newest one (most ticks re-plan the same
         fleet; a row per tick only grew the file). Returns whether a row was written."""
-        body = json.dumps(layout.to_json())
+        body = self._body(layout)
         with self._tx("layouts") as db:
             newest = self._newest_layout(db)
             if newest is not None and newest[1] == body:
@@ -309,6 +310,14 @@ class Store:
             db.execute("DELETE FROM layouts WHERE id <= (SELECT MAX(id) FROM layouts) - 500")
             self._layout_row = (int(cur.lastrowid or 0), body, layout_from_json(json.loads(body)))
         return True
+
+    def _body(self, layout: Layout) -> str:
+        """The layout's JSON; the last one's kept with it (a Layout is frozen, and a tick that
+        makes the same layout as the tick before hands over that very object, loop/last_layout.py)."""
+        last = self._last_body
+        if last is None or last[0] is not layout:
+            last = self._last_body = (layout, json.dumps(layout.to_json()))
+        return last[1]
 
     def current_layout(self) -> Layout | None:
         with self._lock:
