@@ -10,6 +10,9 @@
 - `apply(ops)` carries out runtime operations in order (core.routing.routes.Op: add, weight, state, del),
   without a reload; it returns one message per operation that failed (errors as data: the next
   tick diffs again and retries what is still wanted).
+  A delete HAProxy refuses because connections are still attached to the server (keep-alive
+  connections close a moment after its process exits) is *deferred*, not failed: `deferred`
+  tells the two apart, and the next tick deletes it.
 - `route(desired, seen)` makes the gateway route as `desired` says: the operations that take what
   it runs there (core.routing.routes.route_ops), applied; it returns them and the failures. A gateway of
   several hosts diffs each host against what that host runs, so one that missed an operation (it
@@ -78,6 +81,14 @@ def spec_from(cfg: GatewayConfig, workloads: Sequence[str]) -> GatewaySpec:
         max_connections=cfg.max_connections,
         buffer_kb=cfg.buffer_kb,
     )
+
+
+STILL_CONNECTED = "Server still has connections attached to it, cannot remove it."  # HAProxy's answer to `del server`
+
+
+def deferred(message: str) -> bool:
+    """Whether a failed operation's message is a delete that only has to wait (see the module docstring)."""
+    return "del server " in message and message.endswith(STILL_CONNECTED)  # a remote host's carry its address first
 
 
 def spec_hash(spec: GatewaySpec) -> str:

@@ -22,7 +22,7 @@ from autoscaler.core.routing.routes import (
     SetWeight,
     describe,
 )
-from autoscaler.gateway.base import GatewayError, GatewaySpec, route_one
+from autoscaler.gateway.base import STILL_CONNECTED, GatewayError, GatewaySpec, route_one
 
 
 @dataclass
@@ -111,7 +111,7 @@ class FakeGateway:
             self.servers[key] = replace(self.servers[key], admin=op.state)
         elif isinstance(op, DelServer):
             if self.sessions.get(op.name, 0):
-                return "Server still has connections attached to it, cannot remove it."
+                return STILL_CONNECTED
             del self.servers[key]
         return None
 

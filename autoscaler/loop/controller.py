@@ -363,6 +363,7 @@ class Controller:
             report.outcome.error("gateway", f"gateway: {report.gateway.error}")
         for message in report.gateway.failed:
             report.outcome.error("gateway", f"gateway: {message}")
+        report.notes.extend(f"gateway: {m} waits for its connections to close" for m in report.gateway.deferred)
         report.settling = report.settling or self.routing.settling(report.gateway)
 
     def act(self, obs: Observation, actions: tuple[Any, ...], report: TickReport) -> Outcome:

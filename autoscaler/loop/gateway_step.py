@@ -46,7 +46,7 @@ from autoscaler.core.routing.routes import (
     drain_progress,
     gateway_names,
 )
-from autoscaler.gateway.base import Gateway, GatewayError, spec_from
+from autoscaler.gateway.base import STILL_CONNECTED, Gateway, GatewayError, deferred, spec_from
 
 Key = tuple[str, int]
 
@@ -59,6 +59,7 @@ class GatewayReport:
     error: str | None = None
     ops: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)  # deletes HAProxy refused: connections still attached
     draining: list[str] = field(default_factory=list)  # drain begun, not drained yet
     drained: list[str] = field(default_factory=list)
 
@@ -68,6 +69,7 @@ class GatewayReport:
             "error": self.error,
             "ops": self.ops,
             "failed": self.failed,
+            "deferred": self.deferred,
             "draining": self.draining,
             "drained": self.drained,
         }
@@ -188,7 +190,9 @@ class GatewayStep:
         self.routes = desired_routes(
             layout=layout, applied=applied, readiness=readiness, draining=self.removing, aliases=aliases
         )
-        ops, report.failed = self.gateway.route(self.routes, self.view)
+        ops, failed = self.gateway.route(self.routes, self.view)
+        report.deferred = [m.removesuffix(": " + STILL_CONNECTED) for m in failed if deferred(m)]
+        report.failed = [m for m in failed if not deferred(m)]
         report.ops = [describe(op) for op in ops]
         report.draining = sorted(n for n in self.removing if _still_applied(n, applied))
         report.drained = sorted(n for n in self.left if not _still_applied(n, applied))
@@ -197,7 +201,7 @@ class GatewayStep:
 
     def settling(self, report: GatewayReport) -> bool:
         """Another tick soon: servers just added wait for their first check, or drains go on."""
-        return bool(report.draining) or self._settle
+        return bool(report.draining or report.deferred) or self._settle
 
     def readiness(self, ready: frozenset[str], silent: frozenset[str]) -> Readiness:
         view = self.view or GatewayView()

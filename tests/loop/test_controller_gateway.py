@@ -88,6 +88,36 @@ def test_drain_timeout_bounds_the_wait_on_the_injected_clock(tmp_path: Path) -> 
     assert len([a for _, a in tr.applies if a["servers"] == []]) == 1
 
 
+def test_a_delete_refused_for_attached_connections_waits_and_is_no_error(tmp_path: Path) -> None:
+    """HAProxy refuses `del server` while connections are still attached (keep-alive connections
+    close a moment after the server's process exits): the tick notes the wait, counts no gateway
+    error, ticks again soon, and deletes the server once they are gone."""
+    ctl, clock, gw, _, rates = build(tmp_path)
+    run(ctl, clock, 3)
+    rates.set(alex=50.0)
+    gw.sessions = {"alex-0": 5, "alex-1": 5}  # connections that outlive the drain timeout
+    run(ctl, clock, 5, step=10.0)
+    (gone,) = [n for n in ("alex-0", "alex-1") if DelServer("alex", n) in gw.ops]
+    report = ctl.tick()
+    assert report.gateway is not None and report.gateway.failed == []
+    assert report.gateway.deferred == [f"del server alex/{gone}"]
+    assert "gateway" not in report.outcome.errors and report.settling
+    assert f"gateway: del server alex/{gone} waits for its connections to close" in report.notes
+    gw.sessions[gone] = 0  # they closed
+    clock.advance(5)
+    report = ctl.tick()
+    assert (
+        report.gateway is not None
+        and report.gateway.deferred == []
+        and set(gw.weights("alex"))
+        == {
+            "alex-0",
+            "alex-1",
+        }
+        - {gone}
+    )
+
+
 def test_a_failing_gateway_is_an_error_of_the_tick_not_its_end(tmp_path: Path) -> None:
     ctl, clock, gw, tr, rates = build(tmp_path)
     run(ctl, clock, 3)
