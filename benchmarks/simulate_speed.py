@@ -23,6 +23,14 @@ loaded machine the CPU time says what the run costs, and CPU time / CPUs what it
 beside: on a shared machine wall time follows it.
 
 Run: nice .venv/bin/python benchmarks/simulate_speed.py --compare [--runs N] [--days D] [--baseline REF]
+
+`--example` times the documented example itself, `igniter simulate policies/servegen-sim.yaml
+--trace traces/servegen-3models-wide.csv --json` (what tests/cli/test_simulate.py runs), as a
+user runs it: a fresh process per run, this checkout against `--baseline REF` (required) run by
+run in turn, the median wall and CPU time of `--runs` runs each; both must print the same JSON
+(the replay's numbers unchanged). Writes benchmarks/results/simulate_example_speed.json.
+
+Run: nice .venv/bin/python benchmarks/simulate_speed.py --example --baseline REF [--runs N]
 """
 
 from __future__ import annotations
@@ -228,6 +236,39 @@ def compare_speed(
         (ROOT / "benchmarks" / "results" / "simulate_compare.json").write_text(json.dumps(doc, indent=1) + "\n")
 
 
+def example_speed(runs: int, baseline: str) -> None:
+    """The `--example` case (see the module docstring)."""
+    env = {**os.environ, "PYTHONPATH": ""}
+    cmd = ["-m", "autoscaler", "simulate", str(ROOT / "policies" / "servegen-sim.yaml"), "--trace", str(SERVEGEN)]
+    cmd.append("--json")
+    out = Results(
+        "simulate_example_speed", f"python benchmarks/simulate_speed.py --example --baseline {baseline} --runs {runs}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        old = baseline_tree(baseline, Path(tmp))
+        cases = {"this checkout": (ROOT, env), f"before: {baseline}": (old, {**env, "PYTHONPATH": str(old)})}
+        times: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+        outputs: dict[str, set[str]] = {name: set() for name in cases}
+        for _ in range(runs):
+            for name, (cwd, e) in cases.items():
+                wall, cpu, text = run_once(cmd, cwd, e)
+                times[name].append((wall, cpu))
+                outputs[name].add(text)
+                print(f"  {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, load {os.getloadavg()[0]:.1f}", flush=True)
+    same = len(set().union(*outputs.values())) == 1
+    for key, name in (("new", "this checkout"), ("before", f"before: {baseline}")):
+        wall = statistics.median(w for w, _ in times[name])
+        cpu = statistics.median(c for _, c in times[name])
+        print(f"{name:<24} median {wall:.1f} s wall, {cpu:.1f} s CPU ({', '.join(f'{w:.1f}' for w, _ in times[name])})")
+        out.figure(f"{key}_wall_s", wall)
+        out.figure(f"{key}_cpu_s", cpu)
+    out.figure("runs", runs)
+    out.figure("cpu_ratio", out.doc["figures"]["before_cpu_s"] / out.doc["figures"]["new_cpu_s"])
+    out.figure("identical_json", int(same))
+    print(f"identical JSON, every run of both: {'yes' if same else 'NO'}")
+    out.write()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
@@ -236,8 +277,14 @@ def main() -> None:
     ap.add_argument("--baseline", metavar="REF", help="--compare: also time the code at this git revision")
     ap.add_argument("--no-single", action="store_true", help="--compare: leave out the one-process case")
     ap.add_argument("--write", action="store_true", help="--compare: save results/simulate_compare.json")
+    ap.add_argument("--example", action="store_true", help="time the documented example against --baseline")
     args = ap.parse_args()
     print(f"machine: {describe()}")
+    if args.example:
+        if not args.baseline:
+            ap.error("--example needs --baseline REF")
+        example_speed(args.runs, args.baseline)
+        return
     if args.compare:
         compare_speed(args.runs, args.days, args.baseline, not args.no_single, args.write)
         return

@@ -24,7 +24,6 @@ from autoscaler.config.policy import Policy
 from autoscaler.core.capacity.scaling import choose, hold_rates, newly_placed, next_wake
 from autoscaler.core.capacity.slo_guard import update as guard_update
 from autoscaler.core.fleet.lifecycle import Record, State, SyncInput, going_away, sync
-from autoscaler.core.layout.layout import layout_from_plan
 from autoscaler.core.layout.layout_types import Layout, layout_to_plan
 from autoscaler.core.rollout.colocation import server_judge
 from autoscaler.core.rollout.fast_path import additive, no_less
@@ -37,6 +36,7 @@ from autoscaler.loop.actuator import Actuator, Outcome
 from autoscaler.loop.fleet_view import ViewInput, agent_ready, fleet_view, live_records
 from autoscaler.loop.gateway_step import GatewayStep, fleet_names
 from autoscaler.loop.inputs import AGENT_DRAIN_WAIT_S, layout_input
+from autoscaler.loop.last_layout import LastLayout
 from autoscaler.loop.observe import agent_facts, observe, remember_agents, worst_p99
 from autoscaler.loop.pool_step import PoolStep
 from autoscaler.loop.reach import ReachWatch
@@ -66,6 +66,7 @@ class Controller:
         self.fast = False  # the tick under way is a fast one (core/rollout/fast_path.py)
         self.last_obs: Observation | None = None  # what the last tick observed (loop/ready_watch.py)
         self.pool = PoolStep(policy, deps.provider, deps.store, deps.transport, deps.contact, deps.clock)
+        self.layouts = LastLayout()  # layout_from_plan, the tick before's answer kept (loop/last_layout.py)
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
@@ -294,7 +295,7 @@ class Controller:
             self.state = replace(self.state, cheaper_since=choice.cheaper_since)
             chosen, rates = (target, planned) if choice.use == "target" else (held, held_rates)
             why = f"{choice.use}: {choice.why}"
-        layout = layout_from_plan(
+        layout = self.layouts(
             chosen, layout_input(self.policy, self.store, previous, rates, self.judge, self.deps.model_root)
         )
         self._save_layout(layout, previous, why, now)

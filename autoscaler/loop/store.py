@@ -25,8 +25,10 @@ from autoscaler.core.fleet.lifecycle import OPEN, Change, Record, State
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, layout_from_json
 from autoscaler.loop import statefile
 from autoscaler.loop.state import ControllerState, StateError
+from autoscaler.loop.store_reads import TABLES, TableReads
 
 STATE_KEY = "controller_state"
+OPEN_WHERE, OPEN_ARGS = f"state IN ({','.join('?' * len(OPEN))})", tuple(s.value for s in OPEN)  # open_records
 # The loose keys the controller kept before ControllerState (state version 0): read once, while
 # no state object was saved yet, and deleted by the first save.
 LEGACY_STATE_KEYS = ("agent_seen", "slo_guard", "cheaper_since", "plan_generation", "unavailable")
@@ -73,10 +75,8 @@ class Store:
         self._lock = threading.RLock()
         self._parsed: dict[str, tuple[PlannedServer, ...]] = {}  # applied.servers text -> specs (see applied)
         self._layout_row: tuple[int, str, Layout] | None = None  # newest layouts row: id, body, parsed
-        # Record lists by query, for an in-memory store only: no other connection can write to it,
-        # so they hold until this store's next write transaction (_tx) clears them. A file may be
-        # written by another process (an operator's command), so it is read each time.
-        self._records_seen: dict[tuple[str, tuple[Any, ...]], list[Record]] | None = {} if file is None else None
+        self._last_body: tuple[Layout, str] | None = None  # the last layout saved, and its JSON (_body)
+        self._reads = TableReads(enabled=file is None)  # an in-memory store's reads (store_reads.py)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         try:
             self._open(file)
@@ -96,7 +96,7 @@ class Store:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
         self._migrate()
-        with self._tx() as db:
+        with self._tx("meta", "actions") as db:
             if self._get(db, "epoch") is None:
                 self._put(db, "epoch", secrets.token_hex(6))
             db.execute("UPDATE actions SET status='interrupted' WHERE status='started'")
@@ -114,10 +114,10 @@ class Store:
             self._db.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, *tables: str) -> Iterator[sqlite3.Connection]:
+        """A write transaction on `tables` (none named: any table), whose remembered reads it drops."""
         with self._lock:
-            if self._records_seen is not None:
-                self._records_seen.clear()
+            self._reads.written(tables or TABLES)
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
@@ -145,7 +145,7 @@ class Store:
         return default if value is None else value
 
     def put(self, key: str, value: Any) -> None:
-        with self._tx() as db:
+        with self._tx("meta") as db:
             self._put(db, key, value)
 
     def load_state(self) -> ControllerState:
@@ -166,7 +166,7 @@ class Store:
 
     def save_state(self, state: ControllerState) -> None:
         """Replace the state object (and drop the legacy keys it was migrated from)."""
-        with self._tx() as db:
+        with self._tx("meta") as db:
             self._put(db, STATE_KEY, state.to_json())
             db.execute(f"DELETE FROM meta WHERE key IN ({','.join('?' * len(LEGACY_STATE_KEYS))})", LEGACY_STATE_KEYS)
 
@@ -178,15 +178,14 @@ class Store:
     def next_assignment_generation(self, at_least: int = 0) -> int:
         """A fleet-wide, strictly increasing assignment generation (meta key `generation`) (at least `at_least`: an agent
         that already holds a higher one, e.g. after the state file was lost, would refuse less)."""
-        with self._tx() as db:
+        with self._tx("meta") as db:
             gen = max(int(self._get(db, "generation") or 0) + 1, at_least)
             self._put(db, "generation", gen)
         return gen
 
     # -- instance records ---------------------------------------------------------------------
     def open_records(self) -> list[Record]:
-        marks = ",".join("?" * len(OPEN))
-        return self._records(f"state IN ({marks})", tuple(s.value for s in OPEN))
+        return self._records(OPEN_WHERE, OPEN_ARGS)
 
     def all_records(self) -> list[Record]:
         return self._records("1=1", ())
@@ -202,14 +201,9 @@ class Store:
         return None if row is None or row[0] is None else float(row[0])
 
     def _records(self, where: str, args: tuple[Any, ...]) -> list[Record]:
-        seen, key = self._records_seen, (where, args)
         with self._lock:  # a write between the read and the remembering would be lost
-            if seen is not None and key in seen:
-                return list(seen[key])  # Records are frozen; the list is the caller's
-            records = self._read_records(where, args)
-            if seen is not None:
-                seen[key] = records
-        return list(records)
+            records = self._reads.get("instances", (where, args), lambda: self._read_records(where, args))
+        return list(records)  # Records are frozen; the list is the caller's
 
     def _read_records(self, where: str, args: tuple[Any, ...]) -> list[Record]:
         with self._lock:
@@ -236,21 +230,25 @@ class Store:
 
     def closed_keys(self) -> frozenset[tuple[str, int]]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT slot, attempt FROM instances WHERE state=?", (State.TERMINATED.value,)
-            ).fetchall()
-        return frozenset((r[0], r[1]) for r in rows)
+            return self._reads.get("instances", "closed", self._read_closed_keys)
+
+    def _read_closed_keys(self) -> frozenset[tuple[str, int]]:
+        rows = self._db.execute("SELECT slot, attempt FROM instances WHERE state=?", (State.TERMINATED.value,))
+        return frozenset((r[0], r[1]) for r in rows.fetchall())
 
     def max_attempts(self) -> dict[str, int]:
         with self._lock:
-            rows = self._db.execute("SELECT slot, MAX(attempt) FROM instances GROUP BY slot").fetchall()
+            return dict(self._reads.get("instances", "max_attempts", self._read_max_attempts))
+
+    def _read_max_attempts(self) -> dict[str, int]:
+        rows = self._db.execute("SELECT slot, MAX(attempt) FROM instances GROUP BY slot").fetchall()
         return {r[0]: r[1] for r in rows}
 
     def apply(self, changes: list[Change]) -> None:
         """Persist transitions (record + history row each) in one transaction."""
         if not changes:
             return
-        with self._tx() as db:
+        with self._tx("instances", "instance_history") as db:
             for ch in changes:
                 r = ch.record
                 db.execute(
@@ -300,8 +298,8 @@ class Store:
     def save_layout(self, layout: Layout, kind: str, now: float) -> bool:
         """Append `layout` unless it is identical to the newest one (most ticks re-plan the same
         fleet; a row per tick only grew the file). Returns whether a row was written."""
-        body = json.dumps(layout.to_json())
-        with self._tx() as db:
+        body = self._body(layout)
+        with self._tx("layouts") as db:
             newest = self._newest_layout(db)
             if newest is not None and newest[1] == body:
                 return False
@@ -312,6 +310,14 @@ class Store:
             db.execute("DELETE FROM layouts WHERE id <= (SELECT MAX(id) FROM layouts) - 500")
             self._layout_row = (int(cur.lastrowid or 0), body, layout_from_json(json.loads(body)))
         return True
+
+    def _body(self, layout: Layout) -> str:
+        """The layout's JSON; the last one's kept with it (a Layout is frozen, and a tick that
+        makes the same layout as the tick before hands over that very object, loop/last_layout.py)."""
+        last = self._last_body
+        if last is None or last[0] is not layout:
+            last = self._last_body = (layout, json.dumps(layout.to_json()))
+        return last[1]
 
     def current_layout(self) -> Layout | None:
         with self._lock:
@@ -333,7 +339,7 @@ class Store:
     ) -> None:
         """What the agent of (slot, attempt) was last told to run, and under which assignment generation."""
         body = json.dumps([s.to_json() for s in servers])
-        with self._tx() as db:
+        with self._tx("applied") as db:
             db.execute(
                 "INSERT INTO applied(slot, attempt, generation, servers, at) VALUES(?,?,?,?,?) "
                 "ON CONFLICT(slot, attempt) DO UPDATE SET generation=excluded.generation, "
@@ -345,21 +351,27 @@ class Store:
         """Per (slot, attempt): assignment generation and servers. Called several times a tick; each stored
         servers text is parsed once (PlannedServer is frozen, so sharing the tuples is safe)."""
         with self._lock:
-            rows = self._db.execute("SELECT slot, attempt, generation, servers FROM applied").fetchall()
-            parsed = {r[3]: self._parsed.get(r[3]) or _parse_servers(r[3]) for r in rows}
-            self._parsed = parsed
+            return dict(self._reads.get("applied", "all", self._read_applied))
+
+    def _read_applied(self) -> dict[tuple[str, int], tuple[int, tuple[PlannedServer, ...]]]:
+        rows = self._db.execute("SELECT slot, attempt, generation, servers FROM applied").fetchall()
+        parsed = {r[3]: self._parsed.get(r[3]) or _parse_servers(r[3]) for r in rows}
+        self._parsed = parsed
         return {(r[0], r[1]): (r[2], parsed[r[3]]) for r in rows}
 
     def prune_applied(self, keep: set[tuple[str, int]]) -> None:
-        """Forget assignments of closed records."""
-        with self._tx() as db:
+        """Forget assignments of closed records (no write when there is none: a write drops the
+        remembered reads of the table, store_reads.py)."""
+        if all(key in keep for key in self.applied()):
+            return
+        with self._tx("applied") as db:
             for slot, attempt in db.execute("SELECT slot, attempt FROM applied").fetchall():
                 if (slot, attempt) not in keep:
                     db.execute("DELETE FROM applied WHERE slot=? AND attempt=?", (slot, attempt))
 
     # -- actions, ticks, rates --------------------------------------------------------------------
     def begin_action(self, tick: int | None, kind: str, slot: str, detail: Mapping[str, Any], now: float) -> int:
-        with self._tx() as db:
+        with self._tx("actions") as db:
             cur = db.execute(
                 "INSERT INTO actions(tick, kind, slot, detail, status, started_at) VALUES(?,?,?,?,?,?)",
                 (tick, kind, slot, json.dumps(detail, default=str), "started", now),
@@ -367,7 +379,7 @@ class Store:
         return int(cur.lastrowid or 0)
 
     def finish_action(self, action_id: int, status: str, now: float, error: str | None = None) -> None:
-        with self._tx() as db:
+        with self._tx("actions") as db:
             db.execute(
                 "UPDATE actions SET status=?, error=?, finished_at=? WHERE id=?", (status, error, now, action_id)
             )
@@ -390,12 +402,12 @@ class Store:
         return None if row is None else row[0]
 
     def begin_tick(self, now: float) -> int:
-        with self._tx() as db:
+        with self._tx("ticks") as db:
             cur = db.execute("INSERT INTO ticks(started_at) VALUES(?)", (now,))
         return int(cur.lastrowid or 0)
 
     def end_tick(self, tick: int, now: float, ok: bool, summary: Mapping[str, Any]) -> None:
-        with self._tx() as db:
+        with self._tx("ticks") as db:
             db.execute(
                 "UPDATE ticks SET finished_at=?, ok=?, summary=? WHERE id=?",
                 (now, int(ok), json.dumps(summary, default=str), tick),
@@ -408,7 +420,7 @@ class Store:
         planned: Mapping[str, float | None],
         keep_s: float = 86400.0,
     ) -> None:
-        with self._tx() as db:
+        with self._tx("rates") as db:
             for w in sorted(set(observed) | set(planned)):
                 db.execute(
                     "INSERT INTO rates(at, workload, observed, planned) VALUES(?,?,?,?)",

@@ -113,6 +113,8 @@ def try_replace(fleet: GpuPool, members: list[Gpu], price: float, cfg: Config) -
     one weakness across types: opening an expensive GPU for a task that then leaves it half empty."""
     gtype = members[0].gpu
     others = [g for g in fleet.prices if g != gtype]
+    if _bound_to_fail(fleet, members, others, price):
+        return False
     move = Move(fleet, members)
     for task in _work(members):
         pieces, unplaced = pieces_of(fleet, task, others)
@@ -121,6 +123,19 @@ def try_replace(fleet: GpuPool, members: list[Gpu], price: float, cfg: Config) -
             return False
     move.close()
     return True
+
+
+def _bound_to_fail(fleet: GpuPool, members: list[Gpu], others: list[str], price: float) -> bool:
+    """Whether try_replace must fail, known without re-planning: no GPU of the other types is
+    open, so the first piece of the first task that carries a rate finds no open GPU and opens a
+    new one (or none may open), and none of them costs less than the group. The answer is the
+    same as trying; only the work (re-cutting tasks on every type, the commonest miss of a plan
+    on its cheapest type) is saved."""
+    if not others or any(fleet.open_of(g) for g in others):
+        return False
+    if min(fleet.prices[g] for g in others) < price - 1e-9:
+        return False
+    return any(t.capacity > 0 for g in members for t in g.tasks)
 
 
 def pieces_of(fleet: GpuPool, task: Task, gpu_types: list[str]) -> tuple[list[Task], list[Unplaced]]:

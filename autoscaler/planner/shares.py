@@ -21,6 +21,8 @@ from autoscaler.planner.tasks import Size
 
 EPS = 1e-9
 Prediction = tuple[float, float]
+PREDICTIONS_KEPT = 1 << 16  # GPUs' predictions remembered (predict), all forgotten beyond
+_predictions: dict[tuple[PerfModel, tuple[tuple[str, int, float], ...]], list[Prediction]] = {}
 
 
 def violated(size: Size, pred: Prediction) -> bool:
@@ -30,8 +32,17 @@ def violated(size: Size, pred: Prediction) -> bool:
 
 
 def predict(model: PerfModel, sizes: Sequence[Size], shares: Sequence[float]) -> list[Prediction]:
-    """The model's predictions for these placements together on one GPU."""
-    return model.predict_raw([(s.model, s.batch, r) for s, r in zip(sizes, shares)])
+    """The model's predictions for these placements together on one GPU. Remembered per model
+    (by identity: a fitted model never changes) and exact (model, batch, share) list: a plan
+    predicts the same few GPU mixes over and over (settling, trying GPUs, the final check), and
+    the ServeGen replay's plans asked 24 times per mix they predicted."""
+    key = (model, tuple([(s.model, s.batch, r) for s, r in zip(sizes, shares)]))
+    out = _predictions.get(key)
+    if out is None:
+        if len(_predictions) >= PREDICTIONS_KEPT:
+            _predictions.clear()
+        out = _predictions[key] = model.predict_raw(key[1])
+    return list(out)
 
 
 def settle(

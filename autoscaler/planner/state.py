@@ -157,6 +157,10 @@ class GpuPool:
     def open_gpus(self) -> list[Gpu]:
         return list(self.gpus.values())
 
+    def open_of(self, gpu: str) -> int:
+        """How many GPUs of this type are open (empty ones too): what `candidates` searches."""
+        return len(self._index.get(gpu, ()))
+
     # -- instance slots -----------------------------------------------------------------------
     def can_open(self, gpu: str) -> bool:
         """Whether one more floating GPU of this type fits under every max_instances."""

@@ -123,7 +123,7 @@ def test_compare_prints_every_strategy(igniter, small):
 @pytest.mark.slow
 @pytest.mark.unit
 def test_the_documented_example(igniter):
-    """The README's example, all 14 days (about 30 s): what docs/simulate.md claims for it holds."""
+    """The README's example, all 14 days (about 15 s alone): what docs/simulate.md claims for it holds."""
     r = igniter("simulate", SERVEGEN_POLICY, "--trace", SERVEGEN, "--json")
     assert r.code == 0, r.err
     s = json.loads(r.out)

@@ -12,7 +12,13 @@ from pydantic import ValidationError
 from agents.spec import parse_assignment
 from autoscaler.core.layout.assignment import assignment_json
 from autoscaler.core.layout.layout import layout_from_plan
-from autoscaler.core.layout.layout_types import LayoutInput, WorkloadInfo, layout_from_json, layout_to_plan
+from autoscaler.core.layout.layout_types import (
+    LayoutInput,
+    PlannedServer,
+    WorkloadInfo,
+    layout_from_json,
+    layout_to_plan,
+)
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 
 pytestmark = pytest.mark.unit
@@ -316,3 +322,15 @@ def test_a_placement_back_on_a_gpu_where_its_workload_retires_hands_over() -> No
     by_name = {s.workload: s for s in again.slots[0].servers}
     assert by_name["a"].name != "a-0" and by_name["a"].replaces == "a-0"
     assert by_name["b"].name == "b-0" and by_name["b"].replaces == ""
+
+
+def test_a_servers_agent_key_is_made_once_and_follows_a_replace() -> None:
+    """agent_key is remembered on the (frozen) server: a replaced server answers for its own
+    fields, and the remembered key is no field (not compared, not hashed, not in its JSON)."""
+    srv = PlannedServer(name="a-0", workload="a", model="alexnet", gpu_index=0, index=0, batch=4, mps_percent=30.0)
+    first = srv.agent_key()
+    assert srv.agent_key() is first
+    bigger = replace(srv, batch=8)
+    assert bigger.agent_key() == (*first[:5], 8, *first[6:]) and srv.agent_key() is first
+    fresh = PlannedServer(name="a-0", workload="a", model="alexnet", gpu_index=0, index=0, batch=4, mps_percent=30.0)
+    assert fresh == srv and hash(fresh) == hash(srv) and "_agent_key" not in srv.to_json()

@@ -118,3 +118,59 @@ def test_a_going_records_deadline_is_kept_and_old_files_gain_the_column(tmp_path
     store.close()
     [going] = Store(path).open_records()
     assert (going.state, going.leaves_at) == (State.GOING_AWAY, 123.0)
+
+
+def _truth(store: Store) -> tuple[object, ...]:
+    """What SQLite holds now, read past any remembered reads."""
+    return (
+        store._read_records("1=1", ()),
+        store._read_closed_keys(),
+        store._read_max_attempts(),
+        store._read_applied(),
+    )
+
+
+def _seen(store: Store) -> tuple[object, ...]:
+    return store.all_records(), store.closed_keys(), store.max_attempts(), store.applied()
+
+
+@pytest.mark.parametrize("where", [":memory:", "file"])
+def test_reads_follow_every_write_that_changes_them(tmp_path: Path, where: str) -> None:
+    """An in-memory store remembers its reads until it writes the table they came from
+    (store_reads.py): after each write, what it answers is what SQLite holds."""
+    store = Store(":memory:" if where == ":memory:" else tmp_path / "s.sqlite")
+    spec = PlannedServer(name="a-0", workload="a", model="alexnet", gpu_index=0, index=0, batch=4, mps_percent=30.0)
+    ch = transition(new_record("s0", 0, "p3", 1.0), Reason.REQUEST, 1.0, "planned")
+    writes = [
+        lambda: store.apply([ch]),
+        lambda: store.set_applied(("s0", 0), (spec,), 4, 1.0),
+        lambda: store.apply([transition(ch.record, Reason.LAUNCHED, 2.0, instance_id="i-1")]),
+        lambda: store.apply([transition(new_record("s0", 1, "p3", 3.0), Reason.REQUEST, 3.0)]),
+        lambda: store.prune_applied(set()),
+        lambda: store.apply([transition(store.open_records()[0], Reason.SCALE_IN, 4.0)]),
+    ]
+    for write in writes:
+        assert _seen(store) == _truth(store)
+        write()
+        assert _seen(store) == _truth(store)
+        assert store.open_records() == [r for r in store._read_records("1=1", ()) if r.state is not State.TERMINATED]
+
+
+def test_an_in_memory_store_reads_a_table_again_only_after_writing_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writes to other tables (a tick's rates, layouts, actions, state) keep the records read."""
+    store = Store(":memory:")
+    store.apply([transition(new_record("s0", 0, "p3", 1.0), Reason.REQUEST, 1.0)])
+    before = store.open_records()
+
+    def no_read(*_: object) -> None:
+        raise AssertionError("read from SQLite again")
+
+    monkeypatch.setattr(store, "_read_records", no_read)
+    tick = store.begin_tick(5.0)
+    store.add_rates(5.0, {"a": 1.0}, {"a": 2.0})
+    store.put("k", 1)
+    store.end_tick(tick, 6.0, True, {})
+    assert store.open_records() == before
+    monkeypatch.undo()
+    store.apply([transition(before[0], Reason.SCALE_IN, 7.0)])
+    assert store.open_records() == []

@@ -122,3 +122,20 @@ def test_nothing_to_spend_on_a_full_gpu_or_when_only_kept_placements_run_there(v
     size = task.sizes["v100"]
     assert spend_idle(v100, [size], [100.0], [True]) is None
     assert spend_idle(v100, [size], [size.lower], [False]) is None
+
+
+@pytest.mark.unit
+def test_remembered_predictions_are_each_models_own_and_the_callers_to_change(models) -> None:
+    """predict remembers per model and exact mix: two GPU types asked the same mix answer apart,
+    each as its model predicts it, and a caller changing the list it got changes no later answer."""
+    d = [Demand("a", "alexnet", 20.0, 300.0), Demand("b", "resnet50", 40.0, 200.0)]
+    tasks, _ = decompose(d, models, {"v100": 3.06, "t4-synthetic": 0.526})
+    sizes = [t.sizes["v100"] for t in tasks]
+    shares = [40.0, 50.0]
+    items = [(s.model, s.batch, r) for s, r in zip(sizes, shares)]
+    for gpu in ("v100", "t4-synthetic"):
+        first = predict(models[gpu], sizes, shares)
+        assert first == models[gpu].predict_raw(items)
+        first.clear()
+        assert predict(models[gpu], sizes, shares) == models[gpu].predict_raw(items)
+    assert predict(models["v100"], sizes, shares) != predict(models["t4-synthetic"], sizes, shares)

@@ -39,6 +39,10 @@ class PlannedServer:
     mig_profile: str | None = None  # on a MIG GPU: the slice it runs in (docs/planner.md), cut at mig_start
     mig_start: int | None = None
     processes: int = 1  # MPS copies of the workload in that slice (1 off MIG)
+    # agent_key's answer, made at its first call: the servers are frozen, and reconcile, rollout and
+    # the layout ask it of each server many times a tick. Not a field of the record (no init, no
+    # comparison, no JSON); replace() makes a new server, which makes its own.
+    _agent_key: tuple[Any, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """Every field by name, in declaration order: dataclasses.asdict's answer for these flat
@@ -47,6 +51,13 @@ class PlannedServer:
 
     def agent_key(self) -> tuple[Any, ...]:
         """What the agent sees; a change here needs a reconfigure (rates and predictions do not)."""
+        key = self._agent_key
+        if key is None:
+            key = self._make_agent_key()
+            object.__setattr__(self, "_agent_key", key)
+        return key
+
+    def _make_agent_key(self) -> tuple[Any, ...]:
         return (
             self.name,
             self.workload,
@@ -62,7 +73,7 @@ class PlannedServer:
         )
 
 
-SERVER_FIELDS = tuple(f.name for f in fields(PlannedServer))
+SERVER_FIELDS = tuple(f.name for f in fields(PlannedServer) if f.init)
 
 
 @dataclass(frozen=True, slots=True)
