@@ -109,3 +109,17 @@ def test_a_server_that_runs_stays_rather_than_follow_its_plan_to_a_booting_slot(
     assert today == {"f-p3-1": ["a", "b"], "f-p3-0": ["b"]}  # a's running server would move off -0
     out = workloads(layout_from_plan(plan, replace(inp, booting=("f-p3-1",))))
     assert out == {"f-p3-0": ["a", "b"], "f-p3-1": ["b"]}
+
+
+def test_a_booting_slot_a_move_waits_for_keeps_its_plan() -> None:
+    """-0 still runs a-9, which the layout moved to -1 (booting): a-9 leaves once a serves there,
+    and whatever waits for its room on -0 waits with it. b is short, but moving a's destination to
+    a later launch would hold the move for a whole boot, so -1 keeps a."""
+    prev = layout_from_plan(Plan("x", (instance(place("b")), instance(place("a")))), base(None))
+    leaving = PlannedServer(name="a-9", workload="a", model="alexnet", gpu_index=0, index=5, batch=4, mps_percent=30.0)
+    running = {"f-p3-0": (*prev.slots[0].servers, leaving)}
+    inp = replace(base(prev, frozenset({"f-p3-0", "f-p3-1"})), running=running, booting=("f-p3-1",), short={"b": 200.0})
+    plan = Plan("x", (instance(place("b")), instance(place("b")), instance(place("a"))))
+    assert workloads(layout_from_plan(plan, inp)) == {"f-p3-0": ["b"], "f-p3-1": ["a"], "f-p3-2": ["b"]}
+    settled = replace(inp, running={"f-p3-0": prev.slots[0].servers})  # a-9 has left: b gets -1
+    assert workloads(layout_from_plan(plan, settled)) == {"f-p3-0": ["b"], "f-p3-1": ["b"], "f-p3-2": ["a"]}

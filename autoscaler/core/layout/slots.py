@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoscaler.config.offerings import SPOT
-from autoscaler.core.layout.layout_types import LayoutInput, PlannedServer
+from autoscaler.core.layout.layout_types import LayoutInput, PlannedServer, is_stand_in
 from autoscaler.planner.types import InstanceOut, Plan
 
 
@@ -175,6 +175,7 @@ def _booting(
     it was planned for, so a re-plan with nothing short leaves it as it was."""
     cands = {c.slot: (key, c) for key, cs in by_type.items() for c in cs}
     left = dict(inp.short)
+    moving = _moving(inp)
     for slot in inp.booting:
         if slot not in cands or slot in used:
             continue
@@ -182,12 +183,29 @@ def _booting(
         free = [i for i, inst in enumerate(plan.instances) if i not in out and inst.key == key]
         if not free:
             continue
-        best = min(free, key=lambda i: (-_relief(wanted[i], left), *_likeness(wanted[i], c), i))
+        held = not moving.isdisjoint(c.workloads)  # it carries a move's destination: it keeps it
+        best = min(free, key=lambda i: (0.0 if held else -_relief(wanted[i], left), *_likeness(wanted[i], c), i))
         out[best] = slot
         used.add(slot)
         for w, rps in wanted[best].throughput.items():
             if w in left:
                 left[w] = max(0.0, left[w] - rps)
+
+
+def _moving(inp: LayoutInput) -> frozenset[str]:
+    """Workloads with a server leaving a running slot (a move under way: it leaves once its
+    workload's capacity planned elsewhere serves): running servers the previous layout neither
+    keeps nor hands over in place. A booting slot planned for one of them keeps its plan, since
+    moving it to a later launch would hold the move and whatever waits for the room it frees."""
+    if inp.previous is None:
+        return frozenset()
+    planned = {v.name for _, v in inp.previous.servers()} | {v.replaces for _, v in inp.previous.servers()}
+    return frozenset(
+        v.workload
+        for servers in inp.running.values()
+        for v in servers
+        if v.name not in planned and not is_stand_in(v.name)
+    )
 
 
 def _relief(w: _Wanted, left: Mapping[str, float]) -> float:
