@@ -3,8 +3,9 @@
 A plan lists instances in no particular order; the fleet needs identities that survive
 re-planning. Each planned instance is matched to the existing slot of the same offering (the
 previous layout's, then live slots it lacks) that keeps most of its GPU share in place, so a
-small plan change moves few servers; the rest get `<fleet>-<type>-<n>` names no slot has had.
-Used by core/layout/layout.py.
+small plan change moves few servers; the rest get `<fleet>-<type>-<n>` names no slot has had. A
+slot still booting runs nothing, so it keeps nothing in place: it goes to what is short now
+(`match_slots`). Used by core/layout/layout.py.
 """
 
 from __future__ import annotations
@@ -172,7 +173,8 @@ def _booting(
     """Each booting slot, the soonest ready first, takes the unmatched planned instance of its
     offering that carries most of the shortfall still uncovered (`inp.short`: rate above what
     ready servers carry; what the slots before it took is covered), then the one most like what
-    it was planned for, so a re-plan with nothing short leaves it as it was."""
+    it was planned for, so a re-plan with nothing short leaves it as it was. One planned for a
+    move's destination (`_moving`) takes the one most like its plan, short or not."""
     cands = {c.slot: (key, c) for key, cs in by_type.items() for c in cs}
     left = dict(inp.short)
     moving = _moving(inp)
