@@ -14,7 +14,7 @@ loop/fleet_view.py.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +23,7 @@ from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.capacity.scaling import choose, hold_rates, newly_placed, next_wake
 from autoscaler.core.capacity.slo_guard import update as guard_update
-from autoscaler.core.fleet.lifecycle import Record, State, SyncInput, going_away, sync
+from autoscaler.core.fleet.lifecycle import BOOTING, Record, State, SyncInput, going_away, sync
 from autoscaler.core.layout.layout_types import Layout, layout_to_plan
 from autoscaler.core.rollout.colocation import server_judge
 from autoscaler.core.rollout.fast_path import additive, no_less
@@ -42,15 +42,13 @@ from autoscaler.loop.pool_step import PoolStep
 from autoscaler.loop.reach import ReachWatch
 from autoscaler.loop.state import ControllerState, StateError
 from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
-from autoscaler.loop.tuning import planned_rates
+from autoscaler.loop.tuning import planned_rates, ready_capacity
 from autoscaler.planner.limits import TooManyInstances
 from autoscaler.transport.base import TransportError
 
 log = logging.getLogger(__name__)
 
 __all__ = ["AGENT_DRAIN_WAIT_S", "Controller", "Deps", "Observation", "PlanFn", "TickReport"]
-
-BOOTING = (State.REQUESTED, State.PENDING, State.RUNNING)
 
 
 class Controller:
@@ -237,9 +235,12 @@ class Controller:
         """Plan -> diff -> act; a capacity error marks the type unavailable and re-plans this tick."""
         previous = self.store.current_layout()
         events = list(report.notes)  # what happened before planning (instances going away)
+        short = inputs.shortfall(obs.reading.rates, ready_capacity(self.store, obs.statuses, self.deps.contact))
         for round_ in range(1, len(offering_prices(self.policy)) + 2):
             report.rounds = round_
-            layout, report.decision = self.plan(obs.now, planned, corrections, previous, bool(obs.reading.missing))
+            layout, report.decision = self.plan(
+                obs.now, planned, corrections, previous, bool(obs.reading.missing), short=short
+            )
             report.layout = layout
             actions = self._diff(layout, obs, orphans)
             self._report_moves(actions, layout, report, events)
@@ -270,8 +271,11 @@ class Controller:
         corrections: dict[str, float],
         previous: Layout | None,
         missing: bool,
+        short: Mapping[str, float] | None = None,
     ) -> tuple[Layout, str]:
-        """Hold plan, or the target plan once a cheaper one has held; the layout is saved first."""
+        """Hold plan, or the target plan once a cheaper one has held; the layout is saved first.
+        `short`: the workloads whose observed rate is above their ready capacity, by how much (the
+        booting slots go to them first: slots.match_slots)."""
         current = layout_to_plan(previous) if previous else None
         planned = no_less(planned, previous.rates) if self.fast and previous else planned
         caps = self.caps(now)
@@ -295,9 +299,17 @@ class Controller:
             self.state = replace(self.state, cheaper_since=choice.cheaper_since)
             chosen, rates = (target, planned) if choice.use == "target" else (held, held_rates)
             why = f"{choice.use}: {choice.why}"
-        layout = self.layouts(
-            chosen, layout_input(self.policy, self.store, previous, rates, self.judge, self.deps.model_root)
+        inp = layout_input(
+            self.policy,
+            self.store,
+            previous,
+            rates,
+            self.judge,
+            self.deps.model_root,
+            short=short,
+            warm=self.pool.started,
         )
+        layout = self.layouts(chosen, inp)
         self._save_layout(layout, previous, why, now)
         return layout, why
 

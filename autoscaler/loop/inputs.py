@@ -5,10 +5,10 @@ side effects (the store is only read).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from autoscaler.config.policy import CLOUD_MODEL_ROOT, Policy
-from autoscaler.core.fleet.lifecycle import LIVE, USABLE, State
+from autoscaler.core.fleet.lifecycle import BOOTING, LIVE, USABLE, Record, State
 from autoscaler.core.layout.layout_types import Judge, Layout, LayoutInput, PlannedServer, WorkloadInfo
 from autoscaler.core.rollout.colocation import mig_starts
 from autoscaler.core.rollout.reconcile import Limits
@@ -29,9 +29,13 @@ def layout_input(
     rates: Mapping[str, float],
     judge: Judge,
     model_root: str = CLOUD_MODEL_ROOT,
+    *,
+    short: Mapping[str, float] | None = None,
+    warm: frozenset[tuple[str, int]] = frozenset(),
 ) -> LayoutInput:
-    """Slots the fleet holds (surge ones apart), server names and ports still taken, and what each
-    live slot's agent runs: what naming a new layout must respect."""
+    """Slots the fleet holds (surge ones apart), server names and ports still taken, what each
+    live slot's agent runs, and which slots still boot (`warm`: those a pool member started) and
+    what is short now (`short`): what naming a new layout must respect."""
     records = store.all_records()
     live = {r.slot: r.offering for r in records if r.state in LIVE and not is_surge_slot(r.slot)}
     reserved: dict[str, set[tuple[str, int]]] = {}
@@ -51,7 +55,32 @@ def layout_input(
         rates=dict(rates),
         running=running,
         judge=judge,
+        booting=booting(policy, records, warm),
+        short=dict(short or {}),
     )
+
+
+def booting(policy: Policy, records: Iterable[Record], warm: frozenset[tuple[str, int]]) -> tuple[str, ...]:
+    """Slots launched whose agent runs nothing yet (surge ones apart), the soonest ready first:
+    an instance up whose agent has not answered, then by launch plus its boot (`warm_boot_s` for
+    a started pool member, `boot_s` otherwise)."""
+    sc = policy.scaling
+    records = [r for r in records if r.state in LIVE and not is_surge_slot(r.slot)]
+    up = {r.slot for r in records if r.state not in BOOTING}
+    due = {
+        r.slot: (
+            r.state is not State.RUNNING,
+            r.created_at + (sc.warm_pool.warm_boot_s if r.key in warm else sc.boot_s),
+        )
+        for r in records
+        if r.state in BOOTING and r.slot not in up
+    }
+    return tuple(sorted(due, key=lambda s: (*due[s], s)))
+
+
+def shortfall(rates: Mapping[str, float], capacity: Mapping[str, float]) -> dict[str, float]:
+    """Per workload whose observed rate is above what its ready servers carry, by how much."""
+    return {w: r - capacity.get(w, 0.0) for w, r in rates.items() if r > capacity.get(w, 0.0)}
 
 
 def workload_info(policy: Policy, model_root: str = CLOUD_MODEL_ROOT) -> dict[str, WorkloadInfo]:

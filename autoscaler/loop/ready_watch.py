@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
-from autoscaler.core.fleet.lifecycle import Record, State
+from autoscaler.core.fleet.lifecycle import BOOTING, Record, State
 from autoscaler.core.layout.layout_types import PlannedServer
 from autoscaler.fleet.base import Instance
 from autoscaler.gateway.base import GatewayError
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Applied = Mapping[tuple[str, int], tuple[int, tuple[PlannedServer, ...]]]  # Store.applied
-BOOTING = (State.REQUESTED, State.PENDING, State.RUNNING)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -3,13 +3,13 @@ and inputs; any one input changed, the layout is made afresh, as layout_from_pla
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
 import pytest
 
 from autoscaler.core.layout.layout import layout_from_plan
 from autoscaler.core.layout.layout_types import LayoutInput, PlannedServer, WorkloadInfo
-from autoscaler.loop.last_layout import LastLayout
+from autoscaler.loop.last_layout import COMPARE, LastLayout
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 
 pytestmark = pytest.mark.unit
@@ -53,7 +53,18 @@ CHANGES = {
     "a workload's facts": {"workloads": {**INFO, "a": WorkloadInfo("/models/a2", 7.5)}},
     "what an agent runs": {"running": {"f-p3-0": (replace(RUNNING, batch=8),)}},
     "the judge": {"judge": judge},
+    "a slot booting": {"booting": ("f-p3-1",)},
+    "what is short": {"short": {"a": 50.0}},
 }
+
+
+def test_every_input_of_the_layout_is_compared_and_changed_here() -> None:
+    """A field LayoutInput gains must be named in COMPARE (else same_input raises) and changed
+    alone in CHANGES (else a cache that ignored it would pass every test here)."""
+    names = {f.name for f in fields(LayoutInput)}
+    assert set(COMPARE) == names
+    changed = {k for change in CHANGES.values() for k in change}
+    assert changed == names - {"previous"}  # the previous layout: test_another_plan_or_previous_layout...
 
 
 @pytest.mark.parametrize("change", list(CHANGES))

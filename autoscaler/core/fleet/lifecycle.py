@@ -88,7 +88,8 @@ for _st in (S.PENDING, S.RUNNING, S.READY):
 for _st in (S.REQUESTED, S.PENDING, S.RUNNING, S.READY, S.DRAINING):
     TRANSITIONS[(_st, R.DUPLICATE)] = S.TERMINATED if _st is S.REQUESTED else S.TERMINATING
 
-USABLE = frozenset({S.REQUESTED, S.PENDING, S.RUNNING, S.READY})  # may carry the slot's servers
+BOOTING = frozenset({S.REQUESTED, S.PENDING, S.RUNNING})  # launched, not ready: its agent runs nothing yet
+USABLE = BOOTING | {S.READY}  # may carry the slot's servers
 LIVE = USABLE | {S.DRAINING, S.GOING_AWAY}  # an instance we still own (and pay for)
 OPEN = LIVE | {S.TERMINATING, S.FAILED}  # not yet closed
 

@@ -209,6 +209,8 @@ class LayoutInput:
     rates: Mapping[str, float]
     running: Mapping[str, tuple[PlannedServer, ...]] = field(default_factory=dict)  # slot -> servers its agent runs
     judge: Judge | None = None  # with it, a resized server that already does its placement's job stays (resize.py)
+    booting: tuple[str, ...] = ()  # slots launched whose agent runs nothing yet, the soonest ready first (slots.py)
+    short: Mapping[str, float] = field(default_factory=dict)  # workload -> observed rate above its ready capacity
 
 
 STAND_IN = re.compile(r"-s\d+$")

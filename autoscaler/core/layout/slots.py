@@ -3,8 +3,9 @@
 A plan lists instances in no particular order; the fleet needs identities that survive
 re-planning. Each planned instance is matched to the existing slot of the same offering (the
 previous layout's, then live slots it lacks) that keeps most of its GPU share in place, so a
-small plan change moves few servers; the rest get `<fleet>-<type>-<n>` names no slot has had.
-Used by core/layout/layout.py.
+small plan change moves few servers; the rest get `<fleet>-<type>-<n>` names no slot has had. A
+slot still booting runs nothing, so it keeps nothing in place: it goes to what is short now
+(`match_slots`). Used by core/layout/layout.py.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autoscaler.config.offerings import SPOT
-from autoscaler.core.layout.layout_types import LayoutInput, PlannedServer
+from autoscaler.core.layout.layout_types import LayoutInput, PlannedServer, is_stand_in
 from autoscaler.planner.types import InstanceOut, Plan
 
 
@@ -98,27 +99,120 @@ def match_slots(plan: Plan, inp: LayoutInput) -> dict[int, str]:
     place first (summed per GPU and workload: min(planned share, running share)), then the most
     shared placements. Weighing by share keeps a big server where it runs: matching by counts alone
     can swap a big and a small server of one workload between two instances, and then one grows
-    while the other shrinks, a move that needlessly drops capacity while it happens."""
+    while the other shrinks, a move that needlessly drops capacity while it happens.
+
+    A booting slot (`inp.booting`) runs nothing, so it keeps nothing in place: the slots whose
+    servers run are matched first, where they keep something; then each booting slot, the soonest
+    ready first, takes the planned instance that carries most of what is short now (`_booting`);
+    only then do the slots none of whose servers stay take the rest. So a workload whose rate
+    jumped gets the instance that is up first, not the one launched last (as Karpenter binds a
+    pending pod to the in-flight node that is ready first)."""
     by_type = _candidates(inp)
-    scored = []
-    for i, inst in enumerate(plan.instances):
-        want = Counter((g.index, p.workload) for g in inst.gpus for p in g.placements)
-        shares = _share_map((g.index, p.workload, p.mps_percent) for g in inst.gpus for p in g.placements)
-        wl = Counter(w for _, w in want.elements())
-        for c in by_type.get(inst.key, ()):
-            if c.leaving and not _fits_beside(inst, c.leaving):
-                continue
-            kept = sum(min(v, c.shares.get(k, 0.0)) for k, v in shares.items())
-            scored.append(
-                (-round(kept, 6), -_shared(want, c.placements), -_shared(wl, c.workloads), c.ordinal, i, c.slot)
-            )
+    wanted = [_Wanted.of(inst) for inst in plan.instances]
+    booting = set(inp.booting)
+    scored = sorted(
+        (*_likeness(w, c), c.ordinal, i, c.slot)
+        for i, (inst, w) in enumerate(zip(plan.instances, wanted, strict=True))
+        for c in by_type.get(inst.key, ())
+        if c.slot not in booting and not (c.leaving and not _fits_beside(inst, c.leaving))
+    )
     out: dict[int, str] = {}
     used: set[str] = set()
-    for *_, i, slot in sorted(scored):
+    _take((p for p in scored if p[:3] != (0, 0, 0)), out, used)  # those that keep something: a prefix
+    _booting(plan, wanted, by_type, inp, out, used)
+    _take(scored, out, used)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    """A planned instance's counts, computed once per plan (as _Candidate's)."""
+
+    placements: Counter[tuple[int, str]]  # (GPU index, workload) -> placements
+    shares: dict[tuple[int, str], float]  # (GPU index, workload) -> MPS % planned
+    workloads: Counter[str]
+    throughput: dict[str, float]  # workload -> predicted req/s of its placements
+
+    @staticmethod
+    def of(inst: InstanceOut) -> _Wanted:
+        items = [(g.index, p) for g in inst.gpus for p in g.placements]
+        want = Counter((gi, p.workload) for gi, p in items)
+        rps: dict[str, float] = {}
+        for _, p in items:
+            rps[p.workload] = rps.get(p.workload, 0.0) + p.predicted_throughput_rps
+        return _Wanted(
+            want,
+            _share_map((gi, p.workload, p.mps_percent) for gi, p in items),
+            Counter(w for _, w in want.elements()),
+            rps,
+        )
+
+
+def _likeness(w: _Wanted, c: _Candidate) -> tuple[float, int, int]:
+    """How much of a planned instance the candidate holds already, negated to sort best first:
+    share kept in place, shared placements, shared workloads."""
+    kept = sum(min(v, c.shares.get(k, 0.0)) for k, v in w.shares.items())
+    return (-round(kept, 6), -_shared(w.placements, c.placements), -_shared(w.workloads, c.workloads))
+
+
+def _take(pairs: Iterable[tuple[Any, ...]], out: dict[int, str], used: set[str]) -> None:
+    for *_, i, slot in pairs:
         if i not in out and slot not in used:
             out[i] = slot
             used.add(slot)
-    return out
+
+
+def _booting(
+    plan: Plan,
+    wanted: Sequence[_Wanted],
+    by_type: Mapping[str, list[_Candidate]],
+    inp: LayoutInput,
+    out: dict[int, str],
+    used: set[str],
+) -> None:
+    """Each booting slot, the soonest ready first, takes the unmatched planned instance of its
+    offering that carries most of the shortfall still uncovered (`inp.short`: rate above what
+    ready servers carry; what the slots before it took is covered), then the one most like what
+    it was planned for, so a re-plan with nothing short leaves it as it was. One planned for a
+    move's destination (`_moving`) takes the one most like its plan, short or not."""
+    cands = {c.slot: (key, c) for key, cs in by_type.items() for c in cs}
+    left = dict(inp.short)
+    moving = _moving(inp)
+    for slot in inp.booting:
+        if slot not in cands or slot in used:
+            continue
+        key, c = cands[slot]
+        free = [i for i, inst in enumerate(plan.instances) if i not in out and inst.key == key]
+        if not free:
+            continue
+        held = not moving.isdisjoint(c.workloads)  # it carries a move's destination: it keeps it
+        best = min(free, key=lambda i: (0.0 if held else -_relief(wanted[i], left), *_likeness(wanted[i], c), i))
+        out[best] = slot
+        used.add(slot)
+        for w, rps in wanted[best].throughput.items():
+            if w in left:
+                left[w] = max(0.0, left[w] - rps)
+
+
+def _moving(inp: LayoutInput) -> frozenset[str]:
+    """Workloads with a server leaving a running slot (a move under way: it leaves once its
+    workload's capacity planned elsewhere serves): running servers the previous layout neither
+    keeps nor hands over in place. A booting slot planned for one of them keeps its plan, since
+    moving it to a later launch would hold the move and whatever waits for the room it frees."""
+    if inp.previous is None:
+        return frozenset()
+    planned = {v.name for _, v in inp.previous.servers()} | {v.replaces for _, v in inp.previous.servers()}
+    return frozenset(
+        v.workload
+        for servers in inp.running.values()
+        for v in servers
+        if v.name not in planned and not is_stand_in(v.name)
+    )
+
+
+def _relief(w: _Wanted, left: Mapping[str, float]) -> float:
+    """The part of the uncovered shortfall a planned instance would carry."""
+    return sum(min(left[k], rps) for k, rps in w.throughput.items() if k in left)
 
 
 def _shared(a: Mapping[Any, int], b: Mapping[Any, int]) -> int:

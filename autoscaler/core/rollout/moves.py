@@ -14,14 +14,12 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from autoscaler.core.fleet.lifecycle import Record, State
+from autoscaler.core.fleet.lifecycle import BOOTING, Record, State
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, SlotSpec
 from autoscaler.core.rollout.actions import FleetView, Launch, Limits, fleet_cost
 from autoscaler.core.rollout.blocking import Blockage, Progress, resolve
 from autoscaler.core.rollout.rollout import Gpu, GpuKey, Judge, RolloutInput, RolloutStep, Tick, original_of
 from autoscaler.core.rollout.surge import SurgeInput, SurgePlan, SurgeSlot, allocate, is_surge_slot, surge_budget
-
-BOOTING = (State.REQUESTED, State.PENDING, State.RUNNING)
 
 
 @dataclass(frozen=True, slots=True)
