@@ -1,6 +1,6 @@
-"""Which planned instance a booting slot becomes (core/layout/slots.py): nothing runs on a booting
-slot, so its planned servers are not "kept in place"; the capacity that is up first goes to the
-workloads short now. A paper fleet of single-GPU instances: `f-p3-0` runs `a`, `f-p3-1` runs `b`,
+"""Which planned instance a booting slot becomes (core/layout/slots.py): it is up before any launch,
+so while a workload is short it trades the instance it was matched to for a launch that carries
+more of the shortfall; it never trades with a slot that runs servers. A paper fleet of single-GPU instances: `f-p3-0` runs `a`, `f-p3-1` runs `b`,
 and `f-p3-2` boots, planned for `b`."""
 
 from __future__ import annotations
@@ -96,19 +96,22 @@ def test_the_booting_slot_ready_first_takes_the_shortfall_and_the_next_only_what
     assert (late["f-p3-2"], late["f-p3-3"]) == (["a"], ["b"])
 
 
-def test_a_server_that_runs_stays_rather_than_follow_its_plan_to_a_booting_slot() -> None:
-    """The booting slot's planned share is no share kept in place: an instance that keeps share
-    on a running slot is matched there, even where it matches the booting slot's plan better."""
+def test_a_booting_slot_trades_only_with_a_launch_never_with_a_slot_that_runs() -> None:
+    """-0 runs a at 30 %; -1 boots, planned for a 60 % + b 30 %. The re-plan matches the a + b
+    instance to -1 (its plan: a fresh cut) and b's to -0. With b short, -1 has no launch to trade
+    with, so nothing changes: handing -1's instance to -0 would make a fresh instance's plan a
+    re-cut in place of what runs there (tests/sim/test_rollout_property.py BOOTING_KEEPS_ITS_CUT
+    is the MIG fleet where that cost capacity)."""
     prev = layout_from_plan(
         Plan("x", (instance(place("a", 30.0)), instance(place("a", 60.0), place("b", 30.0)))), base(None)
     )
-    running = {"f-p3-0": prev.slots[0].servers}  # -0 runs a at 30 %; -1 boots, planned for a 60 % + b 30 %
+    running = {"f-p3-0": prev.slots[0].servers}
     inp = replace(base(prev, frozenset({"f-p3-0", "f-p3-1"})), running=running, reserved_servers={})
     plan = Plan("x", (instance(place("a", 60.0), place("b", 30.0)), instance(place("b", 30.0))))
     today = workloads(layout_from_plan(plan, inp))
-    assert today == {"f-p3-1": ["a", "b"], "f-p3-0": ["b"]}  # a's running server would move off -0
-    out = workloads(layout_from_plan(plan, replace(inp, booting=("f-p3-1",))))
-    assert out == {"f-p3-0": ["a", "b"], "f-p3-1": ["b"]}
+    assert today == {"f-p3-1": ["a", "b"], "f-p3-0": ["b"]}
+    for short in ({"b": 100.0}, {"a": 100.0}):
+        assert workloads(layout_from_plan(plan, replace(inp, booting=("f-p3-1",), short=short))) == today
 
 
 def test_a_booting_slot_a_move_waits_for_keeps_its_plan() -> None:

@@ -4,8 +4,8 @@ A plan lists instances in no particular order; the fleet needs identities that s
 re-planning. Each planned instance is matched to the existing slot of the same offering (the
 previous layout's, then live slots it lacks) that keeps most of its GPU share in place, so a
 small plan change moves few servers; the rest get `<fleet>-<type>-<n>` names no slot has had. A
-slot still booting runs nothing, so it keeps nothing in place: it goes to what is short now
-(`match_slots`). Used by core/layout/layout.py.
+slot still booting is up before any launch, so while a workload is short it may trade its match
+for a launch that carries more of the shortfall (`match_slots`). Used by core/layout/layout.py.
 """
 
 from __future__ import annotations
@@ -101,26 +101,26 @@ def match_slots(plan: Plan, inp: LayoutInput) -> dict[int, str]:
     can swap a big and a small server of one workload between two instances, and then one grows
     while the other shrinks, a move that needlessly drops capacity while it happens.
 
-    A booting slot (`inp.booting`) runs nothing, so it keeps nothing in place: the slots whose
-    servers run are matched first, where they keep something; then each booting slot, the soonest
-    ready first, takes the planned instance that carries most of what is short now (`_booting`);
-    only then do the slots none of whose servers stay take the rest. So a workload whose rate
-    jumped gets the instance that is up first, not the one launched last (as Karpenter binds a
-    pending pod to the in-flight node that is ready first)."""
+    A booting slot (`inp.booting`) runs nothing yet, and comes up before any launch this plan
+    makes. So where a workload is short now (`inp.short`), each booting slot, the soonest ready
+    first, may trade the instance it was matched to for one that would otherwise be launched and
+    that carries more of the shortfall (`_retarget`): a workload whose rate jumped gets the
+    instance that is up first, not the one launched last (as Karpenter binds a pending pod to the
+    in-flight node that is ready first). The trade never takes an instance from a slot that runs
+    servers, so it never turns a fresh instance's plan into a re-cut in place."""
     by_type = _candidates(inp)
     wanted = [_Wanted.of(inst) for inst in plan.instances]
-    booting = set(inp.booting)
     scored = sorted(
         (*_likeness(w, c), c.ordinal, i, c.slot)
         for i, (inst, w) in enumerate(zip(plan.instances, wanted, strict=True))
         for c in by_type.get(inst.key, ())
-        if c.slot not in booting and not (c.leaving and not _fits_beside(inst, c.leaving))
+        if not (c.leaving and not _fits_beside(inst, c.leaving))
     )
     out: dict[int, str] = {}
     used: set[str] = set()
-    _take((p for p in scored if p[:3] != (0, 0, 0)), out, used)  # those that keep something: a prefix
-    _booting(plan, wanted, by_type, inp, out, used)
     _take(scored, out, used)
+    if inp.short and inp.booting:
+        _retarget(plan, wanted, by_type, inp, out)
     return out
 
 
@@ -162,34 +162,35 @@ def _take(pairs: Iterable[tuple[Any, ...]], out: dict[int, str], used: set[str])
             used.add(slot)
 
 
-def _booting(
+def _retarget(
     plan: Plan,
     wanted: Sequence[_Wanted],
     by_type: Mapping[str, list[_Candidate]],
     inp: LayoutInput,
     out: dict[int, str],
-    used: set[str],
 ) -> None:
-    """Each booting slot, the soonest ready first, takes the unmatched planned instance of its
-    offering that carries most of the shortfall still uncovered (`inp.short`: rate above what
-    ready servers carry; what the slots before it took is covered), then the one most like what
-    it was planned for, so a re-plan with nothing short leaves it as it was. One planned for a
-    move's destination (`_moving`) takes the one most like its plan, short or not."""
-    cands = {c.slot: (key, c) for key, cs in by_type.items() for c in cs}
+    """Each booting slot, the soonest ready first, takes, of the instance it was matched to and
+    those of its offering no slot took (launches), the one that carries most of the shortfall
+    still uncovered (`inp.short`, less what the slots before it carry), keeping its own on a tie;
+    the one it gives up is launched instead. One planned for a move's destination (`_moving`)
+    keeps its match: moving it to a later launch would hold the move."""
+    cands = {c.slot: c for cs in by_type.values() for c in cs}
+    slot_of = {slot: i for i, slot in out.items()}
     left = dict(inp.short)
     moving = _moving(inp)
     for slot in inp.booting:
-        if slot not in cands or slot in used:
+        i = slot_of.get(slot)
+        if i is None or slot not in cands:
             continue
-        key, c = cands[slot]
-        free = [i for i, inst in enumerate(plan.instances) if i not in out and inst.key == key]
-        if not free:
-            continue
-        held = not moving.isdisjoint(c.workloads)  # it carries a move's destination: it keeps it
-        best = min(free, key=lambda i: (0.0 if held else -_relief(wanted[i], left), *_likeness(wanted[i], c), i))
-        out[best] = slot
-        used.add(slot)
-        for w, rps in wanted[best].throughput.items():
+        if moving.isdisjoint(cands[slot].workloads):
+            key = plan.instances[i].key
+            pool = [i, *(j for j in range(len(plan.instances)) if j not in out and plan.instances[j].key == key)]
+            best = min(pool, key=lambda j: (-_relief(wanted[j], left), j != i, *_likeness(wanted[j], cands[slot]), j))
+            if best != i:
+                del out[i]
+                out[best] = slot
+                i = best
+        for w, rps in wanted[i].throughput.items():
             if w in left:
                 left[w] = max(0.0, left[w] - rps)
 
