@@ -118,7 +118,10 @@ def match_slots(plan: Plan, inp: LayoutInput) -> dict[int, str]:
     )
     out: dict[int, str] = {}
     used: set[str] = set()
-    _take(scored, out, used)
+    for *_, i, slot in scored:
+        if i not in out and slot not in used:
+            out[i] = slot
+            used.add(slot)
     if inp.short and inp.booting:
         _retarget(plan, wanted, by_type, inp, out)
     return out
@@ -155,13 +158,6 @@ def _likeness(w: _Wanted, c: _Candidate) -> tuple[float, int, int]:
     return (-round(kept, 6), -_shared(w.placements, c.placements), -_shared(w.workloads, c.workloads))
 
 
-def _take(pairs: Iterable[tuple[Any, ...]], out: dict[int, str], used: set[str]) -> None:
-    for *_, i, slot in pairs:
-        if i not in out and slot not in used:
-            out[i] = slot
-            used.add(slot)
-
-
 def _retarget(
     plan: Plan,
     wanted: Sequence[_Wanted],
@@ -180,7 +176,7 @@ def _retarget(
     moving = _moving(inp)
     for slot in inp.booting:
         i = slot_of.get(slot)
-        if i is None or slot not in cands:
+        if i is None:  # not matched: nothing of its offering was planned
             continue
         if moving.isdisjoint(cands[slot].workloads):
             key = plan.instances[i].key
