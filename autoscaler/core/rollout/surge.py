@@ -280,7 +280,9 @@ class _Allocator:
     def _burst_fit(self, key: GpuKey, t: PlannedServer) -> tuple[float | None, PlannedServer | None]:
         """A burst stand-in for `t` that fits on `key`, and its judged throughput: in t's slice at
         the first allowed start the GPU's cut leaves free on a MIG GPU (a slice is whole or
-        nothing); otherwise at t's share or the free share if less."""
+        nothing); otherwise at t's share or the free share if less, at the largest batch up to t's
+        that the model lets it serve there (t's batch was chosen for t's share: in less share it
+        can miss its budget where a smaller batch still carries most of what that share can)."""
         base = self._stand_in(t, key[0], key[1])
         itype = self.tick.gpus[key].instance_type
         if t.mig_profile is not None and self._info(itype).starts(t.mig_profile):
@@ -292,8 +294,11 @@ class _Allocator:
         if share < BURST_MIN_SHARE:
             return None, None
         scaled = t.predicted_throughput_rps * share / t.mps_percent  # what a model-free judge credits
-        cand = replace(base, mps_percent=share, predicted_throughput_rps=scaled)
-        return self.tick.fits_beside(key, cand, keep_rates=True), cand
+        for batch in range(t.batch, 0, -1):
+            cand = replace(base, mps_percent=share, batch=batch, predicted_throughput_rps=scaled)
+            if got := self.tick.fits_beside(key, cand, keep_rates=True):
+                return got, cand
+        return None, None
 
     def _ready_surge(self, b: PlannedServer, thr: float, gpu: str) -> bool:
         """A ready surge instance, then a ready spare (module docstring, 2 and 4)."""
