@@ -133,3 +133,20 @@ def test_a_burst_in_less_share_runs_the_largest_batch_that_meets_its_budget_ther
     assert (burst.batch, burst.mps_percent) == (3, pytest.approx(30.0))
     assert burst.predicted_throughput_rps == pytest.approx(54.0)
     assert d.bursts == ("a-0-s0",)
+
+
+def test_a_plan_that_puts_a_server_where_its_own_burst_runs_completes() -> None:
+    """a-0's burst stand-in runs in the 30 % s0 left free; the next plan puts a-0 itself on s0, in
+    50 % (b-0 shrinks to 50 % under a new name). The stand-in is then in its own planned server's
+    way: waiting for a-0 to serve before it leaves would wait for good, b-1 and a-0 never starting
+    and a surge instance kept for ever (the rollout property test drew this once bursts ran at a
+    smaller batch). It leaves as any unwanted server does, once a's floor holds without it; the move
+    completes and nothing falls below its floor."""
+    burst = replace(share("a-0-s0", "a", 1, 30.0), predicted_throughput_rps=72.0)
+    applied = {"s0": (share("b-0", "b", 0, 70.0), burst)}
+    layout = [slot("s0", share("b-1", "b", 0, 50.0), replace(share("a-0", "a", 1, 50.0), index=2))]
+    pf = fleet(layout, applied, limits=Limits(types=P3), rates={"a": 60.0, "b": 100.0})
+    pf.ready |= {"b-0", "a-0-s0"}
+    pf.run()
+    assert done(pf), pf.applied
+    never_below(pf)

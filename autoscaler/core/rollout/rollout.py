@@ -259,7 +259,7 @@ class Tick:
         starting = s.name not in self.inp.ready and s.name not in self.inp.draining
         if starting and s.workload in self.inp.pending and not self.unstarted(key):
             return False  # still starting: it may serve before its replacement does, and is in no one's way
-        if self._waiting_for(s):
+        if self._waiting_for(s, key):
             return False  # a stand-in whose planned server has not started: its move is under way
         drained = self.inp.drained is None or s.name in self.inp.drained
         servers = [v for v in self.on[key] if v.name != s.name] if drained else self.on[key]
@@ -272,10 +272,15 @@ class Tick:
         self._commit(key, servers, part)
         return True
 
-    def _waiting_for(self, s: PlannedServer) -> bool:
-        """A stand-in whose planned server is still waiting to start where it is planned."""
+    def _waiting_for(self, s: PlannedServer, key: GpuKey) -> bool:
+        """A stand-in whose planned server is still waiting to start where it is planned, elsewhere
+        than on the stand-in's own GPU: a later plan may put the planned server where its stand-in
+        runs (a burst in free share), and there the stand-in is in its way, so waiting for it would
+        wait for good (it leaves as any server the layout does not want there, floors permitting)."""
         orig = original_of(s.name)
         if orig is None or orig not in self.planned_names:
+            return False
+        if any(v.name == orig for v in self.gpus[key].wanted) and any(v.name == orig for v in self.unstarted(key)):
             return False
         key = self.planned_keys.get(orig)
         return not any(v.name == orig and v.agent_key() == key for servers in self.on.values() for v in servers)
