@@ -112,11 +112,10 @@ def stalled_move(a_rate: float):  # type: ignore[no-untyped-def]
 
 def batch_judge(instance_type: str, servers):  # type: ignore[no-untyped-def]
     """Shares up to 100 % fit, and a server meets its budget only at a batch of at most its share
-    / 10 (less share runs a batch slower); it carries 3 req/s per percent of share and batch."""
+    / 10 (less share runs a batch slower); it carries 0.6 req/s per percent of share per request of batch."""
     total = sum(s.mps_percent for s in servers)
     return [
-        (total <= 100.0 + 1e-6 and s.batch <= s.mps_percent / 10 + 1e-6, 0.6 * s.mps_percent * s.batch)
-        for s in servers
+        (total <= 100.0 + 1e-6 and s.batch <= s.mps_percent / 10 + 1e-6, 0.6 * s.mps_percent * s.batch) for s in servers
     ]
 
 

@@ -280,10 +280,10 @@ class Tick:
         orig = original_of(s.name)
         if orig is None or orig not in self.planned_names:
             return False
-        if any(v.name == orig for v in self.gpus[key].wanted) and any(v.name == orig for v in self.unstarted(key)):
+        if any(v.name == orig for v in self.unstarted(key)):
             return False
-        key = self.planned_keys.get(orig)
-        return not any(v.name == orig and v.agent_key() == key for servers in self.on.values() for v in servers)
+        agent = self.planned_keys.get(orig)
+        return not any(v.name == orig and v.agent_key() == agent for servers in self.on.values() for v in servers)
 
     def force_out(self, names: Iterable[str]) -> None:
         """Break-before-make: these servers leave now, floors or not (a limit left no other way)."""
