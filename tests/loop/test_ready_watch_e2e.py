@@ -58,7 +58,12 @@ def test_each_step_of_a_bring_up_ticks_at_once_not_at_the_interval(fleet: tuple[
     assert httpx.get(f"http://127.0.0.1:{gateway}/v2/health/ready", timeout=5).status_code == 200
     log = run.text()
     events = [line for line in log.splitlines() if "event tick: " in line]
-    assert any("answered: " in e for e in events) and any("ready: " in e for e in events), events
+    assert any("answered: " in e for e in events), events
+    # The server's step ticks at once, noticed by whichever signal the watcher reads first: its
+    # agent's ready report, or the gateway's check passing (a clean-clone run on a slower VM read
+    # the agent a moment before the server was ready and the gateway a moment after; that event
+    # tick then saw it ready). tests/loop/test_ready_watch.py checks the agent's report alone.
+    assert any("ready: " in e or "healthy: " in e for e in events), events
     assert any("serving: " in e for e in events), events  # the gateway serving it ticks too (health reads it)
     counted = re.search(r"^igniter_event_ticks_total (\S+)$", run.get("/metrics").text, re.M)
     assert counted is not None and float(counted.group(1)) >= len(events)
