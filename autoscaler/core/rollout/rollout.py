@@ -33,8 +33,10 @@ slice (`make demo-mig`, 3 runs of 11). The cap is at least the baseline: the pro
 **Stand-ins** (surge.py: a planned server that cannot start where it is planned starts early
 elsewhere, as `<name>-s<k>`) carry their workload's new capacity until the planned server serves:
 while it has not started they stay whatever the floors say (the move is under way), and once it
-serves they carry nothing (it took their load) and leave. Surge is scaffolding, never capacity to
-protect.
+serves they carry nothing (it took their load) and leave. One that runs where a later plan put its
+own planned server (a burst in free share) is in that server's way: it leaves like any server the
+layout does not want there, as the floors allow (`_waiting_for`). Surge is scaffolding, never
+capacity to protect.
 
 **One tick** (`Tick`), on the GPUs of ready instances:
 1. stop: each running server the layout no longer wants there (it moved, was resized under a new

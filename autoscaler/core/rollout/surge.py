@@ -31,7 +31,8 @@ one is ready. No new instance is launched for it, and only the shortfall is cove
 
 **Bursting** (`scaling.burst`, on by default). Before any of that, such a short workload's planned
 server gets stand-ins in the MPS share that ready GPUs at rest leave free (of the same GPU type, at
-its planned batch, at its share or the free share if less), each started only where the model says
+its share or the free share if less, at the largest batch up to its planned one that meets its
+budget there: a batch chosen for more share can miss it in less), each started only where the model says
 it and every neighbour stay within their latency budgets, every planned neighbour still carries
 the rate it is planned for (and its workload's planned servers its demand), and no floor breaks (`Tick.fits_beside`, `keep_rates`; a planned
 neighbour slowed below its rate can be a move's new capacity, whose old servers then never leave,
