@@ -13,6 +13,7 @@ up in or collects into sets (names and slots taken) by equality.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
@@ -54,25 +55,17 @@ class LastLayout:
         return layout
 
 
-def _same_object(a: Any, b: Any) -> bool:
-    return a is b
-
-
-def _equal(a: Any, b: Any) -> bool:
-    return bool(a == b)
-
-
 # How each LayoutInput field is told apart (see the module docstring).
 COMPARE: dict[str, Callable[[Any, Any], bool]] = {
-    "fleet": _equal,
-    "previous": _same_object,
-    "extra_slots": _equal,
-    "taken_slots": _equal,
-    "reserved_servers": _equal,
+    "fleet": operator.eq,
+    "previous": operator.is_,
+    "extra_slots": operator.eq,
+    "taken_slots": operator.eq,
+    "reserved_servers": operator.eq,
     "workloads": _same_copied,
     "rates": _same_copied,
     "running": _same_running,
-    "judge": _same_object,
-    "booting": _equal,  # a tuple: its order is the order slots are matched in
+    "judge": operator.is_,
+    "booting": operator.eq,  # a tuple: its order is the order slots are matched in
     "short": _same_copied,
 }

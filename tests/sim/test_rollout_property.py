@@ -213,6 +213,17 @@ MIG_MODELS = [("r", "resnet50", 200), ("m", "mobilenetv2", 150), ("l", "resnet15
 PER_GPU = {"r": 3300.0, "m": 6300.0, "l": 1450.0}  # req/s one A100 serves of each in its best slices
 
 
+def mig_policy(types: list[dict[str, Any]], names: str, scaling: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The MIG policy's top-level keys: `types`, and the workloads of MIG_MODELS named in `names`."""
+    workloads = [{"name": n, "model": m, "slo_ms": slo, "rate_rps": 1.0} for n, m, slo in MIG_MODELS if n in names]
+    return {"profiles_dir": "profiles", "instance_types": types, "workloads": workloads, "scaling": scaling or {}}
+
+
+def in_steps(steps: dict[str, list[tuple[float, int]]]) -> dict[str, list[float]]:
+    """Rates per workload from (fraction of what one GPU serves, rows) steps."""
+    return {n: [f * PER_GPU[n] for f, k in fs for _ in range(k)] for n, fs in steps.items()}
+
+
 @pytest.fixture
 def mig_profiles(tmp_path):  # type: ignore[no-untyped-def]
     """ParvaGPU's A100 tables imported where make_policy's policy looks (profiles_dir: profiles)."""
@@ -230,19 +241,13 @@ def mig_scenarios(draw: Callable[..., Any]) -> tuple[dict[str, Any], dict[str, l
     surge = draw(st.sampled_from([{}, {"max_surge": 4}]))
     rates = draw_rates(draw, names, [0.05, 0.15, 0.3, 0.5, 0.8, 1.2, 1.8], 0.15, PER_GPU)
     its = [dict(t, max_instances=cap) if cap and t is A100_1 else t for t in types]
-    workloads = [{"name": n, "model": m, "slo_ms": slo, "rate_rps": 1.0} for n, m, slo in MIG_MODELS if n in names]
-    return {"profiles_dir": "profiles", "instance_types": its, "workloads": workloads, "scaling": surge}, rates
+    return mig_policy(its, "".join(names), surge), rates
 
 
 # Rates that take turns on one- and two-GPU A100s: each level cuts the GPUs again (9 re-cuts, and
 # surge instances in 13 ticks).
 MIG_TURNS = (
-    {
-        "profiles_dir": "profiles",
-        "scaling": {"max_surge": 4},
-        "instance_types": [A100_1, A100_2],
-        "workloads": [{"name": n, "model": m, "slo_ms": slo, "rate_rps": 1.0} for n, m, slo in MIG_MODELS],
-    },
+    mig_policy([A100_1, A100_2], "rml", {"max_surge": 4}),
     {
         n: [f * PER_GPU[n] for f in fs for _ in range(3)] + [fs[-1] * PER_GPU[n]] * 12
         for n, fs in {
@@ -258,12 +263,7 @@ MIG_TURNS = (
 # m-8's orphaned stand-in counted), then m-8 left with that stand-in's relief, taking m below its
 # floor (rollout.Tick._holds; tests/core/test_rollout.py guards that rule directly).
 RELIEF_TWICE = (
-    {
-        "profiles_dir": "profiles",
-        "scaling": {"max_surge": 4},
-        "instance_types": [A100_1, A100_2],
-        "workloads": [{"name": n, "model": m, "slo_ms": slo, "rate_rps": 1.0} for n, m, slo in MIG_MODELS if n in "ml"],
-    },
+    mig_policy([A100_1, A100_2], "ml", {"max_surge": 4}),
     {
         "m": [315.0] * 2 + [7560.0] * 2 + [315.0] * 2 + [3150.0] * 2 + [11340.0] * 14,
         "l": [725.0] * 2 + [2610.0] * 2 + [217.5] * 2 + [435.0] * 16,
@@ -277,19 +277,13 @@ RELIEF_TWICE = (
 # onto that GPU waited behind it and r's surge instance stayed to the end. Now a target that places
 # a workload the hold plan leaves out is adopted at once (core/capacity/scaling.newly_placed).
 CAP_HOLDS_ONE_OUT = (
-    {
-        "profiles_dir": "profiles",
-        "instance_types": [dict(A100_1, max_instances=3)],
-        "workloads": [{"name": n, "model": m, "slo_ms": slo, "rate_rps": 1.0} for n, m, slo in MIG_MODELS if n in "rm"],
-        "scaling": {},
-    },
-    {
-        n: [f * PER_GPU[n] for f, k in fs for _ in range(k)]
-        for n, fs in {
+    mig_policy([dict(A100_1, max_instances=3)], "rm"),
+    in_steps(
+        {
             "r": [(1.2, 5), (0.15, 5), (1.8, 5), (0.8, 10), (1.2, 5), (0.15, 22)],
             "m": [(0.05, 5), (1.8, 5), (1.2, 15), (0.5, 5), (0.8, 5), (1.8, 17)],
-        }.items()
-    },
+        }
+    ),
 )
 
 
@@ -299,19 +293,13 @@ CAP_HOLDS_ONE_OUT = (
 # budget and r ran short of what it had before for 3 rows. A booting slot now only trades with a
 # launch, and only while a workload is short (core/layout/slots.py _retarget).
 BOOTING_KEEPS_ITS_CUT = (
-    {
-        "profiles_dir": "profiles",
-        "instance_types": [A100_1, A100_2],
-        "workloads": [{"name": n, "model": m, "slo_ms": slo, "rate_rps": 1.0} for n, m, slo in MIG_MODELS if n in "rl"],
-        "scaling": {},
-    },
-    {
-        n: [f * PER_GPU[n] for f, k in fs for _ in range(k)]
-        for n, fs in {
+    mig_policy([A100_1, A100_2], "rl"),
+    in_steps(
+        {
             "r": [(0.5, 4), (0.15, 4), (0.8, 4), (0.15, 4), (1.8, 4), (0.15, 16)],
             "l": [(0.15, 4), (1.8, 4), (0.15, 4), (0.5, 4), (0.15, 4), (0.8, 16)],
-        }.items()
-    },
+        }
+    ),
 )
 
 
