@@ -11,10 +11,13 @@ node's registration. The watcher asks only about what is not up yet, as the last
 - the agents of ready instances that have servers assigned their agents did not report ready;
 - with a gateway, one read of it (`show stat`) while a server assigned is not served yet.
 
-A settled fleet costs it nothing. Each thing that came up fires at most one event tick (`fired`
+A settled fleet costs it nothing. Each thing that came up fires one event tick (`fired`
 remembers it until it goes away again), so a difference between what the watcher and a tick see
-cannot tick over and over. The service bounds event ticks to one per min_gap_s, never during a
-tick, never on a standby, exactly as the fast path's (loop/watch.py).
+cannot tick over and over. If the ticks after it still do not see it (the tick's read of that agent
+failed, or the tick failed), it fires again after RETRY_S, then twice as long each time up to
+RETRY_MAX_S, as a Kubernetes controller requeues a failed item with backoff: one failed read must
+not leave a bring-up waiting for the next interval. The service bounds event ticks to one per
+min_gap_s, never during a tick, never on a standby, exactly as the fast path's (loop/watch.py).
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+RETRY_S = 5.0  # the first re-fire of something the ticks since its event tick did not see
+RETRY_MAX_S = 120.0  # the backoff doubles up to this
+
 Applied = Mapping[tuple[str, int], tuple[int, tuple[PlannedServer, ...]]]  # Store.applied
 
 
@@ -55,20 +61,19 @@ class Seen:
     def _parts(self) -> dict[str, frozenset[str]]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    def minus(self, other: Seen) -> Seen:
-        o = other._parts()
-        return Seen(**{k: v - o[k] for k, v in self._parts().items()})
-
-    def union(self, other: Seen) -> Seen:
-        o = other._parts()
-        return Seen(**{k: v | o[k] for k, v in self._parts().items()})
-
-    def within(self, other: Seen) -> Seen:
-        o = other._parts()
-        return Seen(**{k: v & o[k] for k, v in self._parts().items()})
-
     def __bool__(self) -> bool:
         return any(self._parts().values())
+
+    def items(self) -> frozenset[tuple[str, str]]:
+        """(part, name) pairs: `("ready", "i-1/alex-0")`."""
+        return frozenset((k, n) for k, v in self._parts().items() for n in v)
+
+    @classmethod
+    def of(cls, items: Iterable[tuple[str, str]]) -> Seen:
+        parts: dict[str, set[str]] = {f.name: set() for f in fields(cls)}
+        for part, name in items:
+            parts[part].add(name)
+        return cls(**{k: frozenset(v) for k, v in parts.items()})
 
     def words(self) -> str:
         """For the log line: `running: i-1; ready: i-1/alex-0`."""
@@ -99,20 +104,40 @@ def agent_seen(statuses: Mapping[str, tuple[Instance, AgentStatus]]) -> tuple[fr
     return answered, ready
 
 
+@dataclass(frozen=True, kw_only=True)
+class Fired:
+    """An event tick run for one thing: when, and how many times before this one."""
+
+    at: float
+    retries: int = 0
+
+    def due(self, now: float) -> bool:
+        """Fire again: the ticks since did not see it, and the backoff has passed."""
+        return now >= self.at + min(RETRY_S * 2**self.retries, RETRY_MAX_S)
+
+
 class ReadyWatch:
     """The watcher; the controller it looks through is passed in (the service may replace it)."""
 
     def __init__(self) -> None:
-        self.fired = Seen()  # what event ticks were run for, while it stays up
+        self.fired: dict[tuple[str, str], Fired] = {}  # what event ticks were run for, while it stays up
 
-    def news(self, ctl: Controller) -> Seen:
-        """What is up now that the last tick did not see and no event tick was run for."""
-        look = self.look(ctl)
-        self.fired = self.fired.within(look)  # gone again: it may fire when it comes back
-        return look.minus(seen_by(ctl.last_obs)).minus(self.fired)
+    def news(self, ctl: Controller, now: float) -> Seen:
+        """What is up now that the last tick did not see, and no event tick was run for (or one
+        was, and its backoff has passed)."""
+        look = self.look(ctl).items()
+        self.fired = {k: f for k, f in self.fired.items() if k in look}  # gone again: it fires when back
+        unseen = look - seen_by(ctl.last_obs).items()
+        return Seen.of(k for k in unseen if k not in self.fired or self.fired[k].due(now))
 
-    def fire(self, news: Seen) -> None:
-        self.fired = self.fired.union(news)
+    def again(self, news: Seen) -> Seen:
+        """The part of `news` that fired before: the ticks since did not see it."""
+        return Seen.of(k for k in news.items() if k in self.fired)
+
+    def fire(self, news: Seen, now: float) -> None:
+        for k in news.items():
+            before = self.fired.get(k)
+            self.fired[k] = Fired(at=now, retries=0 if before is None else before.retries + 1)
 
     def look(self, ctl: Controller) -> Seen:
         """Ask about what the last tick saw not up yet, and nothing else (see the module's doc)."""

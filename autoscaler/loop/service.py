@@ -241,7 +241,7 @@ class Service:
             return
         ticks = self.ticks_run
         try:
-            news = self.ready_watch.news(self.controller)
+            news = self.ready_watch.news(self.controller, time.time())
         except Exception:
             log.exception("ready watch failed")
             return
@@ -251,8 +251,9 @@ class Service:
             if self.ticks_run != ticks:  # a tick ran during the look: it saw what came up
                 return
             self.last_event = time.time()
-            self.ready_watch.fire(news)
-            log.info("event tick: %s", news.words())
+            again = self.ready_watch.again(news)
+            self.ready_watch.fire(news, self.last_event)
+            log.info("event tick: %s%s", news.words(), f" (again, not seen since: {again.words()})" if again else "")
             self.state.metrics.event_ticks.inc()
             self._full_tick()
         finally:

@@ -54,7 +54,10 @@ def fleet(tmp_path: Path) -> Iterator[tuple[int, Running]]:
 
 def test_each_step_of_a_bring_up_ticks_at_once_not_at_the_interval(fleet: tuple[int, Running]) -> None:
     gateway, run = fleet
-    wait_for(lambda: run.get("/healthz").json()["status"] == "ok", 150, "health ok long before the 600 s interval")
+    try:
+        wait_for(lambda: run.get("/healthz").json()["status"] == "ok", 150, "health ok long before the 600 s interval")
+    except AssertionError as exc:  # say why: the health reasons and the service's log
+        raise AssertionError(f"{exc}\n{run.get('/healthz').text}\n{run.text()[-6000:]}") from None
     assert httpx.get(f"http://127.0.0.1:{gateway}/v2/health/ready", timeout=5).status_code == 200
     log = run.text()
     events = [line for line in log.splitlines() if "event tick: " in line]
