@@ -96,6 +96,37 @@ def test_a_burst_never_takes_a_neighbours_planned_servers_below_its_demand() -> 
     assert done(pf), pf.applied
 
 
+def shy_judge(instance_type: str, servers):  # type: ignore[no-untyped-def]
+    """Shares up to 100 % fit; a server of `a` misses its budget beside more than 50 % of others'
+    share (interference the guest does not feel), and carries its planned throughput otherwise."""
+    total = sum(s.mps_percent for s in servers)
+    return [
+        (total <= 100.0 + 1e-6 and (s.workload != "a" or total - s.mps_percent <= 50.0), s.predicted_throughput_rps)
+        for s in servers
+    ]
+
+
+def test_a_stand_in_never_puts_a_starting_neighbour_over_its_budget() -> None:
+    """The same move, with a-0 planned at its full rate, but a judge under which a-0 misses its
+    budget beside the 55 % a burst for b-2 would take on s1 (its throughput untouched, so no
+    rate check sees it). s1 comes up, a-0 starts there, and the burst would start in the same step,
+    while a-0 is not ready yet: once a-0 serves it would count for nothing, a-1 could never leave
+    s0, b-2 never start there, and the burst would stay for good (ServeGen 1-minute rows, second
+    half: m-large ran on such a stand-in alone for 17 minutes of a rising rate). A starting
+    server is judged as serving: no burst beside a-0; the move completes."""
+    b2 = replace(share("b-2", "b", 1, 75.0), predicted_throughput_rps=260.0, rate_rps=130.0, replaces="b-1")
+    layout = [slot("s0", b2), slot("s1", replace(share("a-0", "a", 0, 45.0), rate_rps=100.0))]
+    applied = {"s0": (share("a-1", "a", 0, 45.0), share("b-1", "b", 1, 50.0))}
+    limits = Limits(types=P3, judge=shy_judge)
+    pf = fleet(layout, applied, limits=limits, judge=shy_judge, rates={"a": 100.0, "b": 130.0})
+    pf.records["s1"] = replace(rec("s1", State.PENDING), created_at=pf.now)
+    pf.launched["s1"] = 0
+    pf.run()
+    assert not any(d.bursts for d in pf.diffs)
+    assert done(pf), pf.applied
+    never_below(pf)
+
+
 def stalled_move(a_rate: float):  # type: ignore[no-untyped-def]
     """b resizes on s0 once a-1 leaves for s1 (booting, ready at step 2); a runs at 100 req/s, b
     at 130; a-0 is planned for `a_rate`. Run until nothing is left to do."""

@@ -361,16 +361,24 @@ class Tick:
 
         A resize hands over: the server t replaces (`t.replaces`, on this GPU) takes no load once
         t serves (see `loading`), so the GPU never runs old and new busy at once, and the floors
-        are judged with t carrying that load."""
+        are judged with t carrying that load.
+
+        Servers still starting there are judged as serving, and each that would meet its budget
+        without t must still meet it with t: a stand-in that started beside a planned server on a
+        new instance, before that server was ready, put it over its budget once it was (ServeGen
+        1-minute rows, second half: m-small-1 then counted for nothing, so m-small-2 never left
+        the room m-large-0 was planned in, and m-large ran on its stand-in alone for 17 minutes
+        of a rising rate)."""
         if any(s.name == t.name for k, servers in self.on.items() if k[0] == key[0] for s in servers):
             return None  # its old version still runs under the same name: the agent would restart it
         servers = [*self.on[key], t]
-        serving = frozenset({t.name} | {s.name for s in self.on[key] if s.name not in self.inp.ready})
-        part = self._judge(key, servers, serving=serving)
+        starting = frozenset(s.name for s in self.on[key] if s.name not in self.inp.ready)
+        part = self._judge(key, servers, serving=starting | {t.name})
         idle = {t.replaces} if t.replaces else set()
-        if t.name not in part.ok or not self.parts[key].ok - idle <= part.ok or not self._holds(key, part):
+        before = self.parts[key].ok | (self._judge(key, self.on[key], serving=starting).ok if starting else frozenset())
+        if t.name not in part.ok or not before - idle <= part.ok or not self._holds(key, part):
             return None
-        verdict = self._verdict(key, servers, serving)
+        verdict = self._verdict(key, servers, starting | {t.name})
         return part, next(thr for s, _, thr in verdict if s.name == t.name), verdict
 
     # -- 3. what is left ------------------------------------------------------------------------------
