@@ -114,27 +114,20 @@ def test_a_stand_in_never_puts_a_starting_neighbour_over_its_budget() -> None:
     s0, b-2 never start there, and the burst would stay for good (ServeGen 1-minute rows, second
     half: m-large ran on such a stand-in alone for 17 minutes of a rising rate). A starting
     server is judged as serving: no burst beside a-0; the move completes."""
-    b2 = replace(share("b-2", "b", 1, 75.0), predicted_throughput_rps=260.0, rate_rps=130.0, replaces="b-1")
-    layout = [slot("s0", b2), slot("s1", replace(share("a-0", "a", 0, 45.0), rate_rps=100.0))]
-    applied = {"s0": (share("a-1", "a", 0, 45.0), share("b-1", "b", 1, 50.0))}
-    limits = Limits(types=P3, judge=shy_judge)
-    pf = fleet(layout, applied, limits=limits, judge=shy_judge, rates={"a": 100.0, "b": 130.0})
-    pf.records["s1"] = replace(rec("s1", State.PENDING), created_at=pf.now)
-    pf.launched["s1"] = 0
-    pf.run()
+    pf = stalled_move(a_rate=100.0, judge=shy_judge)
     assert not any(d.bursts for d in pf.diffs)
     assert done(pf), pf.applied
     never_below(pf)
 
 
-def stalled_move(a_rate: float):  # type: ignore[no-untyped-def]
+def stalled_move(a_rate: float, judge=brim_judge):  # type: ignore[no-untyped-def]
     """b resizes on s0 once a-1 leaves for s1 (booting, ready at step 2); a runs at 100 req/s, b
-    at 130; a-0 is planned for `a_rate`. Run until nothing is left to do."""
+    at 130; a-0 is planned for `a_rate`; `judge` judges every GPU. Run until nothing is left to do."""
     b2 = replace(share("b-2", "b", 1, 75.0), predicted_throughput_rps=260.0, rate_rps=130.0, replaces="b-1")
     layout = [slot("s0", b2), slot("s1", replace(share("a-0", "a", 0, 45.0), rate_rps=a_rate))]
     applied = {"s0": (share("a-1", "a", 0, 45.0), share("b-1", "b", 1, 50.0))}
-    limits = Limits(types=P3, judge=brim_judge)
-    pf = fleet(layout, applied, limits=limits, judge=brim_judge, rates={"a": 100.0, "b": 130.0})
+    limits = Limits(types=P3, judge=judge)
+    pf = fleet(layout, applied, limits=limits, judge=judge, rates={"a": 100.0, "b": 130.0})
     pf.records["s1"] = replace(rec("s1", State.PENDING), created_at=pf.now)
     pf.launched["s1"] = 0
     pf.run()
