@@ -50,8 +50,11 @@ capacity to protect.
 2. start: each planned server not running yet starts if its GPU can hold it once it serves: the
    judge predicts every server there within its latency budget (MPS shares above 100 % are judged
    as the proportional split MPS gives when all are busy, see colocation.py) and no floor breaks
-   (a new neighbour slows the others down). A resize hands over: the successor (`replaces`) takes
-   its predecessor's load once ready, so the two are never judged busy together.
+   (a new neighbour slows the others down). Servers still starting there are judged as serving
+   too, and none that would meet its budget without the newcomer may miss it with it (a planned
+   server on a new instance starts in the same tick as a stand-in beside it). A resize hands over:
+   the successor (`replaces`) takes its predecessor's load once ready, so the two are never judged
+   busy together.
 3. what could not start is blocked; blocking.py decides whether it waits or needs surge capacity.
 A server started now counts as capacity only once it reports ready, so make-before-break takes two
 ticks at least: start beside, then stop.
