@@ -130,14 +130,14 @@ class ReadyWatch:
         unseen = look - seen_by(ctl.last_obs).items()
         return Seen.of(k for k in unseen if k not in self.fired or self.fired[k].due(now))
 
-    def again(self, news: Seen) -> Seen:
-        """The part of `news` that fired before: the ticks since did not see it."""
-        return Seen.of(k for k in news.items() if k in self.fired)
-
-    def fire(self, news: Seen, now: float) -> None:
+    def fire(self, news: Seen, now: float) -> Seen:
+        """Remember that an event tick runs for `news` now; returns the part of it that fired
+        before (the ticks since did not see it), for the log."""
+        again = Seen.of(k for k in news.items() if k in self.fired)
         for k in news.items():
             before = self.fired.get(k)
             self.fired[k] = Fired(at=now, retries=0 if before is None else before.retries + 1)
+        return again
 
     def look(self, ctl: Controller) -> Seen:
         """Ask about what the last tick saw not up yet, and nothing else (see the module's doc)."""

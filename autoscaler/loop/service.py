@@ -251,8 +251,7 @@ class Service:
             if self.ticks_run != ticks:  # a tick ran during the look: it saw what came up
                 return
             self.last_event = time.time()
-            again = self.ready_watch.again(news)
-            self.ready_watch.fire(news, self.last_event)
+            again = self.ready_watch.fire(news, self.last_event)
             log.info("event tick: %s%s", news.words(), f" (again, not seen since: {again.words()})" if again else "")
             self.state.metrics.event_ticks.inc()
             self._full_tick()

@@ -87,8 +87,7 @@ def test_what_the_event_tick_did_not_see_fires_again_after_a_backoff(tmp_path: P
     tr.unreachable = set()
     assert not watch.news(ctl, clock() + RETRY_S - 0.1)  # within the backoff: no second event tick
     again = watch.news(ctl, clock() + RETRY_S)
-    assert again.answered == ids and watch.again(again) == again
-    watch.fire(again, clock() + RETRY_S)
+    assert again.answered == ids and watch.fire(again, clock() + RETRY_S) == again
     assert not watch.news(ctl, clock() + 3 * RETRY_S - 0.1)  # the backoff doubles
     assert watch.news(ctl, clock() + 3 * RETRY_S).answered == ids
     assert ctl.tick().ok  # this one reads the agents: seen, so no news at any time after
@@ -101,7 +100,7 @@ def _service(news: Seen, held: bool = True) -> SimpleNamespace:
     ticks: list[str] = []
     svc = SimpleNamespace(
         policy=SimpleNamespace(scaling=SimpleNamespace(ready_watch=ReadyWatchConfig(min_gap_s=30.0))),
-        ready_watch=SimpleNamespace(news=lambda c, now: news, fire=lambda n, now: None, again=lambda n: Seen()),
+        ready_watch=SimpleNamespace(news=lambda c, now: news, fire=lambda n, now: Seen()),
         controller=None,
         fence=SimpleNamespace(held=held),
         ticking=threading.Lock(),
