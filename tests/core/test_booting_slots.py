@@ -96,6 +96,23 @@ def test_the_booting_slot_ready_first_takes_the_shortfall_and_the_next_only_what
     assert (late["f-p3-2"], late["f-p3-3"]) == (["a"], ["b"])
 
 
+def test_the_booting_slot_ready_first_takes_the_shortfall_from_a_slot_up_later() -> None:
+    """-2 boots for b (b's forecast rose); then a jumped and a fast tick launched -3 for it, which
+    boots too. At the next tick a is still short and the plan wants the same four instances, so no
+    launch is left to trade with: -2, up first, takes a's instance and -3 b's, else a waits a
+    second boot's head start while -2 comes up for b, which is not short."""
+    prev = fleet()
+    taken = frozenset({"f-p3-0", "f-p3-1", "f-p3-2"})
+    grown = layout_from_plan(REPLAN, base(prev, taken))
+    assert workloads(grown) == {"f-p3-0": ["a"], "f-p3-1": ["b"], "f-p3-2": ["b"], "f-p3-3": ["a"]}
+    inp = replace(base(grown, taken | {"f-p3-3"}), booting=("f-p3-2", "f-p3-3"))
+    assert workloads(layout_from_plan(REPLAN, inp)) == workloads(grown)  # nothing short: both keep theirs
+    out = workloads(layout_from_plan(REPLAN, replace(inp, short={"a": 200.0})))
+    assert (out["f-p3-2"], out["f-p3-3"]) == (["a"], ["b"])
+    late = workloads(layout_from_plan(REPLAN, replace(inp, booting=("f-p3-3", "f-p3-2"), short={"a": 200.0})))
+    assert (late["f-p3-3"], late["f-p3-2"]) == (["a"], ["b"])  # -3 up first already carries a
+
+
 def test_a_booting_slot_trades_only_with_a_launch_never_with_a_slot_that_runs() -> None:
     """-0 runs a at 30 %; -1 boots, planned for a 60 % + b 30 %. The re-plan matches the a + b
     instance to -1 (its plan: a fresh cut) and b's to -0. With b short, -1 has no launch to trade

@@ -165,25 +165,37 @@ def _retarget(
     inp: LayoutInput,
     out: dict[int, str],
 ) -> None:
-    """Each booting slot, the soonest ready first, takes, of the instance it was matched to and
-    those of its offering no slot took (launches), the one that carries most of the shortfall
-    still uncovered (`inp.short`, less what the slots before it carry), keeping its own on a tie;
-    the one it gives up is launched instead. One planned for a move's destination (`_moving`)
+    """Each booting slot, the soonest ready first, takes, of the instance it was matched to, those
+    of its offering no slot took (launches) and those matched to slots up later, the one that
+    carries most of the shortfall still uncovered (`inp.short`, less what the slots before it
+    carry), keeping its own on a tie; the one it gives up is launched instead, or goes to the later
+    slot it took from (a fast tick may have launched for a jump while an instance launched for
+    another workload's forecast still boots: the one up first serves the jump). One planned for a move's destination (`_moving`)
     keeps its match: moving it to a later launch would hold the move."""
     cands = {c.slot: c for cs in by_type.values() for c in cs}
-    slot_of = {slot: i for i, slot in out.items()}
     left = dict(inp.short)
     moving = _moving(inp)
-    for slot in inp.booting:
+    for n, slot in enumerate(inp.booting):
+        slot_of = {s: i for i, s in out.items()}
         i = slot_of.get(slot)
         if i is None:  # not matched: nothing of its offering was planned
             continue
         if moving.isdisjoint(cands[slot].workloads):
             key = plan.instances[i].key
-            pool = [i, *(j for j in range(len(plan.instances)) if j not in out and plan.instances[j].key == key)]
+            later = {slot_of[s]: s for s in inp.booting[n + 1 :] if s in slot_of}
+            pool = [
+                i,
+                *(
+                    j
+                    for j in range(len(plan.instances))
+                    if (j not in out or j in later) and plan.instances[j].key == key
+                ),
+            ]
             best = min(pool, key=lambda j: (-_relief(wanted[j], left), j != i, *_likeness(wanted[j], cands[slot]), j))
             if best != i:
                 del out[i]
+                if best in later:  # a slot up later takes what this one gives up
+                    out[i] = later[best]
                 out[best] = slot
                 i = best
         for w, rps in wanted[i].throughput.items():
