@@ -61,6 +61,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "default) or the busiest trace row (a Maximum statistic), for bursty per-second traces",
     )
     p.add_argument(
+        "--tick-reads",
+        choices=["row", "past"],
+        default="row",
+        help="what a tick reads of the trace: row (default) counts a row from its own time, so a tick "
+        "on a row's boundary sees the coming row; past counts only what has happened, as a request "
+        "counter does (what shows the fast path's worth on rows as long as the interval)",
+    )
+    p.add_argument(
         "--compare",
         action="store_true",
         help="run igniter under each forecast, ffd, gslice, gpulets, static peak, reactive and oracle side by side "
@@ -195,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
         _headroom(args.headroom),
         args.strategy,
         rate_stat=args.rate_stat,
+        tick_reads=args.tick_reads,
         spot_interruptions_per_hour=args.spot_interruptions_per_hour,
         interruption_warning_s=args.interruption_warning_s,
         seed=args.seed,

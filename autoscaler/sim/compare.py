@@ -33,10 +33,20 @@ def compare_options(policy: Policy, base: SimOptions = SimOptions()) -> list[Sim
         SimOptions(strategy="reactive"),
         SimOptions(strategy="oracle", planner="igniter"),
     ]
-    runs = [replace(r, headroom=base.headroom, rate_stat=base.rate_stat, spot=False) for r in runs]
+    runs = [
+        replace(r, headroom=base.headroom, rate_stat=base.rate_stat, tick_reads=base.tick_reads, spot=False)
+        for r in runs
+    ]
     room = policy.scaling.headroom if base.headroom is None else base.headroom
     if room != "auto":
-        auto = SimOptions(planner="igniter", forecast=forecast, headroom="auto", rate_stat=base.rate_stat, spot=False)
+        auto = SimOptions(
+            planner="igniter",
+            forecast=forecast,
+            headroom="auto",
+            rate_stat=base.rate_stat,
+            tick_reads=base.tick_reads,
+            spot=False,
+        )
         runs.insert(4, replace(auto, label=f"igniter/{forecast} headroom auto"))
     if policy.buys_spot():
         runs.append(replace(base, planner="igniter", forecast=forecast, label=spot_label(policy, forecast)))

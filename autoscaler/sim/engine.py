@@ -14,7 +14,11 @@ waiting on servers just started), as `igniter run` does. Trace row k's rate hold
 to the next row's. The rate source reports what a counter-based source would: the mean of the
 trace rows of the last interval (or the latest row when rows are coarser than the interval), and
 as its peak (rates.base.Peaked) the busiest of those rows, what the gateway's source reads as
-HAProxy's rate_max, the busiest second since its previous read. At each trace row a workload's
+HAProxy's rate_max, the busiest second since its previous read. A row that starts at a tick's own
+time counts as read by that tick, so on a row's boundary a tick sees the coming row (1-minute rows
+and 60 s ticks: the minute ahead, sooner than any watcher could, so the fast path never fires
+there); `SimOptions.tick_reads="past"` reads only what has happened, as a counter does, and is
+what shows what the fast path is worth (trace_rates.TraceRates). At each trace row a workload's
 capacity is the summed predicted throughput of its servers on ready instances, as the fleet
 stands after the ticks up to that time; it is compared with the row's rate. Cost is every
 instance's price from launch to termination (pending time is billed, as EC2 bills it). The simulation starts warm: the fleet the first tick plans is already running.
@@ -83,6 +87,7 @@ class SimOptions:
     strategy: Strategy = "autoscaler"
     label: str | None = None
     rate_stat: Literal["mean", "max"] = "mean"
+    tick_reads: Literal["row", "past"] = "row"  # past: a tick reads only rows begun before it (trace_rates.TraceRates)
     spot: bool = True  # False: the policy's spot offerings are switched off (the on-demand-only twin)
     spot_interruptions_per_hour: float = 0.0  # per spot instance, Poisson
     interruption_warning_s: float = 120.0  # warning to reclaim
@@ -158,7 +163,9 @@ class Replay:
         source = (
             FutureRates(trace, oracle_horizon_s(sc))
             if opts.strategy == "oracle"
-            else TraceRates(trace, sc.interval_s, opts.rate_stat, warm_s=sc.boot_s + sc.interval_s)
+            else TraceRates(
+                trace, sc.interval_s, opts.rate_stat, warm_s=sc.boot_s + sc.interval_s, past=opts.tick_reads == "past"
+            )
         )
         rates = RateReader(source, policy.rates.stale_after_s)
         self.planner = MemoPlanner(plan_fn, policy, plans)
@@ -388,6 +395,7 @@ def simulate(
         warm_pool_cost_usd=p.pool_cost_usd(end),
         warm_pool_returns=p.returned,
         out_of_reach_ticks=replay.out_of_reach,
+        tick_reads=opts.tick_reads,
     )
     return with_spot_figures(result, policy, trace, opts, plan_fn, p, end, plans)
 

@@ -117,6 +117,7 @@ class SimResult:
     warm_pool_cost_usd: float = 0.0  # the pool's own bill: members warming up, and stopped (in cost_total_usd)
     warm_pool_returns: int = 0  # retiring instances stopped into the pool instead of terminated (reuse_on_scale_in)
     out_of_reach_ticks: dict[str, int] = field(default_factory=dict)  # workload-ticks out of reach, by cause
+    tick_reads: str = "row"  # what a tick's rate source reads (engine.SimOptions.tick_reads)
 
     def outage_steps(self) -> int:
         """(row, workload) pairs with traffic and no capacity at all."""
@@ -231,6 +232,7 @@ class SimResult:
             "warm_pool_cost_usd": round(self.warm_pool_cost_usd, 2),
             "warm_pool_returns": self.warm_pool_returns,
             "out_of_reach_ticks": dict(sorted(self.out_of_reach_ticks.items())),
+            "tick_reads": self.tick_reads,
             "tick_errors": len(self.tick_errors),
             "first_tick_error": self.tick_errors[0] if self.tick_errors else None,
             **self._spot_summary(),

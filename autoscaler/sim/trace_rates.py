@@ -14,6 +14,26 @@ from autoscaler.config.scaling import FastPathConfig
 from autoscaler.sim.traces import Trace
 
 
+class Area:
+    """Each workload's trace as a step function (row k's rate holds from its time to the next
+    row's) and its running integral: the mean rate over any span, whatever the rows' width."""
+
+    def __init__(self, trace: Trace) -> None:
+        self.trace = trace
+        self.t0 = float(trace.times[0])
+        widths = np.diff(np.concatenate([trace.times, [self.t0 + trace.duration_s]]))
+        self.area = {w: np.concatenate([[0.0], np.cumsum(v * widths)]) for w, v in trace.rates.items()}
+
+    def mean(self, a: float, b: float) -> dict[str, float]:
+        """Each workload's mean rate over [a, b] (the trace's start bounds a)."""
+        a = max(a, self.t0)
+        return {w: (self._integral(w, b) - self._integral(w, a)) / (b - a) for w in self.trace.names} if b > a else {}
+
+    def _integral(self, w: str, x: float) -> float:
+        k = max(int(np.searchsorted(self.trace.times, x, "right")) - 1, 0)
+        return float(self.area[w][k] + self.trace.rates[w][k] * (x - self.trace.times[k]))
+
+
 class TraceRates:
     """RateSource: what a request counter read every interval reports, i.e. the mean (or with
     stat "max", the busiest row, like CloudWatch's Maximum) of the trace rows of the last
@@ -21,20 +41,44 @@ class TraceRates:
     instant it reports the first `warm_s` (default: the window), so the warm fleet is sized for the
     traffic about to come: the replay runs it from boot_s + interval_s, the time the first plan
     that reacts to the trace needs to serve (a fleet sized for the first row alone starts empty
-    for a workload idle at that instant and short when its traffic arrives a minute later)."""
+    for a workload idle at that instant and short when its traffic arrives a minute later).
 
-    def __init__(self, trace: Trace, window_s: float, stat: str = "mean", warm_s: float | None = None) -> None:
+    Which rows a read at `now` covers. By default (`past` False) the rows whose time lies in
+    (now - window_s, now]: a row that starts at `now` is read at once, so a tick on a row's
+    boundary sees the coming row, up to an interval before a counter could (1-minute rows and
+    60 s ticks: every tick reads the minute ahead). With `past` a read sees what the gateway's
+    counters would (rates/gateway.py): the time-weighted mean since the previous read and, as the
+    peak, the busiest row of that span, never a row that starts at `now` (`igniter simulate
+    --tick-reads past`, docs/simulate.md). A fast tick's read a few seconds after a tick then
+    sees those seconds, as `igniter run`'s does."""
+
+    def __init__(
+        self, trace: Trace, window_s: float, stat: str = "mean", warm_s: float | None = None, past: bool = False
+    ) -> None:
         self.times = trace.times
         self.window_s = window_s
         self.warm_s = window_s if warm_s is None else max(warm_s, window_s)
         self.stat = stat
         self.rates = trace.rates
         self.prefix = {w: np.concatenate([[0.0], np.cumsum(v)]) for w, v in trace.rates.items()}
+        self.area = Area(trace) if past else None
+        self.last: float | None = None  # past: when the previous read was
+        self.span = (-np.inf, -np.inf)  # past: what the latest read covered
+
+    def _since(self, now: float) -> tuple[float, float]:
+        """past: the span a read at `now` covers, since the previous read (the window before the first)."""
+        if self.span[1] == now:
+            return self.span
+        return (self.last if self.last is not None and self.last < now else now - self.window_s), now
 
     def _rows(self, now: float) -> tuple[int, int]:
         t0 = float(self.times[0])
         if now <= t0:
             return 0, max(1, int(np.searchsorted(self.times, t0 + self.warm_s, "left")))
+        if self.area is not None:
+            a, _ = self._since(now)
+            hi = int(np.searchsorted(self.times, now, "left"))
+            return max(int(np.searchsorted(self.times, a, "right")) - 1, 0), hi
         hi = int(np.searchsorted(self.times, now, "right"))
         return min(int(np.searchsorted(self.times, now - self.window_s, "right")), hi - 1), hi
 
@@ -50,12 +94,19 @@ class TraceRates:
         if now < self.times[0]:
             return {w: None for w in workloads}
         lo, hi = self._rows(now)
+        mean = None
+        if self.area is not None:
+            self.span = self._since(now)
+            self.last = now
+            mean = self.area.mean(*self.span) if now > self.times[0] else None
         out: dict[str, float | None] = {}
         for w in workloads:
             if w not in self.rates:
                 out[w] = None
             elif self.stat == "max":
                 out[w] = float(self.rates[w][lo:hi].max())
+            elif mean is not None:
+                out[w] = mean[w]
             else:
                 out[w] = float((self.prefix[w][hi] - self.prefix[w][lo]) / (hi - lo))
         return out
@@ -82,18 +133,8 @@ class TraceWatch:
     def __init__(self, trace: Trace, cfg: FastPathConfig | None) -> None:
         self.trace, self.cfg = trace, cfg
         self.t0 = float(trace.times[0])
-        widths = np.diff(np.concatenate([trace.times, [self.t0 + trace.duration_s]]))
-        self.area = {w: np.concatenate([[0.0], np.cumsum(v * widths)]) for w, v in trace.rates.items()}
+        self.area = Area(trace)
         self.last = -np.inf
-
-    def mean(self, a: float, b: float) -> dict[str, float]:
-        """Each workload's mean rate over [a, b] (the trace's start bounds a)."""
-        a = max(a, self.t0)
-        return {w: (self._integral(w, b) - self._integral(w, a)) / (b - a) for w in self.trace.names} if b > a else {}
-
-    def _integral(self, w: str, x: float) -> float:
-        k = max(int(np.searchsorted(self.trace.times, x, "right")) - 1, 0)
-        return float(self.area[w][k] + self.trace.rates[w][k] * (x - self.trace.times[k]))
 
     def next_panic(self, after: float, before: float, panics: Callable[[dict[str, float]], bool]) -> float | None:
         """The first poll in (after, before) where `panics` holds, None if none."""
@@ -101,7 +142,7 @@ class TraceWatch:
         if cfg is None or before <= after:
             return None
         for p in self._polls(after, before, cfg):
-            if p - self.last >= cfg.min_gap_s and panics(self.mean(p - cfg.window_s, p)):
+            if p - self.last >= cfg.min_gap_s and panics(self.area.mean(p - cfg.window_s, p)):
                 self.last = p
                 return p
         return None

@@ -52,8 +52,10 @@ def test_json_summary_has_every_field(igniter, small):
         "warm_pool_cost_usd",
         "warm_pool_returns",
         "out_of_reach_ticks",
+        "tick_reads",
     ):
         assert key in s
+    assert s["tick_reads"] == "row"
     assert s["warm_starts"] == 0 and s["warm_pool_cost_usd"] == 0  # no pool by default
     assert s["duration_s"] == 960 and 0 < s["slo_attainment"] < 1 and s["scaling_actions"] >= 1
     assert s["outage_steps"] == 0 and s["reconfig_short_steps"] == 0 and s["invariant_breaches"] == {}
@@ -194,6 +196,22 @@ def test_policy_errors_and_bad_options_exit_2(igniter, small, tmp_path):
     for bad in ("lots", "-0.5", "11", "nan"):
         r = igniter("simulate", policy, "--trace", trace, "--headroom", bad)
         assert r.code == 2 and f"--headroom: {bad}: must be auto or a finite number from 0 to 10" in r.err
+    r = igniter("simulate", policy, "--trace", trace, "--tick-reads", "future")
+    assert r.code == 2 and "--tick-reads" in r.err and "future" in r.err
+
+
+@pytest.mark.unit
+def test_ticks_that_read_only_the_past_see_the_step_a_tick_later(igniter, small):
+    """The small trace doubles at 480 s on 60 s rows and ticks: read as rows, the tick of 480 sees
+    the step; read as the past, only the next tick's read (or a fast tick's) does, so the run falls
+    short for longer and says how it read the trace."""
+    policy, trace = small
+    row = json.loads(igniter("simulate", policy, "--trace", trace, "--json").out)
+    r = igniter("simulate", policy, "--trace", trace, "--json", "--tick-reads", "past")
+    assert r.code == 0, r.err
+    past = json.loads(r.out)
+    assert (row["tick_reads"], past["tick_reads"]) == ("row", "past")
+    assert past["slo_attainment_time"] < row["slo_attainment_time"]
 
 
 @pytest.mark.e2e

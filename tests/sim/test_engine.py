@@ -103,6 +103,43 @@ def test_trace_rates_report_the_interval_mean_or_max():
     assert coarse.read(900.0, ["a"]) == {"a": 2.0}  # rows coarser than the window: the latest
 
 
+def test_trace_rates_reading_only_the_past_never_see_a_row_before_it_starts():
+    """By default a read at a row's own time counts the row (a tick on the boundary sees the
+    coming minute). With `past` a read sees what the gateway's counters would: the mean since the
+    previous read and the busiest row begun in that span. So at 120 the minute before; six seconds
+    later (a fast tick) those six seconds of the new row; a first read, the window before it."""
+    trace = trace_of({"a": [100.0, 100.0, 400.0, 400.0]})
+    row, past = TraceRates(trace, 60.0), TraceRates(trace, 60.0, past=True)
+    assert row.read(120.0, ["a"]) == row.peaks(120.0, ["a"]) == {"a": 400.0}
+    assert past.read(120.0, ["a"]) == past.peaks(120.0, ["a"]) == {"a": 100.0}
+    assert past.read(126.0, ["a"]) == past.peaks(126.0, ["a"]) == {"a": 400.0}
+    first = TraceRates(trace, 60.0, past=True)
+    assert first.read(126.0, ["a"])["a"] == pytest.approx((54 * 100.0 + 6 * 400.0) / 60)
+    assert first.peaks(126.0, ["a"]) == {"a": 400.0}
+    assert past.read(0.0, ["a"]) == row.read(0.0, ["a"])  # the warm start reads ahead either way
+    coarse = TraceRates(trace_of({"a": [1.0, 2.0]}, step=600.0), 60.0, past=True)
+    assert coarse.read(600.0, ["a"]) == {"a": 1.0} and coarse.read(660.0, ["a"]) == {"a": 2.0}
+
+
+def test_reading_only_the_past_the_fast_path_launches_within_seconds_not_at_the_next_tick(make_policy):
+    """The step of test_step_up_is_short_until_the_new_instance_has_booted, with ticks that read
+    only the past. The tick of 600 still sees 600 req/s; without the fast path the launch waits for
+    the tick of 660 and the new instance serves from 840. The fast path's watcher sees the step
+    within seconds and the fast tick, reading the seconds since the tick, launches then: ready at
+    782, it serves from the wake tick of 795 (never sooner than settle_s after the tick of 780),
+    45 s sooner. The rows short are the same (each row is judged by the fleet at its start), the
+    time short is not."""
+    trace = trace_of({"a": [600.0] * 10 + [1200.0] * 10})
+    past = SimOptions(tick_reads="past")
+    slow = simulate(make_policy(scaling={"fast_path": {"enabled": False}}), trace, past)
+    fast = simulate(make_policy(), trace, past)
+    assert short_times(slow) == short_times(fast) == [600.0, 660.0, 720.0, 780.0]
+    assert slow.fast_ticks == 0 and fast.fast_ticks == 1
+    short_s = [(1 - r.attainment_time()) * r.trace.duration_s for r in (slow, fast)]
+    assert short_s[0] == pytest.approx(240.0) and short_s[1] == pytest.approx(195.0)
+    assert fast.summary()["tick_reads"] == "past" and simulate(make_policy(), trace).summary()["tick_reads"] == "row"
+
+
 def test_memo_planner_answers_repeated_questions_once(make_policy):
     policy = make_policy()
     calls = []
