@@ -87,7 +87,7 @@ class SimOptions:
     strategy: Strategy = "autoscaler"
     label: str | None = None
     rate_stat: Literal["mean", "max"] = "mean"
-    tick_reads: Literal["row", "past"] = "row"  # past: a tick reads only rows begun before it (trace_rates.TraceRates)
+    tick_reads: Literal["row", "past"] = "row"  # past: a tick reads only what has happened (trace_rates.TraceRates)
     spot: bool = True  # False: the policy's spot offerings are switched off (the on-demand-only twin)
     spot_interruptions_per_hour: float = 0.0  # per spot instance, Poisson
     interruption_warning_s: float = 120.0  # warning to reclaim

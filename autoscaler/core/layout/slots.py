@@ -5,7 +5,8 @@ re-planning. Each planned instance is matched to the existing slot of the same o
 previous layout's, then live slots it lacks) that keeps most of its GPU share in place, so a
 small plan change moves few servers; the rest get `<fleet>-<type>-<n>` names no slot has had. A
 slot still booting is up before any launch, so while a workload is short it may trade its match
-for a launch, or a slot up later, that carries more of the shortfall (`match_slots`). Used by core/layout/layout.py.
+for a launch, or a slot up later, that carries more of the shortfall (`match_slots`). Used by
+core/layout/layout.py.
 """
 
 from __future__ import annotations
@@ -104,10 +105,11 @@ def match_slots(plan: Plan, inp: LayoutInput) -> dict[int, str]:
     A booting slot (`inp.booting`) runs nothing yet, and comes up before any launch this plan
     makes. So where a workload is short now (`inp.short`), each booting slot, the soonest ready
     first, may trade the instance it was matched to for one that would otherwise be launched, or
-    that a slot up later was matched to, and that carries more of the shortfall (`_retarget`): a workload whose rate jumped gets the
-    instance that is up first, not the one launched last (as Karpenter binds a pending pod to the
-    in-flight node that is ready first). The trade never takes an instance from a slot that runs
-    servers, so it never turns a fresh instance's plan into a re-cut in place."""
+    that a slot up later was matched to, and that carries more of the shortfall (`_retarget`): a
+    workload whose rate jumped gets the instance that is up first, not the one launched last (as
+    Karpenter binds a pending pod to the in-flight node that is ready first). The trade never takes
+    an instance from a slot that runs servers, so it never turns a fresh instance's plan into a
+    re-cut in place."""
     by_type = _candidates(inp)
     wanted = [_Wanted.of(inst) for inst in plan.instances]
     scored = sorted(
@@ -170,8 +172,9 @@ def _retarget(
     carries most of the shortfall still uncovered (`inp.short`, less what the slots before it
     carry), keeping its own on a tie; the one it gives up is launched instead, or goes to the later
     slot it took from (a fast tick may have launched for a jump while an instance launched for
-    another workload's forecast still boots: the one up first serves the jump). One planned for a move's destination (`_moving`)
-    keeps its match: moving it to a later launch would hold the move."""
+    another workload's forecast still boots: the one up first serves the jump). One planned for a
+    move's destination (`_moving`) keeps its match: moving it to a later launch would hold the
+    move."""
     cands = {c.slot: c for cs in by_type.values() for c in cs}
     left = dict(inp.short)
     moving = _moving(inp)
