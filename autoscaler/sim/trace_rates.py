@@ -62,14 +62,14 @@ class TraceRates:
         self.rates = trace.rates
         self.prefix = {w: np.concatenate([[0.0], np.cumsum(v)]) for w, v in trace.rates.items()}
         self.area = Area(trace) if past else None
-        self.last: float | None = None  # past: when the previous read was
-        self.span = (-np.inf, -np.inf)  # past: what the latest read covered
+        self.span: tuple[float, float] | None = None  # past: what the latest read covered
 
     def _since(self, now: float) -> tuple[float, float]:
         """past: the span a read at `now` covers, since the previous read (the window before the first)."""
-        if self.span[1] == now:
-            return self.span
-        return (self.last if self.last is not None and self.last < now else now - self.window_s), now
+        if self.span is None:
+            return now - self.window_s, now
+        last = self.span[1]
+        return self.span if last == now else (last if last < now else now - self.window_s, now)
 
     def _rows(self, now: float) -> tuple[int, int]:
         t0 = float(self.times[0])
@@ -97,7 +97,6 @@ class TraceRates:
         mean = None
         if self.area is not None:
             self.span = self._since(now)
-            self.last = now
             mean = self.area.mean(*self.span) if now > self.times[0] else None
         out: dict[str, float | None] = {}
         for w in workloads:
