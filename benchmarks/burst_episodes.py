@@ -16,7 +16,7 @@ default row view, replayed as:
   above `target_attainment`;
 - `defaults, forecast holt`: Holt's linear trend instead of `seasonal`, which extrapolates a ramp.
 
-Nothing is tuned here. Writes benchmarks/results/burst_episodes.json. About 22 minutes of CPU.
+Nothing is tuned here. Writes benchmarks/results/burst_episodes.json. About 20 minutes of CPU.
 
     python benchmarks/burst_episodes.py
 """
