@@ -3,8 +3,8 @@ path and bursting into free share, side by side in one run, on every trace in tr
 rows (benchmarks/_targets.py's cases: each example policy's workloads and instance types, every
 other setting its default, 60 s ticks).
 
-"before" is the same code with `scaling.burst: false` and `scaling.fast_path.enabled: false`, and
-booting slots matched like running ones (`as_before`): what main did before issue 35 (checked
+"before" is the same code with `scaling.burst: false`, `scaling.fast_path.enabled: false` and
+`scaling.ramp_reads: 0`, and booting slots matched like running ones (`as_before`): what main did before issue 35 (checked
 against main at 9575bc5, whose run gave the same short rows and cost to the cent:
 /work/reports/w35-baseline-main-9575bc5.txt). The target: with the defaults, at
 most half of before's short rows on every trace, at no more than before's cost. Each trace is
@@ -42,10 +42,11 @@ PARTS = (("first half", "first"), ("second half", "second"), ("whole trace", "wh
 
 
 def before(policy: Policy) -> Policy:
-    """The policy with issue 35's fast paths switched off."""
+    """The policy with issue 35's fast paths and the ramp floor switched off."""
     sc = policy.scaling
     fast = sc.fast_path.model_copy(update={"enabled": False})
-    return policy.model_copy(update={"scaling": sc.model_copy(update={"burst": False, "fast_path": fast})})
+    off = {"burst": False, "fast_path": fast, "ramp_reads": 0}
+    return policy.model_copy(update={"scaling": sc.model_copy(update=off)})
 
 
 def as_before(policy: Policy, trace: Trace, opts: SimOptions = SimOptions()) -> SimResult:

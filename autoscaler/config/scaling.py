@@ -242,6 +242,11 @@ class ScalingConfig(Frozen):
         description="seasonal: ewma, never below the same stretch of the last seasons once the history covers "
         "one (docs/simulate.md: the measurement that chose it)",
     )
+    ramp_reads: Annotated[int, Field(ge=0, le=20, strict=True)] = Field(
+        default=3,
+        description="headroom auto: where the rate rose between each of the last ramp_reads reads, plan at "
+        "least for that rise going on at its least slope for boot_s + interval_s (the ramp floor; 0: off)",
+    )
     season_s: Seconds = Field(default=86400.0, description="seasonal forecast: the period (a day)")
     seasons: Annotated[int, Field(ge=1, le=28)] = Field(
         default=1, description="seasonal forecast: periods to look back over"

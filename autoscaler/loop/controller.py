@@ -204,7 +204,7 @@ class Controller:
         tuned = out.tuned
         self.state = replace(self.state, headroom=tuned.state)
         report.headroom, report.forecast_error, report.attainment = tuned.headroom, tuned.errors, tuned.attainment
-        report.burst_floor, report.headroom_quantile = tuned.floor, tuned.level
+        report.burst_floor, report.headroom_quantile, report.ramp_floor = tuned.floor, tuned.level, tuned.ramp
         report.reach = self.reach.update(self.policy, self.store, obs.now, tuned.headroom, tuned.attainment)
         if obs.reading.error:
             report.outcome.error("rates", obs.reading.error)

@@ -48,6 +48,13 @@ class Metrics:
             ["workload"],
             registry=r,
         )
+        self.ramp_floor = Gauge(
+            "igniter_ramp_floor_rps",
+            "Headroom auto: where a rise seen on each of the last scaling.ramp_reads reads goes by boot_s + "
+            "interval_s, the least planned (0: no sustained rise)",
+            ["workload"],
+            registry=r,
+        )
         self.quantile = Gauge(
             "igniter_headroom_quantile_ratio",
             "Headroom auto: the quantile of the forecast errors the headroom is sized at (the target, "
@@ -171,6 +178,7 @@ class Metrics:
         _reset(self.headroom, {(w,): v for w, v in report.headroom.items()})
         _reset(self.attainment, {(w,): v for w, v in report.attainment.items() if v is not None})
         _reset(self.burst_floor, {(w,): v for w, v in report.burst_floor.items()})
+        _reset(self.ramp_floor, {(w,): v for w, v in report.ramp_floor.items()})
         _reset(self.quantile, {(w,): v for w, v in report.headroom_quantile.items()})
         _reset(self.out_of_reach, {(w, r.cause or ""): float(r.out) for w, r in report.reach.items()})
         _reset(self.latency_p99, {(w,): ms / 1000.0 for w, ms in report.latency_p99_ms.items()})

@@ -158,6 +158,7 @@ HEADROOM = obj(
         obj(
             headroom=NUM,
             burst_floor_rps=NUM,
+            ramp_floor_rps=NUM,
             quantile=NUM_OR_NULL,
             forecast_error=NUM_OR_NULL,
             attainment_1h=NUM_OR_NULL,

@@ -97,7 +97,7 @@ def fleet_snapshot(controller: Controller) -> dict[str, Any]:
 
 
 def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, Any]:
-    """Per workload: the headroom planned with, the burst floor (auto), the quantile of the errors
+    """Per workload: the headroom planned with, the burst and ramp floors (auto), the quantile of the errors
     it was sized at (the target, moved by the feedback), the latest forecast error sample, and
     the measured attainment over the last hour, with the policy's mode and target
     (docs/operations.md)."""
@@ -109,6 +109,7 @@ def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, A
             w: {
                 "headroom": h,
                 "burst_floor_rps": report.burst_floor.get(w, 0.0),
+                "ramp_floor_rps": report.ramp_floor.get(w, 0.0),
                 "quantile": report.headroom_quantile.get(w),
                 "forecast_error": report.forecast_error.get(w),
                 "attainment_1h": report.attainment.get(w),

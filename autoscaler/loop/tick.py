@@ -67,6 +67,7 @@ class TickReport:
     attainment: dict[str, float | None] = field(default_factory=dict)  # ready capacity >= rate, last hour
     burst_floor: dict[str, float] = field(default_factory=dict)  # busiest peak of the last scale_down_delay_s (auto)
     headroom_quantile: dict[str, float] = field(default_factory=dict)  # the errors' quantile headroom auto sizes at
+    ramp_floor: dict[str, float] = field(default_factory=dict)  # where a sustained rise goes by the horizon (auto)
     reach: dict[str, Reach] = field(
         default_factory=dict
     )  # target_attainment out of reach, and why (core/capacity/reach.py)

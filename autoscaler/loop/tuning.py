@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.capacity.forecast import ForecastConfig, forecast_all, season_windows
+from autoscaler.core.capacity.forecast import ForecastConfig, forecast_all, ramp, season_windows
 from autoscaler.core.capacity.headroom import HeadroomConfig, HeadroomState, TickInput, update
 from autoscaler.core.fleet.lifecycle import LIVE, State
 from autoscaler.loop.store import Store
@@ -41,8 +41,9 @@ class Tuned:
     """The step's answer: the estimator's new state (for ControllerState.headroom), planned rates
     (base * (1 + headroom)), the headroom per workload, the
     forecast errors this tick measured (observed / the newest base forecast at least boot_s old,
-    minus 1), the attainment measured over the last hour, the burst floor and the quantile of the
-    errors the headroom was sized at (the target, moved by the feedback; core/capacity/headroom.py)."""
+    minus 1), the attainment measured over the last hour, the burst floor, the quantile of the
+    errors the headroom was sized at (the target, moved by the feedback; core/capacity/headroom.py)
+    and the ramp floor (core/capacity/forecast.py: ramp)."""
 
     state: HeadroomState
     planned: dict[str, float | None]
@@ -51,24 +52,28 @@ class Tuned:
     attainment: dict[str, float | None] = field(default_factory=dict)
     floor: dict[str, float] = field(default_factory=dict)
     level: dict[str, float] = field(default_factory=dict)
+    ramp: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Seen:
     """What this tick saw, per workload: fresh rates, base forecasts (before headroom), the ready
-    capacity that carried the rates, the rates the layout in force was planned for, and the
-    busiest rate since the previous read where the source tells it (rates/base.py: Peaked)."""
+    capacity that carried the rates, the rates the layout in force was planned for, the
+    busiest rate since the previous read where the source tells it (rates/base.py: Peaked), and
+    where a sustained rise would take each rate by the end of the horizon (the ramp floor)."""
 
     observed: Mapping[str, float]
     base: Mapping[str, float | None]
     capacity: Mapping[str, float]
     held: Mapping[str, float]
     peak: Mapping[str, float] = field(default_factory=dict)
+    ramp: Mapping[str, float] = field(default_factory=dict)
 
 
 def tune(state: HeadroomState, policy: Policy, now: float, seen: Seen) -> Tuned:
     """Update the estimator with this tick, then size each workload's headroom: planned is
-    base * (1 + headroom), never below the burst floor (auto mode only; core/capacity/headroom.py)."""
+    base * (1 + headroom), never below the burst floor (core/capacity/headroom.py) nor the ramp
+    floor (core/capacity/forecast.py), both in auto mode only: a fixed headroom plans what it says."""
     cfg = headroom_config(policy)
     base = {w.name: seen.base.get(w.name) for w in policy.workloads}
     inp = TickInput(
@@ -83,10 +88,13 @@ def tune(state: HeadroomState, policy: Policy, now: float, seen: Seen) -> Tuned:
         fixed=None if policy.scaling.headroom == "auto" else float(policy.scaling.headroom),
     )
     step = update(state, inp, cfg)
-    planned = {w: None if f is None else max(f * (1.0 + step.headroom[w]), step.floor[w]) for w, f in base.items()}
+    rise = {w: seen.ramp.get(w, 0.0) if inp.fixed is None else 0.0 for w in base}
+    planned = {
+        w: None if f is None else max(f * (1.0 + step.headroom[w]), step.floor[w], rise[w]) for w, f in base.items()
+    }
     attained = {w: step.state.attainment(w, now) for w in base}
     level = {w: step.state.level(w, cfg) for w in base} if inp.fixed is None else {}
-    return Tuned(step.state, planned, step.headroom, step.errors, attained, step.floor, level)
+    return Tuned(step.state, planned, step.headroom, step.errors, attained, step.floor, level, rise)
 
 
 def ready_capacity(store: Store, statuses: Mapping[str, AgentStatus], contact: bool) -> dict[str, float]:
@@ -139,7 +147,8 @@ def planned_rates(policy: Policy, store: Store, headroom: HeadroomState, obs: Ob
     current = store.current_layout()
     fallback = dict(current.rates) if current else {}
     capacity = ready_capacity(store, obs.statuses, contact)
-    seen = Seen(obs.reading.fresh, forecast_all(history, cfg, past), capacity, fallback, obs.reading.peaks)
+    rises = {w: ramp(h, cfg.horizon_s, sc.ramp_reads) for w, h in history.items()}
+    seen = Seen(obs.reading.fresh, forecast_all(history, cfg, past), capacity, fallback, obs.reading.peaks, rises)
     tuned = tune(headroom, policy, obs.now, seen)
     planned = {w.name: _first(tuned.planned.get(w.name), fallback.get(w.name), w.rate_rps) for w in policy.workloads}
     for w in obs.reading.missing:

@@ -104,6 +104,9 @@ CASES = [
     ("negative max_surge", {**GOOD, "scaling": {"max_surge": -1}}, "scaling.max_surge"),
     ("max_surge not a count", {**GOOD, "scaling": {"max_surge": "lots"}}, "scaling.max_surge"),
     ("max_surge a bool", {**GOOD, "scaling": {"max_surge": True}}, "scaling.max_surge"),
+    ("negative ramp reads", {**GOOD, "scaling": {"ramp_reads": -1}}, "scaling.ramp_reads"),
+    ("ramp reads a word", {**GOOD, "scaling": {"ramp_reads": "three"}}, "scaling.ramp_reads"),
+    ("ramp reads a fraction", {**GOOD, "scaling": {"ramp_reads": 2.5}}, "scaling.ramp_reads"),
 ]
 
 

@@ -123,6 +123,7 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
         assert 0.5 < alex["attainment_1h"] < 1.0  # 400 found the capacity planned for 225 short
         assert alex["forecast_error"] == pytest.approx(0.0)  # by now 400 was forecast boot_s ago too
         assert alex["burst_floor_rps"] == 400.0 and res["burst_floor_rps"] == 50.0  # the busiest reads of 600 s
+        assert alex["ramp_floor_rps"] == res["ramp_floor_rps"] == 0.0  # one step up is no sustained rise
         assert alex["quantile"] == res["quantile"] == 0.999  # the feedback waits for an hour of samples
         plan = httpx.get(url + "/v1/plan").json()
         assert plan["headroom"] == {"alex": 1.0, "res": 0.5} and plan["forecast"] == {"alex": 800.0, "res": 75.0}
@@ -131,6 +132,7 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
         assert f'igniter_attainment_last_hour_ratio{{workload="alex"}} {alex["attainment_1h"]}' in metrics
         assert 'igniter_attainment_last_hour_ratio{workload="res"} 1.0' in metrics
         assert 'igniter_burst_floor_rps{workload="alex"} 400.0' in metrics
+        assert 'igniter_ramp_floor_rps{workload="alex"} 0.0' in metrics
         assert 'igniter_headroom_quantile_ratio{workload="alex"} 0.999' in metrics
         # alex's headroom sits at its cap: its target is out of reach, and the endpoint says so
         cond = {c["workload"]: c for c in body["conditions"]}

@@ -16,6 +16,13 @@ later, so the plan must carry the rate expected over that horizon. Three methods
 Whatever the method, the forecast never sits below the latest observation: a step up is acted on
 the tick that sees it, and the smoothing only slows scale-in. The result is multiplied by
 (1 + headroom).
+
+`ramp` is not a method but a floor the controller plans above (loop/tuning.py): where the rate
+rose between each of the last few reads, the rise is assumed to go on at the least of those
+slopes for the whole horizon. A headroom is a multiple of the rate, so a ramp from a low base
+(traffic returning after a quiet spell: 14 to 2,500 req/s in ten minutes) outruns any capped
+headroom, while Holt's trend, always on, pays for every wiggle. Requiring the rise on each of
+several reads leaves a step (one rise, then flat) and noise (rises that do not persist) alone.
 """
 
 from __future__ import annotations
@@ -70,6 +77,18 @@ def forecast_all(
     histories: Mapping[str, Sequence[Point]], cfg: ForecastConfig, past: Mapping[str, Sequence[Point]] | None = None
 ) -> dict[str, float | None]:
     return {w: forecast(h, cfg, (past or {}).get(w, ())) for w, h in histories.items()}
+
+
+def ramp(points: Sequence[Point], horizon_s: float, reads: int) -> float:
+    """The rate a sustained rise reaches at the horizon: last + least slope * horizon_s, where the
+    rate rose between each of the last `reads` + 1 points; 0 where it did not (or reads is 0)."""
+    pts = sorted(p for p in points if math.isfinite(p[1]) and p[1] >= 0)
+    if reads <= 0 or len(pts) < reads + 1:
+        return 0.0
+    tail = pts[-(reads + 1) :]
+    slopes = [(v1 - v0) / (t1 - t0) if t1 > t0 else 0.0 for (t0, v0), (t1, v1) in itertools.pairwise(tail)]
+    least = min(slopes)
+    return tail[-1][1] + least * horizon_s if least > 0 else 0.0
 
 
 def _alpha(dt: float, tau: float) -> float:
