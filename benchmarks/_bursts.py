@@ -146,7 +146,7 @@ def report_past(case: Case, out: Results) -> None:
 def main(only: str | None = None) -> None:
     """Every trace at 1-minute rows (`only`: those whose name contains it); the whole run writes
     benchmarks/results/bursts.json."""
-    print("\n== issue 35: before (burst and fast path off) vs after (the defaults), 1-minute rows")
+    print("\n== issue 35: before (burst, fast path and ramp floor off) vs after (the defaults), 1-minute rows")
     out = Results("bursts", "python benchmarks/simulate_quality.py --only bursts")
     out.line("bursts", "| trace, part | before (main) | after (defaults) | oracle | target |")
     out.line("bursts", "| --- | --- | --- | --- | --- |")
