@@ -32,7 +32,7 @@ from _results import Results
 from _targets import Case, cases, half, score, slug
 
 from autoscaler.config.policy import Policy
-from autoscaler.loop import inputs
+from autoscaler.loop.tick import inputs
 from autoscaler.sim.engine import SimOptions, SimResult, simulate
 from autoscaler.sim.frontier import pool_on
 from autoscaler.sim.traces import Trace

@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 from _results import Results  # noqa: E402
 
 from autoscaler.config.policy import Policy, load_policy  # noqa: E402
-from autoscaler.loop.wiring import default_planner  # noqa: E402
+from autoscaler.loop.service.wiring import default_planner  # noqa: E402
 from autoscaler.planner.types import Plan  # noqa: E402
 from autoscaler.sim import traces  # noqa: E402
 from autoscaler.sim.engine import SimOptions, default_plan_fn, simulate  # noqa: E402

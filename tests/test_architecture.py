@@ -7,8 +7,9 @@
 - Each package imports only the packages below it (LAYERS): data flows down the README's layout,
   never up, so the pure core cannot reach the loop and the loop cannot reach the CLI.
 - The agents (agents/) import nothing from the autoscaler: a GPU VM installs only the agent.
-- core/ is in rooms (CORE_ROOMS), each a subpackage whose docstring says what it owns; a room
-  imports only the rooms below it, so the rollout can use the layout but never the other way round.
+- core/ and loop/ are in rooms (ROOMS), each a subpackage whose docstring says what it owns; a room
+  imports only the rooms below it, so the rollout can use the layout but never the other way round,
+  and the tick can use the store but the store never the tick.
 - No module of the autoscaler imports itself back through others: the import graph has no cycle
   (type-checking and late imports count, since a cycle they hide comes back the day one is moved).
 """
@@ -43,7 +44,7 @@ LAYERS: dict[str, set[str]] = {
     "model": {"config"},
     "planner": {"config", "model"},
     "core": {"config", "model", "planner", "fleet.base", "transport.base"},
-    "fleet": {"config", "core", "fleet", "transport.base"},
+    "fleet": {"config", "model", "fleet", "transport.base"},
     "transport": {"config", "core", "fleet.base", "transport"},
     "rates": {"config", "core", "fleet.base", "transport.base", "rates"},
     "gateway": {"config", "core", "fleet.base", "fleet.procs", "transport.base", "leader.base", "gateway"},
@@ -74,6 +75,15 @@ CORE_ROOMS: dict[str, set[str]] = {
     "rollout": {"layout", "fleet"},
     "routing": {"layout"},
 }
+# loop's rooms, the same way: state at the bottom, the service on top
+LOOP_ROOMS: dict[str, set[str]] = {
+    "state": set(),
+    "steps": {"state"},
+    "tick": {"state", "steps"},
+    "status": {"state", "steps", "tick"},
+    "service": {"state", "steps", "tick", "status"},
+}
+ROOMS: dict[str, dict[str, set[str]]] = {"core": CORE_ROOMS, "loop": LOOP_ROOMS}
 
 
 def py_files(*dirs: str) -> list[Path]:
@@ -162,30 +172,31 @@ def test_every_package_is_covered() -> None:
     assert found <= set(LAYERS), sorted(found - set(LAYERS))
 
 
-CORE = ROOT / "autoscaler" / "core"
-
-
-def test_core_is_in_rooms_that_say_what_they_own() -> None:
-    """core/ holds rooms only (no loose module), each a package whose docstring names what it owns."""
-    loose = sorted(p.name for p in CORE.glob("*.py") if p.name != "__init__.py")
-    assert not loose, f"core/ modules outside a room: {loose}; move each into the room it belongs to"
-    rooms = {p.name for p in CORE.iterdir() if p.is_dir() and p.name != "__pycache__"}
-    assert rooms == set(CORE_ROOMS), f"core/ rooms {sorted(rooms)} != CORE_ROOMS {sorted(CORE_ROOMS)}"
+@pytest.mark.parametrize("pkg", sorted(ROOMS))
+def test_rooms_say_what_they_own(pkg: str) -> None:
+    """core/ and loop/ hold rooms only (no loose module), each a package whose docstring names what it owns."""
+    base = ROOT / "autoscaler" / pkg
+    loose = sorted(p.name for p in base.glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"{pkg}/ modules outside a room: {loose}; move each into the room it belongs to"
+    rooms = {p.name for p in base.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert rooms == set(ROOMS[pkg]), f"{pkg}/ rooms {sorted(rooms)} != {sorted(ROOMS[pkg])}"
     for room in sorted(rooms):
-        init = CORE / room / "__init__.py"
-        assert init.exists(), f"core/{room}/ has no __init__.py"
+        init = base / room / "__init__.py"
+        assert init.exists(), f"{pkg}/{room}/ has no __init__.py"
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
-        assert doc and len(doc.split()) >= 8, f"core/{room}/__init__.py: no docstring saying what the room owns"
+        assert doc and len(doc.split()) >= 8, f"{pkg}/{room}/__init__.py: no docstring saying what the room owns"
 
 
-@pytest.mark.parametrize("path", py_files("autoscaler/core"), ids=rel)
-def test_core_rooms_import_only_the_rooms_below(path: Path) -> None:
-    room = path.relative_to(CORE).parts[0]
+@pytest.mark.parametrize("path", py_files("autoscaler/core", "autoscaler/loop"), ids=rel)
+def test_rooms_import_only_the_rooms_below(path: Path) -> None:
+    pkg = path.relative_to(ROOT / "autoscaler").parts[0]
+    room = path.relative_to(ROOT / "autoscaler" / pkg).parts[0]
     if room == "__init__.py":
         return
-    used = {m.split(".")[2] for m in imports(path) if m.startswith("autoscaler.core.") and len(m.split(".")) > 2}
-    bad = sorted(used - CORE_ROOMS[room] - {room})
-    assert not bad, f"{rel(path)} (core/{room}) imports core rooms {bad}; it may import {sorted(CORE_ROOMS[room])}"
+    prefix = f"autoscaler.{pkg}."
+    used = {m.split(".")[2] for m in imports(path) if m.startswith(prefix) and len(m.split(".")) > 2}
+    bad = sorted(used - ROOMS[pkg][room] - {room})
+    assert not bad, f"{rel(path)} ({pkg}/{room}) imports {pkg} rooms {bad}; it may import {sorted(ROOMS[pkg][room])}"
 
 
 def module_name(path: Path) -> str:

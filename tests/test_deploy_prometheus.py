@@ -21,8 +21,8 @@ import yaml
 from prometheus_client import generate_latest
 
 from agents.server.metrics import ServerMetrics
-from autoscaler.loop.metrics_policy import PolicyCollector
-from autoscaler.loop.status import StatusState
+from autoscaler.loop.status.metrics_policy import PolicyCollector
+from autoscaler.loop.status.server import StatusState
 from tests.conftest import ROOT
 from tests.kit.control import make_policy
 

@@ -19,7 +19,7 @@ first body bytes and writes both at once, so the gateway sees a whole response o
 none (`retry-on empty-response`).
 
 It imports no torch: the inference server (http.py) and the autoscaler's status endpoint
-(autoscaler/loop/status.py) both serve through it.
+(autoscaler/loop/status/server.py) both serve through it.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_down(args: argparse.Namespace) -> int:
     from autoscaler.config.policy import load_policy
-    from autoscaler.loop.wiring import default_state_path, make_gateway, make_provider
+    from autoscaler.loop.service.wiring import default_state_path, make_gateway, make_provider
 
     policy = load_policy(args.policy)
     state = args.state if args.state is not None else default_state_path(policy)

@@ -73,7 +73,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _state_path(args: argparse.Namespace) -> Path:
     from autoscaler.config.policy import load_policy
-    from autoscaler.loop.wiring import default_state_path
+    from autoscaler.loop.service.wiring import default_state_path
 
     return args.state if args.state is not None else default_state_path(load_policy(args.policy))
 
@@ -84,7 +84,7 @@ def _once(args: argparse.Namespace) -> int:
 
     from autoscaler.config.policy import load_policy
     from autoscaler.leader.base import Fence, LeaseError
-    from autoscaler.loop.wiring import build_controller, make_leadership
+    from autoscaler.loop.service.wiring import build_controller, make_leadership
 
     policy = load_policy(args.policy)
     logs.set_fleet(policy.fleet)
@@ -128,7 +128,7 @@ def _lead(args: argparse.Namespace, policy: Any, leadership: Any) -> bool:
 
 def _serve(args: argparse.Namespace) -> int:
     from autoscaler.config.policy import load_policy
-    from autoscaler.loop.service import Service
+    from autoscaler.loop.service.scheduler import Service
 
     policy = load_policy(args.policy)
     logs.set_fleet(policy.fleet)
@@ -142,7 +142,7 @@ def _serve(args: argparse.Namespace) -> int:
 def status_bind(args: argparse.Namespace, policy: Any) -> Any:
     """Where the status endpoint listens (flag, then policy, then 127.0.0.1:9464) and its token."""
     from autoscaler.config.listen import parse_listen
-    from autoscaler.loop.service import StatusBind
+    from autoscaler.loop.service.scheduler import StatusBind
 
     token = _token(args.policy, policy.scaling.status_token_file, policy)
     if args.status_listen is not None:

@@ -42,7 +42,7 @@ from autoscaler.demo.procs import Watchdog, pids_with, sweep
 from autoscaler.demo.setup import DemoConfig, slice_trace, tiny_model, write_policy
 from autoscaler.demo.stats import Recorder, Router, build_frame, print_summary
 from autoscaler.demo.view import Frame, one_line, render
-from autoscaler.loop.controller import Controller, TickReport
+from autoscaler.loop.tick.controller import Controller, TickReport
 from autoscaler.rates.gateway import GatewayRates as GatewayCounter
 from autoscaler.rates.reader import RateReader
 from autoscaler.sim.traces import Trace
@@ -86,7 +86,7 @@ class Demo:
         return f"day {self.cfg.day + 1} of 14, {int(secs // 3600):02d}:{int(secs % 3600 // 60):02d}"
 
     def setup(self) -> None:
-        from autoscaler.loop.wiring import build_controller
+        from autoscaler.loop.service.wiring import build_controller
 
         self.trace = slice_trace(self.cfg)
         model_dir = tiny_model(self.root / "model")

@@ -41,7 +41,7 @@ from autoscaler.config.tables import import_tables
 from autoscaler.demo.loadgen import LoadGen, OfferedRates
 from autoscaler.demo.procs import Watchdog, pids_with, sweep
 from autoscaler.demo.setup import REPO, local_fleet, tiny_model
-from autoscaler.loop.controller import Controller, TickReport
+from autoscaler.loop.tick.controller import Controller, TickReport
 from autoscaler.model.mig import MigModel, load_gpu_model
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 from autoscaler.rates.reader import RateReader
@@ -149,7 +149,7 @@ class MigDemo:
         self.stand_ins_seen: set[str] = set()
 
     def setup(self) -> None:
-        from autoscaler.loop.wiring import build_controller
+        from autoscaler.loop.service.wiring import build_controller
 
         out = self.root / "profiles" / f"{GPU}.yaml"
         out.parent.mkdir()

@@ -17,7 +17,7 @@ from autoscaler.core.fleet.lifecycle import LIVE
 from autoscaler.core.layout.layout_types import Layout
 from autoscaler.demo.loadgen import LoadGen
 from autoscaler.demo.view import Frame, InstanceRow, WorkloadRow, summary_table
-from autoscaler.loop.controller import Controller, TickReport
+from autoscaler.loop.tick.controller import Controller, TickReport
 
 
 @dataclass(frozen=True)

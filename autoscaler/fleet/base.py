@@ -92,7 +92,7 @@ class Retry(StrEnum):
     """When the failed call is tried again (the table's second column)."""
 
     REPLAN = "replan"  # at once, by a re-plan without the instance type (unavailable for a while)
-    BACKOFF = "backoff"  # launches and terminations wait, bounded exponential (loop/state.py Backoff)
+    BACKOFF = "backoff"  # launches and terminations wait, bounded exponential (loop/state/controller_state.py Backoff)
     NEXT_TICK = "next_tick"
     CHANGED = "changed"  # not the same request: only once what would be sent changes
     NEVER = "never"  # never blindly: only once the operator acts or the instance is replaced

@@ -4,7 +4,7 @@
   or running call RunInstances with the type's launch template, the instance type, tags applied at
   launch (TagSpecifications) and a ClientToken derived from fleet, slot and attempt only, so neither a
   retried request, nor a launch repeated after a crash, nor the same launch made by two leaders
-  (one stopped past its lease right as its request left, after the lease check loop/fence.py's
+  (one stopped past its lease right as its request left, after the lease check loop/service/fence.py's
   bind_aws makes as it is sent; the other rebuilt from the tags, hence the same slot and attempt)
   starts a second instance: EC2 answers the later request with the first one's instance. A token that names an instance already gone (a slot and attempt
   reused after the state file was lost, longer ago than EC2 lists terminated instances) is a

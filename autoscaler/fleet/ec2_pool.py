@@ -6,7 +6,7 @@ Stopped, it costs only its EBS volumes.
 Ownership and idempotency are by tag and request token, as for launches:
 - a member carries the fleet tag, `igniter:pool=member` and its name as `igniter:slot`; its
   RunInstances carries a ClientToken derived from the name, so a launch re-sent after a crash is
-  the same instance (loop/pool_step.py keeps the name until the call has answered);
+  the same instance (loop/steps/pool_step.py keeps the name until the call has answered);
 - a claim writes the slot's tags and `igniter:pool=claimed` (CreateTags) before StartInstances, so a
   crash between the two leaves an instance that names its slot and attempt: the next launch of that
   slot and attempt finds it and starts it, instead of starting another member or launching anew;

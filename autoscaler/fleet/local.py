@@ -30,9 +30,9 @@ from agents.node.mig_geometry import GEOMETRIES
 from agents.node.status import agent_running
 from autoscaler.config.offerings import ON_DEMAND
 from autoscaler.config.policy import Policy
-from autoscaler.core.rollout.colocation import mig_starts
 from autoscaler.fleet.base import TAG_FLEET, Instance, InstanceState, PermanentError, fleet_tags
 from autoscaler.fleet.procs import find_owned, owned, private_dirs
+from autoscaler.model.mig import load_gpu_model, mig_starts
 
 PORT_STRIDE = 100
 META = "instance.json"
@@ -234,7 +234,9 @@ def fake_mig_flags(policy: Policy) -> dict[str, tuple[str, ...]]:
     return {
         t.name: ("--fake-mig", t.gpu, "--fake-gpus", str(t.gpus))
         for t in policy.instance_types
-        if t.gpu in GEOMETRIES and (policy.profiles_dir / f"{t.gpu}.yaml").is_file() and mig_starts(policy, t.gpu)
+        if t.gpu in GEOMETRIES
+        and (policy.profiles_dir / f"{t.gpu}.yaml").is_file()
+        and mig_starts(load_gpu_model(policy.profiles_dir / f"{t.gpu}.yaml"))
     }
 
 

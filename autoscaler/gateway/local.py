@@ -10,7 +10,7 @@ private directory under /tmp when the state path is too long for a unix socket).
 The listening socket is created by this object's owner (`igniter run`), held for as long as it
 runs and lent to haproxy (`bind fd@N`, inherited at the same descriptor number): a haproxy that
 dies leaves the port open, the kernel queues new connections, and `revive` (called by the
-leader's keeper, loop/keeper.py, the moment haproxy exits) starts a new one on the same socket,
+leader's keeper, loop/service/keeper.py, the moment haproxy exits) starts a new one on the same socket,
 with the servers it routed to when last observed, which accepts them (gateway/listener.py). A
 later owner that finds haproxy running takes a duplicate of the socket from it (`_adopt`).
 Binding checks the address as haproxy would (SO_REUSEADDR: connections of a dead gateway in
@@ -83,7 +83,7 @@ class LocalHaproxy:
     def revive(self) -> bool:
         """Start the gateway again, with the configuration last ensured and the servers it routed
         to, when it is not running; False when it runs or nothing was ensured yet. The keeper
-        (loop/keeper.py) calls it the moment haproxy exits; the held socket queued the
+        (loop/service/keeper.py) calls it the moment haproxy exits; the held socket queued the
         connections that came meanwhile, and the new process accepts them."""
         with self._lock:
             if self._spec is None or self.pid() is not None:

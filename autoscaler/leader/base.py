@@ -16,9 +16,9 @@ leader election):
 The Fence turns that into the one check before every mutating call: `fence.check("launch")`
 raises NotLeader once the term is over. A paused process (SIGSTOP, a long GC, a VM migration)
 that wakes up after its term finds the fence closed before it can act. wiring.py wraps the
-Provider and the Transport (loop/fence.py); anything else that mutates the fleet (a gateway)
+Provider and the Transport (loop/service/fence.py); anything else that mutates the fleet (a gateway)
 takes the same Fence and calls `check` first, or is wrapped with `Fence.guard(obj, methods)`.
-A check before a call still leaves the time between it and the request: loop/fence.py's
+A check before a call still leaves the time between it and the request: loop/service/fence.py's
 `bind_aws` checks the same Fence again inside each AWS client, just before a mutating request is
 written to the socket, and raises LeaseLost there.
 """

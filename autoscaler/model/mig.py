@@ -130,6 +130,14 @@ def load_gpu_model(path: str | Path, margin: float = DEFAULT_MARGIN) -> GpuModel
     return _load(where, stamp, margin)
 
 
+def mig_starts(model: GpuModel) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Each slice profile's allowed starts on a MIG GPU (surge.TypeInfo.mig_starts); () for a GPU
+    with an MPS model."""
+    if not isinstance(model, MigModel):
+        return ()
+    return tuple((p.name, tuple(p.starts)) for p in model.geometry.profiles)
+
+
 @lru_cache(maxsize=32)
 def _load(path: str, _stamp: tuple[int, int, int], margin: float) -> GpuModel:
     profile = load_any_profile(path)

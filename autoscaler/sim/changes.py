@@ -9,7 +9,7 @@ import numpy as np
 
 from autoscaler.core.rollout.surge import is_surge_slot
 from autoscaler.fleet.sim import Lifetime
-from autoscaler.loop.controller import TickReport
+from autoscaler.loop.tick.controller import TickReport
 from autoscaler.sim.recuts import Cut, GpuKey, Recuts
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from autoscaler.config.policy import Policy
-from autoscaler.loop.tick import PlanFn
+from autoscaler.loop.tick.records import PlanFn
 from autoscaler.sim.engine import SimOptions, default_plan_fn, simulate, with_overrides
 from autoscaler.sim.memo import MemoPlanner, PlanMemo
 from autoscaler.sim.parallel import PLAN_MEMO_SIZE, Run, picklable, run_parallel, shared, workers_for

@@ -51,8 +51,8 @@ from autoscaler.core.rollout.fast_path import panicking
 from autoscaler.core.rollout.rollout import loading
 from autoscaler.core.rollout.surge import is_surge_slot
 from autoscaler.fleet.sim import SimInterruptions, SimProvider
-from autoscaler.loop.controller import Controller, Deps, PlanFn, TickReport
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.tick.controller import Controller, Deps, PlanFn, TickReport
 from autoscaler.rates.reader import RateReader
 from autoscaler.sim.changes import Moves
 from autoscaler.sim.memo import MemoPlanner, PlanMemo
@@ -68,12 +68,12 @@ Progress = Callable[[float], None]  # the fraction of the trace replayed so far,
 MAX_WAKES = 8  # early ticks per interval at most: boots and make-before-break chains are few
 SERVING = (State.READY, State.GOING_AWAY)  # records whose servers serve (a going one until EC2 takes it)
 QUIET = (
-    "autoscaler.loop.controller",
-    "autoscaler.loop.actuator",
+    "autoscaler.loop.tick.controller",
+    "autoscaler.loop.steps.actuator",
     "autoscaler.rates.reader",
     "autoscaler.core.capacity.slo_guard",
-    "autoscaler.loop.reach",
-    "autoscaler.loop.pool_step",
+    "autoscaler.loop.tick.reach",
+    "autoscaler.loop.steps.pool_step",
 )
 
 
@@ -133,7 +133,7 @@ def with_overrides(policy: Policy, opts: SimOptions) -> Policy:
 
 def default_plan_fn(policy: Policy) -> PlanFn:
     """The planner `igniter run` uses (wiring.default_planner), imported late: it needs the planner."""
-    from autoscaler.loop.wiring import default_planner
+    from autoscaler.loop.service.wiring import default_planner
 
     return default_planner
 

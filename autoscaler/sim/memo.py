@@ -6,7 +6,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from autoscaler.config.policy import Policy
-from autoscaler.loop.tick import PlanFn
+from autoscaler.loop.tick.records import PlanFn
 from autoscaler.planner.types import Plan
 
 # What `--compare` varies that no plan function reads: the forecast and the headroom only change

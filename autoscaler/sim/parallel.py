@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.config.policy import Policy
-from autoscaler.loop.tick import PlanFn
+from autoscaler.loop.tick.records import PlanFn
 from autoscaler.model.perfmodel import PerfModel, fitted_perf_models, prime_perf_models
 from autoscaler.planner.types import Plan
 from autoscaler.sim.engine import SimOptions, simulate

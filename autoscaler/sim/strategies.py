@@ -33,7 +33,7 @@ from autoscaler.sim.result import SimResult, feasible_capacity
 from autoscaler.sim.traces import Trace
 
 if TYPE_CHECKING:
-    from autoscaler.loop.controller import PlanFn
+    from autoscaler.loop.tick.controller import PlanFn
 
 LOW, HIGH, TARGET = 0.40, 0.70, 0.55
 MAX_BATCH = 128

@@ -124,7 +124,7 @@ class FutureRates(TraceRates):
 
 
 class TraceWatch:
-    """The fast path's watcher on a trace (loop/watch.py reads the gateway instead): every poll_s
+    """The fast path's watcher on a trace (loop/service/watch.py reads the gateway instead): every poll_s
     it measures each workload's mean rate over the last window_s, and the first poll at which
     `panics` says so (at least min_gap_s after the last one) is a fast tick. Rates are step
     functions of the rows, so only polls within window_s of a row's start can change the answer."""

@@ -4,7 +4,7 @@ Leader A ticks until its tick sends the mutating EC2 request under test (RunInst
 tick's launch; TerminateInstances: a tick that retires an instance after the rates fell). A
 test-only delay, a botocore `before-send` handler put first on A's EC2 client, holds that request
 after A's own fence check passed (FencedProvider) and after the request was built and signed,
-just before the lease check that `bind_aws` (loop/fence.py) makes as a request leaves. A's lease
+just before the lease check that `bind_aws` (loop/service/fence.py) makes as a request leaves. A's lease
 thread is held too (it renews until then, as a paused process's would not after). The delay lets
 the request go only once A's term ran out, B (a second controller with its own state file) has
 taken the lease over and ticked. Both lease through DynamoDB and act on EC2 in moto's server mode.
@@ -34,10 +34,10 @@ import yaml
 from autoscaler.config.policy import load_policy
 from autoscaler.fleet.base import TAG_FLEET, TAG_SLOT
 from autoscaler.leader.base import Fence
-from autoscaler.loop.controller import Controller
-from autoscaler.loop.fence import LEASE_HOOK
-from autoscaler.loop.leadership import Leadership
-from autoscaler.loop.wiring import build_controller, make_leadership
+from autoscaler.loop.service.fence import LEASE_HOOK
+from autoscaler.loop.service.leadership import Leadership
+from autoscaler.loop.service.wiring import build_controller, make_leadership
+from autoscaler.loop.tick.controller import Controller
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from tests.fleet.test_ec2 import LOW, WORKLOADS, policy_file, setup_templates

@@ -16,7 +16,7 @@ import pytest
 
 from autoscaler.config.policy import load_policy
 from autoscaler.fleet.local import LocalProvider
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
 from autoscaler.transport.base import parse_status
 from autoscaler.transport.local import LocalTransport
 from tests.chaos.report import record

@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from autoscaler.core.fleet.lifecycle import LIVE
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
 from tests.chaos.report import record, trials
 from tests.fleet.test_ec2 import LOW, WORKLOADS, fleet_instances, policy_file, setup_templates, tags
 from tests.kit.backends import Moto

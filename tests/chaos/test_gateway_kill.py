@@ -1,5 +1,5 @@
 """kill -9 of the local gateway under load: the leader holds the listening socket, so the kernel
-queues the connections that come while no haproxy runs; its keeper (loop/keeper.py), blocked on
+queues the connections that come while no haproxy runs; its keeper (loop/service/keeper.py), blocked on
 the haproxy's exit, starts a new one on the same socket at once, and it accepts them. What is lost
 are the requests inside the killed process (at most one per client thread here), not the clients
 that connect meanwhile (before, when haproxy alone held the port: a median of 22 to 32 % of the
@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from autoscaler.loop.service import Service
+from autoscaler.loop.service.scheduler import Service
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from tests.chaos.report import record, trials

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from autoscaler.fleet.procs import alive
-from autoscaler.loop.controller import Controller
+from autoscaler.loop.tick.controller import Controller
 from autoscaler.transport.base import parse_status
 from tests.chaos.report import record
 from tests.kit.fleet import Load, converged, fleet_policy, infer_url, local_fleet, serving, tick_until

@@ -57,7 +57,7 @@ def test_json_lines_carry_fleet_and_tick(restore_logging: object, monkeypatch: p
     logs.configure("json")
     logs.set_fleet("prod")
     with logs.tick_context(7):
-        logging.getLogger("autoscaler.loop.controller").info("new layout:\n%d slot(s)", 3)
+        logging.getLogger("autoscaler.loop.tick.controller").info("new layout:\n%d slot(s)", 3)
         try:
             raise ValueError("boom")
         except ValueError:
@@ -111,5 +111,5 @@ def test_igniter_run_logs_json_lines_with_the_tick(moto: Moto, tmp_path: Path, w
     assert all(e.keys() == KEYS and e["fleet"] == "prod" for e in entries)
     ticks = {e["tick"] for e in entries if e["tick"] is not None}
     assert {1, 2, 3} <= ticks, ticks
-    assert any(e["logger"] == "autoscaler.loop.controller" and e["tick"] == 1 for e in entries)
+    assert any(e["logger"] == "autoscaler.loop.tick.controller" and e["tick"] == 1 for e in entries)
     assert not [e for e in entries if e["logger"].startswith("apscheduler")], "scheduler noise per tick"

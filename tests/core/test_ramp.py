@@ -1,4 +1,4 @@
-"""The ramp floor (core/capacity/forecast.py: ramp, loop/tuning.py): a rise seen on each of the last
+"""The ramp floor (core/capacity/forecast.py: ramp, loop/tick/tuning.py): a rise seen on each of the last
 few reads is planned for as going on across the horizon; a step, noise or a fall is not."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from autoscaler.core.capacity.forecast import ramp
 from autoscaler.core.capacity.headroom import HeadroomState
-from autoscaler.loop.tuning import Seen, tune
+from autoscaler.loop.tick.tuning import Seen, tune
 from tests.kit.control import make_policy
 
 pytestmark = pytest.mark.unit

@@ -74,12 +74,12 @@ def test_conditions_are_kubernetes_style() -> None:
 
 
 def test_the_watch_logs_once_per_change_of_state(make_policy, caplog) -> None:
-    from autoscaler.loop.reach import ReachWatch
-    from autoscaler.loop.store import Store
+    from autoscaler.loop.state.store import Store
+    from autoscaler.loop.tick.reach import ReachWatch
 
     policy = make_policy(scaling={"headroom": "auto"})
     watch, store = ReachWatch(), Store(":memory:")
-    caplog.set_level(logging.INFO, logger="autoscaler.loop.reach")
+    caplog.set_level(logging.INFO, logger="autoscaler.loop.tick.reach")
     for h in (0.2, 1.0, 1.0, 1.0, 0.5, 0.5):
         watch.update(policy, store, 0.0, {"a": h}, {"a": 1.0})
     lines = [r.getMessage() for r in caplog.records]

@@ -18,9 +18,9 @@ from botocore.exceptions import ClientError
 
 from autoscaler.config.policy import load_policy
 from autoscaler.fleet.base import TAG_FLEET, TAG_PLAN_GENERATION, TAG_SLOT
-from autoscaler.loop.controller import Controller
-from autoscaler.loop.store import Store
-from autoscaler.loop.wiring import build_controller, default_planner
+from autoscaler.loop.service.wiring import build_controller, default_planner
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.tick.controller import Controller
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from tests.kit.backends import Moto

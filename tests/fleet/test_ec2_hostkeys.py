@@ -26,8 +26,8 @@ from autoscaler.config.policy import load_policy
 from autoscaler.core.fleet.lifecycle import State
 from autoscaler.fleet.base import Instance
 from autoscaler.fleet.ec2 import Ec2Provider
-from autoscaler.loop.controller import Controller
-from autoscaler.loop.wiring import build_controller
+from autoscaler.loop.service.wiring import build_controller
+from autoscaler.loop.tick.controller import Controller
 from autoscaler.transport.base import TransportError, TransportFault
 from autoscaler.transport.pins import MARKER, PinnedHostKeys
 from autoscaler.transport.ssh import SshTransport

@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 
 from autoscaler.config.policy import load_policy
 from autoscaler.fleet.base import TAG_CAPACITY, TAG_FLEET, TAG_SLOT
-from autoscaler.loop.wiring import default_planner
+from autoscaler.loop.service.wiring import default_planner
 from tests.fleet.test_ec2 import WORKLOADS, controller, fleet_instances, setup_templates, tags
 from tests.kit import events
 from tests.kit.backends import Moto

@@ -13,7 +13,7 @@ import pytest
 
 from autoscaler.core.fleet.lifecycle import LIVE, State
 from autoscaler.fleet.base import POOL_MEMBER, TAG_POOL, TAG_SLOT
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
 from tests.chaos.test_crash_at_fault_points import _once, _set_rates
 from tests.fleet.test_ec2 import LOW, WORKLOADS, fleet_instances, policy_file, setup_templates, tags
 from tests.kit.backends import Moto

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from autoscaler.fleet.base import POOL_CLAIMED, POOL_MEMBER, TAG_FLEET, TAG_POOL, TAG_SLOT
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
 from tests.chaos.test_crash_at_fault_points import _once, _set_rates
 from tests.fleet.test_ec2 import LOW, WORKLOADS, controller, fleet_instances, policy_file, setup_templates, tags
 from tests.fleet.test_ec2_terminate_crash import terminating_and_running

@@ -11,7 +11,7 @@ import pytest
 from autoscaler.config.policy import load_policy
 from autoscaler.fleet.local import LocalProvider
 from autoscaler.gateway.local import LocalHaproxy
-from autoscaler.loop.wiring import gateway_dir
+from autoscaler.loop.service.wiring import gateway_dir
 from tests.conftest import run_cli
 from tests.kit.agent import free_port, port_open
 from tests.kit.control import write_policy

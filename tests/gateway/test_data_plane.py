@@ -29,8 +29,8 @@ import numpy as np
 import pytest
 import torch
 
-from autoscaler.loop.controller import Controller
-from autoscaler.loop.status import StatusServer, StatusState
+from autoscaler.loop.status.server import StatusServer, StatusState
+from autoscaler.loop.tick.controller import Controller
 from autoscaler.transport.base import parse_status
 from tests.kit import openapi
 from tests.kit.agent import load_scripted, wait_until

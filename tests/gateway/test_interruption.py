@@ -22,7 +22,7 @@ import pytest
 from autoscaler.core.fleet.lifecycle import State
 from autoscaler.fleet.base import Notice
 from autoscaler.fleet.fake import FakeInterruptions
-from autoscaler.loop.controller import Controller, TickReport
+from autoscaler.loop.tick.controller import Controller, TickReport
 from tests.kit.fleet import Load, converged, fleet_policy, infer_url, local_fleet, tick_until
 
 pytestmark = pytest.mark.e2e

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from agents.launch import resolve_agent_command
-from autoscaler.loop.controller import Controller
+from autoscaler.loop.tick.controller import Controller
 from tests.kit.agent import wait_until
 from tests.kit.fleet import Load, converged, fleet_policy, infer_url, local_fleet, tick_until
 

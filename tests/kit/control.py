@@ -11,8 +11,8 @@ import yaml
 
 from autoscaler.config.policy import Policy, load_policy
 from autoscaler.fleet.fake import FakeProvider
-from autoscaler.loop.controller import Controller, Deps
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.tick.controller import Controller, Deps
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates

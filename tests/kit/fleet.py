@@ -20,9 +20,9 @@ import httpx
 
 from autoscaler.config.policy import Policy, load_policy
 from autoscaler.core.routing.routes import GatewayNames
-from autoscaler.loop.controller import Controller
-from autoscaler.loop.gateway_step import fleet_names
-from autoscaler.loop.wiring import build_controller
+from autoscaler.loop.service.wiring import build_controller
+from autoscaler.loop.steps.gateway_step import fleet_names
+from autoscaler.loop.tick.controller import Controller
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates

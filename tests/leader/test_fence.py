@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from autoscaler.leader.base import Fence, LeaseError, NotLeader, Term
-from autoscaler.loop.fence import FencedProvider, FencedTransport
-from autoscaler.loop.leadership import Leadership
-from autoscaler.loop.wiring import build_controller, make_leadership
+from autoscaler.loop.service.fence import FencedProvider, FencedTransport
+from autoscaler.loop.service.leadership import Leadership
+from autoscaler.loop.service.wiring import build_controller, make_leadership
 from tests.kit.control import Clock, make_controller, make_policy
 
 pytestmark = pytest.mark.unit
@@ -96,7 +96,7 @@ def test_build_controller_fences_only_when_given_a_fence(tmp_path: Path) -> None
 
 
 def test_the_wiring_hook_fences_another_component_only_under_a_lease() -> None:
-    from autoscaler.loop.wiring import fenced
+    from autoscaler.loop.service.wiring import fenced
 
     class Gateway:
         weights: dict[str, int] = {}
@@ -182,7 +182,7 @@ def test_standby_polls_within_a_third_of_a_tick(tmp_path: Path) -> None:
 def test_a_standby_service_never_ticks_and_takes_over_with_fresh_timers(tmp_path: Path) -> None:
     """Two services of one fleet in one process (the local lock is per open file): the second
     stands by, ticks not at all, and when the first goes takes over with its timers reset."""
-    from autoscaler.loop.service import Service
+    from autoscaler.loop.service.scheduler import Service
     from tests.kit.control import write_policy
 
     path = write_policy(

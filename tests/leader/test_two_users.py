@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from autoscaler.leader.local import HOST_LOCK_DIR, LocalLease
-from autoscaler.loop.wiring import lock_dir
+from autoscaler.loop.service.wiring import lock_dir
 from tests.kit.control import REPO, make_policy
 
 pytestmark = pytest.mark.unit

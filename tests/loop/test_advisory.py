@@ -1,4 +1,4 @@
-"""Advisory mode in-process (loop/advisory.py): beside a leader that runs the fleet, an advisory
+"""Advisory mode in-process (loop/tick/advisory.py): beside a leader that runs the fleet, an advisory
 controller on the same provider, agents and gateway plans and publishes launches, assignments and
 gateway changes, and makes no launch, termination, agent apply or gateway change itself. The
 moto-server version, counting every AWS call at the server, is tests/loop/test_advisory_e2e.py."""
@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from autoscaler.gateway.fake import FakeGateway
-from autoscaler.loop.advisory import (
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.steps.gateway_step import GatewayStep
+from autoscaler.loop.tick.advisory import (
     Advice,
     AdvisoryController,
     AdvisoryRefusal,
@@ -19,9 +21,7 @@ from autoscaler.loop.advisory import (
     ReadOnlyTransport,
     snapshot,
 )
-from autoscaler.loop.controller import Deps
-from autoscaler.loop.gateway_step import GatewayStep
-from autoscaler.loop.store import Store
+from autoscaler.loop.tick.controller import Deps
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from tests.kit.control import Clock, make_controller, make_policy, stub_planner

@@ -20,7 +20,7 @@ import yaml
 
 from agents.samples import TINY, write
 from autoscaler.config.policy import load_policy
-from autoscaler.loop.wiring import make_provider, make_transport
+from autoscaler.loop.service.wiring import make_provider, make_transport
 from autoscaler.transport.base import parse_status
 from tests.fleet.test_ec2 import fleet_instances
 from tests.kit.awscalls import AwsCalls

@@ -1,4 +1,4 @@
-"""The controller tells layout which slots still boot and what is short (loop/inputs.py), so the
+"""The controller tells layout which slots still boot and what is short (loop/tick/inputs.py), so the
 instance that comes up first serves the workload whose rate jumped, not the one it was launched
 for (core/layout/slots.py). Fakes and the stand-in planner (one instance per 100 req/s planned),
 180 s boots, the planned rate twice the observed one (headroom 1.0)."""
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from autoscaler.core.fleet.lifecycle import Record, State
-from autoscaler.loop.controller import Controller
-from autoscaler.loop.inputs import booting
+from autoscaler.loop.tick.controller import Controller
+from autoscaler.loop.tick.inputs import booting
 from tests.kit.control import Clock, make_controller, make_policy
 
 pytestmark = pytest.mark.unit

@@ -8,7 +8,7 @@ import pytest
 
 from autoscaler.core.fleet.lifecycle import State
 from autoscaler.fleet.base import ThrottledError
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
 from autoscaler.planner.types import Plan, Unplaced
 from tests.kit.control import Clock, make_controller, make_policy, stub_planner
 
@@ -84,7 +84,7 @@ def test_scale_out_is_immediate_scale_in_waits(tmp_path: Path) -> None:
 def test_a_drained_instance_terminates_once_its_agent_stopped_its_servers(tmp_path: Path) -> None:
     """Its servers answer what they hold before they exit: the instance waits for its agent to
     report none still `draining` (at most AGENT_DRAIN_WAIT_S), then terminates."""
-    from autoscaler.loop.controller import AGENT_DRAIN_WAIT_S
+    from autoscaler.loop.tick.controller import AGENT_DRAIN_WAIT_S
 
     policy = make_policy(
         tmp_path, scaling={"interval_s": 30, "scale_down_delay_s": 0, "headroom": 0.0, "forecast": "last"}

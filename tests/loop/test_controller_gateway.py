@@ -12,8 +12,8 @@ import pytest
 from autoscaler.core.routing.routes import AddServer, DelServer, SetState, SetWeight
 from autoscaler.fleet.fake import FakeProvider
 from autoscaler.gateway.fake import FakeGateway
-from autoscaler.loop.controller import Controller, Deps
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.tick.controller import Controller, Deps
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from autoscaler.transport.fake import FakeTransport
@@ -150,7 +150,7 @@ def test_a_process_that_does_not_lead_never_touches_the_gateway(tmp_path: Path) 
     import time
 
     from autoscaler.leader.base import Fence
-    from autoscaler.loop.wiring import GATEWAY_MUTATING, fenced
+    from autoscaler.loop.service.wiring import GATEWAY_MUTATING, fenced
 
     ctl, clock, gw, _, _ = build(tmp_path)
     fence = Fence(time.monotonic)  # never granted: this process is not the leader

@@ -24,7 +24,7 @@ from autoscaler.fleet.base import (
     ThrottledError,
 )
 from autoscaler.fleet.ec2 import classify
-from autoscaler.loop.status import fleet_snapshot
+from autoscaler.loop.status.server import fleet_snapshot
 from autoscaler.transport.base import TRANSPORT_ERRORS, TransportError, TransportFault
 from tests.kit.control import Clock, make_controller, make_policy
 

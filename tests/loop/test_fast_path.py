@@ -1,4 +1,4 @@
-"""The fast path (core/rollout/fast_path.py, loop/watch.py, Service.watch_job): when it ticks, and
+"""The fast path (core/rollout/fast_path.py, loop/service/watch.py, Service.watch_job): when it ticks, and
 that a fast tick only adds capacity, never overlaps a tick and never acts on a standby."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from autoscaler.core.rollout.fast_path import additive, no_less, panicking
 from autoscaler.core.rollout.reconcile import Configure, Drain, Launch, Terminate
 from autoscaler.core.routing.routes import AddServer, BackendSeen, GatewayView
 from autoscaler.gateway.fake import FakeGateway
-from autoscaler.loop.controller import Controller
-from autoscaler.loop.service import Service
-from autoscaler.loop.store import Store
-from autoscaler.loop.watch import FastWatch
+from autoscaler.loop.service.scheduler import Service
+from autoscaler.loop.service.watch import FastWatch
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.tick.controller import Controller
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 from tests.core.test_reconcile import share
 from tests.kit.control import Clock, make_controller, make_policy

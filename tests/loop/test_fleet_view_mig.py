@@ -7,8 +7,8 @@ import pytest
 
 from autoscaler.core.fleet.lifecycle import Record, State
 from autoscaler.core.layout.layout_types import PlannedServer
-from autoscaler.loop.fleet_view import held_slices, live_records
-from autoscaler.loop.tick import Observation
+from autoscaler.loop.tick.fleet_view import held_slices, live_records
+from autoscaler.loop.tick.records import Observation
 from autoscaler.rates.reader import Reading
 from autoscaler.transport.base import parse_status
 

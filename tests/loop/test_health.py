@@ -1,4 +1,4 @@
-"""Health tells the truth (loop/health.py), over HTTP from a ticking controller: /healthz says
+"""Health tells the truth (loop/status/health.py), over HTTP from a ticking controller: /healthz says
 `degraded` with reasons when an agent refuses its assignment or stops answering, when a workload
 has no ready server, and when the measured attainment is below target; /readyz and /livez answer
 as kube-apiserver's do (`ok`, `?verbose`, `?exclude=`, `/readyz/NAME`); a metric and one log line
@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from autoscaler.loop.health import HealthBook, liveness, render
-from autoscaler.loop.status import StatusServer, StatusState
+from autoscaler.loop.status.health import HealthBook, liveness, render
+from autoscaler.loop.status.server import StatusServer, StatusState
 from tests.kit.control import Clock, make_controller, make_policy
 
 pytestmark = pytest.mark.unit
@@ -57,7 +57,7 @@ def test_a_refused_assignment_degrades_naming_the_slot(
     state, url = served
     ctl, _prov, transport, _ = make_controller(make_policy(tmp_path), Clock())
     transport.reject = True
-    caplog.set_level(logging.INFO, logger="autoscaler.loop.status")
+    caplog.set_level(logging.INFO, logger="autoscaler.loop.status.server")
     for _ in range(6):
         state.publish(ctl, ctl.tick())
         ctl.deps.clock.advance(30)  # type: ignore[attr-defined]
@@ -96,7 +96,7 @@ def test_an_agent_that_stops_answering_and_a_server_not_ready(
     # attainment check (test_attainment_below_target_degrades) out of this one
     policy = make_policy(tmp_path, scaling={"interval_s": 30, "headroom": 0.0, "target_attainment": 0.5})
     ctl, prov, transport, _ = make_controller(policy, clock)
-    caplog.set_level(logging.INFO, logger="autoscaler.loop.status")
+    caplog.set_level(logging.INFO, logger="autoscaler.loop.status.server")
     for _ in range(3):
         state.publish(ctl, ctl.tick())
         clock.advance(30)

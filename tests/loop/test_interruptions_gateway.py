@@ -14,8 +14,8 @@ from autoscaler.core.routing.routes import DelServer, SetState
 from autoscaler.fleet.base import Notice
 from autoscaler.fleet.fake import FakeInterruptions, FakeProvider
 from autoscaler.gateway.fake import FakeGateway
-from autoscaler.loop.controller import Controller
-from autoscaler.loop.gateway_step import GatewayStep
+from autoscaler.loop.steps.gateway_step import GatewayStep
+from autoscaler.loop.tick.controller import Controller
 from tests.kit.control import Clock, make_controller, make_policy
 
 pytestmark = pytest.mark.unit

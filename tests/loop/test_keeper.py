@@ -1,4 +1,4 @@
-"""The gateway keeper (loop/keeper.py) against a fake gateway: it starts the gateway again when its
+"""The gateway keeper (loop/service/keeper.py) against a fake gateway: it starts the gateway again when its
 process exits, only while this process leads, books a tick after each start, and retries a start
 that failed. (tests/gateway/test_held_socket.py and tests/chaos/test_gateway_kill.py: the real one.)"""
 
@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from autoscaler.loop.keeper import GatewayKeeper
+from autoscaler.loop.service.keeper import GatewayKeeper
 from tests.kit.agent import wait_until
 
 pytestmark = pytest.mark.unit

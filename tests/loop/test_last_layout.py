@@ -1,4 +1,4 @@
-"""The controller's last layout kept (loop/last_layout.py): given again only for the same plan
+"""The controller's last layout kept (loop/tick/last_layout.py): given again only for the same plan
 and inputs; any one input changed, the layout is made afresh, as layout_from_plan makes it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from autoscaler.core.layout.layout import layout_from_plan
 from autoscaler.core.layout.layout_types import LayoutInput, PlannedServer, WorkloadInfo
-from autoscaler.loop.last_layout import COMPARE, LastLayout
+from autoscaler.loop.tick.last_layout import COMPARE, LastLayout
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 
 pytestmark = pytest.mark.unit

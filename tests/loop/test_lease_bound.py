@@ -1,4 +1,4 @@
-"""The lease check every mutating AWS request passes as it is sent (loop/fence.py's bind_aws),
+"""The lease check every mutating AWS request passes as it is sent (loop/service/fence.py's bind_aws),
 on real botocore clients whose wire is a before-send handler that records what reached it and
 answers in place of AWS: nothing leaves this process."""
 
@@ -15,8 +15,8 @@ from botocore.exceptions import EndpointConnectionError
 
 from autoscaler.config.policy import load_policy
 from autoscaler.leader.base import Fence, LeaseLost, NotLeader, Term
-from autoscaler.loop.fence import LEASE_HOOK, bind_aws
-from autoscaler.loop.wiring import build_controller
+from autoscaler.loop.service.fence import LEASE_HOOK, bind_aws
+from autoscaler.loop.service.wiring import build_controller
 from tests.kit.control import write_policy
 from tests.leader.test_fence import Monotonic
 

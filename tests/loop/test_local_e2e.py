@@ -17,8 +17,8 @@ import torch
 from autoscaler.config.policy import load_policy
 from autoscaler.core.fleet.lifecycle import State
 from autoscaler.fleet.local import LocalProvider
-from autoscaler.loop.controller import Controller
-from autoscaler.loop.wiring import build_controller, default_planner
+from autoscaler.loop.service.wiring import build_controller, default_planner
+from autoscaler.loop.tick.controller import Controller
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from autoscaler.transport.base import parse_status

@@ -1,4 +1,4 @@
-"""The warm pool's metrics (loop/metrics.py), set from a tick's report: starts and returns count
+"""The warm pool's metrics (loop/status/metrics.py), set from a tick's report: starts and returns count
 up, the members and target gauges follow the last normal tick."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from prometheus_client import generate_latest
 
-from autoscaler.loop.controller import TickReport
-from autoscaler.loop.metrics import Metrics
-from autoscaler.loop.pool_step import PoolReport
+from autoscaler.loop.status.metrics import Metrics
+from autoscaler.loop.steps.pool_step import PoolReport
+from autoscaler.loop.tick.controller import TickReport
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from autoscaler.loop.metrics_gateway import GatewayCollector
+from autoscaler.loop.status.metrics_gateway import GatewayCollector
 
 pytestmark = pytest.mark.unit
 

@@ -13,10 +13,10 @@ from jsonschema import ValidationError
 from openapi_spec_validator import validate
 
 from autoscaler.leader.base import Fence
-from autoscaler.loop.openapi import openapi
-from autoscaler.loop.status import StatusServer, StatusState
-from autoscaler.loop.status_app import V1
-from autoscaler.loop.wiring import make_leadership
+from autoscaler.loop.service.wiring import make_leadership
+from autoscaler.loop.status.app import V1
+from autoscaler.loop.status.openapi import openapi
+from autoscaler.loop.status.server import StatusServer, StatusState
 from tests.kit.control import Clock, make_controller, make_policy
 from tests.kit.openapi import check, check_response
 

@@ -1,5 +1,5 @@
 """A pool return that a crash (or a failed call) interrupted is resumed, not turned into a
-terminate: loop/pool_step.py books each return's member name under its instance before act, and
+terminate: loop/steps/pool_step.py books each return's member name under its instance before act, and
 when reconcile re-sends the terminate of a TERMINATING record's instance that is still listed (an
 orphan: core/rollout/reconcile.py), the re-send goes out as that return again, under that name."""
 
@@ -14,8 +14,8 @@ from autoscaler.core.fleet.lifecycle import Reason, Record, State, new_record, t
 from autoscaler.core.rollout.actions import FleetView, Terminate
 from autoscaler.core.rollout.reconcile import _orphans
 from autoscaler.fleet.base import Instance
-from autoscaler.loop.pool_step import STORE_KEY, PoolStep
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.steps.pool_step import STORE_KEY, PoolStep
 from autoscaler.transport.fake import NoneTransport
 from tests.kit.control import Clock, make_policy
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Event ticks (loop/ready_watch.py, Service.ready_job): what the watcher reports as come up since
+"""Event ticks (loop/service/ready_watch.py, Service.ready_job): what the watcher reports as come up since
 the last tick, that it reports each thing once, that it asks nothing of a settled fleet, and that
 the job ticks at most once per gap, never during a tick and never on a standby."""
 
@@ -13,8 +13,8 @@ import pytest
 from autoscaler.config.scaling import ReadyWatchConfig
 from autoscaler.core.fleet.lifecycle import State
 from autoscaler.fleet.fake import FakeProvider
-from autoscaler.loop.ready_watch import RETRY_S, ReadyWatch, Seen
-from autoscaler.loop.service import Service
+from autoscaler.loop.service.ready_watch import RETRY_S, ReadyWatch, Seen
+from autoscaler.loop.service.scheduler import Service
 from autoscaler.transport.fake import FakeTransport
 from tests.kit.control import Clock, make_controller, make_policy
 

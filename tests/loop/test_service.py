@@ -18,7 +18,7 @@ import httpx
 import pytest
 import yaml
 
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
 from tests.fleet.test_ec2 import LOW, WORKLOADS, fleet_instances, policy_file, setup_templates
 from tests.kit.backends import Moto, free_port
 from tests.kit.control import REPO

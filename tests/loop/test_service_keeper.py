@@ -1,4 +1,4 @@
-"""`igniter run`'s gateway keeper, wired as the service wires it (loop/keeper.py through the lease's
+"""`igniter run`'s gateway keeper, wired as the service wires it (loop/service/keeper.py through the lease's
 fence): the leader's first tick starts the local gateway on a socket the leader holds; a kill -9
 of haproxy is answered by a new one on that socket, the clients in between queued; a standby
 starts nothing, and a leader that becomes a standby lets go of the socket. Real haproxy; no
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.loop.service import Service
+from autoscaler.loop.service.scheduler import Service
 from tests.kit.agent import ask_live, free_port, status_line, wait_until
 from tests.kit.control import write_policy
 

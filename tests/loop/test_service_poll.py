@@ -9,7 +9,7 @@ import pytest
 
 from autoscaler.fleet.base import Notice
 from autoscaler.fleet.fake import FakeInterruptions
-from autoscaler.loop.service import Service
+from autoscaler.loop.service.scheduler import Service
 from tests.kit.control import write_policy
 
 pytestmark = pytest.mark.unit
@@ -73,7 +73,7 @@ def test_the_queue_is_fenced_like_the_provider() -> None:
     import pytest
 
     from autoscaler.leader.base import Fence, NotLeader
-    from autoscaler.loop.wiring import _fenced_interruptions
+    from autoscaler.loop.service.wiring import _fenced_interruptions
 
     inner = FakeInterruptions()
     inner.push(Notice(kind="interruption", instance_ids=("i-1",), token="m-1"))
@@ -87,7 +87,7 @@ def test_the_queue_is_fenced_like_the_provider() -> None:
 
 
 def test_a_receive_refused_at_send_is_no_error(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """The term ran out as the poll's ReceiveMessage was sent (loop/fence.py's bind_aws): the job
+    """The term ran out as the poll's ReceiveMessage was sent (loop/service/fence.py's bind_aws): the job
     logs it and ticks nothing; no traceback."""
     from autoscaler.leader.base import LeaseLost
 

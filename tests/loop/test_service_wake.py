@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from autoscaler.loop.service import Service
+from autoscaler.loop.service.scheduler import Service
 from tests.kit.control import Clock, make_controller, make_policy
 
 pytestmark = pytest.mark.unit

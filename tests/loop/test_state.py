@@ -11,7 +11,7 @@ import pytest
 
 from autoscaler.core.capacity.headroom import HeadroomState, WorkloadErrors
 from autoscaler.core.capacity.slo_guard import GuardState
-from autoscaler.loop.state import (
+from autoscaler.loop.state.controller_state import (
     _CODECS,
     SCHEMA_VERSION,
     Backoff,
@@ -19,7 +19,7 @@ from autoscaler.loop.state import (
     Quarantine,
     StateError,
 )
-from autoscaler.loop.store import LEGACY_STATE_KEYS, STATE_KEY, Store
+from autoscaler.loop.state.store import LEGACY_STATE_KEYS, STATE_KEY, Store
 from tests.kit.control import Clock, make_controller, make_policy
 
 pytestmark = pytest.mark.unit

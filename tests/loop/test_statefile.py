@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
 from tests.conftest import run_cli
 from tests.fleet.test_ec2 import fleet_instances, policy_file, setup_templates
 from tests.kit.backends import Moto

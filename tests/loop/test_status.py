@@ -11,9 +11,9 @@ import pytest
 from prometheus_client import generate_latest
 
 from autoscaler.fleet.base import ThrottledError
-from autoscaler.loop.controller import Deps
-from autoscaler.loop.service import Service
-from autoscaler.loop.status import StatusServer, StatusState
+from autoscaler.loop.service.scheduler import Service
+from autoscaler.loop.status.server import StatusServer, StatusState
+from autoscaler.loop.tick.controller import Deps
 from autoscaler.rates.reader import RateReader
 from tests.kit.control import Clock, make_controller, make_policy, stub_planner, write_policy
 
@@ -147,7 +147,7 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
 
 
 def test_p99_per_workload_is_its_worst_ready_servers() -> None:
-    from autoscaler.loop.observe import worst_p99
+    from autoscaler.loop.tick.observe import worst_p99
     from autoscaler.transport.base import AgentStatus, ServerStatus
 
     statuses = {

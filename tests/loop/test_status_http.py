@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from agents.spec import ServerLimits
-from autoscaler.loop.status import STATUS_LIMITS, StatusServer, StatusState
+from autoscaler.loop.status.server import STATUS_LIMITS, StatusServer, StatusState
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from autoscaler.config.listen import parse_listen
-from autoscaler.loop.status import StatusServer, StatusState
+from autoscaler.loop.status.server import StatusServer, StatusState
 from tests.conftest import run_cli
 from tests.fleet.test_ec2 import policy_file, setup_templates
 from tests.kit.backends import Moto, free_port

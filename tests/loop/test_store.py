@@ -8,7 +8,7 @@ import pytest
 
 from autoscaler.core.fleet.lifecycle import Reason, State, new_record, transition
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, SlotSpec
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
 
 pytestmark = pytest.mark.unit
 

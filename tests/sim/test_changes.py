@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from autoscaler.fleet.sim import Lifetime
-from autoscaler.loop.tick import TickReport
+from autoscaler.loop.tick.records import TickReport
 from autoscaler.sim.changes import Moves
 
 pytestmark = pytest.mark.unit

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autoscaler.loop.controller import Controller
+from autoscaler.loop.tick.controller import Controller
 from autoscaler.sim.compare import compare
 from autoscaler.sim.engine import Replay, SimOptions, default_plan_fn, simulate
 from autoscaler.sim.memo import MemoPlanner

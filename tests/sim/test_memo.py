@@ -12,7 +12,7 @@ import pytest
 
 from autoscaler.config.policy import BUNDLED_PROFILES as PROFILES
 from autoscaler.core.fleet.lifecycle import Change, Reason, Record, State
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
 from autoscaler.model.mig import load_gpu_model
 from autoscaler.planner import api, planning_inputs
 from autoscaler.planner.tasks import size_on

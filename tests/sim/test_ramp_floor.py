@@ -1,4 +1,4 @@
-"""The ramp floor in a replay (loop/tuning.py): traffic returning after a quiet spell rises faster
+"""The ramp floor in a replay (loop/tick/tuning.py): traffic returning after a quiet spell rises faster
 than any capped headroom covers; planning for the rise going on shortens the misses."""
 
 from __future__ import annotations

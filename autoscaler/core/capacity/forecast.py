@@ -17,7 +17,7 @@ Whatever the method, the forecast never sits below the latest observation: a ste
 the tick that sees it, and the smoothing only slows scale-in. The result is multiplied by
 (1 + headroom).
 
-`ramp` is not a method but a floor the controller plans above (loop/tuning.py): where the rate
+`ramp` is not a method but a floor the controller plans above (loop/tick/tuning.py): where the rate
 rose between each of the last few reads, the rise is assumed to go on at the least of those
 slopes for the whole horizon. A headroom is a multiple of the rate, so a ramp from a low base
 (traffic returning after a quiet spell: 14 to 2,500 req/s in ten minutes) outruns any capped

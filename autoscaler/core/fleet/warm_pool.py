@@ -1,6 +1,6 @@
 """The warm pool's decisions, pure: which launches start a pooled instance instead of a new one,
 what the pool needs this tick (members to launch, to stop, to terminate), and how big `auto` makes
-it. The calls are the provider's (fleet/base.py WarmPool); loop/pool_step.py carries them out.
+it. The calls are the provider's (fleet/base.py WarmPool); loop/steps/pool_step.py carries them out.
 
 Why per type: a pooled instance is a stopped instance of one type, and only a launch of that type
 can start it. Why spot launches never take from the pool: a started pooled instance is on-demand

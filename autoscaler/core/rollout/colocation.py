@@ -47,15 +47,6 @@ def _model(policy: Policy, gpu: str) -> GpuModel:
     return load_gpu_model(policy.profiles_dir / f"{gpu}.yaml", policy.scaling.mig_latency_margin)
 
 
-def mig_starts(policy: Policy, gpu: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """Each slice profile's allowed starts on a MIG GPU type (surge.TypeInfo.mig_starts); () for a
-    GPU with an MPS model."""
-    model = _model(policy, gpu)
-    if not isinstance(model, MigModel):
-        return ()
-    return tuple((p.name, tuple(p.starts)) for p in model.geometry.profiles)
-
-
 def server_tuple(s: PlannedServer, digits: int | None = None) -> Server:
     """What the judgement needs of a planned server."""
     share = s.mps_percent if digits is None else round(s.mps_percent, digits)

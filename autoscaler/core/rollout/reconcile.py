@@ -333,8 +333,8 @@ def _closeouts(view: FleetView, extra: Sequence[Record], now: float, limits: Lim
 def _orphans(view: FleetView) -> list[Action]:
     """Listed fleet instances no live record claims are terminated (again: terminating twice is
     harmless). That includes a record's own instance when its record is TERMINATING and it is still
-    running: a crash came between the transition and the provider call (loop/actuator.py), and
-    this re-send is what finishes it (loop/pool_step.py turns it back into a pool return when that
+    running: a crash came between the transition and the provider call (loop/steps/actuator.py), and
+    this re-send is what finishes it (loop/steps/pool_step.py turns it back into a pool return when that
     was the intent)."""
     ending = {r.instance_id for r in view.records if r.state is State.TERMINATING}
     return [

@@ -10,10 +10,10 @@ from collections.abc import Iterable, Mapping
 from autoscaler.config.policy import CLOUD_MODEL_ROOT, Policy
 from autoscaler.core.fleet.lifecycle import BOOTING, LIVE, USABLE, Record, State
 from autoscaler.core.layout.layout_types import Judge, Layout, LayoutInput, PlannedServer, WorkloadInfo
-from autoscaler.core.rollout.colocation import mig_starts
 from autoscaler.core.rollout.reconcile import Limits
 from autoscaler.core.rollout.surge import TypeInfo, is_surge_slot
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
+from autoscaler.model.mig import load_gpu_model, mig_starts
 
 # How long a drained instance waits for its agent to stop its servers before it is terminated: the
 # agent's default drain timeout (30 s, igniter-agent run --drain-timeout) and kill grace (10 s),
@@ -101,7 +101,9 @@ def limits(policy: Policy, store: Store, judge: Judge, *, contact: bool, gated: 
             gpus=t.gpus,
             price_per_hour=t.price_per_hour,
             max_instances=t.max_instances,
-            mig_starts=mig_starts(policy, t.gpu),
+            mig_starts=mig_starts(
+                load_gpu_model(policy.profiles_dir / f"{t.gpu}.yaml", policy.scaling.mig_latency_margin)
+            ),
         )
         for t in policy.instance_types
     }

@@ -12,10 +12,10 @@ from dataclasses import replace
 from autoscaler.config.policy import Policy
 from autoscaler.core.fleet.lifecycle import LIVE, Record, State
 from autoscaler.fleet.base import Instance, OnRecord
-from autoscaler.loop.actuator import quarantine
-from autoscaler.loop.gateway_step import GatewayStep
-from autoscaler.loop.state import ControllerState
-from autoscaler.loop.tick import Deps, Observation
+from autoscaler.loop.state.controller_state import ControllerState
+from autoscaler.loop.steps.actuator import quarantine
+from autoscaler.loop.steps.gateway_step import GatewayStep
+from autoscaler.loop.tick.records import Deps, Observation
 from autoscaler.rates.base import StatusFed
 from autoscaler.transport.base import AgentStatus, TransportError, parse_status
 
@@ -108,7 +108,7 @@ def worst_p99(statuses: Mapping[str, AgentStatus]) -> dict[str, float]:
 
 
 def agent_facts(statuses: Mapping[str, AgentStatus], contact: bool) -> tuple[dict[str, int] | None, dict[str, str]]:
-    """What the agents that answered say, for health (loop/health.py): ready servers per workload
+    """What the agents that answered say, for health (loop/status/health.py): ready servers per workload
     (None when agents are not contacted: nothing is known), and the errors they report by slot."""
     if not contact:
         return None, {}

@@ -31,9 +31,9 @@ from autoscaler.core.fleet.warm_pool import (
 )
 from autoscaler.core.rollout.actions import Launch, Terminate
 from autoscaler.fleet.base import Instance, ProviderError, WarmPool, pool_of
-from autoscaler.loop import faults
-from autoscaler.loop.actuator import Outcome
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.steps import faults
+from autoscaler.loop.steps.actuator import Outcome
 from autoscaler.transport.base import Transport, TransportError
 
 log = logging.getLogger(__name__)

@@ -18,11 +18,11 @@ from autoscaler.fleet.base import HostKeySource, InterruptionSource, Provider
 from autoscaler.fleet.samples import ensure_local_samples, model_root
 from autoscaler.gateway.base import Gateway, GatewayError, spec_from
 from autoscaler.leader.base import Fence, Lease
-from autoscaler.loop import faults
-from autoscaler.loop.controller import Controller, Deps
-from autoscaler.loop.fence import FencedProvider, FencedTransport, bind_aws
-from autoscaler.loop.leadership import Leadership
-from autoscaler.loop.store import Store
+from autoscaler.loop.service.fence import FencedProvider, FencedTransport, bind_aws
+from autoscaler.loop.service.leadership import Leadership
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.steps import faults
+from autoscaler.loop.tick.controller import Controller, Deps
 from autoscaler.planner.types import Plan
 from autoscaler.rates.base import RateSource
 from autoscaler.rates.reader import RateReader
@@ -365,11 +365,11 @@ def make_leadership(
 
 
 def build_advisory_controller(policy: Policy, state_path: Path, clock: Callable[[], float] = time.time) -> Controller:
-    """`igniter run --advisory` (loop/advisory.py): the real provider, transport, gateway and rate
+    """`igniter run --advisory` (loop/tick/advisory.py): the real provider, transport, gateway and rate
     source behind read-only adapters; no lease, no interruption queue, no sample models, its own
     host-key pins; no gateway check either (the gateway it reads is another process's, on the
     port that check would find taken)."""
-    from autoscaler.loop.advisory import (
+    from autoscaler.loop.tick.advisory import (
         Advice,
         AdvisoryController,
         ReadOnlyGateway,

@@ -7,14 +7,14 @@
   notice that names instances ticks at once: a spot warning gives two minutes, less than a long
   interval (0 turns the check off: the queue is then read by the ticks only).
 - With a local gateway, the leader holds its listening socket and keeps its haproxy running
-  (loop/keeper.py): a thread blocked on the haproxy's exit starts it again at once, on the same
+  (loop/service/keeper.py): a thread blocked on the haproxy's exit starts it again at once, on the same
   socket, with the servers it routed to, and books a tick; clients that connect in between are
   queued by the kernel, not refused.
-- The fast path (core/rollout/fast_path.py, loop/watch.py): with a gateway, its request counters are
+- The fast path (core/rollout/fast_path.py, loop/service/watch.py): with a gateway, its request counters are
   read every scaling.fast_path.poll_s between ticks, and a workload that outruns its ready capacity
   (or panic_ratio x its planned rate) over the panic window ticks at once, a tick that only adds
   capacity; at most one per min_gap_s, never during a tick, never on a standby.
-- Event ticks (loop/ready_watch.py): every scaling.ready_watch.poll_s, what the last tick saw not up
+- Event ticks (loop/service/ready_watch.py): every scaling.ready_watch.poll_s, what the last tick saw not up
   yet is looked at again (an instance running, its agent answering, a server ready, the gateway
   serving it), and what came up ticks at once instead of waiting for the interval; at most one per
   min_gap_s, never during a tick, never on a standby.
@@ -46,18 +46,18 @@ from autoscaler.config.errors import InputError
 from autoscaler.config.policy import Policy, load_policy
 from autoscaler.fleet.samples import ensure_local_samples
 from autoscaler.leader.base import Fence, LeaseError, NotLeader
-from autoscaler.loop.advisory import ROLE as ADVISORY_ROLE
-from autoscaler.loop.advisory import AdvisoryController
-from autoscaler.loop.advisory import snapshot as advice_snapshot
-from autoscaler.loop.controller import Controller
-from autoscaler.loop.keeper import GatewayKeeper
-from autoscaler.loop.leadership import Leadership
-from autoscaler.loop.metrics_policy import PolicyCollector
-from autoscaler.loop.ready_watch import ReadyWatch
-from autoscaler.loop.status import StatusServer, StatusState
-from autoscaler.loop.status_app import routes_listing
-from autoscaler.loop.watch import FastWatch
-from autoscaler.loop.wiring import build_advisory_controller, build_controller, make_leadership, make_rates
+from autoscaler.loop.service.keeper import GatewayKeeper
+from autoscaler.loop.service.leadership import Leadership
+from autoscaler.loop.service.ready_watch import ReadyWatch
+from autoscaler.loop.service.watch import FastWatch
+from autoscaler.loop.service.wiring import build_advisory_controller, build_controller, make_leadership, make_rates
+from autoscaler.loop.status.app import routes_listing
+from autoscaler.loop.status.metrics_policy import PolicyCollector
+from autoscaler.loop.status.server import StatusServer, StatusState
+from autoscaler.loop.tick.advisory import ROLE as ADVISORY_ROLE
+from autoscaler.loop.tick.advisory import AdvisoryController
+from autoscaler.loop.tick.advisory import snapshot as advice_snapshot
+from autoscaler.loop.tick.controller import Controller
 
 log = logging.getLogger(__name__)
 RESTART_SECTIONS = ("fleet", "provider", "agents", "leader")  # `gateway` changes apply at once (a reload)
@@ -77,7 +77,7 @@ class Service:
     def __init__(self, policy_path: Path, state_path: Path, status: StatusBind | None, advisory: bool = False) -> None:
         self.policy_path = policy_path
         self.state_path = state_path
-        self.advisory = advisory  # loop/advisory.py: no lease, and nothing it calls changes the fleet
+        self.advisory = advisory  # loop/tick/advisory.py: no lease, and nothing it calls changes the fleet
         self.mtime = _mtime(policy_path)
         policy = load_policy(policy_path)
         self.fence = Fence(time.monotonic)
@@ -227,7 +227,7 @@ class Service:
             self.ticking.release()
 
     def ready_job(self) -> None:
-        """Event ticks (loop/ready_watch.py): what came up since the last tick (an instance running,
+        """Event ticks (loop/service/ready_watch.py): what came up since the last tick (an instance running,
         its agent answering, a server ready, the gateway serving it) ticks now, a whole regular
         tick; at most one per min_gap_s, none while a tick runs (the watcher then skips its look),
         none on a standby. What the gap holds back ticks at the first look after it. The look

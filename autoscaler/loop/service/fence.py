@@ -28,7 +28,7 @@ from typing import Any
 from autoscaler.config.offerings import ON_DEMAND
 from autoscaler.fleet.base import Instance, Provider, WarmPool
 from autoscaler.leader.base import Fence, LeaseLost, NotLeader
-from autoscaler.loop import faults
+from autoscaler.loop.steps import faults
 from autoscaler.transport.base import Transport
 
 

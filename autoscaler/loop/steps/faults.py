@@ -7,11 +7,11 @@ sleep IGNITER_FAULT_SLEEP_S seconds (default 3) instead, to catch a tick in prog
 IGNITER_FAULT_RELEASE=<file> they hold until that file exists (IGNITER_FAULT_SLEEP_S at most), so
 a test decides when the tick goes on whatever the machine's load;
 `slow_send` sleeps just before the lease check that every mutating AWS request passes as it is
-sent (loop/fence.py's bind_aws): after the tick's own fence check, so a leader held there past
+sent (loop/service/fence.py's bind_aws): after the tick's own fence check, so a leader held there past
 its lease shows that the request is refused, not sent (docs/operations.md).
 
 `IGNITER_CALL_LOG=<file>` appends one JSON line per mutating call that passed the leader fence
-(loop/fence.py): time, pid, what, and the fencing token it went out under. Lease tests count
+(loop/service/fence.py): time, pid, what, and the fencing token it went out under. Lease tests count
 each process's calls with it.
 """
 

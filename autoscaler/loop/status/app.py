@@ -27,12 +27,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from autoscaler.loop.metrics import Metrics
-from autoscaler.loop.openapi import openapi
+from autoscaler.loop.status.metrics import Metrics
+from autoscaler.loop.status.openapi import openapi
 
 
 class Served(Protocol):
-    """What the app serves (loop/status.py's StatusState is the one implementation): the routes
+    """What the app serves (loop/status/server.py's StatusState is the one implementation): the routes
     depend on this shape, not on the module that fills it, so imports run status -> status_app."""
 
     lock: threading.Lock

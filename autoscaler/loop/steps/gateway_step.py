@@ -18,7 +18,7 @@ them by core.routing.routes.gateway_name (the replacement's carry its attempt); 
 readiness sets are in those names, and `fleet_names` maps them from the controller's records.
 
 The drain book (server -> when its drain began) is the controller state's `gateway_drains`
-(loop/state.py, saved with the tick), so a restart of the autoscaler neither restarts a drain's
+(loop/state/controller_state.py, saved with the tick), so a restart of the autoscaler neither restarts a drain's
 timeout nor forgets it.
 """
 

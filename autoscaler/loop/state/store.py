@@ -23,9 +23,9 @@ from typing import Any
 
 from autoscaler.core.fleet.lifecycle import OPEN, Change, Record, State
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, layout_from_json
-from autoscaler.loop import statefile
-from autoscaler.loop.state import ControllerState, StateError
-from autoscaler.loop.store_reads import TABLES, TableReads
+from autoscaler.loop.state import statefile
+from autoscaler.loop.state.controller_state import ControllerState, StateError
+from autoscaler.loop.state.store_reads import TABLES, TableReads
 
 STATE_KEY = "controller_state"
 OPEN_WHERE, OPEN_ARGS = f"state IN ({','.join('?' * len(OPEN))})", tuple(s.value for s in OPEN)  # open_records
@@ -149,7 +149,7 @@ class Store:
             self._put(db, key, value)
 
     def load_state(self) -> ControllerState:
-        """The controller's cross-tick state (loop/state.py), migrated from older layouts."""
+        """The controller's cross-tick state (loop/state/controller_state.py), migrated from older layouts."""
         with self._lock:
             raw = self._get(self._db, STATE_KEY)
             if raw is None:
@@ -313,7 +313,7 @@ class Store:
 
     def _body(self, layout: Layout) -> str:
         """The layout's JSON; the last one's kept with it (a Layout is frozen, and a tick that
-        makes the same layout as the tick before hands over that very object, loop/last_layout.py)."""
+        makes the same layout as the tick before hands over that very object, loop/tick/last_layout.py)."""
         last = self._last_body
         if last is None or last[0] is not layout:
             last = self._last_body = (layout, json.dumps(layout.to_json()))

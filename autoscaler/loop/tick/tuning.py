@@ -15,8 +15,8 @@ from autoscaler.config.policy import Policy
 from autoscaler.core.capacity.forecast import ForecastConfig, forecast_all, ramp, season_windows
 from autoscaler.core.capacity.headroom import HeadroomConfig, HeadroomState, TickInput, update
 from autoscaler.core.fleet.lifecycle import LIVE, State
-from autoscaler.loop.store import Store
-from autoscaler.loop.tick import Observation
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.tick.records import Observation
 from autoscaler.transport.base import AgentStatus
 
 

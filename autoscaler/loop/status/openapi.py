@@ -13,7 +13,7 @@ import copy
 from functools import cache
 from typing import Any
 
-from autoscaler.loop.health import STATUSES
+from autoscaler.loop.status.health import STATUSES
 
 NUM = {"type": "number"}
 INT = {"type": "integer"}
@@ -218,7 +218,7 @@ ADVICE = obj(
 )
 ERROR = obj("Every error is JSON.", error=STR)
 CHECK = {
-    **obj("One health check (loop/health.py).", ok=BOOL, reasons=STRS),
+    **obj("One health check (loop/status/health.py).", ok=BOOL, reasons=STRS),
     "properties": {"ok": BOOL, "reasons": STRS, "note": {**STR, "description": "Why it passed without looking."}},
 }
 HEALTH = obj(

@@ -35,9 +35,9 @@ from autoscaler.fleet.base import (
     Retry,
     pool_of,
 )
-from autoscaler.loop import faults
-from autoscaler.loop.state import ControllerState, Quarantine
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.controller_state import ControllerState, Quarantine
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.steps import faults
 from autoscaler.transport.base import Transport, TransportError
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from autoscaler.config.scaling import FastPathConfig
 from autoscaler.core.rollout.fast_path import Panic, panicking
 from autoscaler.core.routing.routes import GatewayView
-from autoscaler.loop.store import Store
-from autoscaler.loop.tuning import ready_capacity
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.tick.tuning import ready_capacity
 
 log = logging.getLogger(__name__)
 

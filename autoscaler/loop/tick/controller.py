@@ -1,14 +1,14 @@
 """One control-loop tick, in named steps: observe -> sync -> forecast -> guard -> plan -> diff -> act -> record.
 
 Side effects live behind the Provider, Transport and RateSource interfaces and the Store; what the
-controller remembers between ticks is one typed ControllerState (loop/state.py), loaded at the start
+controller remembers between ticks is one typed ControllerState (loop/state/controller_state.py), loaded at the start
 of a tick and saved once at its end; failures are handled as the contracts' error tables say
 (fleet/base.py, transport/base.py). Time comes from an injected clock, so the same code runs under
 APScheduler (`igniter run`) and under a simulated clock (`igniter simulate`). The pure parts are
 lifecycle.sync, forecast, headroom, slo_guard, scaling.choose, layout_from_plan and
-reconcile.diff; the observe step is loop/observe.py, the forecast step loop/tuning.py, the pure
-parts' inputs are built from the store in loop/inputs.py, and what is serving now in
-loop/fleet_view.py.
+reconcile.diff; the observe step is loop/tick/observe.py, the forecast step loop/tick/tuning.py, the pure
+parts' inputs are built from the store in loop/tick/inputs.py, and what is serving now in
+loop/tick/fleet_view.py.
 """
 
 from __future__ import annotations
@@ -31,18 +31,18 @@ from autoscaler.core.rollout.reconcile import Diff, FleetView, diff
 from autoscaler.core.routing.routes import GatewayNames
 from autoscaler.fleet.base import Instance, ProviderError, Retry
 from autoscaler.leader.base import NotLeader
-from autoscaler.loop import inputs
-from autoscaler.loop.actuator import Actuator, Outcome
-from autoscaler.loop.fleet_view import ViewInput, agent_ready, fleet_view, live_records
-from autoscaler.loop.gateway_step import GatewayStep, fleet_names
-from autoscaler.loop.inputs import AGENT_DRAIN_WAIT_S, layout_input
-from autoscaler.loop.last_layout import LastLayout
-from autoscaler.loop.observe import agent_facts, observe, remember_agents, worst_p99
-from autoscaler.loop.pool_step import PoolStep
-from autoscaler.loop.reach import ReachWatch
-from autoscaler.loop.state import ControllerState, StateError
-from autoscaler.loop.tick import Deps, Observation, PlanFn, TickReport
-from autoscaler.loop.tuning import planned_rates, ready_capacity
+from autoscaler.loop.state.controller_state import ControllerState, StateError
+from autoscaler.loop.steps.actuator import Actuator, Outcome
+from autoscaler.loop.steps.gateway_step import GatewayStep, fleet_names
+from autoscaler.loop.steps.pool_step import PoolStep
+from autoscaler.loop.tick import inputs
+from autoscaler.loop.tick.fleet_view import ViewInput, agent_ready, fleet_view, live_records
+from autoscaler.loop.tick.inputs import AGENT_DRAIN_WAIT_S, layout_input
+from autoscaler.loop.tick.last_layout import LastLayout
+from autoscaler.loop.tick.observe import agent_facts, observe, remember_agents, worst_p99
+from autoscaler.loop.tick.reach import ReachWatch
+from autoscaler.loop.tick.records import Deps, Observation, PlanFn, TickReport
+from autoscaler.loop.tick.tuning import planned_rates, ready_capacity
 from autoscaler.planner.limits import TooManyInstances
 from autoscaler.transport.base import TransportError
 
@@ -56,15 +56,15 @@ class Controller:
         self.set_policy(policy)
         self.deps = deps
         self.store = deps.store
-        self.state = ControllerState()  # the tick's working copy (see loop/state.py)
+        self.state = ControllerState()  # the tick's working copy (see loop/state/controller_state.py)
         self._saved: ControllerState | None = None  # as saved at the end of the last tick
         self.routing = GatewayStep(deps.gateway) if deps.gateway is not None else None
         self.agent_mig: dict[str, Any] = {}  # slot -> its agent's last `mig` status (/v1/fleet)
-        self.reach = ReachWatch()  # says once when a target goes out of reach (loop/reach.py)
+        self.reach = ReachWatch()  # says once when a target goes out of reach (loop/tick/reach.py)
         self.fast = False  # the tick under way is a fast one (core/rollout/fast_path.py)
-        self.last_obs: Observation | None = None  # what the last tick observed (loop/ready_watch.py)
+        self.last_obs: Observation | None = None  # what the last tick observed (loop/service/ready_watch.py)
         self.pool = PoolStep(policy, deps.provider, deps.store, deps.transport, deps.contact, deps.clock)
-        self.layouts = LastLayout()  # layout_from_plan, the tick before's answer kept (loop/last_layout.py)
+        self.layouts = LastLayout()  # layout_from_plan, the tick before's answer kept (loop/tick/last_layout.py)
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
@@ -99,7 +99,7 @@ class Controller:
             report.latency_p99_ms = worst_p99(obs.statuses)
             corrections = self.guard(report.latency_p99_ms)
             self.converge(obs, orphans, planned, corrections, report)
-            if not self.fast:  # refilling is a normal tick's work (loop/pool_step.py)
+            if not self.fast:  # refilling is a normal tick's work (loop/steps/pool_step.py)
                 report.warm_pool = self.pool.refill(report.outcome)
             self.route(obs, report)
         except (ProviderError, TransportError) as exc:
@@ -145,7 +145,7 @@ class Controller:
         return [r.leaves_at - lead for r in records if r.state is State.GOING_AWAY and r.leaves_at is not None]
 
     def observe(self, now: float) -> Observation:
-        """The provider's instances, the agents' status, the rates (loop/observe.py)."""
+        """The provider's instances, the agents' status, the rates (loop/tick/observe.py)."""
         obs, self.state = observe(self.deps, self.policy, self.routing, self.state, now)
         self.agent_mig = {slot: st.mig for slot, st in obs.statuses.items() if st.mig is not None}
         return obs
@@ -320,7 +320,7 @@ class Controller:
         self.store.save_layout(layout, kind, now)
 
     def view(self, obs: Observation, orphans: list[Instance]) -> FleetView:
-        """The fleet for reconcile (loop/fleet_view.py): what is serving now."""
+        """The fleet for reconcile (loop/tick/fleet_view.py): what is serving now."""
         inp = ViewInput(
             records=self.store.open_records(),
             applied_all=self.store.applied(),

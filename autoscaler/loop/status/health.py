@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from autoscaler.core.fleet.lifecycle import State
 
 if TYPE_CHECKING:
-    from autoscaler.loop.controller import Controller, TickReport
+    from autoscaler.loop.tick.controller import Controller, TickReport
 
 OK, DEGRADED, FAILING, STANDBY, STARTING = "ok", "degraded", "failing", "standby", "starting"
 STATUSES = (OK, DEGRADED, FAILING, STANDBY, STARTING)

@@ -31,9 +31,9 @@ from autoscaler.core.rollout.actions import Configure, Drain, Launch, Terminate
 from autoscaler.core.routing.routes import GatewayView, Route, describe, route_ops
 from autoscaler.fleet.base import Instance, Provider
 from autoscaler.leader.base import NotLeader
-from autoscaler.loop.actuator import Outcome
-from autoscaler.loop.controller import Controller, Deps
-from autoscaler.loop.tick import Observation, TickReport
+from autoscaler.loop.steps.actuator import Outcome
+from autoscaler.loop.tick.controller import Controller, Deps
+from autoscaler.loop.tick.records import Observation, TickReport
 from autoscaler.transport.base import Transport
 
 log = logging.getLogger(__name__)

@@ -14,10 +14,10 @@ from autoscaler.core.layout.layout_types import Layout
 from autoscaler.core.routing.routes import GatewayView
 from autoscaler.fleet.base import Instance, InterruptionSource, Notice, Provider
 from autoscaler.gateway.base import Gateway
-from autoscaler.loop.actuator import Outcome
-from autoscaler.loop.gateway_step import GatewayReport
-from autoscaler.loop.pool_step import PoolReport
-from autoscaler.loop.store import Store
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.steps.actuator import Outcome
+from autoscaler.loop.steps.gateway_step import GatewayReport
+from autoscaler.loop.steps.pool_step import PoolReport
 from autoscaler.planner.types import Plan
 from autoscaler.rates.reader import RateReader, Reading
 from autoscaler.transport.base import AgentStatus, HostKeyGate, Transport

@@ -17,7 +17,7 @@ cannot tick over and over. If the ticks after it still do not see it (the tick's
 failed, or the tick failed), it fires again after RETRY_S, then twice as long each time up to
 RETRY_MAX_S, as a Kubernetes controller requeues a failed item with backoff: one failed read must
 not leave a bring-up waiting for the next interval. The service bounds event ticks to one per
-min_gap_s, never during a tick, never on a standby, exactly as the fast path's (loop/watch.py).
+min_gap_s, never during a tick, never on a standby, exactly as the fast path's (loop/service/watch.py).
 """
 
 from __future__ import annotations
@@ -31,13 +31,13 @@ from autoscaler.core.fleet.lifecycle import BOOTING, Record, State
 from autoscaler.core.layout.layout_types import PlannedServer
 from autoscaler.fleet.base import Instance
 from autoscaler.gateway.base import GatewayError
-from autoscaler.loop.gateway_step import fleet_names
-from autoscaler.loop.observe import reachable
-from autoscaler.loop.tick import Observation
+from autoscaler.loop.steps.gateway_step import fleet_names
+from autoscaler.loop.tick.observe import reachable
+from autoscaler.loop.tick.records import Observation
 from autoscaler.transport.base import AgentStatus, TransportError, parse_status
 
 if TYPE_CHECKING:
-    from autoscaler.loop.controller import Controller
+    from autoscaler.loop.tick.controller import Controller
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ tests/loop/test_state.py checks that every field has a codec and survives a roun
 
 Version 0 is the layout before this object existed: loose store keys (`agent_seen`, `slo_guard`,
 `cheaper_since`, `plan_generation`, `unavailable`) with the same JSON shapes; the store reads them
-once, while no state object was saved yet, and deletes them on the first save (loop/store.py).
+once, while no state object was saved yet, and deletes them on the first save (loop/state/store.py).
 """
 
 from __future__ import annotations

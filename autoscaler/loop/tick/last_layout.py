@@ -34,7 +34,7 @@ def _same_copied(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
 
 
 def _same_running(a: Mapping[str, tuple[Any, ...]], b: Mapping[str, tuple[Any, ...]]) -> bool:
-    """The store hands out the same parsed tuples while an agent's assignment stays (loop/store.py)."""
+    """The store hands out the same parsed tuples while an agent's assignment stays (loop/state/store.py)."""
     if list(a) != list(b):
         return False
     return all(a[k] is b[k] or repr(a[k]) == repr(b[k]) for k in a)

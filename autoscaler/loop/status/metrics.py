@@ -11,9 +11,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from autoscaler.loop.health import STATUSES, Health
-from autoscaler.loop.metrics_gateway import GatewayCollector
-from autoscaler.loop.tick import TickReport
+from autoscaler.loop.status.health import STATUSES, Health
+from autoscaler.loop.status.metrics_gateway import GatewayCollector
+from autoscaler.loop.tick.records import TickReport
 
 
 class Metrics:

@@ -32,10 +32,8 @@ from agents.spec import ServerLimits
 from autoscaler.config.offerings import offering_prices
 from autoscaler.core.capacity.reach import conditions
 from autoscaler.core.fleet.lifecycle import LIVE, describe_table
-from autoscaler.loop.advisory import log_advice
-from autoscaler.loop.controller import Controller, TickReport
-from autoscaler.loop.gateway_step import snapshot
-from autoscaler.loop.health import (
+from autoscaler.loop.status.app import build_app
+from autoscaler.loop.status.health import (
     FAILING,
     OK,
     STANDBY,
@@ -49,8 +47,10 @@ from autoscaler.loop.health import (
     pick,
     render,
 )
-from autoscaler.loop.metrics import Metrics
-from autoscaler.loop.status_app import build_app
+from autoscaler.loop.status.metrics import Metrics
+from autoscaler.loop.steps.gateway_step import snapshot
+from autoscaler.loop.tick.advisory import log_advice
+from autoscaler.loop.tick.controller import Controller, TickReport
 
 log = logging.getLogger(__name__)
 __all__ = ["STATUS_LIMITS", "Metrics", "StatusServer", "StatusState", "fleet_snapshot", "headroom_snapshot"]
@@ -152,7 +152,7 @@ class StatusState:
                 self._set_health(STARTING_HEALTH, None)
 
     def set_advice(self, advice: dict[str, Any]) -> None:
-        """An advisory run's intended actions (loop/advisory.py), logged once per change."""
+        """An advisory run's intended actions (loop/tick/advisory.py), logged once per change."""
         with self.lock:
             previous = self.advice if self.advice.get("mode") == "advisory" else None
             self.advice = advice

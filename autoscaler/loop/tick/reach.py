@@ -8,8 +8,8 @@ import logging
 
 from autoscaler.config.policy import Policy
 from autoscaler.core.capacity.reach import WITHIN, Reach, ReachInput, judge
-from autoscaler.loop.store import Store
-from autoscaler.loop.tuning import headroom_config
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.tick.tuning import headroom_config
 
 log = logging.getLogger(__name__)
 

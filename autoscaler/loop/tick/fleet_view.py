@@ -18,8 +18,8 @@ from autoscaler.core.fleet.lifecycle import LIVE, Record, State
 from autoscaler.core.layout.layout_types import PlannedServer
 from autoscaler.core.rollout.reconcile import FleetView
 from autoscaler.core.routing.routes import GatewayNames
-from autoscaler.loop.state import ControllerState
-from autoscaler.loop.tick import Observation
+from autoscaler.loop.state.controller_state import ControllerState
+from autoscaler.loop.tick.records import Observation
 
 Key = tuple[str, int]
 Applied = Mapping[Key, tuple[int, tuple[PlannedServer, ...]]]
