@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from autoscaler.core.capacity.forecast import ramp
@@ -54,6 +54,10 @@ def test_reads_at_the_same_time_are_no_rise() -> None:
 
 @pytest.mark.property
 @given(st.lists(st.floats(0, 1e5), min_size=1, max_size=12), st.integers(0, 5))
+# A developer's draw (issue 53): rises on each read, but the least slope (7.1e-211 / 60) adds
+# nothing to 1.0 in floating point; ramp returned 1.0, a "floor" at the latest rate, not above it.
+@example(values=[0.0, 7.1e-211, 1.0], reads=2)
+@example(values=[0.0, 1.401298464324817e-45, 1.0], reads=2)
 def test_the_floor_is_none_or_above_the_latest_rate_and_within_the_steepest_rise(
     values: list[float], reads: int
 ) -> None:

@@ -81,14 +81,19 @@ def forecast_all(
 
 def ramp(points: Sequence[Point], horizon_s: float, reads: int) -> float:
     """The rate a sustained rise reaches at the horizon: last + least slope * horizon_s, where the
-    rate rose between each of the last `reads` + 1 points; 0 where it did not (or reads is 0)."""
+    rate rose between each of the last `reads` + 1 points; 0 where it did not (or reads is 0).
+
+    A floor is only ever above the latest rate: a rise too small to move it (a slope of 1e-212
+    req/s/s adds nothing to 1 req/s in floating point) is no ramp, and a "floor" equal to the
+    latest rate would report a ramp (ramp_floor_rps) that plans nothing."""
     pts = sorted(p for p in points if math.isfinite(p[1]) and p[1] >= 0)
     if reads <= 0 or len(pts) < reads + 1:
         return 0.0
     tail = pts[-(reads + 1) :]
     slopes = [(v1 - v0) / (t1 - t0) if t1 > t0 else 0.0 for (t0, v0), (t1, v1) in itertools.pairwise(tail)]
-    least = min(slopes)
-    return tail[-1][1] + least * horizon_s if least > 0 else 0.0
+    last, least = tail[-1][1], min(slopes)
+    floor = last + least * horizon_s
+    return floor if least > 0 and floor > last else 0.0
 
 
 def _alpha(dt: float, tau: float) -> float:
