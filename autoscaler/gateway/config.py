@@ -26,6 +26,13 @@ default the old process closes those at once, racing a request the client is sen
 (seen as a disconnect without a response, 1 of 107 requests in a test); with
 `option idle-close-on-response` it answers that next request and then closes with
 `Connection: close`.
+
+Every error HAProxy itself answers comes from an errorfile in the KServe v2 error shape
+(`{"error": "..."}`, application/json, its exact Content-Length; `error_files`), one for each status
+HAProxy 2.6 lets an errorfile replace (ERROR_STATUSES). HAProxy 2.6's H1 layer still answers a
+request it cannot parse (a malformed request line, headers over the buffer) with its built-in HTML
+page, whatever the errorfiles say; HAProxy 3.2 uses the errorfile there (haproxy/haproxy#3032).
+Without an errors directory (Paths.errors) the same bodies go inline as `http-error` lines.
 """
 
 from __future__ import annotations
@@ -49,6 +56,43 @@ class Paths:
     socket: str
     state_file: str
     pidfile: str | None = None
+    errors: str | None = None  # the directory of the errorfiles (`error_files`), NNN.http each
+
+
+# Each status HAProxy 2.6 can generate and lets an errorfile replace (200 is left out: it only
+# answers a monitor-uri, which this configuration has none of), with what its error says.
+ERROR_STATUSES: dict[int, tuple[str, str]] = {
+    400: ("Bad Request", "bad request: the gateway could not read it as HTTP"),
+    401: ("Unauthorized", "unauthorized"),
+    403: ("Forbidden", "forbidden"),
+    404: ("Not Found", "not found"),
+    405: ("Method Not Allowed", "method not allowed"),
+    407: ("Proxy Authentication Required", "proxy authentication required"),
+    408: ("Request Timeout", "the request did not arrive in full in time"),
+    410: ("Gone", "gone"),
+    413: ("Payload Too Large", "the request is too large"),
+    425: ("Too Early", "too early: the request may be replayed"),
+    429: ("Too Many Requests", "too many requests"),
+    500: ("Internal Server Error", "the gateway failed on this request"),
+    501: ("Not Implemented", "not implemented"),
+    502: ("Bad Gateway", "bad gateway: the server answered badly"),
+    503: ("Service Unavailable", "no server of this workload can take the request"),
+    504: ("Gateway Timeout", "the server did not answer in time"),
+}
+
+
+def error_files() -> dict[str, str]:
+    """Each errorfile by its name (`NNN.http`): a whole HTTP response, sent as it is, so its
+    Content-Type and Content-Length are written here (HAProxy computes neither for an errorfile)."""
+    files = {}
+    for status, (reason, message) in ERROR_STATUSES.items():
+        body = json.dumps({"error": message}, separators=(",", ":"))
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body.encode())}\r\ncache-control: no-cache\r\n\r\n"
+        )
+        files[f"{status}.http"] = head + body
+    return files
 
 
 def server_options(spec: GatewaySpec, weight: int) -> str:
@@ -70,7 +114,7 @@ def render(spec: GatewaySpec, paths: Paths, servers: Sequence[ServerSeen] = (), 
     """The whole configuration text (deterministic: the same inputs give the same bytes). With
     `fd`, the frontend listens on that inherited descriptor (`bind fd@N`: the socket the local
     gateway's owner holds, gateway/listener.py) rather than binding spec.listen itself."""
-    parts = [_global(spec, paths), _defaults(spec), _frontend(spec, fd), _unknown()]
+    parts = [_global(spec, paths), _defaults(spec, paths), _frontend(spec, fd), _unknown()]
     parts += [_backend(spec, w, [s for s in servers if s.workload == w]) for w in spec.workloads]
     return "\n".join(parts)
 
@@ -91,7 +135,7 @@ def _global(spec: GatewaySpec, paths: Paths) -> str:
     return "\n".join(ln for ln in lines if ln) + "\n"
 
 
-def _defaults(spec: GatewaySpec) -> str:
+def _defaults(spec: GatewaySpec, paths: Paths) -> str:
     connect = max(1, round(spec.connect_timeout_s * 1000))
     server = max(1, round(spec.timeout_s * 1000))
     return f"""defaults
@@ -110,10 +154,18 @@ def _defaults(spec: GatewaySpec) -> str:
     option idle-close-on-response
     retry-on conn-failure empty-response response-timeout 503
     http-reuse safe
-    http-error status 502 content-type application/json string '{_json({"error": "bad gateway: the server answered badly"})}'
-    http-error status 503 content-type application/json string '{_json({"error": "no server of this workload can take the request"})}'
-    http-error status 504 content-type application/json string '{_json({"error": "the server did not answer in time"})}'
+{_errors(paths)}
 """
+
+
+def _errors(paths: Paths) -> str:
+    """An errorfile per status, or without their directory the same bodies as `http-error` lines."""
+    if paths.errors is not None:
+        return "\n".join(f"    errorfile {s} {_quoted(f'{paths.errors}/{s}.http')}" for s in ERROR_STATUSES)
+    return "\n".join(
+        f"    http-error status {s} content-type application/json string '{_json({'error': m})}'"
+        for s, (_, m) in ERROR_STATUSES.items()
+    )
 
 
 def _frontend(spec: GatewaySpec, fd: int | None = None) -> str:

@@ -4,7 +4,7 @@ Like local instances it outlives `igniter run`: a later run finds it through its
 process's command line must name this directory's configuration, so a recycled pid is never taken
 for it) and keeps driving it; `igniter down` stops it. Files in the directory: haproxy.cfg (its
 first line carries the hash of the spec it was rendered from), haproxy.pid, servers.state (the
-servers' state, carried over a reload) and the runtime socket admin.sock (mode 600; in a short
+servers' state, carried over a reload), errors/NNN.http (the JSON errorfiles, gateway/config.py) and the runtime socket admin.sock (mode 600; in a short
 private directory under /tmp when the state path is too long for a unix socket).
 
 The listening socket is created by this object's owner (`igniter run`), held for as long as it
@@ -43,7 +43,7 @@ from autoscaler.core.routing.routes import GatewayView, Op, Route, ServerSeen
 from autoscaler.fleet.procs import alive, owned, private_dirs
 from autoscaler.gateway import listener, runtime
 from autoscaler.gateway.base import GatewayError, GatewaySpec, route_one, spec_hash
-from autoscaler.gateway.config import Paths, render
+from autoscaler.gateway.config import Paths, error_files, render
 
 log = logging.getLogger(__name__)
 MAX_SOCKET_PATH = 97  # haproxy's own limit for a `stats socket` path (sun_path holds 108 bytes)
@@ -58,7 +58,11 @@ class LocalHaproxy:
         self.stop_timeout_s = stop_timeout_s
         self.cfg = self.dir / "haproxy.cfg"
         self.pidfile = self.dir / "haproxy.pid"
-        self.paths = Paths(socket=str(socket_path(self.dir)), state_file=str(self.dir / "servers.state"))
+        self.paths = Paths(
+            socket=str(socket_path(self.dir)),
+            state_file=str(self.dir / "servers.state"),
+            errors=str(self.dir / "errors"),
+        )
         self.channel = runtime.UnixSocketChannel(self.paths.socket)
         self._spec: GatewaySpec | None = None
         self._seen: GatewayView | None = None  # the last observation: what a restart routes to at once
@@ -291,6 +295,7 @@ class LocalHaproxy:
         validate with `haproxy -c`, then move into place."""
         fd = None if sock is None else sock.fileno()
         text = f"# igniter-spec {spec_hash(spec)}\n" + render(spec, self.paths, servers, fd=fd)
+        _write_errors(Path(self.paths.errors or self.dir / "errors"))
         tmp = self.cfg.with_suffix(".cfg.new")
         tmp.write_text(text, encoding="utf-8")
         self._run([binary, "-c", "-f", str(tmp)], "check the configuration of", sock)
@@ -332,6 +337,16 @@ class LocalHaproxy:
         else:
             for path in (self.cfg, self.cfg.with_suffix(".cfg.new"), self.pidfile):
                 path.unlink(missing_ok=True)
+
+
+def _write_errors(errors: Path) -> None:
+    """The errorfiles the configuration names, each written whole before it is moved into place
+    (a haproxy starting meanwhile never reads half a file)."""
+    errors.mkdir(mode=0o700, exist_ok=True)
+    for name, text in error_files().items():
+        tmp = errors / f"{name}.new"
+        tmp.write_bytes(text.encode())
+        os.replace(tmp, errors / name)
 
 
 def socket_path(state_dir: Path) -> Path:

@@ -39,7 +39,7 @@ from autoscaler.core.routing.routes import DelServer, GatewayView, Op, Route, Se
 from autoscaler.fleet.base import Instance
 from autoscaler.gateway import runtime
 from autoscaler.gateway.base import GatewayError, GatewaySpec, spec_hash
-from autoscaler.gateway.config import Paths, render
+from autoscaler.gateway.config import Paths, error_files, render
 from autoscaler.transport.base import HostKeyGate, TransportError
 
 TAG_GATEWAY = "igniter:gateway"
@@ -87,7 +87,7 @@ class RemoteGateway:
         self.hosts = hosts or static_hosts(cfg.hosts)
         self.gate = gate
         base = cfg.remote_dir.rstrip("/")
-        self.paths = Paths(socket=f"{base}/admin.sock", state_file=f"{base}/servers.state")
+        self.paths = Paths(socket=f"{base}/admin.sock", state_file=f"{base}/servers.state", errors=f"{base}/errors")
         self.master = f"{base}/master.sock"
         self.views: dict[str, GatewayView] = {}
         self._spec: GatewaySpec | None = None
@@ -188,7 +188,7 @@ class RemoteGateway:
         pid = f"echo 'show info' | socat -t 5 - UNIX-CONNECT:{sock} 2>/dev/null | sed -n 's/^Pid: //p'"
         tries = int(RELOAD_WAIT_S / 0.1)
         script = (
-            f"set -e; cd {d}; cat > haproxy.cfg.new; haproxy -c -q -f haproxy.cfg.new; "
+            f"set -e; cd {d}; {_errors_script()}cat > haproxy.cfg.new; haproxy -c -q -f haproxy.cfg.new; "
             f"(echo 'show servers state' | socat -t 5 - UNIX-CONNECT:{sock} > servers.state) || true; "
             f"old=$({pid} || true); "
             f"mv haproxy.cfg.new haproxy.cfg; echo reload | socat -t 10 - UNIX-CONNECT:{master} >/dev/null; "
@@ -202,6 +202,13 @@ class RemoteGateway:
         if self._spec is None:
             raise GatewayError("the gateway's configuration is not known yet (ensure comes first)")
         return self._spec
+
+
+def _errors_script() -> str:
+    """Shell that writes the JSON errorfiles the configuration names (gateway/config.py) into
+    errors/ under the remote directory, before `haproxy -c` reads them."""
+    writes = "".join(f"printf '%s' {shlex.quote(text)} > errors/{name}; " for name, text in error_files().items())
+    return f"mkdir -p errors; {writes}"
 
 
 def merge(views: Sequence[GatewayView]) -> GatewayView:
