@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,9 @@ import yaml
 
 from autoscaler.config.errors import InputError
 from autoscaler.config.mig import BUNDLED
-from autoscaler.config.tables import import_tables
+from autoscaler.config.tables import MAX_TABLE_BYTES, MAX_TABLES, import_tables
+
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's: a 20,000-row table in a fraction of a second
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -46,18 +49,68 @@ def run_import(args: argparse.Namespace) -> int:
     folder: Path = args.folder
     if not folder.is_dir():
         raise InputError(folder, "", "not a folder of CSV tables")
-    tables = {str(path): path.read_text(encoding="utf-8") for path in sorted(folder.glob("*.csv"))}
+    try:
+        paths = sorted(folder.glob("*.csv"))
+    except OSError as exc:
+        raise InputError(folder, "", f"cannot list: {exc.strerror or exc}") from None
+    if len(paths) > MAX_TABLES:
+        raise InputError(folder, "", f"{len(paths):,} tables, more than the {MAX_TABLES:,} one import reads")
+    tables = {str(path): read_table(path) for path in paths}
     profile = import_tables(tables, gpu=args.gpu, source=str(folder))
-    text = yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False, default_flow_style=None, width=120)
+    text = yaml.dump(
+        profile.model_dump(mode="json"), Dumper=_Dumper, sort_keys=False, default_flow_style=None, width=120
+    )
     _write(args.out, text)
     rows = sum(len(r) for r in profile.models.values())
     print(f"{args.out}: {len(profile.models)} models, {rows} measured rows on {args.gpu} (from {folder})")
     return 0
 
 
+def read_table(path: Path) -> bytes:
+    """A table's bytes, from a regular file only and at most MAX_TABLE_BYTES of them.
+
+    stat first, so a directory, a FIFO (whose open would wait for a writer) or a device such as
+    /dev/zero (endless) is refused by its kind; the open is non-blocking and the opened file is
+    checked again, so a path swapped for a FIFO in between cannot hang the import either.
+    """
+    try:
+        kind = os.stat(path).st_mode
+        if not stat.S_ISREG(kind):
+            raise InputError(path, "", f"not a regular file (a {_kind(kind)}): a table must be a plain CSV file")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            opened = os.fstat(fh.fileno())
+            if not stat.S_ISREG(opened.st_mode):
+                raise InputError(path, "", f"not a regular file (a {_kind(opened.st_mode)})")
+            if opened.st_size > MAX_TABLE_BYTES:
+                raise InputError(
+                    path, "", f"{opened.st_size:,} bytes, more than the {MAX_TABLE_BYTES:,} a table may have"
+                )
+            return fh.read(MAX_TABLE_BYTES + 1)  # decode_table refuses the byte past the cap
+    except OSError as exc:
+        raise InputError(path, "", f"cannot read: {_why(path, exc)}") from None
+
+
+def _kind(mode: int) -> str:
+    kinds = [(stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"), (stat.S_ISCHR, "character device")]
+    kinds += [(stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")]
+    return next((name for test, name in kinds if test(mode)), "special file")
+
+
+def _why(path: Path, exc: OSError) -> str:
+    """An OSError in words; a dangling symbolic link says so (stat's 'No such file' alone puzzles)."""
+    why = exc.strerror or str(exc)
+    if isinstance(exc, FileNotFoundError) and path.is_symlink():
+        return f"{why} (a symbolic link to {os.readlink(path)!r}, which does not exist)"
+    return why
+
+
 def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise InputError(path, "", f"cannot write: {exc.strerror or exc}") from None
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
     umask = os.umask(0)
