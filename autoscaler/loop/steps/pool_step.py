@@ -20,6 +20,7 @@ from typing import Any
 from autoscaler.config.policy import Policy
 from autoscaler.core.fleet.lifecycle import Reason, State
 from autoscaler.core.fleet.warm_pool import (
+    PoolChanges,
     Retiring,
     Wanted,
     assign,
@@ -165,8 +166,21 @@ class PoolStep:
 
     def refill(self, outcome: Outcome) -> PoolReport | None:
         """Stop the initialised members, launch what each type lacks, terminate the excess."""
-        pool = self.pool
-        if pool is None:
+        pool, planned = self.pool, self.planned()
+        if pool is None or planned is None:
+            return None
+        changes, report = planned
+        for iid in changes.stop:
+            self._call(outcome, f"pool stop {iid}", lambda iid=iid: pool.pool_stop(iid), "after_stop")
+        for iid in changes.terminate:
+            self._call(outcome, f"pool terminate {iid}", lambda iid=iid: self.provider.terminate(iid), None)
+        self._launch(pool, changes.launch, outcome)
+        return replace(report, started=outcome.warm_starts, returned=outcome.pool_returns)
+
+    def planned(self) -> tuple[PoolChanges, PoolReport] | None:
+        """What refill would change, and the pool as listed; calls nothing that changes anything
+        (advisory mode publishes this instead: loop/tick/advisory.py). None without a pool."""
+        if self.pool is None:
             return None
         self._members = None  # after act: the members just claimed are gone
         members, now = self.members(), self.clock()
@@ -176,15 +190,10 @@ class PoolStep:
         delay = cfg.refill_delay_s if cfg.reuse_on_scale_in else 0.0
         waiting = refill_waits(self._book().get("claimed", {}), now, delay)
         changes = refill(want, members, ready, now=now, timeout_s=self.policy.provider.ready_timeout_s, waiting=waiting)
-        for iid in changes.stop:
-            self._call(outcome, f"pool stop {iid}", lambda iid=iid: pool.pool_stop(iid), "after_stop")
-        for iid in changes.terminate:
-            self._call(outcome, f"pool terminate {iid}", lambda iid=iid: self.provider.terminate(iid), None)
-        self._launch(pool, changes.launch, outcome)
         counts: dict[str, int] = {}
         for m in members:
             counts[m.state] = counts.get(m.state, 0) + 1
-        return PoolReport(target=want, members=counts, started=outcome.warm_starts, returned=outcome.pool_returns)
+        return changes, PoolReport(target=want, members=counts)
 
     def _want(self, now: float) -> dict[str, int]:
         sc = self.policy.scaling

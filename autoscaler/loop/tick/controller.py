@@ -34,7 +34,7 @@ from autoscaler.leader.base import NotLeader
 from autoscaler.loop.state.controller_state import ControllerState, StateError
 from autoscaler.loop.steps.actuator import Actuator, Outcome
 from autoscaler.loop.steps.gateway_step import GatewayStep, fleet_names
-from autoscaler.loop.steps.pool_step import PoolStep
+from autoscaler.loop.steps.pool_step import PoolReport, PoolStep
 from autoscaler.loop.tick import inputs
 from autoscaler.loop.tick.fleet_view import ViewInput, agent_ready, fleet_view, live_records
 from autoscaler.loop.tick.inputs import AGENT_DRAIN_WAIT_S, layout_input
@@ -100,7 +100,7 @@ class Controller:
             corrections = self.guard(report.latency_p99_ms)
             self.converge(obs, orphans, planned, corrections, report)
             if not self.fast:  # refilling is a normal tick's work (loop/steps/pool_step.py)
-                report.warm_pool = self.pool.refill(report.outcome)
+                report.warm_pool = self.refill_pool(report)
             self.route(obs, report)
         except (ProviderError, TransportError) as exc:
             report.ok, report.error = False, f"{type(exc).__name__}: {exc}"
@@ -119,6 +119,11 @@ class Controller:
         report.wake_at = self._wake(start, report.settling)
         self.record(report)
         return report
+
+    def refill_pool(self, report: TickReport) -> PoolReport | None:
+        """The warm pool kept at its target (loop/steps/pool_step.py); an advisory run's controller
+        publishes what this would change instead (loop/tick/advisory.py)."""
+        return self.pool.refill(report.outcome)
 
     def _aborted_by(self, exc: ProviderError | TransportError, now: float) -> None:
         """A listing that was throttled or refused backs off the provider's mutations too."""
