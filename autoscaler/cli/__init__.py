@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, dispatch, and map errors to the contract's exit codes."""
+    if _version_asked(sys.argv[1:] if argv is None else list(argv)):
+        print(f"igniter {autoscaler.__version__}")  # before the subcommands: an agent-only install has none
+        return EXIT_OK
     try:
         args = build_parser().parse_args(argv)
     except ModuleNotFoundError as exc:  # before a command runs: the install lacks an extra
@@ -80,6 +83,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         logging.getLogger("igniter").exception("internal error: %s", exc)
         return EXIT_INTERNAL
+
+
+def _version_asked(argv: Sequence[str]) -> bool:
+    """`igniter [OPTIONS] --version`: answered without importing the subcommands, whose
+    libraries (the service extra) an agent-only install lacks; the `igniter` script is there too."""
+    args = iter(argv)
+    for arg in args:
+        if arg == "--version":
+            return True
+        if arg == "--log-format":
+            next(args, None)
+        elif not arg.startswith("-"):
+            return False  # a subcommand: its own parser decides
+    return False
 
 
 def _missing_extra(exc: ModuleNotFoundError, command: str | None) -> int:

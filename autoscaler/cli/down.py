@@ -41,8 +41,11 @@ def cmd_down(args: argparse.Namespace) -> int:
     gateway = make_gateway(policy, state, provider)
     if gateway is not None:
         try:
+            running = getattr(gateway, "running", None)  # a local haproxy knows; gateway hosts always run
+            was_running = running() if callable(running) else True
             gateway.stop()
-            print(f"gateway stopped ({policy.gateway.listen})", file=sys.stderr)
+            said = "gateway stopped" if was_running else "no gateway was running"
+            print(f"{said} ({policy.gateway.listen})", file=sys.stderr)
         except Exception as exc:
             print(f"error: could not stop the gateway: {exc}", file=sys.stderr)
             failed += 1
@@ -62,7 +65,10 @@ def _terminate_all(provider: Any) -> int:
         except Exception as exc:
             print(f"error: could not terminate {inst.id}: {exc}", file=sys.stderr)
             failed += 1
-    print(f"{len(instances) - failed} of {len(instances)} instance(s) terminated", file=sys.stderr)
+    if instances:
+        print(f"{len(instances) - failed} of {len(instances)} instance(s) terminated", file=sys.stderr)
+    else:
+        print("no instance of the fleet was running", file=sys.stderr)
     closer = getattr(provider, "close", None)
     if closer is not None:
         closer()

@@ -33,13 +33,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "example", help="print an example policy or the policy schema", description=f"NAME is one of: {listing}."
     )
-    p.add_argument("name", choices=EXAMPLES, metavar="NAME", help=", ".join(EXAMPLES))
+    p.add_argument("name", nargs="?", choices=EXAMPLES, metavar="NAME", help=", ".join(EXAMPLES))
     p.add_argument("-o", "--out", type=Path, help="write it to this new file instead of stdout (never overwrites)")
     p.set_defaults(func=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.name is None:  # a newcomer's first try: say what there is, in one line (exit 2)
+        listing = "; ".join(f"{name} - {what}" for name, (_, what) in EXAMPLES.items())
+        print(f"igniter example: NAME is missing, one of: {listing}", file=sys.stderr)
+        return 2
     source = examples_dir() / EXAMPLES[args.name][0]
     try:
         text = source.read_text(encoding="utf-8")

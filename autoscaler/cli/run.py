@@ -136,7 +136,28 @@ def _serve(args: argparse.Namespace) -> int:
     if args.advisory and args.state is None:
         state = state.with_suffix(".advisory.sqlite")  # beside the autoscaler's: the same local fleet and gateway
     bind = None if args.no_status else status_bind(args, policy)
+    if args.advisory:
+        _say_if_no_gateway(policy, state)
     return Service(args.policy, state, bind, advisory=args.advisory).run()
+
+
+def _say_if_no_gateway(policy: Any, state: Path) -> None:
+    """Advisory mode reads a fleet another `igniter run` drives; with no local gateway running,
+    every tick's gateway steps fail ("2 failed"), which says nothing of why: say it once, first."""
+    from autoscaler.gateway.local import LocalHaproxy
+    from autoscaler.loop.service.wiring import gateway_dir
+
+    if policy.gateway.kind == "none" or policy.gateway.remote:
+        return
+    where = gateway_dir(policy, state)
+    if not LocalHaproxy(where, policy.gateway.haproxy_command).running():
+        logging.getLogger("igniter").warning(
+            "advisory: no gateway is running for fleet %s (none in %s): nothing to advise beside; start "
+            "`igniter run %s` first (with the same state directory). Until then each tick's gateway steps fail",
+            policy.fleet,
+            where,
+            policy.source or "POLICY",
+        )
 
 
 def status_bind(args: argparse.Namespace, policy: Any) -> Any:
