@@ -299,3 +299,33 @@ def test_documented_defaults_match_the_schema() -> None:
             assert key in defaults, f"{section}.{key} is documented but not in the schema"
             assert defaults[key] == value, f"{section}.{key}: documented {value!r}, default {defaults[key]!r}"
         assert set(doc[section]) == set(defaults), f"{section}: undocumented {set(defaults) - set(doc[section])}"
+
+
+NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def test_a_heading_that_counts_commands_counts_its_block() -> None:
+    """'## Two commands' over a block of three was what a newcomer read first (issue 51)."""
+    counted = 0
+    for path in DOCS:
+        for word, block in re.findall(r"^#+ (\w+) commands\n+```sh\n(.*?)```", path.read_text(), re.M | re.S):
+            commands = [ln for ln in block.splitlines() if ln.strip() and not ln.startswith("#")]
+            assert NUMBER_WORDS.get(word.lower()) == len(commands), f"{path.name}: '{word} commands' over {commands}"
+            counted += 1
+    assert counted >= 1
+
+
+def test_the_debian_packages_named_are_the_makefiles() -> None:
+    """The packages `make test` installs (the Makefile's DEBS, `package:command` pairs) are the
+    ones the docs name, in every place that names them."""
+    debs = re.search(r"^DEBS := (.*)$", (ROOT / "Makefile").read_text(), re.M)
+    assert debs, "Makefile: no DEBS"
+    want = {pair.split(":")[0] for pair in debs[1].split()}
+    named = [
+        (path.name, set(re.split(r",\s*", m[1])))
+        for path in DOCS
+        for m in re.finditer(r"Debian packages its tests start\s+for real \(([^)]*)\)", path.read_text())
+    ]
+    assert named, "no doc names the Debian packages"
+    for name, packages in named:
+        assert packages == want, f"{name}: names {sorted(packages)}, the Makefile installs {sorted(want)}"
