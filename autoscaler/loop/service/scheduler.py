@@ -49,6 +49,7 @@ from autoscaler.leader.base import Fence, LeaseError, NotLeader
 from autoscaler.loop.service.keeper import GatewayKeeper
 from autoscaler.loop.service.leadership import Leadership
 from autoscaler.loop.service.ready_watch import ReadyWatch
+from autoscaler.loop.service.skips import quiet_expected_skips
 from autoscaler.loop.service.watch import FastWatch
 from autoscaler.loop.service.wiring import build_advisory_controller, build_controller, make_leadership, make_rates
 from autoscaler.loop.status.app import routes_listing
@@ -329,6 +330,7 @@ class Service:
         if self.leadership is not None:
             self.leadership.start()
         interval = self.policy.scaling.interval_s
+        quiet_expected_skips()  # the watchers' skips are the design (loop/service/skips.py)
         self.scheduler = BackgroundScheduler(
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": max(1, int(interval))}
         )
