@@ -42,6 +42,7 @@ __all__ = [
     "RatesConfig",
     "ScalingConfig",
     "SpotConfig",
+    "StateConfig",
     "Workload",
     "bundled_profiles",
     "load_policy",
@@ -133,6 +134,11 @@ class AgentsConfig(Frozen):
     port: Annotated[int, Field(ge=1, le=65535)] = 22
     connect_timeout_s: Timeout = 10.0
     command_timeout_s: Timeout = 30.0
+    max_concurrency: Annotated[int, Field(ge=1, le=1024, strict=True)] = Field(
+        default=32,
+        description="agent status reads and applies in flight at once; each is bounded by "
+        "connect_timeout_s + command_timeout_s, so a dead agent costs its own deadline, not the tick's",
+    )
     host_override: str | None = None
     agent_command: Annotated[str, AfterValidator(_command_words)] = "igniter-agent"
     state_dir: str = "/var/lib/igniter"
@@ -171,6 +177,17 @@ class RatesConfig(Frozen):
     prometheus: PrometheusRates = Field(default_factory=PrometheusRates)
 
 
+class StateConfig(Frozen):
+    """What the state file keeps of the past (loop/state/store.py): enough to explain the last
+    days, and no more, so its size and a tick's work in it do not grow with the fleet's age."""
+
+    history_s: Seconds = Field(
+        default=7 * 86400.0,
+        description="ticks, actions, lifecycle history and closed instance records older than this are "
+        "dropped (rates are kept as long as the forecast's seasons need, layouts the newest 500)",
+    )
+
+
 class Policy(Frozen):
     """A whole policy. `source` is the file it came from (for error messages and relative paths)."""
 
@@ -184,6 +201,7 @@ class Policy(Frozen):
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     scaling: ScalingConfig = Field(default_factory=ScalingConfig)
     leader: LeaderConfig = Field(default_factory=LeaderConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
     source: Path | None = Field(default=None, exclude=True)
 
     @model_validator(mode="after")

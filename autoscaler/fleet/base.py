@@ -205,6 +205,34 @@ class Provider(Protocol):
 
 
 @runtime_checkable
+class BatchTerminate(Protocol):
+    """Optional provider capability: terminate many instances in few calls (EC2's
+    TerminateInstances takes up to 1,000 ids). The same guarantees as `terminate` for each id;
+    the answer holds the error of each id that was not terminated (an id missing from it is
+    gone or going). A provider without it is called once per id (`terminate_many` below)."""
+
+    def terminate_many(self, instance_ids: Sequence[str]) -> dict[str, ProviderError]: ...
+
+
+def terminate_many(provider: Provider, instance_ids: Sequence[str]) -> dict[str, ProviderError]:
+    """Terminate each id, in as few calls as the provider allows; the error of each that failed.
+    One at a time, a failure that says back off (throttled, unauthorised) is not followed by
+    more calls this round: the ids after it carry the same error and are tried again next tick."""
+    if isinstance(provider, BatchTerminate):
+        return provider.terminate_many(instance_ids)
+    failed: dict[str, ProviderError] = {}
+    for n, instance_id in enumerate(instance_ids):
+        try:
+            provider.terminate(instance_id)
+        except ProviderError as exc:
+            failed[instance_id] = exc
+            if exc.decision.retry is Retry.BACKOFF:
+                failed.update({later: exc for later in instance_ids[n + 1 :]})
+                break
+    return failed
+
+
+@runtime_checkable
 class HostKeySource(Protocol):
     """Optional provider capability: an instance's SSH host public keys, learnt through the cloud
     API rather than from the network, so the transport can pin them before its first connection

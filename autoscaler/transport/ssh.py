@@ -7,7 +7,8 @@
   any; without pins, against agents.known_hosts (else the user's ~/.ssh/known_hosts).
 - A host presenting a key other than the pinned one is refused (TransportFault.AUTH: the controller
   quarantines the node, transport/base.py) and logged as an error: the node was replaced behind our back, or someone is in the middle.
-- One pooled connection per instance, reopened after any failure.
+- One pooled connection per instance, reopened after any failure; calls to different instances
+  run side by side (loop/tick/observe.py and the actuator ask them in a bounded pool).
 - Every argument is shell-quoted; connect and command timeouts bound every call.
 """
 
@@ -38,7 +39,8 @@ class SshTransport:
         self.cfg = cfg
         self.pins = pins
         self._pool: dict[PoolKey, paramiko.SSHClient] = {}
-        self._lock = threading.Lock()
+        self._locks: dict[PoolKey, threading.Lock] = {}  # one call at a time per connection
+        self._lock = threading.Lock()  # guards the two dicts
 
     def apply(self, instance: Instance, assignment: dict[str, Any]) -> None:
         self._call(instance, "apply", json.dumps(assignment))
@@ -66,13 +68,24 @@ class SshTransport:
         connection: (exit status, stdout, stderr). The gateway's runtime API goes this way too."""
         host = self._host(instance)
         key = (instance.id, host, self.cfg.port)
-        with self._lock:
+        lock = self._lock_of(key)
+        if not lock.acquire(timeout=self.cfg.connect_timeout_s + self.cfg.command_timeout_s):
+            raise TransportError(f"{host}:{self.cfg.port}: {what}: an earlier call to it has not returned")
+        try:
             client = self._client(key)
             try:
                 return self._exec(client, command, stdin)
             except (OSError, paramiko.SSHException, EOFError) as exc:
                 self._drop(key)
                 raise TransportError(f"{host}:{self.cfg.port}: {what} failed: {exc or type(exc).__name__}") from None
+        finally:
+            lock.release()
+
+    def _lock_of(self, key: PoolKey) -> threading.Lock:
+        """One call at a time per connection; calls to different instances run side by side
+        (transport/bounded.py), so one slow node holds only its own lock."""
+        with self._lock:
+            return self._locks.setdefault(key, threading.Lock())
 
     def _host(self, instance: Instance) -> str:
         host = self.cfg.host_override or instance.address
@@ -81,13 +94,21 @@ class SshTransport:
         return host
 
     def _client(self, key: PoolKey) -> paramiko.SSHClient:
-        client = self._pool.get(key)
-        if client is not None and _active(client):
-            return client
-        for stale in [k for k, c in self._pool.items() if k == key or not _active(c)]:
-            self._drop(stale)
+        """The key's pooled connection, or a new one (connected outside the pool's lock: a node
+        that is slow to answer holds up only calls to itself)."""
+        with self._lock:
+            client = self._pool.get(key)
+            if client is not None and _active(client):
+                return client
+            stale = [k for k, c in self._pool.items() if k == key or not _active(c)]
+            for k in stale:  # a dead connection's lock goes with it, unless a call holds it
+                if k != key and not self._locks[k].locked():
+                    del self._locks[k]
+        for k in stale:
+            self._drop(k)
         client = self._connect(*key)
-        self._pool[key] = client
+        with self._lock:
+            self._pool[key] = client
         return client
 
     def _trust(self, client: paramiko.SSHClient, instance_id: str, host: str, port: int) -> None:
@@ -163,7 +184,8 @@ class SshTransport:
             chan.close()
 
     def _drop(self, key: PoolKey) -> None:
-        client = self._pool.pop(key, None)
+        with self._lock:
+            client = self._pool.pop(key, None)
         if client is not None:
             client.close()
 

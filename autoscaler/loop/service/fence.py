@@ -22,11 +22,11 @@ RunInstances, by the launch token every leader derives alike (docs/operations.md
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from autoscaler.config.offerings import ON_DEMAND
-from autoscaler.fleet.base import Instance, Provider, WarmPool
+from autoscaler.fleet.base import Instance, Provider, ProviderError, WarmPool, terminate_many
 from autoscaler.leader.base import Fence, LeaseLost, NotLeader
 from autoscaler.loop.steps import faults
 from autoscaler.transport.base import Transport
@@ -61,6 +61,13 @@ class FencedProvider:
         token = self.fence.check(f"terminate {instance_id}")
         faults.record("terminate", instance_id, token)
         self.inner.terminate(instance_id)
+
+    def terminate_many(self, instance_ids: Sequence[str]) -> dict[str, ProviderError]:
+        """One check for the batch here; an AWS client checks again before each request it sends."""
+        token = self.fence.check(f"terminate {len(instance_ids)} instance(s)")
+        for instance_id in instance_ids:
+            faults.record("terminate", instance_id, token)
+        return terminate_many(self.inner, instance_ids)
 
     def close(self) -> None:
         self.inner.close()

@@ -28,6 +28,7 @@ from autoscaler.loop.state.controller_state import ControllerState, StateError
 from autoscaler.loop.state.store_reads import TABLES, TableReads
 
 STATE_KEY = "controller_state"
+ROW_TABLES = ("instances", "instance_history", "layouts", "applied", "actions", "rates", "ticks")
 OPEN_WHERE, OPEN_ARGS = f"state IN ({','.join('?' * len(OPEN))})", tuple(s.value for s in OPEN)  # open_records
 # The loose keys the controller kept before ControllerState (state version 0): read once, while
 # no state object was saved yet, and deleted by the first save.
@@ -60,7 +61,20 @@ CREATE INDEX IF NOT EXISTS rates_by_time ON rates (at);
 CREATE TABLE IF NOT EXISTS ticks (
   id INTEGER PRIMARY KEY AUTOINCREMENT, started_at REAL NOT NULL, finished_at REAL,
   ok INTEGER, summary TEXT);
+CREATE INDEX IF NOT EXISTS ticks_by_time ON ticks (started_at);
+CREATE INDEX IF NOT EXISTS actions_by_time ON actions (started_at);
+CREATE INDEX IF NOT EXISTS actions_by_slot ON actions (slot, kind);
+CREATE INDEX IF NOT EXISTS actions_by_tick ON actions (tick);
+CREATE INDEX IF NOT EXISTS history_by_time ON instance_history (at);
+CREATE INDEX IF NOT EXISTS instances_by_update ON instances (updated_at);
 """
+HISTORY_S = 7 * 86400.0  # policy state.history_s's default: what end_tick keeps of the past
+PRUNE_EVERY_S = 600.0  # how far the cut-off moves between two prunes
+# Closed records older than the history, except each slot's newest attempt (a new attempt must
+# number above it: its launch token is derived from it) and the fleet's first (first_launch).
+PRUNE_CLOSED = f"""DELETE FROM instances WHERE NOT ({OPEN_WHERE}) AND updated_at < ?
+  AND attempt < (SELECT MAX(i.attempt) FROM instances i WHERE i.slot = instances.slot)
+  AND created_at > (SELECT MIN(created_at) FROM instances)"""
 
 
 class Store:
@@ -76,6 +90,7 @@ class Store:
         self._parsed: dict[str, tuple[PlannedServer, ...]] = {}  # applied.servers text -> specs (see applied)
         self._layout_row: tuple[int, str, Layout] | None = None  # newest layouts row: id, body, parsed
         self._last_body: tuple[Layout, str] | None = None  # the last layout saved, and its JSON (_body)
+        self._pruned_to = -math.inf  # the cut-off of the last prune
         self._reads = TableReads(enabled=file is None)  # an in-memory store's reads (store_reads.py)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         try:
@@ -406,12 +421,37 @@ class Store:
             cur = db.execute("INSERT INTO ticks(started_at) VALUES(?)", (now,))
         return int(cur.lastrowid or 0)
 
-    def end_tick(self, tick: int, now: float, ok: bool, summary: Mapping[str, Any]) -> None:
+    def end_tick(self, tick: int, now: float, ok: bool, summary: Mapping[str, Any], keep_s: float = HISTORY_S) -> None:
+        """The tick's outcome; and what is older than `keep_s` goes (retention: `prune`)."""
         with self._tx("ticks") as db:
             db.execute(
                 "UPDATE ticks SET finished_at=?, ok=?, summary=? WHERE id=?",
                 (now, int(ok), json.dumps(summary, default=str), tick),
             )
+        self.prune(now - keep_s)
+
+    def prune(self, before: float) -> None:
+        """Drop ticks, finished actions, lifecycle history and closed records from before
+        `before`, at most once per PRUNE_EVERY_S of it (each an indexed range: the work is what
+        goes, not what stays; and a write forgets the remembered reads, store_reads.py)."""
+        if before < self._pruned_to + PRUNE_EVERY_S:
+            return
+        self._pruned_to = before
+        with self._tx("ticks", "actions", "instance_history") as db:
+            db.execute("DELETE FROM ticks WHERE started_at < ?", (before,))
+            db.execute("DELETE FROM actions WHERE started_at < ? AND status != 'started'", (before,))
+            db.execute("DELETE FROM instance_history WHERE at < ?", (before,))
+        with self._lock:
+            closed = self._db.execute(PRUNE_CLOSED.replace("DELETE", "SELECT 1", 1) + " LIMIT 1", (*OPEN_ARGS, before))
+            if closed.fetchone() is None:
+                return
+        with self._tx("instances") as db:
+            db.execute(PRUNE_CLOSED, (*OPEN_ARGS, before))
+
+    def row_counts(self) -> dict[str, int]:
+        """Rows per table (what retention bounds; the fleet-size docs and tests read it)."""
+        with self._lock:
+            return {t: int(self._db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]) for t in ROW_TABLES}
 
     def add_rates(
         self,

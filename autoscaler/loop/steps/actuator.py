@@ -34,11 +34,13 @@ from autoscaler.fleet.base import (
     ProviderError,
     Retry,
     pool_of,
+    terminate_many,
 )
 from autoscaler.loop.state.controller_state import ControllerState, Quarantine
 from autoscaler.loop.state.store import Store
 from autoscaler.loop.steps import faults
 from autoscaler.transport.base import Transport, TransportError
+from autoscaler.transport.bounded import call_all
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,10 @@ class Actuator:
     clock: Callable[[], float]
     outcome: Outcome = field(default_factory=Outcome)
     host_override: str | None = None  # agents.host_override: where this machine reaches the instances
+    max_concurrency: int = 1  # agents.max_concurrency: applies in flight at once
+    deadline_s: float = 40.0  # one apply's deadline (transport/bounded.py agent_deadline_s)
+    _applies: list[_Apply] = field(default_factory=list)  # gathered, not sent yet
+    _terminations: list[_Termination] = field(default_factory=list)
 
     def host(self, inst: Instance) -> str:
         """The address an instance's servers bind and the gateway reaches them at: the instance's
@@ -83,13 +89,27 @@ class Actuator:
         return self.host_override or inst.address or "127.0.0.1"
 
     def run(self, actions: tuple[Action, ...]) -> Outcome:
+        """Each action in order. Agent applies are made together (a bounded pool) and
+        terminations together (one provider call for many ids): a run of them is gathered, its
+        intents written in order, and sent when an action of another kind comes, or at the end."""
         handlers = {Launch: self.launch, Configure: self.configure, Drain: self.drain, Terminate: self.terminate}
         faults.point("slow_act")
         for action in actions:
+            self._flush_unless(action)
             handlers[type(action)](action)  # type: ignore[operator]
             if self.outcome.capacity:
                 break
+        self._flush_applies()
+        self._flush_terminations()
         return self.outcome
+
+    def _flush_unless(self, action: Action) -> None:
+        """Send what was gathered before an action of another kind (or one for an agent already
+        in the batch: its second call must see the first's outcome)."""
+        if not isinstance(action, Configure | Drain) or any(c.key[0] == action.slot for c in self._applies):
+            self._flush_applies()
+        if not isinstance(action, Terminate):
+            self._flush_terminations()
 
     def _backing_off(self, what: str) -> bool:
         """Provider mutations wait while the backoff holds (noted once per round)."""
@@ -191,10 +211,9 @@ class Actuator:
         aid = self.store.begin_action(
             self.tick, "configure", a.slot, {"reason": a.reason, "assignment": body}, self.clock()
         )
-        if self._apply(inst, body, aid, f"configure {a.slot}", rec.key, mark):
-            servers = tuple(replace(s, address=f"{host}:{base + s.index}") for s in a.servers)
-            self.store.set_applied(rec.key, servers, gen, self.clock())
-            self.outcome.done.append(f"configure {a.slot} generation {gen}: {a.reason}")
+        servers = tuple(replace(s, address=f"{host}:{base + s.index}") for s in a.servers)
+        done = f"configure {a.slot} generation {gen}: {a.reason}"
+        self._applies.append(_Apply(inst, body, aid, f"configure {a.slot}", rec.key, mark, servers, gen, done))
 
     def drain(self, a: Drain) -> None:
         found = self._instance_of(a.slot)
@@ -205,24 +224,31 @@ class Actuator:
         gen = self.store.next_assignment_generation(self.assignment_generation.get(a.slot, 0) + 1)
         aid = self.store.begin_action(self.tick, "drain", a.slot, {"reason": a.reason}, self.clock())
         body = assignment_json((), gen, self._port_base(inst), self.host(inst))
-        if self._apply(inst, body, aid, f"drain {a.slot}", rec.key, None):
-            self.store.set_applied(rec.key, (), gen, self.clock())
-            self.outcome.done.append(f"drain {a.slot}")
+        self._applies.append(_Apply(inst, body, aid, f"drain {a.slot}", rec.key, None, (), gen, f"drain {a.slot}"))
 
-    def _apply(
-        self, inst: Instance, body: dict[str, object], aid: int, what: str, key: tuple[str, int], mark: str | None
-    ) -> bool:
-        try:
-            self.transport.apply(inst, body)
-        except TransportError as exc:
-            self.store.finish_action(aid, "failed", self.clock(), str(exc))
-            self._transport_failed(inst, key, mark, what, exc)
-            return False
-        faults.point("after_apply")
-        self.store.finish_action(aid, "done", self.clock())
+    def _flush_applies(self) -> None:
+        """Send the gathered assignments, at most max_concurrency at once, each under its
+        deadline; the outcomes are written in the order the actions came."""
+        batch, self._applies = self._applies, []
+        replies = call_all(self._send, batch, self.max_concurrency, self.deadline_s)
+        for call, reply in zip(batch, replies, strict=True):
+            if isinstance(reply, TransportError):
+                self.store.finish_action(call.aid, "failed", self.clock(), str(reply))
+                self._transport_failed(call.inst, call.key, call.mark, call.what, reply)
+                continue
+            faults.point("after_apply")
+            self._applied(call)
+
+    def _send(self, call: _Apply) -> None:
+        self.transport.apply(call.inst, call.body)
+
+    def _applied(self, call: _Apply) -> None:
+        self.store.finish_action(call.aid, "done", self.clock())
+        key = call.key
         if key in self.state.rejected:
             self.state = replace(self.state, rejected={k: v for k, v in self.state.rejected.items() if k != key})
-        return True
+        self.store.set_applied(key, call.servers, call.generation, self.clock())
+        self.outcome.done.append(call.done)
 
     def _transport_failed(
         self, inst: Instance, key: tuple[str, int], mark: str | None, what: str, exc: TransportError
@@ -276,12 +302,12 @@ class Actuator:
             self.clock(),
         )
         pool = pool_of(self.provider) if a.to_pool else None
-        faults.point("before_return" if pool is not None else "before_terminate")
+        if pool is None or not a.to_pool:
+            self._terminations.append(_Termination(aid, a.slot, a.instance_id, a.reason.value))
+            return
+        faults.point("before_return")
         try:
-            if pool is not None and a.to_pool:
-                pool.pool_return(a.instance_id, a.to_pool)  # ReuseOnScaleIn: re-tagged, then stopped
-            else:
-                self.provider.terminate(a.instance_id)
+            pool.pool_return(a.instance_id, a.to_pool)  # ReuseOnScaleIn: re-tagged, then stopped
         except ProviderError as exc:
             self.store.finish_action(aid, "failed", self.clock(), str(exc))
             self._provider_failed(f"terminate {a.slot} {a.instance_id}", exc)
@@ -289,11 +315,50 @@ class Actuator:
         faults.point("after_terminate")
         self._provider_ok()
         self.store.finish_action(aid, "done", self.clock())
-        if pool is not None:
-            self.outcome.pool_returns += 1
-            self.outcome.done.append(f"return {a.slot} {a.instance_id} to the warm pool as {a.to_pool}")
-        else:
-            self.outcome.done.append(f"terminate {a.slot} {a.instance_id} ({a.reason.value})")
+        self.outcome.pool_returns += 1
+        self.outcome.done.append(f"return {a.slot} {a.instance_id} to the warm pool as {a.to_pool}")
+
+    def _flush_terminations(self) -> None:
+        """The gathered terminations in one provider call (EC2: TerminateInstances with up to
+        1,000 ids a request); each id's outcome is written in the order the actions came."""
+        batch, self._terminations = self._terminations, []
+        if not batch:
+            return
+        faults.point("before_terminate")
+        failed = terminate_many(self.provider, [t.instance_id for t in batch])
+        faults.point("after_terminate")
+        for t in batch:
+            exc = failed.get(t.instance_id)
+            if exc is not None:
+                self.store.finish_action(t.aid, "failed", self.clock(), str(exc))
+                self._provider_failed(f"terminate {t.slot} {t.instance_id}", exc)
+                continue
+            self._provider_ok()
+            self.store.finish_action(t.aid, "done", self.clock())
+            self.outcome.done.append(f"terminate {t.slot} {t.instance_id} ({t.reason})")
+
+
+@dataclass(frozen=True)
+class _Apply:
+    """An assignment on its way to an agent: its intent is written, the call not made yet."""
+
+    inst: Instance
+    body: dict[str, object]
+    aid: int  # the action row, finished with the outcome
+    what: str  # "configure SLOT" / "drain SLOT", for the tick report
+    key: tuple[str, int]  # the record's (slot, attempt)
+    mark: str | None  # the assignment's fingerprint (None: a drain, never remembered as rejected)
+    servers: tuple[PlannedServer, ...]  # what the store records as applied once it is
+    generation: int
+    done: str  # the tick report's line once applied
+
+
+@dataclass(frozen=True)
+class _Termination:
+    aid: int
+    slot: str
+    instance_id: str
+    reason: str
 
 
 def quarantine(state: ControllerState, inst: Instance, reason: str, now: float) -> ControllerState:

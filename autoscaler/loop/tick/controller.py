@@ -45,6 +45,7 @@ from autoscaler.loop.tick.records import Deps, Observation, PlanFn, TickReport
 from autoscaler.loop.tick.tuning import planned_rates, ready_capacity
 from autoscaler.planner.limits import TooManyInstances
 from autoscaler.transport.base import TransportError
+from autoscaler.transport.bounded import agent_deadline_s
 
 log = logging.getLogger(__name__)
 
@@ -399,6 +400,8 @@ class Controller:
             clock=self.deps.clock,
             outcome=report.outcome,
             host_override=self.policy.agents.host_override,
+            max_concurrency=self.policy.agents.max_concurrency,
+            deadline_s=agent_deadline_s(self.policy.agents),
         )
         outcome = actuator.run(actions)
         self.state = actuator.state
@@ -429,7 +432,7 @@ class Controller:
             report.quarantined = {k: q.reason for k, q in self.state.quarantined.items()}
             report.backoff_until = self.state.backoff.until if self.state.backoff.active(end) else None
         self.store.prune_applied({r.key for r in self.store.open_records()})
-        self.store.end_tick(report.tick, end, report.ok, report.summary())
+        self.store.end_tick(report.tick, end, report.ok, report.summary(), keep_s=self.policy.state.history_s)
         level = logging.INFO if report.ok else logging.ERROR
         log.log(
             level,

@@ -6,10 +6,10 @@ return the new state, and change nothing else."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
-from autoscaler.config.policy import Policy
+from autoscaler.config.policy import AgentsConfig, Policy
 from autoscaler.core.fleet.lifecycle import LIVE, Record, State
 from autoscaler.fleet.base import Instance, OnRecord
 from autoscaler.loop.state.controller_state import ControllerState
@@ -18,6 +18,7 @@ from autoscaler.loop.steps.gateway_step import GatewayStep
 from autoscaler.loop.tick.records import Deps, Observation
 from autoscaler.rates.base import StatusFed
 from autoscaler.transport.base import AgentStatus, TransportError, parse_status
+from autoscaler.transport.bounded import agent_deadline_s, call_all
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ def observe(
     state = replace(state, quarantined={k: q for k, q in state.quarantined.items() if k in instances})
     if deps.gate is not None and deps.contact:
         deps.gate.refresh(list(instances.values()))
-    statuses, state = agent_statuses(deps, state, deps.store.open_records(), instances)
+    statuses, state = agent_statuses(deps, state, deps.store.open_records(), instances, policy.agents)
     if isinstance(deps.rates.source, StatusFed):
         deps.rates.source.feed(statuses)
     notices = tuple(deps.interruptions.receive()) if deps.interruptions is not None else ()
@@ -41,23 +42,41 @@ def observe(
 
 
 def agent_statuses(
-    deps: Deps, state: ControllerState, records: Sequence[Record], instances: Mapping[str, Instance]
+    deps: Deps,
+    state: ControllerState,
+    records: Sequence[Record],
+    instances: Mapping[str, Instance],
+    agents: AgentsConfig | None = None,
 ) -> tuple[dict[str, AgentStatus], ControllerState]:
     """Slot -> status of each live instance's agent that answered. A going instance is not asked:
-    its servers carry the slot's names and must not look like its replacement's."""
+    its servers carry the slot's names and must not look like its replacement's. The agents are
+    asked in a bounded pool (transport/bounded.py), each under its deadline; the answers are
+    taken in the records' order, so the outcome does not depend on who answered first."""
     if not deps.contact:
         return {}, state
-    out: dict[str, AgentStatus] = {}
+    asked: list[tuple[str, Instance]] = []
     for rec in records:
         inst = instances.get(rec.instance_id or "")
         if rec.state not in LIVE or rec.state is State.GOING_AWAY:
             continue
         if inst is not None and inst.state == "running" and reachable(deps, state, inst):
-            try:
-                out[rec.slot] = parse_status(deps.transport.status(inst))
-            except TransportError as exc:
-                state = _status_failed(deps, state, rec.slot, inst, exc)
+            asked.append((rec.slot, inst))
+    cfg = agents or AgentsConfig()
+    replies = call_all(_read_status(deps), [inst for _, inst in asked], cfg.max_concurrency, agent_deadline_s(cfg))
+    out: dict[str, AgentStatus] = {}
+    for (slot, inst), reply in zip(asked, replies, strict=True):
+        if isinstance(reply, TransportError):
+            state = _status_failed(deps, state, slot, inst, reply)
+        else:
+            out[slot] = reply
     return out, state
+
+
+def _read_status(deps: Deps) -> Callable[[Instance], AgentStatus]:
+    def read(inst: Instance) -> AgentStatus:
+        return parse_status(deps.transport.status(inst))
+
+    return read
 
 
 def _status_failed(

@@ -1,0 +1,88 @@
+"""Agent calls in a bounded pool, each under a deadline, answers in the order asked.
+
+A tick asks every live agent for its status and applies every changed assignment. One at a time,
+150 agents at 0.2 s each fill a 30 s interval, and one agent that does not answer holds the tick
+for its whole timeout. Here at most `agents.max_concurrency` calls are in flight; a call that has
+not returned by its deadline counts as unreachable (TransportError, retried next tick, the agent
+is marked silent as any other that does not answer), and the tick goes on without it. The results
+come back in the order of the calls, so what the tick does with them does not depend on which
+agent answered first.
+
+The deadline is the transport's own (connect + command timeout): the transport is expected to
+give up by then itself; the pool's wait is the backstop for a call stuck where no timeout reaches
+(its thread is left to finish on its own; the pool does not wait for it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_all
+from typing import TypeVar
+
+from autoscaler.config.policy import AgentsConfig
+from autoscaler.transport.base import TransportError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+BACKSTOP_S = 2.0  # on top of the deadline: the transport's own timeout should fire first
+
+
+def call_all(
+    fn: Callable[[T], R], items: Sequence[T], max_concurrency: int, deadline_s: float
+) -> list[R | TransportError]:
+    """`fn(item)` for each item, at most `max_concurrency` at once; each result or the
+    TransportError it raised (a call past `deadline_s` is one), in the order of `items`."""
+    if len(items) <= 1 or max_concurrency <= 1:
+        return [_one(fn, item) for item in items]
+    workers = min(max_concurrency, len(items))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="igniter-agent")
+    started: dict[int, float] = {}  # item index -> when its call began
+
+    def run(n: int, item: T) -> R | TransportError:
+        started[n] = time.monotonic()
+        return _one(fn, item)
+
+    try:
+        futures = [pool.submit(run, n, item) for n, item in enumerate(items)]
+        _wait(futures, started, deadline_s + BACKSTOP_S, workers)
+        return [_result(f, deadline_s) for f in futures]
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _one(fn: Callable[[T], R], item: T) -> R | TransportError:
+    try:
+        return fn(item)
+    except TransportError as exc:
+        return exc
+
+
+def _wait(futures: list[Future[R | TransportError]], started: dict[int, float], limit_s: float, workers: int) -> None:
+    """Until every call has answered or is past its own limit (counted from when it began); calls
+    still queued behind overdue ones that hold every worker are given up with them."""
+    while True:
+        now = time.monotonic()
+        running = [n for n, f in enumerate(futures) if not f.done() and n in started]
+        queued = [n for n, f in enumerate(futures) if not f.done() and n not in started]
+        overdue = [n for n in running if now - started[n] >= limit_s]
+        if not running and not queued:
+            return
+        if len(overdue) == len(running) and (not queued or len(overdue) >= workers):
+            return
+        due = [started[n] + limit_s - now for n in running if n not in overdue]
+        wait_all([futures[n] for n in running + queued], timeout=min(due, default=limit_s), return_when=FIRST_COMPLETED)
+
+
+def _result(future: Future[R | TransportError], deadline_s: float) -> R | TransportError:
+    if not future.done():
+        future.cancel()
+        return TransportError(f"no answer within the deadline ({deadline_s:g} s)")
+    return future.result()
+
+
+def agent_deadline_s(cfg: AgentsConfig) -> float:
+    """One agent call's deadline: reaching the node (connect) plus the command itself."""
+    return cfg.connect_timeout_s + cfg.command_timeout_s

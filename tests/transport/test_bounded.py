@@ -1,0 +1,66 @@
+"""transport/bounded.py: agent calls in a bounded pool, answers in the order asked, each under a deadline."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from autoscaler.transport.base import TransportError
+from autoscaler.transport.bounded import BACKSTOP_S, call_all
+
+pytestmark = pytest.mark.unit
+
+
+def test_answers_come_in_the_order_asked_whoever_answers_first() -> None:
+    def slow_first(n: int) -> int:
+        time.sleep(0.05 if n == 0 else 0.0)
+        return n * 10
+
+    assert call_all(slow_first, list(range(20)), 8, 5.0) == [n * 10 for n in range(20)]
+
+
+def test_at_most_max_concurrency_calls_are_in_flight() -> None:
+    lock, now, peak = threading.Lock(), [0], [0]
+
+    def call(_: int) -> None:
+        with lock:
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+        time.sleep(0.02)
+        with lock:
+            now[0] -= 1
+
+    call_all(call, list(range(40)), 4, 5.0)
+    assert 2 <= peak[0] <= 4
+
+
+def test_a_transport_error_is_that_call_s_answer_only() -> None:
+    def call(n: int) -> int:
+        if n == 3:
+            raise TransportError("node 3 refused")
+        return n
+
+    out = call_all(call, list(range(6)), 3, 5.0)
+    assert [o for o in out if not isinstance(o, TransportError)] == [0, 1, 2, 4, 5]
+    assert isinstance(out[3], TransportError) and out[3].retryable
+
+
+def test_a_call_stuck_past_its_deadline_costs_the_deadline_not_the_batch() -> None:
+    """One call that never returns (its transport's timeout did not fire): the others answer, it
+    counts as unreachable, and call_all returns after the deadline plus the backstop."""
+    release = threading.Event()
+
+    def call(n: int) -> int:
+        if n == 0:
+            release.wait(30)
+        return n
+
+    start = time.monotonic()
+    out = call_all(call, list(range(10)), 4, 0.5)
+    took = time.monotonic() - start
+    release.set()
+    assert out[1:] == list(range(1, 10))
+    assert isinstance(out[0], TransportError) and out[0].retryable and "deadline" in str(out[0])
+    assert took < 0.5 + BACKSTOP_S + 1.0
