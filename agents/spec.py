@@ -33,9 +33,11 @@ Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9]
 
 
 class _Frozen(BaseModel):
-    """Unknown keys are errors, and so is every NaN or Inf (JSON's 1e999 parses to Inf)."""
+    """Unknown keys are errors, and so is every NaN or Inf (JSON's 1e999 parses to Inf). Strict:
+    a number is a JSON number, never `true` (which lax pydantic reads as 1: `"mig_start": true` ran
+    a server in slice 1g@1) nor a string (`"port": "24001"`); a whole number field takes no 8.0."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, strict=True)
 
 
 class TensorSpec(_Frozen):
@@ -101,11 +103,20 @@ class ServerSpec(_Frozen):
     @field_validator("host")
     @classmethod
     def _ip_address(cls, host: str) -> str:
-        """The address to bind: an IP (the VM's private address, 0.0.0.0, 127.0.0.1), never a name."""
+        """The address to bind: an IP (the VM's private address, 0.0.0.0, 127.0.0.1), never a name,
+        and never a public one: a server answers anyone who reaches it and only the gateway should
+        (it binds inside the VPC; a public address was taken and would have served the internet)."""
         try:
-            return str(ipaddress.ip_address(host))
+            address = ipaddress.ip_address(host)
         except ValueError:
             raise ValueError(f"must be an IP address such as 127.0.0.1 or 0.0.0.0, got {host!r}") from None
+        mapped = getattr(address, "ipv4_mapped", None)
+        if (mapped or address).is_global:
+            raise ValueError(
+                f"{address} is a public address: a server binds a loopback or private one "
+                "(127.0.0.1, the VM's private address such as 10.0.1.5, or 0.0.0.0)"
+            )
+        return str(address)
 
     def mig_slice(self) -> SliceKey | None:
         """The MIG slice this server runs in (GPU index, profile, start), or None for a whole GPU."""

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agents.errors import InputError
 from agents.fsutil import atomic_write_text, open_private, read_json
+from agents.node.caps import check_caps, node_caps
 from agents.node.daemon import ASSIGNMENT_FILE
 from agents.node.mig_check import check_slices, inventory
 from agents.spec import Assignment, check_model_dirs, parse_assignment
@@ -55,8 +56,10 @@ def apply_assignment(
 ) -> tuple[Assignment, bool]:
     """Validate and write; returns the assignment and whether anything changed. Raises InputError."""
     assignment = parse_assignment(text, source)
+    gpus = inventory(state_dir)
+    check_caps(assignment, source, node_caps(gpus))
     if any(s.mig_slice() is not None for s in assignment.servers):
-        check_slices(assignment, source, inventory(state_dir))
+        check_slices(assignment, source, gpus)
     if check_models:
         check_model_dirs(assignment, source)
     with os.fdopen(open_private(state_dir / APPLY_LOCK), "a") as lock:

@@ -91,6 +91,30 @@ CASES = {
         lambda d: b'{"generation": ' + b"9" * 5000 + b', "servers": []}',
         "invalid JSON: Exceeds the limit (4300 digits) for integer string conversion",
     ),
+    # strict types (issue 51): a boolean or a string is no number, a float no whole number
+    "mig-start-true": (lambda d: _bad(d, mig_start=True), "servers[0].mig_start: Input should be a valid integer"),
+    "port-true": (lambda d: _bad(d, port=True), "servers[0].port: Input should be a valid integer"),
+    "port-string": (lambda d: _bad(d, port="24001"), "servers[0].port: Input should be a valid integer"),
+    "batch-true": (lambda d: _bad(d, batch=True), "servers[0].batch: Input should be a valid integer"),
+    "batch-float": (lambda d: _bad(d, batch=8.0), "servers[0].batch: Input should be a valid integer"),
+    "gpu-index-false": (lambda d: _bad(d, gpu_index=False), "servers[0].gpu_index: Input should be a valid integer"),
+    "processes-true": (lambda d: _bad(d, processes=True), "servers[0].processes: Input should be a valid integer"),
+    "mps-percent-true": (lambda d: _bad(d, mps_percent=True), "servers[0].mps_percent: Input should be a valid number"),
+    "name-number": (lambda d: _bad(d, name=7), "servers[0].name: Input should be a valid string"),
+    "host-public": (
+        lambda d: _bad(d, host="8.8.8.8"),
+        "servers[0].host: 8.8.8.8 is a public address: a server binds a loopback or private one",
+    ),
+    "host-public-v6-mapped": (lambda d: _bad(d, host="::ffff:8.8.8.8"), "servers[0].host: ::ffff:808:808 is a public"),
+    "thousand-servers-of-64-processes": (
+        lambda d: json.dumps(
+            {
+                "generation": 2,
+                "servers": [server_spec(f"s{i}", d, 20000 + i, processes=64) for i in range(1000)],
+            }
+        ).encode(),
+        "processes by this server, more than the",
+    ),
     "generation-past-int64": (
         lambda d: b'{"generation": ' + str(2**63).encode() + b', "servers": []}',
         "generation: Input should be less than or equal to 9223372036854775807",
@@ -112,6 +136,12 @@ def test_malformed_assignments_exit_2_naming_the_place_and_change_nothing(
     assert stderr.startswith(f"{source}: ") and expected in stderr, stderr
     assert stderr.count("\n") == 1 and "Traceback" not in stderr
     assert _snapshot(state) == before
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "10.0.1.5", "172.31.0.9", "192.168.1.1", "100.64.0.1", "::1", "fd00::5"])
+def test_loopback_and_private_hosts_are_taken(state: Path, cnn_dir: Path, host: str) -> None:
+    done = _apply(state, _bad(cnn_dir, host=host))
+    assert done.returncode == 0, done.stderr
 
 
 def test_a_valid_host_is_normalised_and_kept(state: Path, cnn_dir: Path) -> None:
