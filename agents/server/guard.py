@@ -45,11 +45,38 @@ _REASONS = {
 
 
 class ServerConfig(uvicorn.Config):
-    """uvicorn's config plus the limits GuardedProtocol reads."""
+    """uvicorn's config plus the limits GuardedProtocol reads. `probes`: the paths (and their
+    sub-paths) of health probes, which the connection cap never refuses: up to `probe_reserve` of
+    them in flight at once are served however many connections are open. `header_timeout_s`: a
+    request line and headers must arrive within it, from the connect for a connection's first
+    request and from the first byte for later ones (None: only read_timeout_s bounds them)."""
 
-    def __init__(self, app: Any, limits: ServerLimits, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        app: Any,
+        limits: ServerLimits,
+        *,
+        probes: tuple[str, ...] = (),
+        probe_reserve: int = 16,
+        header_timeout_s: float | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(app, **kwargs)
         self.limits = limits
+        self.probes = tuple(p.encode() for p in probes)
+        self.probe_reserve = probe_reserve
+        self.header_timeout_s = header_timeout_s
+
+
+class _Shared:
+    """What the connections of one server count together (kept on uvicorn's ServerState)."""
+
+    def __init__(self) -> None:
+        self.probes_in_flight = 0
+
+
+class HeadTooLarge(Exception):
+    """Raised from a parser callback: the request line and headers passed max_header_kb."""
 
 
 def raw_response(code: int, message: str) -> bytes:
@@ -82,14 +109,26 @@ class GuardedProtocol(HttpToolsProtocol):
     def __init__(self, config: ServerConfig, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, *args, **kwargs)
         self.limits = config.limits
+        self.probes, self.probe_reserve = config.probes, config.probe_reserve
+        self.header_timeout_s = config.header_timeout_s
         self._read_deadline: TimerHandle | None = None
-        self._head_bytes = 0  # of the request whose headers are being read
+        self._head_deadline: TimerHandle | None = None
+        self._head_bytes = 0  # of the request whose headers are being read (the chunks received)
+        self._head_size = 0  # the same, from the parser: request target, header names and values
+        self._head_started = False  # a byte of the request being read has come
         self._in_head = True
         self._head_reset = False  # a message ended inside the chunk being fed
+        self._probe = False  # the request being served is a probe counted in probes_in_flight
+        self._shared: _Shared = _Shared()
 
     def connection_made(self, transport: Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        shared = getattr(self.server_state, "igniter_guard", None)
+        if shared is None:
+            shared = self.server_state.igniter_guard = _Shared()  # type: ignore[attr-defined]
+        self._shared = shared
         self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
+        self._arm_head_deadline()  # from the connect: a connection that sends nothing, or trickles
 
     def data_received(self, data: bytes) -> None:
         self._unset_keepalive_if_required()
@@ -99,9 +138,27 @@ class GuardedProtocol(HttpToolsProtocol):
         except httptools.HttpParserUpgrade:
             pass  # no WebSocket here: the request is served as plain HTTP
         except httptools.HttpParserError as exc:
-            self._refuse(400, f"invalid HTTP request: {exc}")
+            if isinstance(exc.__context__, HeadTooLarge):
+                self._refuse(431, str(exc.__context__))
+            else:
+                self._refuse(400, f"invalid HTTP request: {exc}")
             return
         self._count_head(len(data))
+
+    def on_url(self, url: bytes) -> None:
+        super().on_url(url)
+        self._add_head(len(url) + 16)  # the method, the version, spaces and CRLF: 16 at most
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        super().on_header(name, value)
+        self._add_head(len(name) + len(value) + 4)  # ": " and CRLF
+
+    def _add_head(self, size: int) -> None:
+        """The request line and headers as the parser hands them over, whatever the chunks: past
+        max_header_kb, the parse stops (data_received answers 431)."""
+        self._head_size += size
+        if self._head_size > self.limits.max_header_kb * 1024:
+            raise HeadTooLarge(f"request line and headers larger than {self.limits.max_header_kb} KiB")
 
     def _count_head(self, size: int) -> None:
         """A chunk that leaves the headers unfinished is all header bytes (one in which a request
@@ -116,10 +173,14 @@ class GuardedProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self._cancel_read_deadline()
         self._read_deadline = self.loop.call_later(self.limits.read_timeout_s, self._read_timed_out)
+        self._head_size, self._head_started = 0, True
+        if self._head_deadline is None:  # a later request on the connection: from its first byte
+            self._arm_head_deadline()
 
     def on_headers_complete(self) -> None:
         self._in_head = False
-        if len(self.connections) <= self.limits.max_connections:
+        self._cancel_head_deadline()
+        if self._admitted():
             super().on_headers_complete()
         else:
             app, self.app = self.app, _too_many_connections
@@ -131,6 +192,31 @@ class GuardedProtocol(HttpToolsProtocol):
         if cycle is not None and not isinstance(cycle.transport, HeadWithBody):
             HeadWithBody(cycle)
 
+    def _admitted(self) -> bool:
+        """Under the connection cap; a probe is admitted by its own reserve instead, which no
+        number of open connections takes (each of them counts before its request line is read,
+        so a slowloris would otherwise hold the probes off for as long as it trickles)."""
+        if not self._is_probe():
+            return len(self.connections) <= self.limits.max_connections
+        if self._probe or self._shared.probes_in_flight >= self.probe_reserve:
+            return False
+        self._probe = True
+        self._shared.probes_in_flight += 1
+        return True
+
+    def _is_probe(self) -> bool:
+        path = self.url.split(b"?", 1)[0]
+        return any(path == p or path.startswith(p + b"/") for p in self.probes)
+
+    def on_response_complete(self) -> None:
+        self._probe_done()
+        super().on_response_complete()
+
+    def _probe_done(self) -> None:
+        if self._probe:
+            self._probe = False
+            self._shared.probes_in_flight -= 1
+
     def on_message_complete(self) -> None:
         self._cancel_read_deadline()
         self._in_head, self._head_bytes, self._head_reset = True, 0, True
@@ -138,7 +224,28 @@ class GuardedProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_read_deadline()
+        self._cancel_head_deadline()
+        self._probe_done()
         super().connection_lost(exc)
+
+    def _arm_head_deadline(self) -> None:
+        if self.header_timeout_s is not None:
+            self._head_deadline = self.loop.call_later(self.header_timeout_s, self._head_timed_out)
+
+    def _cancel_head_deadline(self) -> None:
+        if self._head_deadline is not None:
+            self._head_deadline.cancel()
+            self._head_deadline = None
+
+    def _head_timed_out(self) -> None:
+        """No whole request line and headers in time: 408, or a silent close for a connection
+        that sent nothing at all (as the idle timer does)."""
+        self._head_deadline = None
+        if not self._head_started:
+            if not self.transport.is_closing():
+                self.transport.close()
+            return
+        self._refuse(408, f"request headers not received within {self.header_timeout_s:g} s")
 
     def shutdown(self) -> None:
         """uvicorn's graceful close, without its race: an idle keep-alive connection may have a request

@@ -93,11 +93,13 @@ def test_an_idle_connection_is_closed_after_the_idle_timer(server: StatusServer)
     assert time.monotonic() - started < 4
 
 
-def test_past_the_connection_cap_a_request_gets_a_json_503(server: StatusServer) -> None:
+def test_past_the_connection_cap_a_request_gets_a_json_503_and_a_probe_is_served(server: StatusServer) -> None:
     held = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(TIGHT.max_connections)]
     try:
-        code, headers, body = raw(server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        code, headers, body = raw(server.port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         assert code == 503 and headers["content-type"] == "application/json" and b"too many open connections" in body
+        code, _, body = raw(server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert code == 200, body  # the probes have a reserve the cap cannot take
     finally:
         for sock in held:
             sock.close()

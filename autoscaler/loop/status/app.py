@@ -4,7 +4,7 @@
 `V1` maps each /v1/* path to the snapshot it serves; a new view of the controller adds one entry
 here and one schema in openapi.py (tests/loop/test_openapi.py checks the two agree). With a token,
 every /v1/* path answers 401 without `Authorization: Bearer TOKEN` (unknown ones too, so the
-listing of routes is not shown to strangers); /healthz, /livez, /readyz, /metrics and
+listing of routes is not shown to strangers), and two Authorization headers are a 400; /healthz, /livez, /readyz, /metrics and
 /openapi.json stay open: they are what a load balancer and Prometheus need, and they show no
 addresses or assignments.
 
@@ -115,6 +115,7 @@ def build_app(state: Served, token: bytes | None) -> ASGIApp:
         *(Route(path, view(get), methods=["GET"]) for path, get in V1.items()),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
+    app.router.redirect_slashes = False  # `/v1/fleet/` is a 404, not a redirect built from the Host header
     return BearerGuard(app, token)
 
 
@@ -132,13 +133,17 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
 
 
 class BearerGuard:
-    """ASGI middleware: /v1/* needs the bearer token (compared in constant time)."""
+    """ASGI middleware: /v1/* needs the bearer token (compared in constant time); a request with
+    two Authorization headers is refused (400) on every path, not read as the last (or first) one."""
 
     def __init__(self, app: ASGIApp, token: bytes | None) -> None:
         self.app = app
         self.token = token
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and sum(1 for k, _ in scope["headers"] if k == b"authorization") > 1:
+            await error(400, "more than one Authorization header")(scope, receive, send)  # which one counts?
+            return
         if scope["type"] == "http" and scope["path"].startswith("/v1/") and not self._authorized(scope):
             response = error(401, "/v1/* needs the bearer token (Authorization: Bearer TOKEN)")
             response.headers["WWW-Authenticate"] = 'Bearer realm="igniter"'

@@ -7,7 +7,8 @@ on another host scrape it). With scaling.status_token_file, /v1/* requires that 
 addresses or assignments).
 
 The server is the inference server's: uvicorn on httptools with agents.server.guard's read
-timeout, idle timer, connection cap and JSON errors for malformed HTTP (STATUS_LIMITS). One event
+timeout, header timeout, idle timer, connection cap (which never refuses the probes: PROBES,
+within their own reserve) and JSON errors for malformed HTTP (STATUS_LIMITS). One event
 loop serves every connection, so a client holding hundreds of idle connections costs sockets until
 the idle timer closes them, not a thread each.
 
@@ -59,6 +60,13 @@ __all__ = ["STATUS_LIMITS", "Metrics", "StatusServer", "StatusState", "fleet_sna
 # closed after 60 s, and past 256 open connections a request gets a JSON 503: a scraper, a load
 # balancer's checks and a few people with curl need far fewer.
 STATUS_LIMITS = ServerLimits(read_timeout_s=30.0, idle_timeout_s=60.0, max_connections=256, drain_timeout_s=0.0)
+# The probes (a kubelet's, a load balancer's, a supervisor's) are served past the cap: a client that
+# holds the connections (slowloris: 300 trickling ones once held every route at 503 for 30.7 s) must
+# not get a healthy leader restarted by its liveness probe. A request line and headers must come
+# within 10 s of the connect (of the first byte for a later request), so those connections go sooner.
+PROBES = ("/livez", "/readyz", "/healthz")
+PROBE_RESERVE = 32
+HEADER_TIMEOUT_S = 10.0
 
 
 def fleet_snapshot(controller: Controller) -> dict[str, Any]:
@@ -245,6 +253,7 @@ class StatusServer:
         host: str = "127.0.0.1",
         token: str | None = None,
         limits: ServerLimits = STATUS_LIMITS,
+        header_timeout_s: float = HEADER_TIMEOUT_S,
     ) -> None:
         self.listener = bind(host, port)
         self.listener.set_inheritable(False)  # agents and haproxy started later must not hold the port
@@ -254,6 +263,9 @@ class StatusServer:
         config = ServerConfig(
             build_app(state, token.encode() if token is not None else None),
             limits,
+            probes=PROBES,
+            probe_reserve=PROBE_RESERVE,
+            header_timeout_s=header_timeout_s,
             http=GuardedProtocol,
             loop="asyncio",
             lifespan="off",
