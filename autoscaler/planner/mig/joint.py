@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -33,9 +34,24 @@ def choose_jointly(
     geometry: MigGeometry, wants: Sequence[tuple[float, tuple[Segment, ...]]]
 ) -> list[list[Segment]] | None:
     """Per want (rate, candidate segments), the segments to run; None when the program finds
-    nothing better within its limit (the caller keeps its own choice)."""
+    nothing better within its limit (the caller keeps its own choice).
+
+    Remembered per question (CHOICES_KEPT of them): a replay re-plans the same rates again and
+    again against other current plans (tests/sim/test_rollout_property.py: 485 programs, 123 of
+    them distinct), and HiGHS is deterministic, so the remembered answer is the one it would give."""
     if not wants or len(wants) > JOINT_MAX or any(not segs for _, segs in wants):
         return None
+    chosen = _chosen(geometry, tuple((rate, tuple(segs)) for rate, segs in wants))
+    return None if chosen is None else [list(segs) for segs in chosen]
+
+
+CHOICES_KEPT = 4096
+
+
+@lru_cache(maxsize=CHOICES_KEPT)
+def _chosen(
+    geometry: MigGeometry, wants: tuple[tuple[float, tuple[Segment, ...]], ...]
+) -> tuple[tuple[Segment, ...], ...] | None:
     names = sorted({s.slice for _, segs in wants for s in segs})
     patterns = cuts(geometry, frozenset(names))
     cols = [(w, s) for w, (_, segs) in enumerate(wants) for s in segs]
@@ -68,7 +84,7 @@ def choose_jointly(
     out: list[list[Segment]] = [[] for _ in wants]
     for (w, s), n in zip(cols, counts):
         out[w].extend([s] * int(n))
-    return [_trim(segs, rate) for segs, (rate, _) in zip(out, wants)]
+    return tuple(tuple(_trim(segs, rate)) for segs, (rate, _) in zip(out, wants))
 
 
 def _trim(segs: list[Segment], rate: float) -> list[Segment]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -26,9 +27,22 @@ TIME_LIMIT_S = 2.0
 
 def fewest_gpus(geometry: MigGeometry, slices: Counter[str]) -> list[tuple[Slot, ...]]:
     """The cuts of the fewest GPUs that hold `slices` (profile -> count), each cut with exactly the
-    slots used (extra slots of a maximal pattern dropped)."""
+    slots used (extra slots of a maximal pattern dropped).
+
+    Remembered per question (PACKINGS_KEPT of them): a planner asks the same few multisets again
+    and again (each re-plan, and `_together` twice per choice), and a HiGHS solve costs ~20 ms where
+    the answer costs a lookup. The solve is deterministic, so the answer is the one it would give."""
     if not slices:
         return []
+    return list(_packed(geometry, tuple(sorted(slices.items()))))
+
+
+PACKINGS_KEPT = 4096
+
+
+@lru_cache(maxsize=PACKINGS_KEPT)
+def _packed(geometry: MigGeometry, counted: tuple[tuple[str, int], ...]) -> tuple[tuple[Slot, ...], ...]:
+    slices = Counter(dict(counted))
     patterns = cuts(geometry, frozenset(slices))
     names = sorted(slices)
     counts = np.array([[sum(1 for n, _ in pat if n == name) for pat in patterns] for name in names], dtype=float)
@@ -41,9 +55,9 @@ def fewest_gpus(geometry: MigGeometry, slices: Counter[str]) -> list[tuple[Slot,
         options={"time_limit": TIME_LIMIT_S},
     )
     if res.x is None:  # no solution within the limit: one pattern per GPU, greedily
-        return _greedy(geometry, slices)
+        return tuple(_greedy(geometry, slices))
     chosen = [pat for pat, k in zip(patterns, np.round(res.x).astype(int)) for _ in range(k)]
-    return _trim(chosen, slices)
+    return tuple(_trim(chosen, slices))
 
 
 def _trim(chosen: Sequence[tuple[Slot, ...]], slices: Counter[str]) -> list[tuple[Slot, ...]]:
