@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agents.launch import resolve_agent_command
+from agents.launch import agent_env, resolve_agent_command
 from agents.node.mig_geometry import GEOMETRIES
 from agents.node.status import agent_running
 from autoscaler.config.offerings import ON_DEMAND
@@ -132,6 +132,7 @@ class LocalProvider:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 close_fds=True,
+                env=agent_env(),  # an allow-list: the autoscaler's AWS keys and tokens stay here
             )
         self._children[proc.pid] = proc
         return proc.pid
