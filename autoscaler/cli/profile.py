@@ -106,14 +106,22 @@ def _why(path: Path, exc: OSError) -> str:
 
 
 def _write(path: Path, text: str) -> None:
+    """Atomically (temp file + rename); a path that cannot take it (`--out` a directory, a
+    read-only folder) is exit 2 and leaves no temp file behind."""
+    if path.is_dir():
+        raise InputError(path, "", "cannot write: is a directory (name the profile's YAML file)")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as exc:
         raise InputError(path, "", f"cannot write: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a profile is as readable as any file written
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a profile is as readable as any file written
+        os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise InputError(path, "", f"cannot write: {exc.strerror or exc}") from None

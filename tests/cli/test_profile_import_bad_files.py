@@ -212,3 +212,13 @@ def test_the_public_tables_hold_no_duplicate_and_still_import(igniter, tmp_path)
     res = _run(igniter, TABLES, tmp_path / "p.yaml")
     assert res.code == 0, res.err
     assert "11 models, 1747 measured rows" in res.out
+
+
+def test_an_out_path_that_is_a_directory_is_refused(igniter, tmp_path):
+    d = _folder(tmp_path, good=HEADER + GOOD)
+    out = tmp_path / "out"
+    out.mkdir()
+    res = _run(igniter, d, out)
+    assert res.code == 2 and len(res.err.strip().splitlines()) == 1, res.err
+    assert f"{out}: cannot write: is a directory" in res.err
+    assert list(out.iterdir()) == []
