@@ -235,11 +235,16 @@ def test_the_docs_quote_results() -> None:
     assert {m["file"] for _, m in figures()} >= {"rollout.json", "idle_share.json", "simulate_speed.json"}
 
 
+# README.md and the docs its first screen links to for what moved out of it (issue 51): the
+# commands a newcomer pastes from them are held to the same rules.
+PASTED = [ROOT / "README.md", *(ROOT / "docs" / f"{n}.md" for n in ("cli", "architecture", "install", "development"))]
+
+
 def readme_commands() -> list[list[str]]:
-    """README's `sh` blocks as lists of commands: continuation lines joined, here-document bodies
-    and comment-only lines left out."""
+    """The `sh` blocks of README.md and the docs it moved to (PASTED) as lists of commands:
+    continuation lines joined, here-document bodies and comment-only lines left out."""
     blocks = []
-    for block in re.findall(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), re.S):
+    for block in re.findall(r"```sh\n(.*?)```", "\n".join(p.read_text() for p in PASTED), re.S):
         block = re.sub(r"<<'(\w+)'\n.*?\n\1\n", "\n", block, flags=re.S)  # here-documents
         block = re.sub(r"\\\n\s*", " ", block)
         blocks.append([line for line in block.splitlines() if line.strip() and not line.startswith("#")])

@@ -63,3 +63,60 @@ def test_a_broken_fence_is_caught(text: str, found: str) -> None:
 
 def test_a_sound_document_passes() -> None:
     assert fence_problems("```sh\nls\n```\n\n````md\n```sh\nnested\n```\n````\n\n~~~\nx\n~~~\n") == []
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation but `-` and `_` dropped, spaces to `-`."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    tokens = MarkdownIt("commonmark").parse(path.read_text())
+    return {slug(tokens[i + 1].content) for i, t in enumerate(tokens) if t.type == "heading_open"}
+
+
+def links(path: Path) -> list[str]:
+    """Every link target of a Markdown file, as written."""
+    out = []
+    for token in MarkdownIt("commonmark").parse(path.read_text()):
+        for child in token.children or []:
+            if child.type == "link_open":
+                out.append(str(child.attrs["href"]))
+    return out
+
+
+def broken_links(path: Path) -> list[str]:
+    """The links of `path` to a file of this repository that does not exist, or to a `#section`
+    that is none of its headings."""
+    broken = []
+    for href in links(path):
+        if re.match(r"^[a-z]+:", href):
+            continue  # https:, mailto:
+        target, _, anchor = href.partition("#")
+        file = (path.parent / target).resolve() if target else path
+        if not file.exists():
+            broken.append(f"{href}: no file {target}")
+        elif anchor and file.suffix == ".md" and anchor not in anchors(file):
+            broken.append(f"{href}: no heading #{anchor} in {file.name}")
+    return broken
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[p.name for p in DOCS])
+def test_every_link_to_a_doc_and_its_section_resolves(path: Path) -> None:
+    """README's sections moved into docs/ (issue 51): every link still lands."""
+    assert broken_links(path) == []
+
+
+def test_a_broken_link_is_caught(tmp_path: Path) -> None:
+    (tmp_path / "b.md").write_text("# Real heading\n")
+    doc = tmp_path / "a.md"
+    doc.write_text("# A\n\n[ok](b.md#real-heading) [gone](c.md) [moved](b.md#policy) [here](#a) [web](https://x.org)\n")
+    assert broken_links(doc) == ["c.md: no file c.md", "b.md#policy: no heading #policy in b.md"]
+
+
+def test_a_slug_is_githubs() -> None:
+    assert (
+        slug("MIG GPUs (A100, H100, H200) as slices, with MPS inside")
+        == "mig-gpus-a100-h100-h200-as-slices-with-mps-inside"
+    )
+    assert slug("Operations kit (`deploy/`)") == "operations-kit-deploy"
