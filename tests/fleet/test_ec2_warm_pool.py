@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +22,24 @@ import pytest
 
 from autoscaler.fleet.base import POOL_CLAIMED, POOL_MEMBER, TAG_FLEET, TAG_POOL, TAG_SLOT
 from autoscaler.loop.state.store import Store
-from tests.chaos.test_crash_at_fault_points import _once, _set_rates
+from tests.chaos.test_crash_at_fault_points import _set_rates
 from tests.fleet.test_ec2 import LOW, WORKLOADS, controller, fleet_instances, policy_file, setup_templates, tags
 from tests.fleet.test_ec2_terminate_crash import terminating_and_running
 from tests.kit.backends import Moto
 from tests.kit.control import Clock
+from tests.kit.forkrun import ForkRunner, once
 
 pytestmark = pytest.mark.e2e
 HIGH = {w["name"]: float(w["rate_rps"]) for w in WORKLOADS}
 POOL = {"size": 1, "refill_delay_s": 0}  # refilled by launches at once (the reuse tests keep the default wait)
+
+
+@pytest.fixture(scope="module")
+def forked() -> Iterator[ForkRunner]:
+    """The `igniter run --once` processes of this module, forked from one that imported the product."""
+    runner = ForkRunner()
+    yield runner
+    runner.close()
 
 
 def everything(moto: Moto) -> list[dict[str, Any]]:
@@ -99,24 +109,26 @@ def _leaks(moto: Moto, state_file: Path) -> tuple[int, int]:
     return twice, len(unknown)
 
 
-def test_kill_9_at_each_step_of_the_pool_leaks_and_doubles_nothing(moto: Moto, tmp_path: Path) -> None:
+def test_kill_9_at_each_step_of_the_pool_leaks_and_doubles_nothing(
+    moto: Moto, forked: ForkRunner, tmp_path: Path
+) -> None:
     setup_templates(moto)
     path, state_file = policy_file(tmp_path, moto, warm_pool=POOL), tmp_path / "state.sqlite"
     crashes = Counter[str]()
     steps = ((LOW, "after_pool_launch"), (LOW, "after_stop"), (HIGH, "after_claim"), (LOW, None), (HIGH, "after_start"))
     for rates, fault in steps:
         _set_rates(path, rates)
-        crashed = _once(path, state_file, fault)
+        crashed = once(forked, path, state_file, fault)
         crashes[fault or "none"] += crashed.returncode == -9
         assert "Traceback" not in crashed.stderr
         assert _leaks(moto, state_file)[0] == 0, fault  # its instance may wait for the rerun to be recorded
-        again = _once(path, state_file)
+        again = once(forked, path, state_file)
         assert again.returncode == 0, again.stderr
         assert _leaks(moto, state_file) == (0, 0), fault
         assert not terminating_and_running(moto, state_file), fault
     assert crashes == {"after_pool_launch": 1, "after_stop": 1, "after_claim": 1, "none": 0, "after_start": 1}
     for _ in range(2):  # settles: the pool is full again, every member stopped
-        assert _once(path, state_file).returncode == 0
+        assert once(forked, path, state_file).returncode == 0
     pool = members(moto)
     assert len(pool) == 2 and {state(i) for i in pool} == {"stopped"}
     started = [i for i in everything(moto) if tags(i).get(TAG_POOL) == POOL_CLAIMED]
@@ -165,15 +177,15 @@ def test_scale_in_stops_the_instances_it_retires_into_the_pool(moto: Moto, tmp_p
     assert _leaks(moto, tmp_path / "state.sqlite") == (0, 0)
 
 
-def _scale_in_until_killed(moto: Moto, path: Path, state_file: Path, fault: str) -> None:
+def _scale_in_until_killed(moto: Moto, forked: ForkRunner, path: Path, state_file: Path, fault: str) -> None:
     """Fill and stop the pool, start its members for a scale-out, then scale in with `fault` set
     until the run is killed there (the scale-in drains first, then returns each retiring instance)."""
     for rates in (LOW, LOW, HIGH, HIGH, HIGH):
         _set_rates(path, rates)
-        assert _once(path, state_file).returncode == 0
+        assert once(forked, path, state_file).returncode == 0
     _set_rates(path, LOW)
     for _ in range(6):
-        run = _once(path, state_file, fault)
+        run = once(forked, path, state_file, fault)
         assert "Traceback" not in run.stderr
         assert _leaks(moto, state_file) == (0, 0)
         if run.returncode == -9:
@@ -182,20 +194,20 @@ def _scale_in_until_killed(moto: Moto, path: Path, state_file: Path, fault: str)
     raise AssertionError(f"never killed at {fault}")
 
 
-def test_kill_9_between_return_and_stop_leaks_nothing(moto: Moto, tmp_path: Path) -> None:
+def test_kill_9_between_return_and_stop_leaks_nothing(moto: Moto, forked: ForkRunner, tmp_path: Path) -> None:
     setup_templates(moto)
     path, state_file = policy_file(tmp_path, moto, warm_pool={"size": 1}), tmp_path / "state.sqlite"
-    _scale_in_until_killed(moto, path, state_file, "after_return")  # after a re-tag, before its StopInstances
+    _scale_in_until_killed(moto, forked, path, state_file, "after_return")  # after a re-tag, before its StopInstances
     assert any(state(i) == "running" for i in members(moto))  # a running member, not a fleet instance
     for _ in range(4):
-        assert _once(path, state_file).returncode == 0
+        assert once(forked, path, state_file).returncode == 0
         assert _leaks(moto, state_file) == (0, 0)
     pool = members(moto)
     assert len(pool) == 2 and {state(i) for i in pool} == {"stopped"}  # the rerun stopped it
 
 
 def test_kill_9_between_terminating_and_return_still_returns_it(
-    moto: Moto, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    moto: Moto, forked: ForkRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The record moved to TERMINATING, the pool return never sent: the instance still runs as the
     fleet's. The rerun re-sends the return under the name booked for it, through the leader fence
@@ -203,13 +215,13 @@ def test_kill_9_between_terminating_and_return_still_returns_it(
     not running on forever, no second member of that name)."""
     setup_templates(moto)
     path, state_file = policy_file(tmp_path, moto, warm_pool={"size": 1}), tmp_path / "state.sqlite"
-    _scale_in_until_killed(moto, path, state_file, "before_return")
+    _scale_in_until_killed(moto, forked, path, state_file, "before_return")
     stuck = terminating_and_running(moto, state_file)
     assert len(stuck) == 1  # what the crash leaves: its record terminating, the instance serving on
     calls = tmp_path / "calls.jsonl"
     monkeypatch.setenv("IGNITER_CALL_LOG", str(calls))  # the reruns' fenced calls
     for _ in range(4):
-        assert _once(path, state_file).returncode == 0
+        assert once(forked, path, state_file).returncode == 0
         assert _leaks(moto, state_file) == (0, 0)
         assert not terminating_and_running(moto, state_file)
     pool = members(moto)
