@@ -194,6 +194,7 @@ class Replay:
         self.verdict = cached_judge(policy)
         self.layout: Layout | None = None  # the layout of the last tick
         self.bursts = 0  # stand-ins started in free share
+        self.configures = 0  # configure actions after the first two ticks (the result's reconfigurations)
         self.fast_ticks = 0
         fp = policy.scaling.fast_path
         self.watch = TraceWatch(trace, fp if fp.enabled and opts.strategy == "autoscaler" else None)
@@ -210,6 +211,8 @@ class Replay:
         self.moves.end(report)
         self.layout = report.layout or self.layout
         self.bursts += len(report.bursts)
+        if report.tick > 2:  # counted as the replay goes: the store keeps only state.history_s of actions
+            self.configures += sum(1 for a in self.store.actions(report.tick) if a["kind"] == "configure")
         for r in report.reach.values():
             if r.out and r.cause:
                 self.out_of_reach[r.cause] = self.out_of_reach.get(r.cause, 0) + 1
@@ -328,10 +331,6 @@ class Replay:
         return seen if asked is None else min(asked, seen)
 
 
-def _configures(store: Store, after_tick: int) -> int:
-    return sum(1 for a in store.actions() if a["kind"] == "configure" and (a["tick"] or 0) > after_tick)
-
-
 def simulate(
     policy: Policy,
     trace: Trace,
@@ -371,7 +370,7 @@ def simulate(
         instance_hours=p.instance_hours(end),
         launches=p.launches - warm - surge_launches,  # the plan's own; surge is counted apart
         terminations=p.terminations - sum(1 for life in surge if life.end is not None),
-        reconfigurations=_configures(replay.store, 2),
+        reconfigurations=replay.configures,
         ticks=replay.ticks,
         tick_errors=replay.errors,
         unplaced=replay.unplaced,

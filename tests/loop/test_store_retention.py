@@ -1,0 +1,59 @@
+"""Bounded state (issue 50 item 3): the store keeps `state.history_s` of ticks, actions, lifecycle
+history and closed records, so its size does not grow with the fleet's age."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from autoscaler.config.policy import Policy
+from autoscaler.core.fleet.lifecycle import Reason, new_record, transition
+from autoscaler.loop.state.store import PRUNE_EVERY_S, Store
+from autoscaler.sim.engine import Replay, SimOptions, default_plan_fn
+from autoscaler.sim.traces import Trace
+
+HISTORY_S = 3600.0
+
+
+def _waves(hours: int) -> Trace:
+    """1-minute rows whose rate swings between 300 and 1500 req/s every 40 minutes: instances
+    come and go all along, so every table gets rows."""
+    t = np.arange(hours * 60)
+    rows = np.where((t // 40) % 2 == 0, 300.0, 1500.0)
+    return Trace("waves.csv", t * 60.0, {"a": rows}, 60.0)
+
+
+@pytest.mark.e2e
+def test_row_counts_stay_bounded_over_many_simulated_ticks(make_policy: Callable[..., Policy]) -> None:
+    policy = make_policy(scaling={"headroom": 0.1, "fast_path": {"enabled": False}}, state={"history_s": HISTORY_S})
+    trace = _waves(8)
+    replay = Replay(policy, trace, SimOptions(), default_plan_fn(policy))
+    replay.warm_start()
+    t0, counts, made = float(trace.times[0]), [], 0
+    for row in range(1, len(trace.times)):
+        made += len(replay.tick(t0 + row * 60.0).outcome.done)
+        if row % 60 == 0 and row >= 120:
+            counts.append(replay.store.row_counts())
+    ticks_kept = (HISTORY_S + PRUNE_EVERY_S) / 60.0 + 1
+    assert max(c["ticks"] for c in counts) <= ticks_kept < replay.ticks / 4  # most ticks are gone
+    for table in ("actions", "instance_history", "instances"):
+        kept = [c[table] for c in counts]
+        assert 0 < min(kept) and max(kept) <= 3 * min(kept), (table, kept)  # flat from 2 h to 8 h
+    assert max(c["actions"] for c in counts) * 3 < made  # launches, configures, terminations all day
+
+
+@pytest.mark.unit
+def test_a_slot_keeps_its_newest_attempt_and_the_fleet_its_first_launch() -> None:
+    """A new attempt must number above the old ones (its launch token is derived from it), and
+    the warm pool's auto sizing reads when the fleet first launched: those rows outlive the history."""
+    store = Store(":memory:")
+    for attempt, at in ((0, 0.0), (1, 100.0), (2, 200.0)):
+        rec = new_record("s", attempt, "g4dn.xlarge", at, 1)
+        change = transition(rec, Reason.REQUEST, at, "")
+        store.apply([change, transition(change.record, Reason.SCALE_IN, at + 1, "")])
+    store.end_tick(store.begin_tick(10_000.0), 10_000.0, True, {}, keep_s=HISTORY_S)
+    assert sorted(r.attempt for r in store.all_records()) == [0, 2]
+    assert store.max_attempts() == {"s": 2} and store.first_launch() == 0.0
+    assert store.row_counts()["instance_history"] == 0 and store.row_counts()["ticks"] == 1
