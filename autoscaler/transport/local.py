@@ -1,7 +1,8 @@
 """Local transport: runs `igniter-agent apply|status` on this machine, for local-provider instances.
 
 The instance's state directory is its `state_dir` (filled in by the local provider), else the
-configured agents.state_dir.
+configured agents.state_dir. Each run gets the agent's allow-listed environment (agents/launch.py,
+`agent_env`), as the local provider's agents do.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 import subprocess
 from typing import Any
 
-from agents.launch import resolve_agent_command
+from agents.launch import agent_env, resolve_agent_command
 from autoscaler.fleet.base import Instance
 from autoscaler.transport.base import TransportError, TransportFault
 
@@ -60,6 +61,7 @@ class LocalTransport:
                 input=stdin or "",
                 text=True,
                 capture_output=True,
+                env=agent_env(),  # the allow-list: igniter run's AWS keys and tokens stay behind
                 timeout=self.timeout_s,
                 check=False,
             )
