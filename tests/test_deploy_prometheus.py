@@ -68,6 +68,7 @@ def test_the_required_alerts_exist() -> None:
         "IgniterTickErrors",
         "IgniterCostAboveMax",
         "IgniterLatencyAboveSlo",
+        "IgniterTickOverrun",
     } <= set(alerts())
 
 

@@ -116,6 +116,13 @@ class Metrics:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
         )
         self.ticks = Counter("igniter_ticks", "Ticks run", ["result"], registry=r)
+        self.overruns = Counter(
+            "igniter_tick_overruns",
+            "Ticks that took more than half of scaling.interval_s (the fleet outgrows the loop: docs/operations.md, "
+            "Fleet size)",
+            registry=r,
+        )
+        self.last_duration = Gauge("igniter_tick_last_duration_seconds", "Duration of the last tick", registry=r)
         self.errors = Counter(
             "igniter_errors", "Errors by kind (provider, transport, capacity, rates, tick)", ["kind"], registry=r
         )
@@ -154,6 +161,9 @@ class Metrics:
     def update(self, report: TickReport, fleet: dict[str, Any], corrections: dict[str, float]) -> None:
         self.ticks.labels("ok" if report.ok else "error").inc()
         self.tick_seconds.observe(report.duration_s)
+        self.last_duration.set(report.duration_s)
+        if report.overrun:
+            self.overruns.inc()
         self.last_tick.set(report.now)
         for kind, n in report.outcome.errors.items():
             self.errors.labels(kind).inc(n)

@@ -426,6 +426,9 @@ class Controller:
         """Save the tick's state (once per tick) and its report."""
         end = self.deps.clock()
         report.duration_s = max(0.0, end - report.now)
+        report.overrun = report.duration_s > self.policy.scaling.interval_s / 2
+        if report.overrun:
+            log.warning("tick %d took %.1f s, more than half of scaling.interval_s", report.tick, report.duration_s)
         if save:
             self.store.save_state(self.state)
             self._saved = self.state

@@ -85,6 +85,7 @@ class TickReport:
     gateway: GatewayReport | None = None
     rounds: int = 0
     duration_s: float = 0.0
+    overrun: bool = False  # took more than half of scaling.interval_s (a warning; igniter_tick_overruns_total)
     quarantined: dict[str, str] = field(default_factory=dict)  # instance id -> why it is not contacted
     backoff_until: float | None = None  # provider mutations wait until then (throttled, unauthorised)
     ready_servers: dict[str, int] | None = None  # per workload, servers its agents report ready (None: not contacted)
