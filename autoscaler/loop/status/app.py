@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from autoscaler.loop.status import paging
 from autoscaler.loop.status.metrics import Metrics
 from autoscaler.loop.status.openapi import openapi
 
@@ -83,6 +84,17 @@ def build_app(state: Served, token: bytes | None) -> ASGIApp:
 
         return handler
 
+    async def fleet(request: Request) -> Response:
+        """/v1/fleet, whole or a page (loop/status/paging.py); written outside the lock: the
+        snapshot it reads is replaced after each tick, never changed."""
+        try:
+            limit, after = paging.parse(request.query_params)
+        except paging.BadPage as exc:
+            return error(400, str(exc))
+        with state.lock:
+            view = state.fleet
+        return json_response(200, paging.page(view, limit, after))
+
     async def health(request: Request) -> Response:
         with state.lock:
             code, body = state.health()
@@ -112,7 +124,8 @@ def build_app(state: Served, token: bytes | None) -> ASGIApp:
         *(Route(f"/{kind}/{{check}}", probe(kind), methods=["GET"]) for kind in ("livez", "readyz")),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", spec, methods=["GET"]),
-        *(Route(path, view(get), methods=["GET"]) for path, get in V1.items()),
+        Route("/v1/fleet", fleet, methods=["GET"]),
+        *(Route(path, view(get), methods=["GET"]) for path, get in V1.items() if path != "/v1/fleet"),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
     app.router.redirect_slashes = False  # `/v1/fleet/` is a 404, not a redirect built from the Host header

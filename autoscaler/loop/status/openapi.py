@@ -140,6 +140,30 @@ FLEET = obj(
     backoff={"type": ["object", "null"]},
     transitions={"type": "array", "items": {"type": "array", "items": STR, "minItems": 3, "maxItems": 3}},
 )
+FLEET["properties"]["page"] = obj(  # only with ?limit= or ?after= (loop/status/paging.py); not required
+    "The page shown: its limit and cursor, the cursor of the next page (null: this is the last), and how many "
+    "records the whole view holds.",
+    limit={"type": ["integer", "null"]},
+    after=STR_OR_NULL,
+    next_after=STR_OR_NULL,
+    total={"type": "integer"},
+)
+FLEET_PARAMETERS = [
+    {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "description": "At most this many instances (1 to 5000), in record order (slot, attempt).",
+        "schema": {"type": "integer", "minimum": 1, "maximum": 5000},
+    },
+    {
+        "name": "after",
+        "in": "query",
+        "required": False,
+        "description": "The instances after this cursor (SLOT#ATTEMPT: the previous page's page.next_after).",
+        "schema": STR,
+    },
+]
 LEADER = obj(
     "The fleet's lease as this process sees it.",
     role={"enum": ["leader", "standby", "advisory"]},
@@ -278,6 +302,17 @@ def _get(summary: str, schema: str) -> dict[str, Any]:
     }
 
 
+def _paged(schema: str, summary: str) -> dict[str, Any]:
+    """/v1/fleet: a view that also answers a page at a time (loop/status/paging.py)."""
+    out = _get(f"{summary} (whole, or a page with limit and after)", schema)
+    out["get"]["parameters"] = FLEET_PARAMETERS
+    out["get"]["responses"]["400"] = {
+        "description": "A limit or after that is not one (the error names it)",
+        "content": {"application/json": {"schema": ref("Error")}},
+    }
+    return out
+
+
 def _healthz() -> dict[str, Any]:
     body = {"content": {"application/json": {"schema": ref("Health")}}}
     return {
@@ -342,7 +377,8 @@ def _document() -> dict[str, Any]:
             "description": "Read-only views of the autoscaler (docs/operations.md, 'The status endpoint'): "
             "the health probes, and /v1/*, each the snapshot published after the latest tick.",
         },
-        "paths": {**PROBES, **{path: _get(summary, schema) for path, (schema, summary) in VIEWS.items()}},
+        "paths": {**PROBES, **{path: _get(summary, schema) for path, (schema, summary) in VIEWS.items()}}
+        | {"/v1/fleet": _paged(*VIEWS["/v1/fleet"])},
         "components": {
             "schemas": SCHEMAS,
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
