@@ -1,0 +1,81 @@
+"""core/capacity/periods.py: which periods a rate history has, and the rise they say is coming."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autoscaler.core.capacity.periods import PeriodConfig, decompose, find_periods, grid
+
+pytestmark = pytest.mark.unit
+
+_SPEC = importlib.util.spec_from_file_location(
+    "burst_traces", Path(__file__).resolve().parents[2] / "benchmarks" / "burst_traces.py"
+)
+assert _SPEC and _SPEC.loader
+bt = importlib.util.module_from_spec(_SPEC)
+sys.modules["burst_traces"] = bt
+_SPEC.loader.exec_module(bt)
+
+CFG = PeriodConfig()
+
+
+def points(rates: np.ndarray, step: float = 60.0) -> list[tuple[float, float]]:
+    return [(i * step, float(v)) for i, v in enumerate(rates)]
+
+
+def periods_of(rates: np.ndarray) -> list[float]:
+    times, values = grid(points(rates), 60.0, (len(rates) - 1) * 60.0)
+    return [p.period_s for p in find_periods(times, values, CFG)]
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_an_hourly_burst_is_found_after_two_occurrences(seed: int) -> None:
+    """Two hours of a jittered hourly burst: one period, within 3 % of an hour, carrying most of
+    the variance (its harmonics joined to it, not listed as periods of their own)."""
+    trace = bt.make({"a": bt.Bursts()}, 2.0, seed=seed)
+    fit = decompose(points(trace.rates["a"]), 7140.0, 240.0, CFG)
+    assert len(fit.periods) == 1
+    assert abs(fit.periods[0].period_s - 3600.0) < 0.03 * 3600.0
+    assert fit.periods[0].strength > 0.8 and fit.periods[0].p_value < CFG.alpha
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_noise_and_a_lone_burst_have_no_period(seed: int) -> None:
+    """White noise around a level, and one burst in a day of it, repeat at no period."""
+    rng = np.random.default_rng(seed)
+    noise = 300.0 * (1 + 0.1 * rng.standard_normal(1440))
+    assert periods_of(noise) == []
+    lone = noise.copy()
+    lone[600:620] += 900.0
+    assert periods_of(lone) == []
+
+
+def test_two_periods_and_a_sine() -> None:
+    """A 4h20 sine under a half-hourly burst: both periods (not commensurate: a 3-hour sine's
+    profile would hold the half-hourly bursts, as its sixth harmonic)."""
+    t = np.arange(1440) * 60.0
+    sine = 300.0 + 150.0 * np.sin(2 * math.pi * t / 15600.0)
+    burst = bt.rates(bt.Bursts(1800.0, 600.0, amplitude=4.0, base_rps=200.0), t, np.random.default_rng(1)) - 200.0
+    found = sorted(periods_of(sine + burst))
+    assert len(found) == 2
+    assert abs(found[0] - 1800.0) < 40.0 and abs(found[1] - 15600.0) < 400.0
+
+
+def test_the_rise_is_tabulated_a_horizon_and_a_lead_ahead() -> None:
+    """After six hourly bursts (phase 20 min, +-1 min jitter, 200 -> 800 req/s), the fit at 6 h
+    says a rise of about 600 req/s is coming from one horizon (240 s) before the next burst's
+    start until it starts, and none twenty minutes before it or in its second half."""
+    trace = bt.make({"a": bt.Bursts()}, 7.0, seed=2)
+    now = 6 * 3600.0
+    fit = decompose([p for p in points(trace.rates["a"]) if p[0] <= now], now, 240.0, CFG)
+    start = now + 1200.0
+    assert 480.0 < fit.rise(start - 240.0) < 720.0
+    assert 480.0 < fit.rise(start - 60.0) < 720.0
+    assert fit.rise(now + 60.0) < 60.0 and fit.rise(start + 480.0) < 60.0
+    assert fit.rise(now + 3 * 3600.0) == 0.0  # past the table: the caller refits
