@@ -36,6 +36,7 @@ from autoscaler.loop.steps.actuator import Actuator, Outcome
 from autoscaler.loop.steps.gateway_step import GatewayStep, fleet_names
 from autoscaler.loop.steps.pool_step import PoolReport, PoolStep
 from autoscaler.loop.tick import inputs
+from autoscaler.loop.tick.adopt_step import adopt_step
 from autoscaler.loop.tick.fleet_view import ViewInput, agent_ready, fleet_view, live_records
 from autoscaler.loop.tick.inputs import AGENT_DRAIN_WAIT_S, layout_input
 from autoscaler.loop.tick.last_layout import LastLayout
@@ -92,7 +93,7 @@ class Controller:
             self.record(report, save=False)
             return report
         try:
-            obs = self.last_obs = self.observe(start)
+            obs = self.last_obs = self.adopt(self.observe(start))
             orphans = self.sync(obs)
             obs = self.interrupted(obs, report)
             report.ready_servers, report.agent_errors = agent_facts(obs.statuses, self.deps.contact)
@@ -155,6 +156,13 @@ class Controller:
         obs, self.state = observe(self.deps, self.policy, self.routing, self.state, now)
         self.agent_mig = {slot: st.mig for slot, st in obs.statuses.items() if st.mig is not None}
         return obs
+
+    def adopt(self, obs: Observation) -> Observation:
+        """Instances no record knows (a fresh state file) are taken as they run, before any diff
+        (loop/tick/adopt_step.py)."""
+        out = adopt_step(self.deps, self.policy, self.judge, self.state, obs)
+        self.state = out.state
+        return out.obs
 
     def sync(self, obs: Observation) -> list[Instance]:
         """Lifecycle transitions implied by the observation; returns orphan instances."""

@@ -1,0 +1,235 @@
+"""Adoption: a controller that starts without an account of the fleet (a lost state file, a standby
+on another host, an advisory run) takes the instances, the servers and the gateway's entries as
+they are. Pure.
+
+Before, such a start found the fleet's instances by their tags (lifecycle.sync, DISCOVERED) but
+nothing they ran: its first tick saw no server, so the gateway step deleted every server it held
+(an outage under load) and reconcile terminated, as booting surplus, instances no plan slot kept.
+`adopt` rebuilds, before the tick's first diff, what the lost store held:
+
+- a record per tagged instance no record knows (its slot, attempt, plan generation and offering
+  from its tags), READY where its agent answers: the same edges a record walks while it is
+  launched (DISCOVERED, BOOTED, AGENT_READY), each with its reason in the history;
+- what each agent was told to run (the store's `applied`): its assignment generation and its
+  servers, from the agent's status (name, workload, port, batch, share, GPU, slice), at the
+  address the gateway reaches them at (the gateway's own entry where it has one, so routing
+  changes nothing), with the model's predictions for them (the judge);
+- the layout that runs, where the store has none: what the next plan's slots and servers are
+  matched to (so the servers the plan keeps keep their names, and nothing restarts). Its rates
+  are the rates observed now, shared among each workload's servers by their predicted throughput
+  (the rates the lost plan was made for are not known; capacity instead would hold a plan sized
+  for it, launching instances).
+
+From there the usual rollout changes the fleet: make before break, drains, the scale-down delay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from autoscaler.config.offerings import ON_DEMAND, SPOT, CapacityType, offering_key
+from autoscaler.core.fleet.lifecycle import Change, Reason, Record, State, new_record, transition
+from autoscaler.core.layout.layout_types import Judge, Layout, PlannedServer, SlotSpec, WorkloadInfo, is_stand_in
+from autoscaler.fleet.base import Instance
+
+Key = tuple[str, int]
+Applied = dict[Key, tuple[int, tuple[PlannedServer, ...]]]
+# (workload, server name, instance attempt) -> the address the gateway holds that server at, if it does
+GatewayAddress = Callable[[str, str, int], str | None]
+ADOPTED_PLANNER = "adopted"  # the planner name of an adopted layout (what ran before this controller)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdoptInput:
+    """What the tick saw of the instances no record knows, and how to name what they run."""
+
+    instances: Sequence[Instance]  # the instances to adopt (adoptable's answer)
+    statuses: Mapping[str, Mapping[str, Any]]  # instance id -> its agent's status document
+    gateway: GatewayAddress | None  # where the gateway reaches a server (None: no gateway, or not read)
+    hosts: Mapping[str, str]  # instance id -> the host its servers bind (the actuator's choice)
+    port_bases: Mapping[str, int]  # instance id -> its servers' port base
+    workloads: Mapping[str, WorkloadInfo]  # the policy's: model directory, queue delay
+    models: Mapping[str, str]  # workload -> model
+    gpus: Mapping[str, tuple[str, ...]]  # instance type -> GPU type per index
+    prices: Mapping[str, float]  # offering -> $/h
+    rates: Mapping[str, float]  # workload -> its rate observed now (what the adopted layout carries)
+    judge: Judge | None = None  # the performance model per server (colocation.server_judge)
+    contact: bool = True  # False: agents are not contacted (a running instance counts as ready)
+    surge: frozenset[str] = frozenset()  # adopted slots that are surge capacity (kept out of the layout)
+
+
+@dataclass(frozen=True, slots=True)
+class Adopted:
+    changes: tuple[Change, ...]  # the records, as transitions to persist
+    applied: Applied  # what each adopted agent runs
+    layout: Layout | None  # what runs, as a layout (None: no adopted instance runs servers)
+    plan_generation: int  # the newest plan generation among the adopted instances' tags
+    notes: tuple[str, ...] = ()
+
+
+def adoptable(instances: Iterable[Instance], records: Sequence[Record], closed: frozenset[Key]) -> list[Instance]:
+    """Fleet instances (pending or running, with a slot tag) that no record accounts for: what
+    lifecycle.sync would otherwise discover with nothing known of what they run."""
+    ids = {r.instance_id for r in records}
+    keys = {r.key for r in records}
+    return sorted(
+        (
+            i
+            for i in instances
+            if i.state in ("pending", "running")
+            and i.slot
+            and i.id not in ids
+            and (i.slot, i.attempt) not in keys
+            and (i.slot, i.attempt) not in closed
+        ),
+        key=lambda i: (i.slot, i.attempt, i.id),
+    )
+
+
+def adopt(inp: AdoptInput, now: float) -> Adopted:
+    """Records, assignments and the running layout for `inp.instances` (see the module docstring)."""
+    changes: list[Change] = []
+    applied: Applied = {}
+    notes: list[str] = []
+    for inst in inp.instances:
+        record, steps = _record(inst, inp, now)
+        changes.extend(steps)
+        status = inp.statuses.get(inst.id)
+        if status is not None and record.state is State.READY and _answered(status):
+            servers, skipped = _servers(inst, status, inp)
+            applied[record.key] = (_generation(status), servers)
+            notes.extend(skipped)
+    applied = _shared(applied, inp.rates)
+    layout = _layout(inp, applied)
+    generation = max((i.plan_generation for i in inp.instances), default=0)
+    return Adopted(tuple(changes), applied, layout, generation, tuple(notes))
+
+
+def _answered(status: Mapping[str, Any]) -> bool:
+    return status.get("agent_running", True) is not False
+
+
+def _record(inst: Instance, inp: AdoptInput, now: float) -> tuple[Record, list[Change]]:
+    """The record of an adopted instance and the edges it walked: DISCOVERED, then BOOTED where it
+    runs, then AGENT_READY where its agent answered (or agents are not contacted)."""
+    rec = new_record(inst.slot, inst.attempt, inst.instance_type, now, inst.plan_generation, inst.capacity_type)
+    steps = [transition(rec, Reason.DISCOVERED, now, f"{inst.id} adopted by its tags", instance_id=inst.id)]
+    if inst.state == "running":
+        steps.append(transition(steps[-1].record, Reason.BOOTED, now))
+        status = inp.statuses.get(inst.id)
+        if not inp.contact or (status is not None and _answered(status)):
+            why = "adopted: its agent answered" if inp.contact else "adopted: agents not contacted"
+            steps.append(transition(steps[-1].record, Reason.AGENT_READY, now, why))
+    return steps[-1].record, steps
+
+
+def _generation(status: Mapping[str, Any]) -> int:
+    gen = status.get("generation")
+    return gen if isinstance(gen, int) and not isinstance(gen, bool) and gen >= 0 else 0
+
+
+def _servers(inst: Instance, status: Mapping[str, Any], inp: AdoptInput) -> tuple[tuple[PlannedServer, ...], list[str]]:
+    """The servers the agent runs (its `servers`; those it is still stopping, `draining`, are
+    leaving already), as the store would have recorded them, with the judge's predictions."""
+    out: list[PlannedServer] = []
+    notes: list[str] = []
+    entries = status.get("servers")
+    for raw in entries if isinstance(entries, list) else []:
+        server = _server(inst, raw, inp) if isinstance(raw, Mapping) else None
+        if server is None:
+            notes.append(f"adopt {inst.slot}: a server of its agent's status cannot be read: {str(raw)[:120]}")
+        else:
+            out.append(server)
+    return _predicted(inst.instance_type, tuple(out), inp.judge), notes
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _server(inst: Instance, raw: Mapping[str, Any], inp: AdoptInput) -> PlannedServer | None:
+    """One status entry as a PlannedServer; None where a field the assignment needs is missing."""
+    name, workload, port = raw.get("name"), raw.get("workload"), _int(raw.get("port"))
+    batch, share = _int(raw.get("batch")), raw.get("mps_percent")
+    base = inp.port_bases.get(inst.id)
+    if not (isinstance(name, str) and name and isinstance(workload, str) and workload):
+        return None
+    if port is None or batch is None or base is None or port < base or not isinstance(share, int | float):
+        return None
+    info = inp.workloads.get(workload)
+    seen = inp.gateway(workload, name, inst.attempt) if inp.gateway else None
+    host = inp.hosts.get(inst.id, "127.0.0.1")
+    return PlannedServer(
+        name=name,
+        workload=workload,
+        model=inp.models.get(workload, ""),
+        gpu_index=_int(raw.get("gpu_index")) or 0,
+        index=port - base,
+        batch=batch,
+        mps_percent=float(share),
+        model_dir=info.model_dir if info else "",
+        max_queue_delay_ms=info.max_queue_delay_ms if info else 0.0,
+        address=seen or f"{host}:{port}",
+        mig_profile=raw.get("mig_profile") if isinstance(raw.get("mig_profile"), str) else None,
+        mig_start=_int(raw.get("mig_start")),
+        processes=max(1, _int(raw.get("processes")) or 1),
+    )
+
+
+def _predicted(
+    instance_type: str, servers: tuple[PlannedServer, ...], judge: Judge | None
+) -> tuple[PlannedServer, ...]:
+    """Each server with the judge's predicted throughput beside its GPU's neighbours (what reconcile
+    counts as its ready capacity)."""
+    if judge is None:
+        return servers
+    by_gpu: dict[int, list[int]] = {}
+    for i, s in enumerate(servers):
+        by_gpu.setdefault(s.gpu_index, []).append(i)
+    out = list(servers)
+    for members in by_gpu.values():
+        verdicts = judge(instance_type, [servers[i] for i in members])
+        for i, (_, rps) in zip(members, verdicts, strict=True):
+            out[i] = replace(servers[i], predicted_throughput_rps=rps)
+    return tuple(out)
+
+
+def _shared(applied: Applied, rates: Mapping[str, float]) -> Applied:
+    """Each server's rate_rps: its workload's observed rate, shared by predicted throughput (evenly
+    where nothing is predicted). A server keeps it while it retires: its weight at the gateway."""
+    servers = [s for _, group in applied.values() for s in group]
+    total = {w: sum(s.predicted_throughput_rps for s in servers if s.workload == w) for w in rates}
+    count = {w: sum(s.workload == w for s in servers) for w in rates}
+
+    def rate(s: PlannedServer) -> float:
+        r = rates.get(s.workload, 0.0)
+        t = total.get(s.workload, 0.0)
+        return r * s.predicted_throughput_rps / t if t > 0 else r / max(1, count.get(s.workload, 0))
+
+    return {k: (gen, tuple(replace(s, rate_rps=rate(s)) for s in group)) for k, (gen, group) in applied.items()}
+
+
+def _layout(inp: AdoptInput, applied: Applied) -> Layout | None:
+    """The adopted fleet as a layout: each adopted slot (the newest attempt; surge capacity apart)
+    with the servers it runs (stand-ins apart: they are surge too)."""
+    newest: dict[str, Instance] = {}
+    for inst in inp.instances:
+        if (inst.slot, inst.attempt) in applied and inst.slot not in inp.surge:
+            if inst.slot not in newest or inst.attempt > newest[inst.slot].attempt:
+                newest[inst.slot] = inst
+    slots = []
+    for slot, inst in sorted(newest.items()):
+        servers = tuple(s for s in applied[(slot, inst.attempt)][1] if not is_stand_in(s.name))
+        price = inp.prices.get(offering_key(inst.instance_type, inst.capacity_type), 0.0)
+        gpus = inp.gpus.get(inst.instance_type, ())
+        kind: CapacityType = SPOT if inst.capacity_type == SPOT else ON_DEMAND
+        slots.append(SlotSpec(slot, inst.instance_type, price, gpus, servers, capacity_type=kind))
+    if not any(s.servers for s in slots):
+        return None
+    rates: dict[str, float] = {}
+    for s in slots:
+        for v in s.servers:
+            rates[v.workload] = rates.get(v.workload, 0.0) + v.rate_rps
+    return Layout(ADOPTED_PLANNER, tuple(slots), (), rates)

@@ -1,0 +1,199 @@
+"""core/fleet/adopt.py: a fresh start takes the fleet as it runs (issue 51 item 1). The decisive
+check is the last: routed from what was adopted, the gateway keeps every server it holds (before,
+a fresh store routed nothing, and the gateway step deleted them all)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from autoscaler.core.fleet.adopt import ADOPTED_PLANNER, AdoptInput, adopt, adoptable
+from autoscaler.core.fleet.lifecycle import Reason, Record, State
+from autoscaler.core.layout.layout_types import PlannedServer, WorkloadInfo
+from autoscaler.core.routing.routes import (
+    BackendSeen,
+    DelServer,
+    GatewayView,
+    Readiness,
+    ServerSeen,
+    desired_routes,
+    gateway_names,
+    route_ops,
+)
+from autoscaler.fleet.base import Instance
+from autoscaler.loop.tick.adopt_step import _addresses
+
+pytestmark = pytest.mark.unit
+
+
+def inst(slot: str, attempt: int = 0, state: str = "running", port_base: int = 9000, gen: int = 3) -> Instance:
+    return Instance(
+        id=f"i-{slot}-{attempt}",
+        instance_type="p3.2xlarge",
+        slot=slot,
+        state=state,  # type: ignore[arg-type]
+        launched_at=0.0,
+        address="10.0.0.5",
+        plan_generation=gen,
+        attempt=attempt,
+        port_base=port_base,
+    )
+
+
+def server(name: str, workload: str, port: int, state: str = "ready", batch: int = 4) -> dict[str, object]:
+    return {
+        "name": name,
+        "workload": workload,
+        "state": state,
+        "port": port,
+        "batch": batch,
+        "mps_percent": 20.0,
+        "gpu_index": 0,
+        "mig_profile": None,
+        "mig_start": None,
+        "processes": 1,
+    }
+
+
+def judge(instance_type: str, servers: Sequence[PlannedServer]) -> list[tuple[bool, float]]:
+    return [(True, 100.0 * s.batch) for s in servers]
+
+
+def inp(instances: Sequence[Instance], statuses: dict[str, dict[str, object]], **kw: object) -> AdoptInput:
+    args: dict[str, object] = dict(
+        instances=instances,
+        statuses=statuses,
+        gateway=None,
+        hosts={i.id: "10.0.0.5" for i in instances},
+        port_bases={i.id: i.port_base or 8100 for i in instances},
+        workloads={"a": WorkloadInfo("/m/alexnet", 7.5), "b": WorkloadInfo("/m/resnet", 20.0)},
+        models={"a": "alexnet", "b": "resnet50"},
+        gpus={"p3.2xlarge": ("v100",)},
+        prices={"p3.2xlarge": 3.06},
+        rates={"a": 90.0, "b": 10.0},
+        judge=judge,
+    )
+    args.update(kw)
+    return AdoptInput(**args)  # type: ignore[arg-type]
+
+
+def test_adoptable_are_the_tagged_live_instances_no_record_knows() -> None:
+    known = Record(
+        slot="s-0",
+        attempt=0,
+        instance_type="p3.2xlarge",
+        state=State.READY,
+        created_at=0,
+        updated_at=0,
+        instance_id="i-s-0-0",
+    )
+    found = adoptable(
+        [
+            inst("s-0"),
+            inst("s-1"),
+            inst("s-2", state="terminated"),
+            inst("s-3"),
+            inst("", 0),
+            inst("s-4", state="pending"),
+        ],
+        [known],
+        frozenset({("s-3", 0)}),
+    )
+    assert [i.slot for i in found] == ["s-1", "s-4"]
+
+
+def test_an_answering_agent_makes_a_ready_record_with_what_it_runs() -> None:
+    status = {"generation": 17, "servers": [server("a-0", "a", 9001, batch=4), server("a-3", "a", 9002, batch=2)]}
+    out = adopt(inp([inst("s-0")], {"i-s-0-0": status}), now=50.0)
+    assert [c.reason for c in out.changes] == [Reason.DISCOVERED, Reason.BOOTED, Reason.AGENT_READY]
+    rec = out.changes[-1].record
+    assert (rec.state, rec.instance_id, rec.plan_generation, rec.created_at) == (State.READY, "i-s-0-0", 3, 50.0)
+    gen, servers = out.applied[("s-0", 0)]
+    assert gen == 17
+    a0, a3 = servers
+    assert (a0.index, a0.address, a0.model, a0.model_dir, a0.max_queue_delay_ms) == (
+        1,
+        "10.0.0.5:9001",
+        "alexnet",
+        "/m/alexnet",
+        7.5,
+    )
+    assert (a3.index, a3.predicted_throughput_rps) == (2, 200.0)
+    assert a0.rate_rps == pytest.approx(60.0) and a3.rate_rps == pytest.approx(30.0)  # 90 req/s by throughput
+    assert out.plan_generation == 3
+
+
+def test_no_answer_or_not_running_adopts_the_instance_without_servers() -> None:
+    out = adopt(inp([inst("s-0"), inst("s-1", state="pending")], {}), now=1.0)
+    final = {c.record.slot: c.record.state for c in out.changes}
+    assert final == {"s-0": State.RUNNING, "s-1": State.PENDING}
+    assert out.applied == {} and out.layout is None
+
+
+def test_agents_not_contacted_make_running_instances_ready() -> None:
+    out = adopt(inp([inst("s-0")], {}, contact=False), now=1.0)
+    assert out.changes[-1].record.state is State.READY
+
+
+def test_a_server_the_status_cannot_describe_is_named_not_guessed() -> None:
+    bad = {"name": "a-9", "workload": "a", "state": "ready", "port": True, "batch": 4, "mps_percent": 20.0}
+    out = adopt(inp([inst("s-0")], {"i-s-0-0": {"generation": 1, "servers": [bad, server("a-0", "a", 9001)]}}), 1.0)
+    assert [s.name for s in out.applied[("s-0", 0)][1]] == ["a-0"]
+    assert len(out.notes) == 1 and "a-9" in out.notes[0]
+
+
+def test_the_layout_is_what_runs_newest_attempt_and_no_surge() -> None:
+    instances = [inst("s-0", 0), inst("s-0", 1, port_base=9100), inst("f-surge-0")]
+    statuses = {
+        "i-s-0-0": {"generation": 2, "servers": [server("a-0", "a", 9001)]},
+        "i-s-0-1": {"generation": 4, "servers": [server("a-0", "a", 9101), server("a-0-s1", "a", 9102)]},
+        "i-f-surge-0-0": {"generation": 4, "servers": [server("b-0", "b", 9005)]},
+    }
+    out = adopt(inp(instances, statuses, surge=frozenset({"f-surge-0"})), 1.0)
+    assert out.layout is not None and out.layout.planner == ADOPTED_PLANNER
+    assert [(s.slot, [v.name for v in s.servers]) for s in out.layout.slots] == [("s-0", ["a-0"])]
+    assert out.layout.slots[0].price_per_hour == 3.06 and out.layout.slots[0].gpus == ("v100",)
+    assert set(out.applied) == {("s-0", 0), ("s-0", 1), ("f-surge-0", 0)}
+
+
+def test_routed_from_the_adoption_the_gateway_keeps_every_server() -> None:
+    """The outage: the gateway held these servers, the fresh store knew none of them."""
+    instances = [inst("s-0"), inst("s-1", attempt=2, port_base=9100)]
+    statuses = {
+        "i-s-0-0": {"generation": 5, "servers": [server("a-0", "a", 9001), server("b-0", "b", 9002)]},
+        "i-s-1-2": {"generation": 6, "servers": [server("a-1", "a", 9101)]},
+    }
+    held = {("a", "a-0"): "10.0.0.5:9001", ("b", "b-0"): "10.0.0.5:9002", ("a", "a-1.a2"): "10.0.0.5:9101"}
+    seen = GatewayView(
+        backends={w: BackendSeen(workload=w, requests_total=0, errors_5xx=0, sessions=0) for w in ("a", "b")},
+        servers={
+            k: ServerSeen(
+                workload=k[0],
+                name=k[1],
+                address=a,
+                admin="ready",
+                status="UP",
+                check_ok=True,
+                weight=128,
+                sessions=1,
+                requests_total=10,
+            )
+            for k, a in held.items()
+        },
+    )
+    out = adopt(inp(instances, statuses, gateway=_addresses(seen)), 1.0)
+    current = {slot: (attempt, servers) for (slot, attempt), (_, servers) in out.applied.items()}
+    names = gateway_names(current, {})
+    ready = names.to_gateway(s.name for _, servers in out.applied.values() for s in servers)
+    routes = desired_routes(
+        layout=out.layout,
+        applied=names.applied,
+        readiness=Readiness(ready=ready, healthy=seen.healthy(), serving=seen.serving()),
+        draining=frozenset(),
+        aliases=names.aliases,
+    )
+    ops = route_ops(routes, seen)
+    assert not [op for op in ops if isinstance(op, DelServer)], ops
+    assert {(r.workload, r.name) for rs in routes.values() for r in rs} == set(held)
+    assert all(r.weight > 0 and r.state == "ready" for rs in routes.values() for r in rs)
