@@ -39,7 +39,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--plot", type=Path, metavar="OUT.png", help="draw rate against capacity per workload, and cost")
     p.add_argument("--planner", help="planner to use instead of the policy's (igniter, ffd, gslice, gpulets, exact)")
-    p.add_argument("--forecast", choices=["last", "ewma", "holt", "seasonal"], help="forecast instead of the policy's")
+    p.add_argument(
+        "--forecast", choices=["last", "ewma", "holt", "seasonal", "auto"], help="forecast instead of the policy's"
+    )
     p.add_argument(
         "--headroom",
         help="headroom instead of the policy's: auto (sized from each workload's forecast errors for "

@@ -237,10 +237,11 @@ class ScalingConfig(Frozen):
         "replacement: a count or a percentage of the planned fleet (default: 1, or 10 % of the fleet "
         "if larger); 0 allows break-before-make where a GPU cannot hold old and new side by side",
     )
-    forecast: Literal["last", "ewma", "holt", "seasonal"] = Field(
+    forecast: Literal["last", "ewma", "holt", "seasonal", "auto"] = Field(
         default="seasonal",
         description="seasonal: ewma, never below the same stretch of the last seasons once the history covers "
-        "one (docs/simulate.md: the measurement that chose it)",
+        "one (docs/simulate.md: the measurement that chose it); auto: seasonal, plus the rise the periods "
+        "found in the last max(1 day, seasons * season_s) say comes within boot_s + interval_s (opt-in)",
     )
     ramp_reads: Annotated[int, Field(ge=0, le=20, strict=True)] = Field(
         default=3,

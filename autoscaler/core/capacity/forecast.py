@@ -12,6 +12,10 @@ later, so the plan must carry the rate expected over that horizon. Three methods
   AWS predictive scaling in forecast-and-scale mode: capacity for the daily peak is there before
   it arrives, and a lull that the last days did not have (a quiet hour, a collection gap) does not
   scale in what the same hour needed before. The caller passes those past observations (`past`).
+- `auto`: `seasonal`, plus where a period was found in the workload's history
+  (core/capacity/periods.py) the rise its seasonal profile says comes within the horizon, on top
+  of the smoothed level: max(seasonal, ewma + rise). The caller passes the rise (`ahead`); where no
+  period is significant it is 0 and `auto` is `seasonal`.
 
 Whatever the method, the forecast never sits below the latest observation: a step up is acted on
 the tick that sees it, and the smoothing only slows scale-in. The result is multiplied by
@@ -33,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-Method = Literal["last", "ewma", "holt", "seasonal"]
+Method = Literal["last", "ewma", "holt", "seasonal", "auto"]
 Point = tuple[float, float]  # (time_s, rate_rps)
 
 
@@ -50,14 +54,17 @@ class ForecastConfig:
 
 def season_windows(now: float, cfg: ForecastConfig) -> list[tuple[float, float]]:
     """The stretches of history the seasonal method reads: the coming horizon, 1..seasons periods ago."""
-    if cfg.method != "seasonal":
+    if cfg.method not in ("seasonal", "auto"):
         return []
     return [(now - k * cfg.season_s, now - k * cfg.season_s + cfg.horizon_s) for k in range(1, cfg.seasons + 1)]
 
 
-def forecast(history: Sequence[Point], cfg: ForecastConfig, past: Sequence[Point] = ()) -> float | None:
-    """Planned rate for one workload, or None with no history at all. `past`: for `seasonal`, the
-    observations inside season_windows (ignored by the other methods)."""
+def forecast(
+    history: Sequence[Point], cfg: ForecastConfig, past: Sequence[Point] = (), ahead: float = 0.0
+) -> float | None:
+    """Planned rate for one workload, or None with no history at all. `past`: for `seasonal` and
+    `auto`, the observations inside season_windows; `ahead`: for `auto`, the seasonal rise coming
+    within the horizon (both ignored by the other methods)."""
     points = sorted(p for p in history if math.isfinite(p[1]) and p[1] >= 0)
     if not points:
         return None
@@ -68,15 +75,21 @@ def forecast(history: Sequence[Point], cfg: ForecastConfig, past: Sequence[Point
         base = holt(points, cfg.tau_s, cfg.trend_tau_s, cfg.horizon_s)
     else:
         base = ewma(points, cfg.tau_s)
-    if cfg.method == "seasonal":
+    if cfg.method in ("seasonal", "auto"):
+        level = base
         base = max([base, *(v for _, v in past if math.isfinite(v) and v >= 0)])
+        if cfg.method == "auto" and math.isfinite(ahead) and ahead > 0:
+            base = max(base, level + ahead)
     return max(base, last) * (1.0 + cfg.headroom)
 
 
 def forecast_all(
-    histories: Mapping[str, Sequence[Point]], cfg: ForecastConfig, past: Mapping[str, Sequence[Point]] | None = None
+    histories: Mapping[str, Sequence[Point]],
+    cfg: ForecastConfig,
+    past: Mapping[str, Sequence[Point]] | None = None,
+    ahead: Mapping[str, float] | None = None,
 ) -> dict[str, float | None]:
-    return {w: forecast(h, cfg, (past or {}).get(w, ())) for w, h in histories.items()}
+    return {w: forecast(h, cfg, (past or {}).get(w, ()), (ahead or {}).get(w, 0.0)) for w, h in histories.items()}
 
 
 def ramp(points: Sequence[Point], horizon_s: float, reads: int) -> float:

@@ -8,12 +8,14 @@ with `auto` its headroom is the one planned with.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.capacity.forecast import ForecastConfig, forecast_all, ramp, season_windows
+from autoscaler.core.capacity.forecast import ForecastConfig, forecast, forecast_all, ramp, season_windows
 from autoscaler.core.capacity.headroom import HeadroomConfig, HeadroomState, TickInput, update
+from autoscaler.core.capacity.periods import Fit, Period, PeriodConfig, decompose
 from autoscaler.core.fleet.lifecycle import LIVE, State
 from autoscaler.loop.state.store import Store
 from autoscaler.loop.tick.records import Observation
@@ -116,10 +118,42 @@ def ready_capacity(store: Store, statuses: Mapping[str, AgentStatus], contact: b
 
 @dataclass(frozen=True)
 class Planned:
-    """The rate to plan for per workload, and the headroom step that sized it."""
+    """The rate to plan for per workload, and the headroom step that sized it; with `forecast:
+    auto`, each workload's periods found and the seasonal rise that raised its forecast this tick
+    (a workload planned ahead of a burst: `ahead`)."""
 
     rates: dict[str, float]
     tuned: Tuned
+    periods: dict[str, tuple[Period, ...]] = field(default_factory=dict)
+    ahead: dict[str, float] = field(default_factory=dict)
+
+
+# The period fits per store (one per controller): a fit is a pure function of the history up to
+# its time, kept until refit_s of the time passed in has gone by (a restart refits on its first tick).
+_FITS: weakref.WeakKeyDictionary[Store, tuple[float, dict[str, Fit]]] = weakref.WeakKeyDictionary()
+
+
+def period_config(policy: Policy) -> PeriodConfig:
+    """The period finder's grid: the tick interval, at least a minute."""
+    return PeriodConfig(step_s=max(60.0, policy.scaling.interval_s))
+
+
+def period_fits(policy: Policy, store: Store, now: float) -> dict[str, Fit]:
+    """Each workload's periods and seasonal rise (core/capacity/periods.py), refit from the last
+    max(1 day, seasons * season_s) of the store's history once refit_s has passed; {} unless the
+    policy's forecast is `auto`."""
+    sc = policy.scaling
+    if sc.forecast != "auto":
+        return {}
+    cfg = period_config(policy)
+    held = _FITS.get(store)
+    if held is not None and 0.0 <= now - held[0] < cfg.refit_s:
+        return held[1]
+    span = max(86400.0, sc.seasons * sc.season_s)
+    history = store.rate_history(now - span)
+    fits = {w.name: decompose(history.get(w.name, []), now, sc.boot_s + sc.interval_s, cfg) for w in policy.workloads}
+    _FITS[store] = (now, fits)
+    return fits
 
 
 def planned_rates(policy: Policy, store: Store, headroom: HeadroomState, obs: Observation, contact: bool) -> Planned:
@@ -148,14 +182,28 @@ def planned_rates(policy: Policy, store: Store, headroom: HeadroomState, obs: Ob
     fallback = dict(current.rates) if current else {}
     capacity = ready_capacity(store, obs.statuses, contact)
     rises = {w: ramp(h, cfg.horizon_s, sc.ramp_reads) for w, h in history.items()}
-    seen = Seen(obs.reading.fresh, forecast_all(history, cfg, past), capacity, fallback, obs.reading.peaks, rises)
+    fits = period_fits(policy, store, obs.now)
+    seasonal = {w: f.rise(obs.now) for w, f in fits.items() if f.periods}
+    base = forecast_all(history, cfg, past, seasonal)
+    ahead = {w: r for w, r in seasonal.items() if r > 0 and (base.get(w) or 0.0) > _without(history, cfg, past, w)}
+    seen = Seen(obs.reading.fresh, base, capacity, fallback, obs.reading.peaks, rises)
     tuned = tune(headroom, policy, obs.now, seen)
     planned = {w.name: _first(tuned.planned.get(w.name), fallback.get(w.name), w.rate_rps) for w in policy.workloads}
     for w in obs.reading.missing:
         planned[w] = max(planned[w], fallback.get(w, 0.0))
     for wl in policy.workloads:
         planned[wl.name] = max(planned[wl.name], float(wl.min_rate_rps))
-    return Planned(planned, tuned)
+    return Planned(planned, tuned, {w: f.periods for w, f in fits.items()}, ahead)
+
+
+def _without(
+    history: Mapping[str, list[tuple[float, float]]],
+    cfg: ForecastConfig,
+    past: Mapping[str, list[tuple[float, float]]],
+    w: str,
+) -> float:
+    """The forecast with no seasonal rise (`seasonal`'s): what `auto` raised, where it did."""
+    return forecast(history.get(w, []), cfg, past.get(w, ())) or 0.0
 
 
 def _first(*values: float | None) -> float:
