@@ -20,7 +20,19 @@ from autoscaler.config.errors import InputError
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_UNPLACED = 0, 1, 2, 3
 
 # Subcommand modules; each exposes register(subparsers). Missing optional ones are skipped.
-COMMANDS = ("validate", "predict", "plan", "run", "down", "simulate", "trace", "profile", "models", "example")
+COMMANDS = (
+    "validate",
+    "predict",
+    "plan",
+    "run",
+    "down",
+    "simulate",
+    "forecast",
+    "trace",
+    "profile",
+    "models",
+    "example",
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -67,9 +67,9 @@ class Period:
 
 @dataclass(frozen=True, slots=True)
 class Fit:
-    """One workload's decomposition at `fitted_at`: the periods, the trend's last value, the
-    residual's quantiles, and the seasonal component on the grid from fitted_at (`table`) with
-    the rise each grid point looks ahead to (`ahead`)."""
+    """One workload's decomposition at `fitted_at`: the periods, the trend at the fit (the mean
+    over the last longest period), the residual's quantiles, and the seasonal component on the
+    grid from fitted_at (`table`) with the rise each grid point looks ahead to (`ahead`)."""
 
     fitted_at: float
     step_s: float
@@ -286,5 +286,11 @@ def decompose(points: Sequence[Point], now: float, horizon_s: float, cfg: Period
     windows = np.lib.stride_tricks.sliding_window_view(path, look + 1).max(axis=1)[:count]
     ahead = np.maximum(windows - path[:count], 0.0)
     return Fit(
-        now, cfg.step_s, periods, float(trend[-1]), (float(lo), float(hi)), tuple(path.tolist()), tuple(ahead.tolist())
+        now,
+        cfg.step_s,
+        periods,
+        float(rates[-width:].mean()),
+        (float(lo), float(hi)),
+        tuple(path.tolist()),
+        tuple(ahead.tolist()),
     )

@@ -1,0 +1,87 @@
+"""`igniter forecast POLICY --trace FILE`: the periods of each workload and their strength, a
+figure with --plot, JSON with --json; bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.unit
+
+_SPEC = importlib.util.spec_from_file_location(
+    "burst_traces", Path(__file__).resolve().parents[2] / "benchmarks" / "burst_traces.py"
+)
+assert _SPEC and _SPEC.loader
+bt = importlib.util.module_from_spec(_SPEC)
+sys.modules.setdefault("burst_traces", bt)
+_SPEC.loader.exec_module(bt)
+
+POLICY = {
+    "fleet": "forecastcli",
+    "instance_types": [{"name": "g4dn.xlarge", "gpu": "t4-synthetic", "gpus": 1, "price_per_hour": 0.5}],
+    "workloads": [
+        {"name": "hourly", "model": "resnet50", "slo_ms": 40, "rate_rps": 600},
+        {"name": "flat", "model": "resnet50", "slo_ms": 40, "rate_rps": 600},
+    ],
+    "agents": {"transport": "none"},
+    "scaling": {"interval_s": 60, "forecast": "auto"},
+}
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    """A policy and a 6-hour trace: an hourly burst, and noise around a level (amplitude 1)."""
+    specs = {"hourly": bt.Bursts(), "flat": bt.Bursts(amplitude=1.0, noise=0.1)}
+    trace = tmp_path / "bursts.csv"
+    bt.write(bt.make(specs, 6.0, seed=8), trace)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(POLICY), encoding="utf-8")
+    return policy, trace
+
+
+def test_the_periods_and_their_strength(igniter, files) -> None:
+    policy, trace = files
+    r = igniter("forecast", policy, "--trace", trace)
+    assert r.code == 0, r.err
+    rows = {line.split()[0]: line.split() for line in r.out.splitlines()[2:]}
+    assert rows["hourly"][1] in ("59m", "1h"), r.out
+    assert abs(float(rows["hourly"][3]) - 3600) < 60
+    assert float(rows["hourly"][4]) > 0.8
+    assert rows["flat"][1] == "none"
+    data = json.loads(igniter("forecast", policy, "--trace", trace, "--json").out)
+    assert [round(p["period_s"] / 600) for p in data["hourly"]] == [6] and data["flat"] == []
+
+
+def test_plot(igniter, files, tmp_path: Path) -> None:
+    policy, trace = files
+    png = tmp_path / "forecast.png"
+    r = igniter("forecast", policy, "--trace", trace, "--plot", png)
+    assert r.code == 0, r.err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    ("change", "expect"),
+    [
+        ("missing trace", "nope.csv"),
+        ("missing column", "flat"),
+        ("bad policy", "scaling.forecast"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(igniter, files, tmp_path: Path, change: str, expect: str) -> None:
+    policy, trace = files
+    if change == "missing trace":
+        trace = tmp_path / "nope.csv"
+    elif change == "missing column":
+        trace.write_text("time_s,hourly\n0,1\n60,2\n", encoding="utf-8")
+    else:
+        policy.write_text(yaml.safe_dump({**POLICY, "scaling": {"forecast": "periodic"}}), encoding="utf-8")
+    r = igniter("forecast", policy, "--trace", trace, "--plot", tmp_path / "x.png")
+    assert r.code == 2, r
+    assert len(r.err.strip().splitlines()) == 1 and expect in r.err and r.out == ""
+    assert not (tmp_path / "x.png").exists()
