@@ -54,13 +54,14 @@ class SshTransport:
                 client.close()
             self._pool.clear()
 
-    def command(self, action: str) -> str:
-        """The remote command line, each argument quoted."""
-        argv = [*shlex.split(self.cfg.agent_command), *agent_args(action, self.cfg.state_dir)]
+    def command(self, action: str, state_dir: str | None = None) -> str:
+        """The remote command line, each argument quoted; the instance's own state directory
+        where it has one (a local instance reached over SSH), else agents.state_dir."""
+        argv = [*shlex.split(self.cfg.agent_command), *agent_args(action, state_dir or self.cfg.state_dir)]
         return " ".join(shlex.quote(a) for a in argv)
 
     def _call(self, instance: Instance, action: str, stdin: str | None) -> Any:
-        rc, out, err = self.run(instance, self.command(action), stdin, action)
+        rc, out, err = self.run(instance, self.command(action, instance.state_dir), stdin, action)
         return parse_reply(action, rc, out, err, f"{self._host(instance)}:{self.cfg.port}")
 
     def run(self, instance: Instance, command: str, stdin: str | None, what: str = "command") -> tuple[int, str, str]:

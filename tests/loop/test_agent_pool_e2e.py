@@ -1,0 +1,154 @@
+"""Agents read in a bounded pool (issue 50 item 2), end to end: 31 real `igniter-agent run --no-gpu`
+processes (the local provider), reached over real SSH (OpenSSH sshd on 127.0.0.1, one pooled
+connection each), one of which hangs: the sshd processes serving its connection are stopped
+(SIGSTOP), so its call gets no answer at all, as from a node that froze. The status round's wall
+time grows by that one call's deadline, not with the count; the hung agent is marked silent
+(not answered, not quarantined) and the others answer as before."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from autoscaler.config.policy import AgentsConfig
+from autoscaler.core.fleet.lifecycle import Reason, new_record, transition
+from autoscaler.fleet.base import Instance
+from autoscaler.fleet.local import LocalProvider
+from autoscaler.loop.state.controller_state import ControllerState
+from autoscaler.loop.state.store import Store
+from autoscaler.loop.tick.observe import agent_statuses
+from autoscaler.loop.tick.records import Deps
+from autoscaler.transport.bounded import agent_deadline_s
+from autoscaler.transport.ssh import SshTransport
+from tests.kit.backends import Sshd
+from tests.kit.fleet import free_base
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+AGENTS = 31
+# Generous for a loaded machine (a handshake or `igniter-agent status` may take seconds there); the
+# hung call ends at the command timeout (the channel's read timeout), within its deadline.
+DEADLINE = {"connect_timeout_s": 5.0, "command_timeout_s": 8.0}
+
+
+@pytest.fixture
+def agents(tmp_path: Path) -> Iterator[tuple[LocalProvider, list[Instance]]]:
+    provider = LocalProvider("pool", tmp_path / "instances", free_base())  # no server is started: no port bound
+    try:
+        for n in range(AGENTS):
+            provider.launch(f"a{n:02d}", "p3.2xlarge", 1)
+        deadline = time.monotonic() + 25
+        while time.monotonic() < deadline:
+            running = [i for i in provider.list_instances() if i.state == "running"]
+            if len(running) == AGENTS:
+                break
+            time.sleep(0.2)
+        assert len(running) == AGENTS, f"{len(running)} of {AGENTS} agents took their state directory"
+        yield provider, running
+    finally:
+        with ThreadPoolExecutor(8) as pool:  # each waits for its agent to exit
+            list(pool.map(provider.terminate, [i.id for i in provider.list_instances()]))
+
+
+def _store(instances: list[Instance]) -> Store:
+    store = Store(":memory:")
+    for inst in instances:
+        rec = transition(new_record(inst.slot, 0, "p3.2xlarge", 0.0, 1), Reason.REQUEST, 0.0, "")
+        launched = transition(rec.record, Reason.LAUNCHED, 0.0, "", instance_id=inst.id)
+        store.apply([rec, launched, transition(launched.record, Reason.BOOTED, 0.0, "")])
+    return store
+
+
+def _serving(port: int, client_port: int) -> list[int]:
+    """The pids holding the server side of the TCP connection 127.0.0.1:port <- :client_port."""
+    want = f"{port:04X}", f"{client_port:04X}"
+    inodes = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if (fields[1].rsplit(":", 1)[1], fields[2].rsplit(":", 1)[1]) == want:
+            inodes.add(fields[9])
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            links = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        except OSError:
+            continue
+        if any(f"socket:[{i}]" in links for i in inodes):
+            pids.append(int(pid))
+    return pids
+
+
+class Timed:
+    """The real transport, with when each status call began and ended (to see which overlapped)."""
+
+    def __init__(self, inner: SshTransport) -> None:
+        self.inner, self.spans = inner, {}
+
+    def status(self, instance: Instance) -> dict:
+        began = time.monotonic()
+        try:
+            return self.inner.status(instance)
+        finally:
+            self.spans[instance.id] = (began, time.monotonic())
+
+
+def test_one_hung_agent_costs_its_deadline_not_the_round(agents, sshd: Sshd) -> None:
+    provider, instances = agents
+    command = shutil.which("igniter-agent", path=str(Path(os.sys.executable).parent))
+    cfg = AgentsConfig(
+        transport="ssh",
+        user=sshd.user,
+        key_file=str(sshd.key_file),
+        known_hosts=str(sshd.known_hosts),
+        port=sshd.port,
+        host_override="127.0.0.1",
+        agent_command=str(command),
+        max_concurrency=8,
+        **DEADLINE,
+    )
+    transport = SshTransport(cfg)
+    timed = Timed(transport)
+    store = _store(instances)
+    deps = Deps(provider, timed, None, store, None, time.time)  # type: ignore[arg-type]
+    by_id = {i.id: i for i in instances}
+    try:
+        state = ControllerState()
+        for _ in range(3):  # opens the connections; on a loaded machine a handshake may time out: asked again
+            started = time.monotonic()
+            first, state = agent_statuses(deps, state, store.open_records(), by_id, cfg)
+            warm = time.monotonic() - started  # the round's time with every agent answering
+            if len(first) == AGENTS:
+                break
+        assert sorted(first) == sorted(i.slot for i in instances)
+
+        hung = instances[7]
+        client = transport._pool[(hung.id, "127.0.0.1", sshd.port)]
+        stopped = _serving(sshd.port, client.get_transport().sock.getsockname()[1])
+        assert stopped, "no process serves the hung agent's connection"
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            second, after = agent_statuses(deps, state, store.open_records(), by_id, cfg)
+            took = time.monotonic() - started
+        finally:
+            for pid in stopped:
+                os.kill(pid, signal.SIGCONT)
+    finally:
+        transport.close()
+    assert sorted(second) == sorted(i.slot for i in instances if i is not hung)
+    assert after.quarantined == {}  # silent, not quarantined: it is asked again next tick
+    deadline = agent_deadline_s(cfg)
+    began, ended = timed.spans[hung.id]
+    print(f"warm round {warm:.2f} s, round with one hung agent {took:.2f} s, its call {ended - began:.2f} s")
+    assert ended - began <= deadline + 0.5  # the hung call gave up by its own deadline
+    meanwhile = [i.slot for i in instances if i is not hung and began < timed.spans[i.id][1] < ended]
+    assert len(meanwhile) >= cfg.max_concurrency - 1  # the others answered while it hung (one at a time: none)
+    assert took < (ended - began) + warm  # the round: the hung call's deadline, plus a normal round at most
