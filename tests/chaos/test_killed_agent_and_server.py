@@ -24,6 +24,7 @@ from tests.kit.fleet import Load, converged, fleet_policy, infer_url, local_flee
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos, pytest.mark.slow]
 TWO = [("p3.2xlarge", [(0, "w", 200.0)]), ("p3.2xlarge", [(0, "w", 200.0)])]
 BOUND = 0.01  # at most 1 % of the requests sent across a kill fail
+PACE_S = 0.05
 
 
 def _server_pids(ctl: Controller) -> dict[str, tuple[int, str]]:
@@ -66,7 +67,9 @@ def test_killed_server_and_killed_agent_under_load(tmp_path: Path, tiny_model_di
         assert len(pids) == 2 and len({i for _, i in pids.values()}) == 2
         (server, (server_pid, _)), (_, (other_pid, agent_instance)) = sorted(pids.items())
         agent_pid = _agent_pid(ctl, agent_instance)
-        load = Load(infer_url(policy, "w")).start()
+        # paced (8 x 20 req/s at most): an unpaced closed loop spent most of the test's CPU on
+        # requests and slowed the recovery it waits for; a kill fails the same few requests either way
+        load = Load(infer_url(policy, "w"), pace_s=PACE_S).start()
         try:
             load.wait_for(300)
 

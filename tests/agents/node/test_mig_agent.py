@@ -127,7 +127,9 @@ def test_re_cut_under_load_then_kill_9_mid_re_cut_and_adopt(node: Node) -> None:
     assert f"CUDA_VISIBLE_DEVICES={uuid_of['a-0']}".encode() in env
     assert any(e.startswith(b"CUDA_MPS_PIPE_DIRECTORY=") and e.endswith(b"/mps/g0i1/pipe") for e in env)
 
-    load = Load(f"http://{node.spec.listen}/v2/models/a/infer", threads=4).start()
+    # paced (4 x 20 req/s at most): a closed loop spent its CPU on requests while the re-cut's
+    # servers started; every request still goes through the re-cut, and none may fail
+    load = Load(f"http://{node.spec.listen}/v2/models/a/infer", threads=4, pace_s=0.05).start()
     try:
         load.wait_for(50)
         # re-cut GPU 0 to 4g@0 (a): first a stand-in on GPU 1's free units, then the old slice goes
