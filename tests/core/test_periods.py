@@ -79,3 +79,16 @@ def test_the_rise_is_tabulated_a_horizon_and_a_lead_ahead() -> None:
     assert 480.0 < fit.rise(start - 60.0) < 720.0
     assert fit.rise(now + 60.0) < 60.0 and fit.rise(start + 480.0) < 60.0
     assert fit.rise(now + 3 * 3600.0) == 0.0  # past the table: the caller refits
+
+
+@pytest.mark.parametrize(("workload", "end"), [("m-large", 14400.0), ("m-mid", 7200.0), ("m-small", 75600.0)])
+def test_a_slow_smooth_history_yields_no_zero_period(workload: str, end: float) -> None:
+    """ServeGen's first hours (10-minute steps at 1-minute rows: smooth, slow): the refit at these
+    times once took a longer multiple that did not fit in the history as a 0 s period and divided
+    by it; now every period found is positive and none short of min_period_s."""
+    from autoscaler.sim.traces import read_wide
+
+    trace = read_wide(Path(__file__).resolve().parents[2] / "traces" / "servegen-3models-1min.csv")
+    pts = [p for p in zip(trace.times.tolist(), trace.rates[workload].tolist(), strict=True) if p[0] <= end]
+    fit = decompose(pts, end, 240.0, CFG)
+    assert all(p.period_s >= CFG.min_period_s for p in fit.periods)

@@ -188,12 +188,19 @@ def _fundamentals(
             continue
         period, r = _refine(acf, 1.0 / f, cfg.step_s, max(0.03, 0.6 * df / f))
         for mult in range(2, 5):
-            longer, r2 = _refine(acf, mult * period, cfg.step_s) if mult * period <= span / 2 else (0.0, 0.0)
+            if mult * period > span / 2:
+                break
+            longer, r2 = _refine(acf, mult * period, cfg.step_s)
             if r2 > r + 0.1:
                 period, r = longer, r2
         for div in (4, 3, 2):
             shorter, r2 = _refine(acf, period / div, cfg.step_s)
-            if r2 >= r - 0.1 and any(abs(g - 1.0 / shorter) <= df for g in freqs) and _repeats(acf, shorter, r2, cfg):
+            if (
+                shorter > 0
+                and r2 >= r - 0.1
+                and any(abs(g - 1.0 / shorter) <= df for g in freqs)
+                and _repeats(acf, shorter, r2, cfg)
+            ):
                 period, r = shorter, r2
                 break
         if period >= cfg.min_period_s and _repeats(acf, period, r, cfg):
