@@ -320,15 +320,16 @@ def load_profiles(policy: Policy) -> dict[str, AnyProfile]:
 
 
 def _check_redundancy(policy: Policy, profiles: dict[str, AnyProfile], src: Path) -> None:
-    """min_servers 2 is planned on MPS GPUs only: the MIG planner cuts one slice per workload and
-    GPU and knows no fault domains, so a policy that could plan a workload onto MIG is refused."""
+    """On MIG GPU types min_servers 2 is planned with the GPU as the fault domain (each slice of a
+    workload on a GPU of its own, planner/mig/spread.py); spread instance is not planned there."""
     mig = sorted(g for g, p in profiles.items() if isinstance(p, MeasuredProfile))
-    if policy.scaling.redundancy.min_servers > 1 and mig:
+    red = policy.scaling.redundancy
+    if red.min_servers > 1 and red.spread != "gpu" and mig:
         raise InputError(
             src,
-            "scaling.redundancy.min_servers",
-            f"2 is not supported with MIG GPU types ({', '.join(mig)}): the MIG planner plans no fault "
-            "domains; use min_servers 1 or MPS GPU types only",
+            "scaling.redundancy.spread",
+            f"instance is not supported with MIG GPU types ({', '.join(mig)}): the MIG planner spreads a "
+            "workload's slices over GPUs; use spread gpu",
         )
 
 

@@ -226,13 +226,14 @@ def _make_plan(
 
 
 def _check_redundancy(demands: Sequence[Demand], models: Mapping[str, GpuModel], fn: PlannerFn) -> None:
-    """Fault domains are planned by igniter on MPS GPU types only (the policy refuses the rest)."""
+    """Fault domains are planned by igniter, and on MIG GPU types by GPU only (planner/mig/spread.py;
+    the policy refuses the rest)."""
     if not any(d.redundant for d in demands):
         return
     if fn not in (igniter, igniter_lean, igniter_plain):
         raise ValueError("scaling.redundancy min_servers 2 is planned by the igniter planners only")
-    if any(isinstance(m, MigModel) for m in models.values()):
-        raise ValueError("scaling.redundancy min_servers 2 is not supported with MIG GPU types")
+    if any(isinstance(m, MigModel) for m in models.values()) and any(d.spread != "gpu" for d in demands):
+        raise ValueError("scaling.redundancy spread instance is not supported with MIG GPU types (spread gpu is)")
 
 
 def _run(

@@ -22,6 +22,7 @@ from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.limits import gpus_needed
 from autoscaler.planner.mig.offerings import plan_mig_offerings
 from autoscaler.planner.mig.segments import Chooser
+from autoscaler.planner.mig.spread import n_plus_one
 from autoscaler.planner.state import price_per_gpu
 from autoscaler.planner.types import Demand, InstanceOption, Plan
 
@@ -106,6 +107,7 @@ def _mig_cost(chooser: Chooser, d: Demand, model: MigModel, price: float) -> flo
     segs = chooser.segments(model, d.model, d.slo_ms, d.rate_rps, d.correction)
     if segs is None:
         return float("inf")
+    segs = n_plus_one(segs) if d.redundant else segs
     return sum(s.compute for s in segs) / model.geometry.compute_slices * price
 
 

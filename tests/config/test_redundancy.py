@@ -3,6 +3,7 @@ scaling.redundancy.min_servers (or .spread), nothing written, no traceback."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -46,28 +47,34 @@ def test_bad_values_exit_2_on_one_line(igniter, tmp_path, scaling, field, words)
 
 
 @needs_shared
-def test_min_servers_2_with_a_mig_gpu_type_is_refused(igniter, tmp_path):
+def test_min_servers_2_with_a_mig_gpu_type_is_planned_and_spread_instance_refused(igniter, tmp_path):
     profiles = tmp_path / "profiles"
     import_a100(profiles)
     shutil.copy(PROFILES / "v100.yaml", profiles / "v100.yaml")
     data = {
         **GOOD,
         "profiles_dir": "profiles",
-        "instance_types": [*GOOD["instance_types"], {"name": "a2", "gpu": "a100-80gb", "gpus": 1, "price_per_hour": 5}],
+        "instance_types": [{"name": "a2", "gpu": "a100-80gb", "gpus": 1, "price_per_hour": 5}],
         "workloads": [{"name": "a", "model": "resnet50", "slo_ms": 100, "rate_rps": 500}],
         "scaling": {"redundancy": {"min_servers": 2}},
     }
     path = tmp_path / "policy.yaml"
     path.write_text(yaml.safe_dump(data))
+    res = igniter("plan", path, "--json")
+    assert res.code == 0, res
+    gpus = [
+        (k, g["index"]) for k, i in enumerate(json.loads(res.out)["instances"]) for g in i["gpus"] if g["placements"]
+    ]
+    assert len(gpus) >= 2  # the workload's slices on two GPUs or more
+    data["scaling"] = {"redundancy": {"min_servers": 2, "spread": "instance"}}
+    data["instance_types"] = [*GOOD["instance_types"], *data["instance_types"]]
+    path.write_text(yaml.safe_dump(data))
     res = igniter("plan", path)
     assert res.code == 2, res
-    assert res.err.strip().endswith(
-        f"{path}: scaling.redundancy.min_servers: 2 is not supported with MIG GPU types (a100-80gb): "
-        "the MIG planner plans no fault domains; use min_servers 1 or MPS GPU types only"
-    )
-    data["scaling"] = {"redundancy": {"min_servers": 1}}
-    path.write_text(yaml.safe_dump(data))
-    assert igniter("validate", path).code == 0
+    assert res.err.strip().splitlines() == [
+        f"error: {path}: scaling.redundancy.spread: instance is not supported with MIG GPU types (a100-80gb): "
+        "the MIG planner spreads a workload's slices over GPUs; use spread gpu"
+    ]
 
 
 def test_a_baseline_planner_on_the_command_line_is_refused_too(igniter, tmp_path):

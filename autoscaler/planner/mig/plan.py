@@ -11,52 +11,33 @@
    planned, first into free units of the GPUs kept, then onto new ones. The kept plan wins unless it
    costs more than `STABILITY_TOLERANCE` over a fresh one (api.py's rule for the MPS planners).
 
+4. A workload with scaling.redundancy min_servers 2 gets N+1 slices spread over GPUs (spread.py),
+   kept from the current plan all together or not at all.
+
 A workload's rate is split over its slices in proportion to their throughput.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 from autoscaler.config.mig import Slot
 from autoscaler.model.mig import MigModel
 from autoscaler.planner.build import count_moved
+from autoscaler.planner.mig.gpus import Gpu, Inst, Slice
 from autoscaler.planner.mig.joint import choose_jointly
 from autoscaler.planner.mig.packing import fewest_gpus, free_start
 from autoscaler.planner.mig.segments import Chooser, Segment, items, why_none
+from autoscaler.planner.mig.spread import fill, fits, hold_apart, n_plus_one, spares
 from autoscaler.planner.packing import cover
+from autoscaler.planner.redundancy import redundancy_faults
 from autoscaler.planner.state import price_per_gpu
 from autoscaler.planner.types import Demand, GpuOut, InstanceOption, InstanceOut, PlacementOut, Plan, Unplaced
 
 STABILITY_TOLERANCE = 0.03
 NAME = "igniter-mig"
-
-
-@dataclass(slots=True)
-class Slice:
-    workload: str
-    model: str
-    slot: Slot
-    seg: Segment
-    kept: bool = False
-
-
-@dataclass(slots=True)
-class Gpu:
-    gpu: str
-    slices: list[Slice] = field(default_factory=list)
-
-    def cut(self) -> list[Slot]:
-        return [s.slot for s in self.slices]
-
-
-@dataclass(slots=True)
-class Inst:
-    option: InstanceOption
-    gpus: list[Gpu]
 
 
 def plan_mig(
@@ -71,8 +52,10 @@ def plan_mig(
     if current is None:
         return fresh
     kept = _plan(demands, options, models, current)
-    if kept.cost_per_hour <= fresh.cost_per_hour * (1 + STABILITY_TOLERANCE) + 1e-9 and len(kept.unplaced) <= len(
-        fresh.unplaced
+    if (
+        kept.cost_per_hour <= fresh.cost_per_hour * (1 + STABILITY_TOLERANCE) + 1e-9
+        and len(kept.unplaced) <= len(fresh.unplaced)
+        and len(redundancy_faults(kept, demands)) <= len(redundancy_faults(fresh, demands))
     ):
         return kept
     note = f"fresh plan: keeping slices would cost {kept.cost_per_hour:.2f} $/h"
@@ -122,6 +105,7 @@ def _choose(
         if segs is None:
             reasons.append(why_none(model, d.model, d.slo_ms, d.correction))
             continue
+        segs = n_plus_one(segs) if d.redundant else segs
         cost = sum(s.compute for s in segs) / model.geometry.compute_slices * prices[gpu]
         if best is None or cost < best[0] - 1e-12:
             best = (cost, gpu, segs)
@@ -134,14 +118,14 @@ def _together(entries: list[tuple[Demand, float, list[Segment]]], model: MigMode
     """The segments chosen jointly with the cuts (joint.py) where that packs onto fewer GPUs than
     each workload's own lightest set."""
     alone = [(d, s) for d, _, segs in entries for s in segs]
-    wants = [(rest, items(model, d.model, d.slo_ms, d.correction)) for d, rest, _ in entries]
+    free = [e for e in entries if not e[0].redundant]  # N+1 sets (spread.py) are not re-chosen
+    wants = [(rest, items(model, d.model, d.slo_ms, d.correction)) for d, rest, _ in free]
     joint = choose_jointly(model.geometry, wants)
     if joint is None:
         return alone
-    together = [(d, s) for (d, _, _), segs in zip(entries, joint) for s in segs]
-    covered = all(
-        sum(s.throughput_rps for s in segs) >= rest * (1 - 1e-9) for (_, rest, _), segs in zip(entries, joint)
-    )
+    fixed = [(d, s) for d, _, segs in entries if d.redundant for s in segs]
+    together = fixed + [(d, s) for (d, _, _), segs in zip(free, joint) for s in segs]
+    covered = all(sum(s.throughput_rps for s in segs) >= rest * (1 - 1e-9) for (_, rest, _), segs in zip(free, joint))
     geo = model.geometry
     fewer = len(fewest_gpus(geo, Counter(s.slice for _, s in together))) < len(
         fewest_gpus(geo, Counter(s.slice for _, s in alone))
@@ -157,33 +141,67 @@ def _place(
     geo = model.geometry
     rest: list[tuple[Demand, Segment]] = []
     kept_gpus = [g for i in insts if i.option.gpu == gpu for g in i.gpus]
+    spare = spares(segs)
     for d, s in sorted(segs, key=lambda x: (-x[1].units, x[0].workload)):
-        target = next(((g, st) for g in kept_gpus if (st := free_start(geo, g.cut(), s.slice)) is not None), None)
+        target = next(
+            (
+                (g, st)
+                for g in kept_gpus
+                if fits(g, d, s, spare) and (st := free_start(geo, g.cut(), s.slice)) is not None
+            ),
+            None,
+        )
         if target is None:
             rest.append((d, s))
         else:
             target[0].slices.append(Slice(d.workload, d.model, (s.slice, target[1]), s))
-    return _open(gpu, rest, insts, options, model)
+    return _open((gpu, spare), rest, insts, options, model)
 
 
 def _open(
-    gpu: str, segs: list[tuple[Demand, Segment]], insts: list[Inst], options: Sequence[InstanceOption], model: MigModel
+    where: tuple[str, Mapping[str, float]],
+    segs: list[tuple[Demand, Segment]],
+    insts: list[Inst],
+    options: Sequence[InstanceOption],
+    model: MigModel,
 ) -> list[Unplaced]:
+    """New GPUs of type `where[0]` for `segs` (redundant workloads' spares in `where[1]`) on new
+    instances; workloads the caps cannot hold are unplaced, the most compute first."""
+    gpu = where[0]
     opts = [o for o in options if o.gpu == gpu]
     used = Counter(i.option.key for i in insts)
     limits = [None if o.max_instances is None else max(0, o.max_instances - used[o.key]) for o in opts]
     dropped: list[Unplaced] = []
     while segs:
         cuts = fewest_gpus(model.geometry, Counter(s.slice for _, s in segs))
-        try:
-            mix = cover(len(cuts), opts, limits)
-        except ValueError:
+        got = _held(model, cuts, segs, where, (opts, limits))
+        if got is None:
             segs, gone = _drop_largest(segs)
             dropped.append(Unplaced(gone, f"no capacity: the {gpu} instance types are at max_instances"))
             continue
-        _fill(cuts, segs, mix, insts, gpu)
+        _fill(got[0], got[1], insts)
         break
     return dropped
+
+
+def _held(
+    model: MigModel,
+    cuts: list[tuple[Slot, ...]],
+    segs: list[tuple[Demand, Segment]],
+    where: tuple[str, Mapping[str, float]],
+    offered: tuple[list[InstanceOption], list[int | None]],
+) -> tuple[list[Gpu], list[tuple[InstanceOption, int]]] | None:
+    """The slices on GPUs (redundant workloads' apart, spread.py) and the instances holding them;
+    where the caps cannot hold the GPUs that apart takes, the cuts' GPUs with the slices as far
+    apart as they go (the plan's stats then name the workload, api.make_plan); None: not even that."""
+    for strict in (True, False):
+        gpus = fill(model.geometry, cuts, segs, where, strict)
+        try:
+            return gpus, cover(len(gpus), *offered)
+        except ValueError:
+            if not any(d.redundant for d, _ in segs):
+                return None
+    return None
 
 
 def _drop_largest(segs: list[tuple[Demand, Segment]]) -> tuple[list[tuple[Demand, Segment]], str]:
@@ -194,22 +212,9 @@ def _drop_largest(segs: list[tuple[Demand, Segment]]) -> tuple[list[tuple[Demand
     return [(d, s) for d, s in segs if d.workload != gone], gone
 
 
-def _fill(
-    cuts: list[tuple[Slot, ...]],
-    segs: list[tuple[Demand, Segment]],
-    mix: list[tuple[InstanceOption, int]],
-    insts: list[Inst],
-    gpu: str,
-) -> None:
-    """Slices into the cuts' slots (a workload's slices side by side), GPUs into instances."""
-    free: dict[str, deque[tuple[int, Slot]]] = {}
-    for k, cut in enumerate(cuts):
-        for slot in cut:
-            free.setdefault(slot[0], deque()).append((k, slot))
-    gpus = [Gpu(gpu) for _ in cuts]
-    for d, s in sorted(segs, key=lambda x: (x[0].workload, -x[1].compute)):
-        k, slot = free[s.slice].popleft()
-        gpus[k].slices.append(Slice(d.workload, d.model, slot, s))
+def _fill(gpus: list[Gpu], mix: list[tuple[InstanceOption, int]], insts: list[Inst]) -> None:
+    """GPUs into instances, the largest instances first."""
+    gpu = gpus[0].gpu
     for option, count in sorted(mix, key=lambda x: -x[0].gpus):
         for _ in range(count):
             members, gpus = gpus[: option.gpus], gpus[option.gpus :]
@@ -221,7 +226,8 @@ def _kept(
     current: Plan, demands: Mapping[str, Demand], options: Sequence[InstanceOption], models: Mapping[str, MigModel]
 ) -> list[Inst]:
     """The current plan's MIG slices that still serve, on their instances (at most what each
-    workload's rate needs, largest first); instances left empty are not kept."""
+    workload's rate needs, largest first; a redundant workload's all or none, spread.py); instances
+    left empty are not kept."""
     offered = {o.key: o for o in options}
     need = {w: d.rate_rps for w, d in demands.items()}
     out = []
@@ -240,10 +246,14 @@ def _kept(
         ((s, g) for i in out for g in i.gpus for s in g.slices), key=lambda x: (-x[0].seg.throughput_rps, x[0].workload)
     )
     for s, g in everything:
+        if demands[s.workload].redundant:
+            continue
         if need[s.workload] <= 1e-9:
             g.slices.remove(s)
         else:
             need[s.workload] -= s.seg.throughput_rps
+    for w in sorted({s.workload for s, _ in everything if demands[s.workload].redundant}):
+        hold_apart([(s, g) for s, g in everything if s.workload == w], demands[w].rate_rps)
     return [i for i in out if any(g.slices for g in i.gpus)]
 
 
