@@ -9,22 +9,30 @@ agents' status and the gateway's servers; it changes them only through the usual
 Checked here: 0 failed requests while the new controller ticks, the gateway's servers untouched
 where the plan keeps them, and an instance the new plan has no slot for leaves through a drain
 (gateway drain, agent drain, then terminate), never at once. Real agents, servers and haproxy
-(tests/kit/fleet.py)."""
+(tests/kit/fleet.py). And the same through a failover of real `igniter run` processes, each with
+its own state file (a standby on another host has its own): the leader stopped with SIGTERM or
+killed with SIGKILL under load, the standby takes over and adopts: 0 failed requests."""
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 
+import httpx
 import pytest
+import yaml
 
+from autoscaler.config.policy import load_policy
 from autoscaler.core.fleet.lifecycle import State
-from autoscaler.loop.service.wiring import build_controller
+from autoscaler.loop.service.wiring import build_controller, make_gateway, make_provider
 from autoscaler.loop.tick.controller import Controller
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from tests.chaos.report import record
+from tests.kit.agent import free_port
 from tests.kit.fleet import FixedPlanner, Load, converged, fleet_policy, infer_url
+from tests.loop.test_service import Running, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 
@@ -101,3 +109,73 @@ def test_a_fresh_state_file_adopts_the_fleet_under_load(
     assert failed == 0, dict(sum((x.errors for x in loads), start=loads[0].errors.__class__()))
     assert len(ended) == 1, ended  # the instance the new plan has no slot for
     assert all((h["slot"], h["attempt"]) in drained for h in ended), f"terminated without a drain: {ended}"
+
+
+def _down(path: Path, state: Path) -> None:
+    """`igniter down`, without another process's start: the instances and the gateway stopped."""
+    policy = load_policy(path)
+    provider = make_provider(policy, state)
+    for inst in provider.list_instances():
+        provider.terminate(inst.id)
+    gateway = make_gateway(policy, state)
+    if gateway is not None:
+        gateway.stop()
+
+
+def _status(run: Running) -> str | None:
+    try:
+        return str(run.get("/healthz").json().get("status"))
+    except (httpx.HTTPError, ValueError):
+        return None
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
+def test_a_standby_with_its_own_state_file_takes_over_under_load(
+    tmp_path: Path, tiny_model_dir: Path, how: signal.Signals
+) -> None:
+    policy = fleet_policy(tmp_path, tiny_model_dir, ["a"], drain_timeout_s=2)
+    assert policy.source is not None
+    path = Path(policy.source)
+    data = yaml.safe_load(path.read_text())
+    data["leader"] = {"kind": "local", "lock_dir": str(tmp_path / "locks")}
+    data["rates"] = {"source": "static"}
+    data["gateway"]["state_dir"] = str(tmp_path / "gateway")  # one gateway, whichever state file
+    path.write_text(yaml.safe_dump(data))
+    states = [tmp_path / name / "state.sqlite" for name in ("leader", "standby")]  # a log beside each
+    for state in states:
+        state.parent.mkdir()
+    leader = Running(path, states[0], free_port())
+    standby: Running | None = None
+    load = Load(infer_url(policy, "a"), threads=4, pace_s=0.1)  # about 40 req/s
+    marks = {"start": time.monotonic()}
+    try:
+        wait_for(lambda: _status(leader) is not None, 20, "the leader's status endpoint")
+        standby = Running(path, states[1], free_port())  # starts while the leader's fleet comes up
+        wait_for(lambda: _status(leader) == "ok", 30, "the leader's fleet to serve")
+        marks["serving"] = time.monotonic()
+        wait_for(lambda: _status(standby) == "standby", 20, "the standby")
+        load.start()
+        load.wait_for(20)
+        leader.proc.send_signal(how)
+        marks["signal"] = time.monotonic()
+        leader.proc.wait(timeout=20)
+        wait_for(lambda: "tick 1:" in standby.text(), 20, "the standby's first tick as the leader")
+        marks["took_over"] = time.monotonic()
+        sent = load.sent
+        load.wait_for(sent + 100, timeout=10)  # 2.5 s more: several of the new leader's ticks
+        load.close()
+        log = standby.text()
+    finally:
+        load.close()
+        if standby is not None:
+            standby.stop()
+        leader.stop()
+        _down(path, states[1])
+    took_over = marks["took_over"] - marks["signal"]
+    print(
+        f"failover ({how.name}): {load.sent} requests sent, {load.failed} failed; fleet serving after "
+        f"{marks['serving'] - marks['start']:.1f} s, the standby's first tick {took_over:.1f} s after the signal"
+    )
+    record("lost_state_file_failover", sent=load.sent, failed=load.failed, takeover_s_max=took_over)
+    assert "waits for its connections to close" not in log and "del server" not in log
+    assert load.failed == 0, load.errors
