@@ -82,17 +82,17 @@ def generated(res: Results, tmp: Path) -> None:
                 n, missed = late_misses(r, spec.base_rps)
                 short = int((r.capacity["a"] < trace.rates["a"] - 1e-9).sum())
                 cost = float(r.summary()["cost_total_usd"])
-                key = f"{slug(name)}.s{seed}.{run}"
-                res.figure(f"{key}.short", short)
-                res.figure(f"{key}.late_missed", missed)
-                res.figure(f"{key}.cost", cost)
+                key = f"{slug(name)}/s{seed}/{run}"
+                res.figure(f"{key}/short", short)
+                res.figure(f"{key}/late_missed", missed)
+                res.figure(f"{key}/cost", cost)
                 totals[run] = [a + b for a, b in zip(totals[run], (short, missed, n, cost), strict=True)]
                 res.line("generated", f"| {name} | {seed} | {run} | {short} | {missed} of {n} | ${cost:.2f} |")
     for run, (short, missed, n, cost) in totals.items():
-        res.figure(f"all.{run}.short", short)
-        res.figure(f"all.{run}.late_missed", missed)
-        res.figure(f"all.{run}.late_bursts", n)
-        res.figure(f"all.{run}.cost", cost)
+        res.figure(f"all/{run}/short", short)
+        res.figure(f"all/{run}/late_missed", missed)
+        res.figure(f"all/{run}/late_bursts", n)
+        res.figure(f"all/{run}/cost", round(cost, 2))
 
 
 def shipped(res: Results) -> None:
@@ -109,8 +109,8 @@ def shipped(res: Results) -> None:
                 fit = decompose([p for p in pts if end - 86400.0 <= p[0] <= end], float(end), 240.0, cfg)
                 fits += bool(fit.periods)
                 seen.update(round(p.period_s / 600.0) * 600 for p in fit.periods)
-            res.figure(f"{slug(f)}.{w}.refits", len(ends))
-            res.figure(f"{slug(f)}.{w}.with_period", fits)
+            res.figure(f"{slug(f)}/{w}/refits", len(ends))
+            res.figure(f"{slug(f)}/{w}/with_period", fits)
             periods = ", ".join(f"{s / 3600:g} h" for s in sorted(seen)) or "-"
             res.line("shipped", f"| {f} | {w} | {len(ends)} | {fits} | {periods} |")
 
@@ -128,8 +128,8 @@ def replay(res: Results) -> None:
         for part, lo, hi in (("first", 0, mid), ("second", mid, n)):
             for label, r in runs.items():
                 s = score(r, lo, hi, sc.boot_s)
-                res.figure(f"{slug(case.name)}.{part}.{label}.short", s.short)
-                res.figure(f"{slug(case.name)}.{part}.{label}.cost", s.cost)
+                res.figure(f"{slug(case.name)}/{part}/{label}/short", s.short)
+                res.figure(f"{slug(case.name)}/{part}/{label}/cost", s.cost)
                 res.line("replay", f"| {case.name} | {part} half | {label} | {s.short} | ${s.cost:,.2f} |")
 
 
