@@ -197,3 +197,20 @@ def test_routed_from_the_adoption_the_gateway_keeps_every_server() -> None:
     assert not [op for op in ops if isinstance(op, DelServer)], ops
     assert {(r.workload, r.name) for rs in routes.values() for r in rs} == set(held)
     assert all(r.weight > 0 and r.state == "ready" for rs in routes.values() for r in rs)
+
+
+def test_an_older_attempt_beside_a_newer_one_goes_away_through_a_drain() -> None:
+    """A replacement under way when the state was lost: the older instance still serves. It is let
+    go as a going instance is (drained once the replacement serves), not terminated as a duplicate."""
+    instances = [inst("s-0", 0), inst("s-0", 1, port_base=9100)]
+    statuses = {
+        "i-s-0-0": {"generation": 2, "servers": [server("a-0", "a", 9001)]},
+        "i-s-0-1": {"generation": 4, "servers": [server("a-0", "a", 9101, state="starting")]},
+    }
+    out = adopt(inp(instances, statuses), 1.0)
+    final = {c.record.key: c.record for c in out.changes}
+    assert final[("s-0", 0)].state is State.GOING_AWAY and final[("s-0", 0)].leaves_at is None
+    assert [c.reason for c in out.changes if c.record.key == ("s-0", 0)][-1] is Reason.SUPERSEDED
+    assert final[("s-0", 1)].state is State.READY
+    assert set(out.applied) == {("s-0", 0), ("s-0", 1)}  # the going one's servers stay routed until drained
+    assert out.layout is not None and out.layout.slots[0].servers[0].address == "10.0.0.5:9101"

@@ -9,7 +9,9 @@ nothing they ran: its first tick saw no server, so the gateway step deleted ever
 
 - a record per tagged instance no record knows (its slot, attempt, plan generation and offering
   from its tags), READY where its agent answers: the same edges a record walks while it is
-  launched (DISCOVERED, BOOTED, AGENT_READY), each with its reason in the history;
+  launched (DISCOVERED, BOOTED, AGENT_READY), each with its reason in the history; an older
+  attempt of a slot with a newer one (a replacement under way when the state was lost) is
+  SUPERSEDED: it goes away as an interrupted instance does, drained once its replacement serves;
 - what each agent was told to run (the store's `applied`): its assignment generation and its
   servers, from the agent's status (name, workload, port, batch, share, GPU, slice), at the
   address the gateway reaches them at (the gateway's own entry where it has one, so routing
@@ -93,11 +95,15 @@ def adopt(inp: AdoptInput, now: float) -> Adopted:
     changes: list[Change] = []
     applied: Applied = {}
     notes: list[str] = []
+    newest = _newest_attempts(inp.instances)
     for inst in inp.instances:
         record, steps = _record(inst, inp, now)
+        if record.state is State.READY and inst.attempt < newest[inst.slot]:
+            why = f"adopted beside attempt {newest[inst.slot]} of its slot: let go once drained"
+            steps.append(transition(record, Reason.SUPERSEDED, now, why, leaves_at=None))
         changes.extend(steps)
         status = inp.statuses.get(inst.id)
-        if status is not None and record.state is State.READY and _answered(status):
+        if status is not None and record.state in (State.READY, State.GOING_AWAY) and _answered(status):
             servers, skipped = _servers(inst, status, inp)
             applied[record.key] = (_generation(status), servers)
             notes.extend(skipped)
@@ -105,6 +111,15 @@ def adopt(inp: AdoptInput, now: float) -> Adopted:
     layout = _layout(inp, applied)
     generation = max((i.plan_generation for i in inp.instances), default=0)
     return Adopted(tuple(changes), applied, layout, generation, tuple(notes))
+
+
+def _newest_attempts(instances: Iterable[Instance]) -> dict[str, int]:
+    """Per slot, its newest attempt among the adopted: an older one that serves is let go as a going
+    instance is (SUPERSEDED, then drained and terminated), never terminated at once as a duplicate."""
+    out: dict[str, int] = {}
+    for inst in instances:
+        out[inst.slot] = max(out.get(inst.slot, inst.attempt), inst.attempt)
+    return out
 
 
 def _answered(status: Mapping[str, Any]) -> bool:

@@ -51,6 +51,7 @@ class Reason(StrEnum):
     STATE_CHANGE = "state_change"  # EC2 Instance State-change Notification: stopping, shutting down, ...
     SCHEDULED_CHANGE = "scheduled_change"  # AWS Health scheduled change (retirement, maintenance)
     LET_GO = "let_go"  # going away and its replacement serves (or it serves nothing): terminate it
+    SUPERSEDED = "superseded"  # adopted beside a newer attempt of its slot (core/fleet/adopt.py): let go once drained
 
 
 S, R = State, Reason
@@ -79,6 +80,7 @@ TRANSITIONS: dict[tuple[State, Reason], State] = {
     (S.DRAINING, R.VANISHED): S.TERMINATED,
     (S.TERMINATING, R.GONE): S.TERMINATED,
     (S.GOING_AWAY, R.LET_GO): S.TERMINATING,
+    (S.READY, R.SUPERSEDED): S.GOING_AWAY,
     (S.GOING_AWAY, R.VANISHED): S.TERMINATED,
 }
 GOING_AWAY_REASONS = (R.INTERRUPTION, R.REBALANCE, R.STATE_CHANGE, R.SCHEDULED_CHANGE)

@@ -16,6 +16,7 @@ from typing import Any
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.fleet.adopt import Adopted, AdoptInput, GatewayAddress, adopt, adoptable
+from autoscaler.core.fleet.lifecycle import State
 from autoscaler.core.layout.layout_types import Judge
 from autoscaler.core.rollout.surge_types import is_surge_slot
 from autoscaler.core.routing.routes import GatewayView, gateway_name
@@ -61,7 +62,8 @@ def adopt_step(deps: Deps, policy: Policy, judge: Judge, state: ControllerState,
         len(out.applied),
         ", ".join(f"{slot}#{attempt}" for slot, attempt in sorted(out.applied)) or "none",
     )
-    return AdoptResult(_with_statuses(obs, found, raw), state, out)
+    going = {c.record.instance_id for c in out.changes if c.record.state is State.GOING_AWAY}
+    return AdoptResult(_with_statuses(obs, [i for i in found if i.id not in going], raw), state, out)
 
 
 def _input(
@@ -129,7 +131,8 @@ def _ask(deps: Deps, inst: Instance) -> Any:
 
 
 def _with_statuses(obs: Observation, found: Sequence[Instance], raw: Mapping[str, Mapping[str, Any]]) -> Observation:
-    """The observation with the adopted agents' answers, by slot (the newest attempt's)."""
+    """The observation with the adopted agents' answers, by slot (the newest attempt's; a going
+    one's are left out, as observe leaves them out: its servers carry the slot's names)."""
     statuses: dict[str, AgentStatus] = dict(obs.statuses)
     for inst in sorted(found, key=lambda i: i.attempt):
         if inst.id in raw:
