@@ -22,9 +22,9 @@ stop, terminate). Nothing it calls can change the fleet:
   so it never deletes a notice; writes no sample model, and keeps its own state file and host-key
   pins. The fast path, event ticks and the gateway keeper run only on a leader: never here.
 
-Its state file holds its own view (adopted from the instances' tags, as a fresh start does), so
-it advises an assignment for every agent it has not told itself: `assignments` is what each agent
-would be told, whatever it runs now.
+Its state file holds its own view, adopted as a fresh start adopts the fleet (core/fleet/adopt.py:
+the instances' tags, what each agent runs, the gateway's servers), so it advises the changes a
+leader would make from here, not the fleet's whole assignment again.
 """
 
 from __future__ import annotations
