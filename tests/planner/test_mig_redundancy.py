@@ -145,3 +145,23 @@ def test_spread_instance_on_mig_is_refused(a100: MigModel) -> None:
     d = Demand("r", "resnet50", 200.0, 50.0, min_servers=2, spread="instance")
     with pytest.raises(ValueError, match="spread instance is not supported with MIG"):
         make_plan([d], [A100], {"a100-80gb": a100})
+
+
+@pytest.mark.parametrize("rise", [1.2, 1.5, 2.0])
+def test_a_rising_rate_keeps_every_slice_and_adds_what_n_plus_one_needs(a100: MigModel, rise: float) -> None:
+    """Kept slices that are no longer N+1 at the new rate stay; slices are added until the rate is
+    covered without the worst GPU (before, all of a workload's slices were re-planned: in a replay of
+    a100-mig.yaml 12 launches and 10 terminations against 1 launch without redundancy)."""
+    demands = redundant([Demand("r", "resnet50", 200.0, 600.0), Demand("m", "mobilenetv2", 150.0, 900.0)])
+    now = make_plan(demands, [A100], {"a100-80gb": a100})
+    more = [replace(d, rate_rps=d.rate_rps * rise) for d in demands]
+    plan = make_plan(more, [A100], {"a100-80gb": a100}, current=now)
+
+    def slots(p: Plan) -> set[tuple[int, str, str | None, int | None]]:
+        return {
+            (k, x.workload, x.mig_profile, x.mig_start) for k, i in enumerate(p.instances) for x in i.gpus[0].placements
+        }
+
+    assert slots(now) <= slots(plan) and "stability" not in plan.stats
+    assert_survives_any_gpu(plan, more, a100)
+    assert check_plan(plan, more, {"a100-80gb": a100}, [A100]) == []

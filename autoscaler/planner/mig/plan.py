@@ -30,7 +30,7 @@ from autoscaler.planner.mig.gpus import Gpu, Inst, Slice
 from autoscaler.planner.mig.joint import choose_jointly
 from autoscaler.planner.mig.packing import fewest_gpus, free_start
 from autoscaler.planner.mig.segments import Chooser, Segment, items, why_none
-from autoscaler.planner.mig.spread import fill, fits, hold_apart, n_plus_one, spares
+from autoscaler.planner.mig.spread import carried_by, fill, fits, hold_apart, n_plus_one, spares
 from autoscaler.planner.packing import cover
 from autoscaler.planner.redundancy import redundancy_faults
 from autoscaler.planner.state import price_per_gpu
@@ -70,32 +70,36 @@ def _plan(
 ) -> Plan:
     by_name = {d.workload: d for d in demands}
     insts = _kept(current, by_name, options, models) if current is not None else []
-    carried: dict[str, float] = {}
-    for inst in insts:
-        for g in inst.gpus:
-            for s in g.slices:
-                carried[s.workload] = carried.get(s.workload, 0.0) + s.seg.throughput_rps
+    carried, worst = carried_by(insts)
     chooser, unplaced = Chooser(), []
     todo: dict[str, list[tuple[Demand, float, list[Segment]]]] = {}
     for d in sorted(demands, key=lambda d: d.workload):
-        rest = d.rate_rps - carried.get(d.workload, 0.0)
+        top = worst.get(d.workload, 0.0) if d.redundant else 0.0  # N+1: covered without its worst GPU
+        rest = d.rate_rps + top - carried.get(d.workload, 0.0)
         if rest <= 1e-9 * max(1.0, d.rate_rps):
             continue
-        found = _choose(chooser, d, rest, options, models)
+        found = _choose(chooser, d, (rest, top), options, models)
         if isinstance(found, Unplaced):
             unplaced.append(found)
             continue
         gpu, segs = found
         todo.setdefault(gpu, []).append((d, rest, segs))
     for gpu in sorted(todo):
-        unplaced += _place(gpu, _together(todo[gpu], models[gpu]), insts, options, models[gpu])
+        chosen = _together(todo[gpu], models[gpu])
+        unplaced += _place((gpu, spares(chosen, carried)), chosen, insts, options, models[gpu])
     return _build(insts, by_name, unplaced, current)
 
 
 def _choose(
-    chooser: Chooser, d: Demand, rate: float, options: Sequence[InstanceOption], models: Mapping[str, MigModel]
+    chooser: Chooser,
+    d: Demand,
+    need: tuple[float, float],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, MigModel],
 ) -> tuple[str, list[Segment]] | Unplaced:
-    """The GPU type and segments that serve `rate` of `d` at least cost."""
+    """The GPU type and segments that serve `need[0]` of `d` at least cost; for a redundant `d`
+    with one slice more where the largest exceeds `need[1]` (its kept slices' worst GPU, spread.py)."""
+    rate, top = need
     prices = price_per_gpu([o for o in options if d.gpus is None or o.gpu in d.gpus])
     best: tuple[float, str, list[Segment]] | None = None
     reasons = []
@@ -105,7 +109,7 @@ def _choose(
         if segs is None:
             reasons.append(why_none(model, d.model, d.slo_ms, d.correction))
             continue
-        segs = n_plus_one(segs) if d.redundant else segs
+        segs = n_plus_one(segs) if d.redundant and max(s.throughput_rps for s in segs) > top else segs
         cost = sum(s.compute for s in segs) / model.geometry.compute_slices * prices[gpu]
         if best is None or cost < best[0] - 1e-12:
             best = (cost, gpu, segs)
@@ -134,14 +138,18 @@ def _together(entries: list[tuple[Demand, float, list[Segment]]], model: MigMode
 
 
 def _place(
-    gpu: str, segs: list[tuple[Demand, Segment]], insts: list[Inst], options: Sequence[InstanceOption], model: MigModel
+    where: tuple[str, Mapping[str, float]],
+    segs: list[tuple[Demand, Segment]],
+    insts: list[Inst],
+    options: Sequence[InstanceOption],
+    model: MigModel,
 ) -> list[Unplaced]:
-    """Slices into free units of kept GPUs, then onto new GPUs and instances; workloads that the
-    caps cannot hold are unplaced (most compute first)."""
-    geo = model.geometry
+    """Slices into free units of kept GPUs of type `where[0]`, then onto new GPUs and instances
+    (redundant workloads' spares in `where[1]`); workloads that the caps cannot hold are unplaced
+    (most compute first)."""
+    (gpu, spare), geo = where, model.geometry
     rest: list[tuple[Demand, Segment]] = []
     kept_gpus = [g for i in insts if i.option.gpu == gpu for g in i.gpus]
-    spare = spares(segs)
     for d, s in sorted(segs, key=lambda x: (-x[1].units, x[0].workload)):
         target = next(
             (
@@ -155,7 +163,7 @@ def _place(
             rest.append((d, s))
         else:
             target[0].slices.append(Slice(d.workload, d.model, (s.slice, target[1]), s))
-    return _open((gpu, spare), rest, insts, options, model)
+    return _open(where, rest, insts, options, model)
 
 
 def _open(

@@ -7,8 +7,9 @@ the fault domain is the GPU, as under MPS. A workload gets one slice more than i
 large as its largest (`n_plus_one`): its spare (its slices' throughput less its rate) is then at
 least that slice's. No GPU takes more of the workload than the spare (`fits`, used by `fill` and
 for the kept GPUs in plan.py), so whichever GPU is lost the rest still covers the whole rate, and
-the workload is on two GPUs or more. docs/planner.md, "Fault domains", says what a fleet capped
-below that gets.
+the workload is on two GPUs or more. Re-plans keep its slices and add what covers the rate without
+its worst GPU (`carried_by`, `hold_apart`). docs/planner.md ("MIG GPUs", Redundancy) says what a
+fleet capped below that gets.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 
 from autoscaler.config.mig import MigGeometry, Slot
-from autoscaler.planner.mig.gpus import Gpu, Slice
+from autoscaler.planner.mig.gpus import Gpu, Inst, Slice
 from autoscaler.planner.mig.packing import free_start
 from autoscaler.planner.mig.segments import Segment
 from autoscaler.planner.types import Demand
@@ -32,13 +33,26 @@ def n_plus_one(segs: list[Segment]) -> list[Segment]:
     return [*segs, max(segs, key=lambda s: (s.throughput_rps, s.compute))]
 
 
-def spares(segs: Sequence[tuple[Demand, Segment]]) -> dict[str, float]:
-    """Per redundant workload, its slices' throughput less its rate: the most one GPU may hold."""
+def spares(segs: Sequence[tuple[Demand, Segment]], carried: Mapping[str, float]) -> dict[str, float]:
+    """Per redundant workload, what its kept (`carried`) and new slices serve beyond its rate: the
+    most one GPU may hold of it."""
     out: dict[str, float] = {}
     for d, s in segs:
         if d.redundant:
-            out[d.workload] = out.get(d.workload, -d.rate_rps) + s.throughput_rps
+            out[d.workload] = out.get(d.workload, carried.get(d.workload, 0.0) - d.rate_rps) + s.throughput_rps
     return out
+
+
+def carried_by(insts: Sequence[Inst]) -> tuple[dict[str, float], dict[str, float]]:
+    """Per workload, what the kept GPUs' slices serve, and the most any one GPU of them serves."""
+    carried: dict[str, float] = {}
+    worst: dict[str, float] = {}
+    for inst in insts:
+        for g in inst.gpus:
+            for s in g.slices:
+                carried[s.workload] = carried.get(s.workload, 0.0) + s.seg.throughput_rps
+                worst[s.workload] = max(worst.get(s.workload, 0.0), g.load(s.workload))
+    return carried, worst
 
 
 def fits(g: Gpu, d: Demand, s: Segment, spare: Mapping[str, float]) -> bool:
@@ -105,17 +119,16 @@ def _apart(
 
 
 def hold_apart(held: list[tuple[Slice, Gpu]], rate: float) -> None:
-    """A redundant workload's kept slices, all together or none (as for MPS, stability.py): kept
-    only while N+1 on their own (on two GPUs or more, the rest covering `rate` whenever any one
-    GPU is lost), the smallest beyond that dropped; else the whole rate is planned afresh."""
+    """A redundant workload's kept slices: where N+1 on their own (on two GPUs or more, the rest
+    covering `rate` whenever any one GPU is lost), the smallest beyond that dropped; where not, all
+    kept, and plan.py adds slices until they are (what covers the rate without the worst GPU)."""
+    if not survives(held, rate):
+        return
     keep = list(held)
-    if survives(keep, rate):
-        for item in sorted(held, key=lambda x: x[0].seg.throughput_rps):
-            rest = [x for x in keep if x is not item]
-            if survives(rest, rate):
-                keep = rest
-    else:
-        keep = []
+    for item in sorted(held, key=lambda x: x[0].seg.throughput_rps):
+        rest = [x for x in keep if x is not item]
+        if survives(rest, rate):
+            keep = rest
     for s, g in held:
         if not any(s is k for k, _ in keep):
             g.slices.remove(s)
