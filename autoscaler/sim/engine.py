@@ -208,6 +208,7 @@ class Replay:
         self.fast_ticks += fast
         planned = report.layout.capacity() if report.layout is not None else {}
         self.tuning.add(now, report.headroom, report.forecast_error, planned)
+        self.tuning.add_ahead(report.ahead, report.periods)
         self.moves.end(report)
         self.layout = report.layout or self.layout
         self.bursts += len(report.bursts)

@@ -50,6 +50,14 @@ class Tuning:
     headroom: dict[str, list[float]] = field(default_factory=dict)
     planned: dict[str, list[float]] = field(default_factory=dict)
     errors: dict[str, list[float]] = field(default_factory=dict)
+    ahead: dict[str, int] = field(default_factory=dict)  # forecast auto: ticks a seasonal rise raised the forecast
+    periods: dict[str, list[float]] = field(default_factory=dict)  # forecast auto: the periods found at the last tick
+
+    def add_ahead(self, ahead: dict[str, float], periods: dict[str, list[float]]) -> None:
+        """Count the ticks `forecast: auto` planned ahead of a rise, per workload, and keep the periods."""
+        for w in ahead:
+            self.ahead[w] = self.ahead.get(w, 0) + 1
+        self.periods.update(periods)
 
     def add(self, now: float, headroom: dict[str, float], errors: dict[str, float], planned: dict[str, float]) -> None:
         if not headroom:
@@ -191,6 +199,10 @@ class SimResult:
             "headroom": self.headroom,
             "headroom_final": self.tuning.final() if self.tuning else {},
             "forecast_error_p99": self.tuning.error_p99() if self.tuning else {},
+            "forecast_ahead_ticks": {w: self.tuning.ahead.get(w, 0) for w in self.tuning.names} if self.tuning else {},
+            "forecast_periods_s": {w: [round(p, 1) for p in self.tuning.periods.get(w, [])] for w in self.tuning.names}
+            if self.tuning
+            else {},
             "steps": len(self.trace.times),
             "step_s": self.trace.step_s,
             "duration_s": self.trace.duration_s,

@@ -56,6 +56,12 @@ def test_auto_covers_each_burst_after_the_second_from_its_first_minute(make_poli
     assert short(auto) <= short(seasonal) and max(short(auto)) < starts[2]
     cost_auto, cost_seasonal = auto.summary()["cost_total_usd"], seasonal.summary()["cost_total_usd"]
     assert cost_seasonal < cost_auto < 2 * cost_seasonal
+    periods = auto.summary()["forecast_periods_s"]["a"]  # simulate --json: what auto found, and used
+    assert len(periods) == 1 and abs(periods[0] - 3600.0) < 0.03 * 3600.0
+    assert auto.summary()["forecast_ahead_ticks"]["a"] >= 4 * 4  # bursts 3-6, a boot + lead ahead of each
+    assert seasonal.summary()["forecast_ahead_ticks"] == {"a": 0} and seasonal.summary()["forecast_periods_s"] == {
+        "a": []
+    }
 
 
 def test_auto_on_noise_plans_as_seasonal(make_policy) -> None:

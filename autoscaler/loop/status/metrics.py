@@ -55,6 +55,12 @@ class Metrics:
             ["workload"],
             registry=r,
         )
+        self.period = Gauge(
+            "igniter_forecast_period_seconds",
+            "Forecast auto: each period found in the workload's rate history (rank 0: the strongest)",
+            ["workload", "rank"],
+            registry=r,
+        )
         self.quantile = Gauge(
             "igniter_headroom_quantile_ratio",
             "Headroom auto: the quantile of the forecast errors the headroom is sized at (the target, "
@@ -189,6 +195,7 @@ class Metrics:
         _reset(self.attainment, {(w,): v for w, v in report.attainment.items() if v is not None})
         _reset(self.burst_floor, {(w,): v for w, v in report.burst_floor.items()})
         _reset(self.ramp_floor, {(w,): v for w, v in report.ramp_floor.items()})
+        _reset(self.period, {(w, str(i)): p for w, ps in report.periods.items() for i, p in enumerate(ps)})
         _reset(self.quantile, {(w,): v for w, v in report.headroom_quantile.items()})
         _reset(self.out_of_reach, {(w, r.cause or ""): float(r.out) for w, r in report.reach.items()})
         _reset(self.latency_p99, {(w,): ms / 1000.0 for w, ms in report.latency_p99_ms.items()})

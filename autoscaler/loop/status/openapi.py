@@ -186,6 +186,8 @@ HEADROOM = obj(
             quantile=NUM_OR_NULL,
             forecast_error=NUM_OR_NULL,
             attainment_1h=NUM_OR_NULL,
+            periods_s={"type": "array", "items": NUM},
+            ahead_rps=NUM,
         )
     ),
 )

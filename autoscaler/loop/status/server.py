@@ -121,6 +121,8 @@ def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, A
                 "quantile": report.headroom_quantile.get(w),
                 "forecast_error": report.forecast_error.get(w),
                 "attainment_1h": report.attainment.get(w),
+                "periods_s": report.periods.get(w, []),
+                "ahead_rps": report.ahead.get(w, 0.0),
             }
             for w, h in report.headroom.items()
         },

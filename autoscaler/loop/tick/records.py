@@ -68,6 +68,8 @@ class TickReport:
     burst_floor: dict[str, float] = field(default_factory=dict)  # busiest peak of the last scale_down_delay_s (auto)
     headroom_quantile: dict[str, float] = field(default_factory=dict)  # the errors' quantile headroom auto sizes at
     ramp_floor: dict[str, float] = field(default_factory=dict)  # where a sustained rise goes by the horizon (auto)
+    periods: dict[str, list[float]] = field(default_factory=dict)  # forecast auto: the periods found, seconds
+    ahead: dict[str, float] = field(default_factory=dict)  # forecast auto: the seasonal rise that raised the forecast
     reach: dict[str, Reach] = field(
         default_factory=dict
     )  # target_attainment out of reach, and why (core/capacity/reach.py)
