@@ -7,8 +7,8 @@ at once. Now the fresh start adopts what runs (core/fleet/adopt.py): the instanc
 agents' status and the gateway's servers; it changes them only through the usual rollout.
 
 Checked here: 0 failed requests while the new controller ticks, the gateway's servers untouched
-where the plan keeps them, and an instance the new plan has no slot for leaves through a drain
-(gateway drain, agent drain, then terminate), never at once. Real agents, servers and haproxy
+where the plan keeps them, and an instance the new plan has no slot for leaves through the
+scale-down delay and a drain (gateway drain, agent drain, then terminate), never at once. Real agents, servers and haproxy
 (tests/kit/fleet.py). And the same through a failover of real `igniter run` processes, each with
 its own state file (a standby on another host has its own): the leader stopped with SIGTERM or
 killed with SIGKILL under load, the standby takes over and adopts: 0 failed requests."""
@@ -39,6 +39,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.chaos]
 # An instance the new plan keeps, and a second (another server of `a`) that it has no slot for.
 OLD = [("p3.8xlarge", [(0, "a", 20.0), (1, "b", 20.0)]), ("p3.2xlarge", [(0, "a", 20.0)])]
 NEW = OLD[:1]
+DELAY_S = 3.0  # scale_down_delay_s: the adopted fleet is held this long before the cheaper plan is used
 
 
 def _controller(policy: object, state: Path, shape: object) -> Controller:
@@ -70,7 +71,9 @@ def test_a_fresh_state_file_adopts_the_fleet_under_load(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("IGNITER_LOCK_DIR", str(tmp_path / "locks"))
-    policy = fleet_policy(tmp_path, tiny_model_dir, ["a", "b"], drain_timeout_s=2)
+    policy = fleet_policy(
+        tmp_path, tiny_model_dir, ["a", "b"], drain_timeout_s=2, scaling={"scale_down_delay_s": DELAY_S}
+    )
     old = _controller(policy, tmp_path / "state.sqlite", OLD)
     new: Controller | None = None
     loads = [Load(infer_url(policy, w), threads=2, pace_s=0.1) for w in ("a", "b")]  # about 40 req/s
@@ -109,6 +112,9 @@ def test_a_fresh_state_file_adopts_the_fleet_under_load(
     assert failed == 0, dict(sum((x.errors for x in loads), start=loads[0].errors.__class__()))
     assert len(ended) == 1, ended  # the instance the new plan has no slot for
     assert all((h["slot"], h["attempt"]) in drained for h in ended), f"terminated without a drain: {ended}"
+    adopted_at = min(h["at"] for h in history if h["reason"] == "discovered")
+    drain_at = min(h["at"] for h in history if h["reason"] == "drain")
+    assert drain_at - adopted_at >= DELAY_S, "the surplus instance was drained before scale_down_delay_s"
 
 
 def _down(path: Path, state: Path) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from autoscaler.core.fleet.adopt import ADOPTED_PLANNER, AdoptInput, adopt, adoptable
+from autoscaler.core.fleet.adopt import ADOPTED_PLANNER, AdoptInput, adopt, adoptable, hold_adopted
 from autoscaler.core.fleet.lifecycle import Reason, Record, State
 from autoscaler.core.layout.layout_types import PlannedServer, WorkloadInfo
 from autoscaler.core.routing.routes import (
@@ -214,3 +214,37 @@ def test_an_older_attempt_beside_a_newer_one_goes_away_through_a_drain() -> None
     assert final[("s-0", 1)].state is State.READY
     assert set(out.applied) == {("s-0", 0), ("s-0", 1)}  # the going one's servers stay routed until drained
     assert out.layout is not None and out.layout.slots[0].servers[0].address == "10.0.0.5:9101"
+
+
+def _adopted_layout():  # type: ignore[no-untyped-def]
+    instances = [inst("s-0"), inst("s-1")]
+    statuses = {i.id: {"generation": 1, "servers": [server("a-0", "a", 9001)]} for i in instances}
+    layout = adopt(inp(instances, statuses), 1.0).layout
+    assert layout is not None and layout.cost_per_hour == pytest.approx(6.12)
+    return layout
+
+
+def _plan(*workloads: str, n: int = 1):  # type: ignore[no-untyped-def]
+    from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
+
+    gpu = GpuOut(0, "v100", tuple(PlacementOut(w, "alexnet", 4, 20.0, 10.0, 5.0, 400.0) for w in workloads))
+    return Plan("igniter", tuple(InstanceOut("p3.2xlarge", 3.06, (gpu,)) for _ in range(n)))
+
+
+def test_a_cheaper_plan_waits_out_the_scale_down_delay_with_the_adopted_fleet_held() -> None:
+    layout = _adopted_layout()
+    first = hold_adopted(100.0, _plan("a"), layout, None, 300.0, missing=False)
+    assert first.held and first.cheaper_since == 100.0
+    later = hold_adopted(350.0, _plan("a"), layout, first.cheaper_since, 300.0, missing=False)
+    assert later.held and later.cheaper_since == 100.0
+    done = hold_adopted(400.0, _plan("a"), layout, later.cheaper_since, 300.0, missing=False)
+    assert not done.held and done.cheaper_since is None
+    assert hold_adopted(500.0, _plan("a"), layout, 100.0, 300.0, missing=True).held  # no scale-in blind
+
+
+def test_a_plan_that_needs_more_or_serves_more_is_used_at_once() -> None:
+    layout = _adopted_layout()
+    assert not hold_adopted(1.0, _plan("a", n=3), layout, None, 300.0, missing=False).held  # scale-up
+    assert not hold_adopted(1.0, _plan("a", n=2), layout, None, 300.0, missing=False).held  # as dear
+    new = hold_adopted(1.0, _plan("a", "b"), layout, None, 300.0, missing=False)
+    assert not new.held and "b" in new.why  # b has no server in the adopted fleet

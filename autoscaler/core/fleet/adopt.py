@@ -20,7 +20,9 @@ nothing they ran: its first tick saw no server, so the gateway step deleted ever
   matched to (so the servers the plan keeps keep their names, and nothing restarts). Its rates
   are the rates observed now, shared among each workload's servers by their predicted throughput
   (the rates the lost plan was made for are not known; capacity instead would hold a plan sized
-  for it, launching instances).
+  for it, launching instances). While it is the layout, a plan cheaper than it waits out
+  scale_down_delay_s with the fleet held as it runs (`hold_adopted`), as a leader that kept its
+  state waits before it scales in.
 
 From there the usual rollout changes the fleet: make before break, drains, the scale-down delay.
 """
@@ -35,6 +37,7 @@ from autoscaler.config.offerings import ON_DEMAND, SPOT, CapacityType, offering_
 from autoscaler.core.fleet.lifecycle import Change, Reason, Record, State, new_record, transition
 from autoscaler.core.layout.layout_types import Judge, Layout, PlannedServer, SlotSpec, WorkloadInfo, is_stand_in
 from autoscaler.fleet.base import Instance
+from autoscaler.planner.types import Plan
 
 Key = tuple[str, int]
 Applied = dict[Key, tuple[int, tuple[PlannedServer, ...]]]
@@ -248,3 +251,35 @@ def _layout(inp: AdoptInput, applied: Applied) -> Layout | None:
         for v in s.servers:
             rates[v.workload] = rates.get(v.workload, 0.0) + v.rate_rps
     return Layout(ADOPTED_PLANNER, tuple(slots), (), rates)
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Whether the adopted fleet is held this tick, since when the target has been cheaper, and why."""
+
+    held: bool
+    cheaper_since: float | None
+    why: str
+
+
+def hold_adopted(
+    now: float, target: Plan, adopted: Layout, cheaper_since: float | None, delay_s: float, missing: bool
+) -> Hold:
+    """While the layout is the adopted one: hold the fleet as it runs until a cheaper target has
+    held for `delay_s` (scaling.choose's rule, with the running fleet as the hold plan), never
+    with missing rates; a target that serves a workload the fleet does not, or costs at least as
+    much (it needs more), is used at once."""
+    served = {v.workload for _, v in adopted.servers()}
+    new = sorted({p.workload for i in target.instances for g in i.gpus for p in g.placements} - served)
+    if new:
+        return Hold(False, None, f"it places {', '.join(new)}, which the adopted fleet does not serve")
+    if target.cost_per_hour >= adopted.cost_per_hour - 1e-9:
+        return Hold(False, None, "the plan needs no less than the adopted fleet")
+    if missing:
+        return Hold(True, cheaper_since, "the adopted fleet: missing rate data, no scale-in")
+    since = now if cheaper_since is None else cheaper_since
+    if now - since >= delay_s:
+        return Hold(
+            False, None, f"cheaper than the adopted fleet for {now - since:.0f} s (scale_down_delay_s {delay_s:g})"
+        )
+    return Hold(True, since, f"the adopted fleet: a cheaper plan held for {now - since:.0f} s of {delay_s:g} s")

@@ -23,6 +23,7 @@ from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.capacity.scaling import choose, hold_rates, newly_placed, next_wake
 from autoscaler.core.capacity.slo_guard import update as guard_update
+from autoscaler.core.fleet.adopt import ADOPTED_PLANNER, hold_adopted
 from autoscaler.core.fleet.lifecycle import BOOTING, Record, State, SyncInput, going_away, sync
 from autoscaler.core.layout.layout_types import Layout, layout_to_plan
 from autoscaler.core.rollout.colocation import server_judge
@@ -45,6 +46,7 @@ from autoscaler.loop.tick.reach import ReachWatch
 from autoscaler.loop.tick.records import Deps, Observation, PlanFn, TickReport
 from autoscaler.loop.tick.tuning import planned_rates, ready_capacity
 from autoscaler.planner.limits import TooManyInstances
+from autoscaler.planner.types import Plan
 from autoscaler.transport.base import TransportError
 from autoscaler.transport.bounded import agent_deadline_s
 
@@ -296,7 +298,10 @@ class Controller:
         caps = self.caps(now)
         held_rates = hold_rates(planned, previous.rates) if previous else dict(planned)
         target = self.deps.planner(self.policy, planned, corrections, caps, current)
-        if held_rates == planned:
+        adopted = self._adopted(now, target, previous, missing)
+        if adopted is not None:
+            chosen, rates, why = adopted[0], planned, adopted[1]
+        elif held_rates == planned:
             chosen, rates = target, planned
             why = "target: no rate fell below the current layout's" if previous else "target: first plan"
             self.state = replace(self.state, cheaper_since=None)
@@ -327,6 +332,17 @@ class Controller:
         layout = self.layouts(chosen, inp)
         self._save_layout(layout, previous, why, now)
         return layout, why
+
+    def _adopted(self, now: float, target: Plan, previous: Layout | None, missing: bool) -> tuple[Plan, str] | None:
+        """While the layout is the fleet a fresh start adopted, a cheaper target waits out
+        scale_down_delay_s with that fleet held as it runs (core/fleet/adopt.py hold_adopted);
+        None once a plan of its own replaced it."""
+        if previous is None or previous.planner != ADOPTED_PLANNER:
+            return None
+        delay = self.policy.scaling.scale_down_delay_s
+        hold = hold_adopted(now, target, previous, self.state.cheaper_since, delay, missing)
+        self.state = replace(self.state, cheaper_since=hold.cheaper_since)
+        return (layout_to_plan(previous), f"hold: {hold.why}") if hold.held else (target, f"target: {hold.why}")
 
     def _save_layout(self, layout: Layout, previous: Layout | None, kind: str, now: float) -> None:
         if previous is None or _signature(layout) != _signature(previous):
