@@ -9,14 +9,16 @@ store's read of the day (loop/tick/tuning.py, once per refit) is not in it: it i
 the same read `seasonal` makes in pieces.
 
     python benchmarks/forecast_speed.py [--workloads 1000] [--interval 30]
+
+Writes benchmarks/results/forecast_speed.json.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
+from _results import Results
 from burst_traces import Bursts, make
 
 from autoscaler.core.capacity.periods import PeriodConfig, decompose
@@ -55,7 +57,15 @@ def main() -> None:
         "tick_average_ms": round(1e3 * (tick + refit / per_refit), 2),
         "found": {k: sum(1 for i, f in enumerate(fits) if list(kinds)[i % 3] == k and f.periods) for k in kinds},
     }
-    print(json.dumps(out, indent=1))
+    res = Results("forecast_speed", f"python benchmarks/forecast_speed.py --interval {args.interval:g}")
+    for key, value in out.items():
+        if isinstance(value, dict):
+            for k, v in value.items():
+                res.figure(f"found_{k}", v)
+        else:
+            res.figure(key, value)
+        print(f"{key}: {value}")
+    res.write()
 
 
 if __name__ == "__main__":
