@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoscaler.core.capacity.periods import PeriodConfig, decompose, find_periods, grid
 
@@ -92,3 +94,22 @@ def test_a_slow_smooth_history_yields_no_zero_period(workload: str, end: float) 
     pts = [p for p in zip(trace.times.tolist(), trace.rates[workload].tolist(), strict=True) if p[0] <= end]
     fit = decompose(pts, end, 240.0, CFG)
     assert all(p.period_s >= CFG.min_period_s for p in fit.periods)
+
+
+@pytest.mark.property
+@given(
+    st.lists(
+        st.tuples(st.floats(0.0, 4 * 86400.0), st.floats(0.0, 1e5) | st.just(math.nan) | st.just(math.inf)),
+        max_size=400,
+    ),
+    st.floats(0.0, 4 * 86400.0),
+)
+@settings(max_examples=60, deadline=None)
+def test_any_history_decomposes_without_error(points, now) -> None:
+    """Whatever the store holds (gaps, repeats, NaN, inf, points after `now`), a refit returns: its
+    periods lie within [min_period_s, the history], its rises are finite and never negative, so a
+    tick never fails on them and `auto` never plans below `seasonal`."""
+    fit = decompose(points, now, 240.0, CFG)
+    span = now - min((t for t, _ in points), default=now) + CFG.step_s
+    assert all(CFG.min_period_s <= p.period_s <= span for p in fit.periods)
+    assert all(math.isfinite(r) and r >= 0 for r in fit.ahead)
