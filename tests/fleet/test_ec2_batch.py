@@ -12,7 +12,7 @@ import pytest
 
 from autoscaler.config.policy import ProviderConfig
 from autoscaler.fleet.base import TAG_FLEET, PermanentError, terminate_many
-from autoscaler.fleet.ec2 import Ec2Provider, make_client
+from autoscaler.fleet.ec2 import Ec2Provider
 from tests.kit.awscalls import AwsCalls
 from tests.kit.backends import Moto
 
@@ -35,11 +35,11 @@ def _fleet(moto: Moto, n: int, fleet: str = "big") -> list[str]:
     return sorted(i["InstanceId"] for i in reply["Instances"])
 
 
-def _provider(moto: Moto, monkeypatch: pytest.MonkeyPatch) -> Ec2Provider:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+def _provider(moto: Moto) -> Ec2Provider:
+    """The provider over a client that signs with KEY (boto3's default session may hold another
+    test's credentials), so the server's recording tells its calls apart."""
     cfg = ProviderConfig(kind="ec2", region="us-east-1", endpoint_url=moto.url)
-    return Ec2Provider("big", cfg, make_client(cfg))
+    return Ec2Provider("big", cfg, _client(moto))
 
 
 def _states(moto: Moto, ids: list[str]) -> Counter[str]:
@@ -48,9 +48,9 @@ def _states(moto: Moto, ids: list[str]) -> Counter[str]:
 
 
 @pytest.mark.slow
-def test_500_terminations_go_in_one_request(moto: Moto, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_500_terminations_go_in_one_request(moto: Moto, tmp_path: Path) -> None:
     ids = _fleet(moto, 500)
-    provider = _provider(moto, monkeypatch)
+    provider = _provider(moto)
     calls = AwsCalls(tmp_path / "calls.jsonl")
     try:
         failed = terminate_many(provider, ids)
@@ -63,11 +63,9 @@ def test_500_terminations_go_in_one_request(moto: Moto, monkeypatch: pytest.Monk
     assert set(_states(moto, ids)) <= {"shutting-down", "terminated"}
 
 
-def test_a_batch_refuses_another_fleets_instance_and_skips_gone_ones(
-    moto: Moto, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_batch_refuses_another_fleets_instance_and_skips_gone_ones(moto: Moto) -> None:
     ours, theirs = _fleet(moto, 5), _fleet(moto, 1, fleet="other")
-    provider = _provider(moto, monkeypatch)
+    provider = _provider(moto)
     provider.terminate(ours[0])  # gone already: terminate is idempotent
     failed = terminate_many(provider, [*ours, *theirs, "i-0123456789abcdef0"])
     assert set(failed) == set(theirs) and isinstance(failed[theirs[0]], PermanentError)
@@ -75,12 +73,10 @@ def test_a_batch_refuses_another_fleets_instance_and_skips_gone_ones(
     assert set(_states(moto, ours)) <= {"shutting-down", "terminated"}
 
 
-def test_an_id_that_vanished_between_describe_and_terminate_does_not_fail_the_others(
-    moto: Moto, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_id_that_vanished_between_describe_and_terminate_does_not_fail_the_others(moto: Moto) -> None:
     """TerminateInstances fails as a whole on one unknown id; the batch falls back to each id."""
     ids = _fleet(moto, 4)
-    provider = _provider(moto, monkeypatch)
+    provider = _provider(moto)
     real = provider.client.terminate_instances
 
     def first_call_sees_a_gone_id(**kwargs: Any) -> Any:
