@@ -4,8 +4,8 @@
   (fleet/base.py, transport/base.py) import no cloud SDK, SSH, process, socket or clock module:
   inputs in, values out, time passed in.
 - The simulator reads no clock either: it runs on simulated time.
-- Each package imports only the packages below it (LAYERS): data flows down the README's layout,
-  never up, so the pure core cannot reach the loop and the loop cannot reach the CLI.
+- Each package imports only the packages below it (LAYERS): data flows down the layout of
+  docs/architecture.md, never up, so the pure core cannot reach the loop and the loop cannot reach the CLI.
 - The agents (agents/) import nothing from the autoscaler: a GPU VM installs only the agent.
 - core/ and loop/ are in rooms (ROOMS), each a subpackage whose docstring says what it owns; a room
   imports only the rooms below it, so the rollout can use the layout but never the other way round,
