@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from autoscaler.config.offerings import offering_key
-from autoscaler.core.fleet.lifecycle import Reason, Record, State, new_record, transition
+from autoscaler.core.fleet.lifecycle import OPEN, Change, Reason, Record, State, new_record, transition
 from autoscaler.core.layout.assignment import assignment_json
 from autoscaler.core.layout.layout_types import PlannedServer
 from autoscaler.core.rollout.reconcile import Action, Configure, Drain, Launch, Terminate
@@ -82,6 +82,7 @@ class Actuator:
     deadline_s: float = 40.0  # one apply's deadline (transport/bounded.py agent_deadline_s)
     _applies: list[_Apply] = field(default_factory=list)  # gathered, not sent yet
     _terminations: list[_Termination] = field(default_factory=list)
+    _records: dict[str, dict[int, Record]] | None = None  # the round's open records (_open)
 
     def host(self, inst: Instance) -> str:
         """The address an instance's servers bind and the gateway reaches them at: the instance's
@@ -110,6 +111,25 @@ class Actuator:
             self._flush_applies()
         if not isinstance(action, Terminate):
             self._flush_terminations()
+
+    def _open(self) -> dict[str, dict[int, Record]]:
+        """Open records by slot and attempt, read from the store once per round and kept up to
+        date with the round's own writes (no one else writes records meanwhile): a lookup per
+        action instead of reading every record again after each write."""
+        if self._records is None:
+            self._records = {}
+            for r in self.store.open_records():
+                self._records.setdefault(r.slot, {})[r.attempt] = r
+        return self._records
+
+    def _write(self, change: Change) -> None:
+        """One lifecycle transition, committed, and in the round's view of the records."""
+        self.store.apply([change])
+        rec, slot = change.record, self._open().setdefault(change.record.slot, {})
+        if rec.state in OPEN:
+            slot[rec.attempt] = rec
+        else:
+            slot.pop(rec.attempt, None)
 
     def _backing_off(self, what: str) -> bool:
         """Provider mutations wait while the backoff holds (noted once per round)."""
@@ -148,7 +168,7 @@ class Actuator:
             return
         faults.point("after_start" if a.pooled else "after_launch")
         self._provider_ok()
-        self.store.apply([transition(rec, Reason.LAUNCHED, self.clock(), a.reason, instance_id=inst.id)])
+        self._write(transition(rec, Reason.LAUNCHED, self.clock(), a.reason, instance_id=inst.id))
         self.store.finish_action(aid, "done", self.clock())
         self.outcome.done.append(f"launch {a.slot} {a.offering} -> {inst.id}")
 
@@ -172,12 +192,12 @@ class Actuator:
     def _intend_launch(self, a: Launch) -> Record:
         """The REQUESTED record, committed before the provider is called."""
         now = self.clock()
-        existing = next((r for r in self.store.open_records() if r.key == (a.slot, a.attempt)), None)
+        existing = self._open().get(a.slot, {}).get(a.attempt)
         base = existing or new_record(
             a.slot, a.attempt, a.instance_type, now, self.state.plan_generation, a.capacity_type
         )
         change = transition(base, Reason.REQUEST, now, a.reason)
-        self.store.apply([change])
+        self._write(change)
         return change.record
 
     def _launch_failed(self, a: Launch, rec: Record, aid: int, exc: ProviderError) -> None:
@@ -185,7 +205,7 @@ class Actuator:
         now = self.clock()
         decision = exc.decision
         if decision.record is OnRecord.CLOSE:
-            self.store.apply([transition(rec, Reason.LAUNCH_FAILED, now, str(exc))])
+            self._write(transition(rec, Reason.LAUNCH_FAILED, now, str(exc)))
         self.store.finish_action(aid, "failed", now, str(exc))
         if decision.retry is Retry.REPLAN:
             capacity = exc.capacity_type if isinstance(exc, CapacityError) else a.capacity_type
@@ -220,7 +240,7 @@ class Actuator:
         if found is None:
             return
         rec, inst = found
-        self.store.apply([transition(rec, Reason.DRAIN, self.clock(), a.reason)])
+        self._write(transition(rec, Reason.DRAIN, self.clock(), a.reason))
         gen = self.store.next_assignment_generation(self.assignment_generation.get(a.slot, 0) + 1)
         aid = self.store.begin_action(self.tick, "drain", a.slot, {"reason": a.reason}, self.clock())
         body = assignment_json((), gen, self._port_base(inst), self.host(inst))
@@ -272,7 +292,7 @@ class Actuator:
 
     def _instance_of(self, slot: str) -> tuple[Record, Instance] | None:
         """The slot's newest ready or draining instance, unless it is quarantined (never contacted)."""
-        recs = [r for r in self.store.open_records() if r.slot == slot and r.state in (State.READY, State.DRAINING)]
+        recs = [r for r in self._open().get(slot, {}).values() if r.state in (State.READY, State.DRAINING)]
         rec = max(recs, key=lambda r: r.attempt, default=None)
         inst = self.instances.get(rec.instance_id or "") if rec else None
         if inst is None or inst.id in self.state.quarantined:
@@ -287,10 +307,10 @@ class Actuator:
         if a.instance_id is not None and self._backing_off(f"terminate {a.slot}"):
             return
         if a.attempt is not None:
-            rec = next((r for r in self.store.open_records() if r.key == (a.slot, a.attempt)), None)
+            rec = self._open().get(a.slot, {}).get(a.attempt)
             if rec is None:
                 return
-            self.store.apply([transition(rec, a.reason, self.clock(), a.detail)])
+            self._write(transition(rec, a.reason, self.clock(), a.detail))
         if a.instance_id is None:
             return
         aid = self.store.begin_action(
