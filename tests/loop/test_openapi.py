@@ -17,6 +17,8 @@ from autoscaler.loop.service.wiring import make_leadership
 from autoscaler.loop.status.app import V1
 from autoscaler.loop.status.openapi import openapi
 from autoscaler.loop.status.server import StatusServer, StatusState
+from autoscaler.loop.tick.advisory import ADVICE_KINDS, snapshot
+from autoscaler.loop.tick.records import TickReport
 from tests.kit.control import Clock, make_controller, make_policy
 from tests.kit.openapi import check, check_response
 
@@ -128,3 +130,15 @@ def test_a_changed_answer_fails_the_check(tmp_path: Path) -> None:
     instance = {**state.fleet["instances"][0], "attempt": None}
     with pytest.raises(ValidationError):
         check(spec, "/v1/fleet", {**state.fleet, "instances": [instance]})
+
+
+def test_every_kind_of_advice_matches_the_document() -> None:
+    """/v1/advice lists pool changes and refused calls too (issue 51 item 2): each kind the
+    advisory tick can publish is one the document allows, and an unknown one is not."""
+    spec = openapi()
+    items = [{"action": k} for k in ADVICE_KINDS]
+    body = snapshot(items, TickReport(tick=1, now=0.0))
+    check(spec, "/v1/advice", body)
+    assert set(body["counts"]) == set(ADVICE_KINDS) and all(v == 1 for v in body["counts"].values())
+    with pytest.raises(ValidationError):
+        check(spec, "/v1/advice", {**body, "actions": [{"action": "reboot"}]})

@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 from autoscaler.loop.status.health import STATUSES
+from autoscaler.loop.tick.advisory import ADVICE_KINDS
 
 NUM = {"type": "number"}
 INT = {"type": "integer"}
@@ -235,7 +236,7 @@ ADVICE = obj(
         "type": "array",
         "items": {
             "type": "object",
-            "properties": {"action": {"enum": ["launch", "terminate", "drain", "assign", "gateway"]}},
+            "properties": {"action": {"enum": list(ADVICE_KINDS)}},
             "required": ["action"],
         },
     },

@@ -302,10 +302,13 @@ class _AwsRefusal:
         raise AdvisoryRefusal(f"{service} {operation} refused: advisory mode")
 
 
+# every kind of advice an item may be (its "action"), as /v1/advice counts them and openapi.py lists them
+ADVICE_KINDS = ("launch", "terminate", "drain", "assign", "gateway", "pool", "refused")
+
+
 def snapshot(items: list[dict[str, Any]], report: TickReport) -> dict[str, Any]:
     """`GET /v1/advice`: what the last tick would have done, by kind, with the layout's cost."""
-    kinds = ("launch", "terminate", "drain", "assign", "gateway", "pool", "refused")
-    counts = {k: sum(1 for i in items if i["action"] == k) for k in kinds}
+    counts = {k: sum(1 for i in items if i["action"] == k) for k in ADVICE_KINDS}
     return {
         "mode": "advisory",
         "tick": report.tick,
