@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse, dispatch, and map errors to the contract's exit codes."""
     if _version_asked(sys.argv[1:] if argv is None else list(argv)):
         print(f"igniter {autoscaler.__version__}")  # before the subcommands: an agent-only install has none
-        return EXIT_OK
+        raise SystemExit(EXIT_OK)  # as argparse's version action ends, and igniter-agent's
     try:
         args = build_parser().parse_args(argv)
     except ModuleNotFoundError as exc:  # before a command runs: the install lacks an extra
@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        return EXIT_OK
+        raise SystemExit(EXIT_OK)  # as argparse's version action ends, and igniter-agent's
     except Exception as exc:
         logging.getLogger("igniter").exception("internal error: %s", exc)
         return EXIT_INTERNAL
