@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        raise SystemExit(EXIT_OK)  # as argparse's version action ends, and igniter-agent's
+        return EXIT_OK
     except Exception as exc:
         logging.getLogger("igniter").exception("internal error: %s", exc)
         return EXIT_INTERNAL
