@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy import ndimage, signal
 
 Array = npt.NDArray[np.float64]
 Point = tuple[float, float]  # (time_s, rate_rps)
@@ -145,6 +144,8 @@ def find_periods(times: Array, rates: Array, cfg: PeriodConfig) -> tuple[Period,
     span = n * cfg.step_s
     if n < 8 or float(np.ptp(rates)) <= 0:
         return ()
+    from scipy import signal  # here, not at import: it costs every igniter process 0.6 s, and only auto needs it
+
     x = signal.detrend(rates)
     freqs, power = signal.periodogram(x, fs=1.0 / cfg.step_s, detrend=False)
     freqs, power = freqs[1:], power[1:]  # no DC
@@ -290,6 +291,8 @@ def decompose(points: Sequence[Point], now: float, horizon_s: float, cfg: Period
         return Fit(now, cfg.step_s, ())
     longest = max(p.period_s for p in periods)
     width = max(1, min(len(rates), round(longest / cfg.step_s)))
+    from scipy import ndimage  # as in find_periods: only a refit needs it
+
     trend = ndimage.uniform_filter1d(rates, width, mode="nearest")
     resid = rates - trend
     profiles: list[Array] = []
