@@ -112,21 +112,83 @@ def match_slots(plan: Plan, inp: LayoutInput) -> dict[int, str]:
     re-cut in place."""
     by_type = _candidates(inp)
     wanted = [_Wanted.of(inst) for inst in plan.instances]
-    scored = sorted(
-        (*_likeness(w, c), c.ordinal, i, c.slot)
-        for i, (inst, w) in enumerate(zip(plan.instances, wanted, strict=True))
-        for c in by_type.get(inst.key, ())
-        if not (c.leaving and not _fits_beside(inst, c.leaving))
-    )
     out: dict[int, str] = {}
     used: set[str] = set()
-    for *_, i, slot in scored:
+    for *_, i, slot in sorted(_alike_pairs(plan, wanted, by_type)):
         if i not in out and slot not in used:
             out[i] = slot
             used.add(slot)
+    _match_rest(plan, by_type, out, used)
     if inp.short and inp.booting:
         _retarget(plan, wanted, by_type, inp, out)
     return out
+
+
+def _alike_pairs(
+    plan: Plan, wanted: Sequence[_Wanted], by_type: Mapping[str, list[_Candidate]]
+) -> list[tuple[float, int, int, int, int, str]]:
+    """The scored pairs (`_likeness`, ordinal, instance, slot) whose likeness is not nil: those
+    that share a workload, found through an index by workload instead of scoring every pair of
+    the offering (a pair that shares no workload keeps no share and shares no placement)."""
+    by_workload: dict[tuple[str, str], list[_Candidate]] = {}
+    for key, cands in by_type.items():
+        for c in cands:
+            for name in c.workloads:
+                by_workload.setdefault((key, name), []).append(c)
+    out = []
+    for i, (inst, w) in enumerate(zip(plan.instances, wanted, strict=True)):
+        seen: set[str] = set()
+        for name in w.workloads:
+            for c in by_workload.get((inst.key, name), ()):
+                if c.slot not in seen and not (c.leaving and not _fits_beside(inst, c.leaving)):
+                    seen.add(c.slot)
+                    out.append((*_likeness(w, c), c.ordinal, i, c.slot))
+    return out
+
+
+def _match_rest(plan: Plan, by_type: Mapping[str, list[_Candidate]], out: dict[int, str], used: set[str]) -> None:
+    """The pairs of nil likeness, in the order a sort of every pair gives them after the alike
+    ones (slot ordinal, instance, slot): per ordinal, each instance left takes the first slot
+    left of its offering that it fits beside. Indexed by offering, and an instance or slot taken
+    is dropped, so this is near-linear where every pair would be quadratic."""
+    left: dict[str, list[int]] = {}
+    for i, inst in enumerate(plan.instances):
+        if i not in out:
+            left.setdefault(inst.key, []).append(i)
+    groups: dict[int, list[tuple[str, _Candidate]]] = {}
+    for key, cands in by_type.items():
+        for c in cands:
+            if c.slot not in used and key in left:
+                groups.setdefault(c.ordinal, []).append((key, c))
+    for ordinal in sorted(groups):
+        _match_group(plan, sorted(groups[ordinal], key=lambda kc: kc[1].slot), left, out, used)
+
+
+def _match_group(
+    plan: Plan,
+    group: Sequence[tuple[str, _Candidate]],
+    left: dict[str, list[int]],
+    out: dict[int, str],
+    used: set[str],
+) -> None:
+    """One ordinal's slots (sorted by name): instances left, lowest first, each take the first
+    slot of their offering they may take (`_fits_beside` for a slot still running servers)."""
+    by_key: dict[str, list[_Candidate]] = {}
+    for key, c in group:
+        by_key.setdefault(key, []).append(c)
+    for key, cands in by_key.items():
+        free = [c for c in cands if c.slot not in used]
+        todo, j = left.get(key, []), 0
+        while free and j < len(todo):
+            i = todo[j]
+            take = next((c for c in free if not (c.leaving and not _fits_beside(plan.instances[i], c.leaving))), None)
+            if take is None:
+                j += 1
+                continue
+            out[i] = take.slot
+            used.add(take.slot)
+            free.remove(take)
+            del todo[j]
 
 
 @dataclass(frozen=True, slots=True)
