@@ -107,7 +107,7 @@ def cached_judge(policy: Policy) -> GpuJudge:
     slo = {w.name: w.slo_ms for w in policy.workloads}
     perfs = {t.gpu: _model(policy, t.gpu) for t in policy.instance_types}
 
-    @lru_cache(maxsize=8192)
+    @lru_cache(maxsize=1 << 16)  # a tick at fleet scale asks some 10,000 co-locations; 8192 forgot them by the next
     def cached(gpu: str, servers: tuple[Server, ...]) -> tuple[tuple[bool, float], ...]:
         return tuple(_verdict(perfs[gpu], slo, servers))
 

@@ -318,10 +318,13 @@ def _waiting_late(
     """Blocked servers that wait for their blockers to leave, as late as the earliest launch of the
     booting instances the blockers' workloads wait for (surge.py: capacity that serves sooner);
     with none booting, they wait for servers starting now, and only ready room is sooner."""
+    first: dict[str, float] = {}  # per workload, its earliest late launch
+    for v, _, t in late:
+        first[v.workload] = min(t, first.get(v.workload, t))
     out = []
     for b in waiting:
         workloads = {s.workload for s in b.blockers}
-        since = min((t for v, _, t in late if v.workload in workloads), default=-math.inf)
+        since = min((first[w] for w in workloads if w in first), default=-math.inf)
         out += [(v, b.instance_type, since) for v in b.waiting]
     return out
 

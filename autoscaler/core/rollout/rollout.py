@@ -114,6 +114,14 @@ class Tick:
     def __init__(self, inp: RolloutInput) -> None:
         self.inp = inp
         self.gpus = {g.key: g for g in inp.gpus}
+        self.slot_keys: dict[str, list[GpuKey]] = {}  # slot -> its GPUs' keys: one instance's GPUs, not all
+        for g in inp.gpus:
+            self.slot_keys.setdefault(g.key[0], []).append(g.key)
+        self.version = dict.fromkeys(self.gpus, 0)  # per GPU, bumped by each change of what it runs
+        self.commits = 0  # changes on any GPU: the floors' capacity (`cap`) moves only with them
+        self.starting_ok: dict[GpuKey, tuple[int, frozenset[str]]] = {}  # `_starting_ok`, per GPU version
+        self.wanted_by_key: dict[GpuKey, dict[tuple[object, ...], PlannedServer]] = {}  # `_slows`
+        self.content_ids: dict[GpuKey, tuple[int, int]] = {}  # burst_memo: (version, id of `content`)
         self.wanted: dict[GpuKey, frozenset[tuple[object, ...]]] = {}
         self.planned_names = {t.name for g in inp.gpus for t in g.wanted} | inp.elsewhere
         self.on: dict[GpuKey, list[PlannedServer]] = {g.key: list(g.running) for g in inp.gpus}
@@ -128,6 +136,10 @@ class Tick:
             v.name for g in inp.gpus for v in g.running if (o := original_of(v.name)) in running and o in inp.ready
         }
         self.parts = {k: self._judge(k, v) for k, v in self.on.items()}
+        self.pos = {k: i for i, k in enumerate(self.parts)}
+        self.relieved: dict[str, set[GpuKey]] = {}  # original -> GPUs where ready stand-ins carry for it
+        for k, p in self.parts.items():
+            self._index(k, p, add=True)
         self.cap = Amounts.total(p.capacity for p in self.parts.values())
         self.before = dict(self.cap)
         self.baseline = dict(inp.baseline) if inp.baseline is not None else dict(self.cap)
@@ -195,9 +207,12 @@ class Tick:
         gone: frozenset[str] = frozenset(),
         serving: frozenset[str] = frozenset(),
     ) -> _Part:
+        return self._part(self._verdict(key, servers, serving), gone)
+
+    def _part(self, verdict: Sequence[tuple[PlannedServer, bool, float]], gone: frozenset[str] = frozenset()) -> _Part:
+        """A GPU's judgement (`_Part`) from the judge's word on the servers that load it."""
         cap = Amounts()
         stand: dict[str, float] = {}
-        verdict = self._verdict(key, servers, serving)
         for s, good, thr in verdict:
             if good and s.name not in self.draining and s.name not in gone and s.name not in self.done:
                 cap[s.workload] += thr
@@ -216,8 +231,16 @@ class Tick:
         return out
 
     def _relief(self, name: str) -> float:
-        """What the ready stand-ins of `name` carry."""
-        return sum(p.stand_ins.get(name, 0.0) for p in self.parts.values())
+        """What the ready stand-ins of `name` carry (summed in GPU order, over the GPUs that hold some)."""
+        return sum(self.parts[k].stand_ins[name] for k in sorted(self.relieved.get(name, ()), key=self.pos.__getitem__))
+
+    def _index(self, key: GpuKey, part: _Part, add: bool) -> None:
+        for orig in part.stand_ins:
+            keys = self.relieved.setdefault(orig, set())
+            if add:
+                keys.add(key)
+            else:
+                keys.discard(key)
 
     def _holds(self, key: GpuKey, part: _Part, relief: Mapping[str, float] | None = None) -> bool:
         """No workload on this GPU ends below its floor, or below where it is now if that is lower
@@ -236,7 +259,11 @@ class Tick:
 
     def _commit(self, key: GpuKey, servers: list[PlannedServer], part: _Part) -> None:
         self.cap = self.cap.minus(self.parts[key].capacity).plus(part.capacity)
+        self._index(key, self.parts[key], add=False)
+        self._index(key, part, add=True)
         self.on[key], self.parts[key] = servers, part
+        self.version[key] += 1
+        self.commits += 1
 
     # -- 1. stop ------------------------------------------------------------------------------------
     def stop(self) -> None:
@@ -340,7 +367,9 @@ class Tick:
         """Whether, in `verdict`, a server the layout wants on `key` (not `guest`) carries less
         than its planned rate (`rate_rps`), or its workload's planned servers, which carried its
         demand, no longer do (the layout's capacity less what the guest costs them here)."""
-        wanted = {v.agent_key(): v for v in self.gpus[key].wanted}
+        wanted = self.wanted_by_key.get(key)
+        if wanted is None:
+            wanted = self.wanted_by_key[key] = {v.agent_key(): v for v in self.gpus[key].wanted}
         lost = Amounts()
         for s, _, thr in verdict:
             v = wanted.get(s.agent_key())
@@ -372,17 +401,43 @@ class Tick:
         1-minute rows, second half: m-small-1 then counted for nothing, so m-small-2 never left
         the room m-large-0 was planned in, and m-large ran on its stand-in alone for 17 minutes
         of a rising rate)."""
-        if any(s.name == t.name for k, servers in self.on.items() if k[0] == key[0] for s in servers):
+        if any(s.name == t.name for k in self.slot_keys[key[0]] for s in self.on[k]):
             return None  # its old version still runs under the same name: the agent would restart it
         servers = [*self.on[key], t]
         starting = frozenset(s.name for s in self.on[key] if s.name not in self.inp.ready)
-        part = self._judge(key, servers, serving=starting | {t.name})
+        verdict = self._verdict(key, servers, starting | {t.name})
+        part = self._part(verdict)
         idle = {t.replaces} if t.replaces else set()
-        before = self.parts[key].ok | (self._judge(key, self.on[key], serving=starting).ok if starting else frozenset())
+        before = self.parts[key].ok | (self._starting_ok(key, starting) if starting else frozenset())
         if t.name not in part.ok or not before - idle <= part.ok or not self._holds(key, part):
             return None
-        verdict = self._verdict(key, servers, starting | {t.name})
         return part, next(thr for s, _, thr in verdict if s.name == t.name), verdict
+
+    def judged_ok(self, key: GpuKey, t: PlannedServer) -> bool:
+        """The judge's part of `_future`: t within its budget on `key` once it serves, and every
+        server there that is within its budget now still within it. Depends on `content(key)`
+        and t alone (every server on the GPU is judged as serving)."""
+        starting = frozenset(s.name for s in self.on[key] if s.name not in self.inp.ready)
+        ok = self._part(self._verdict(key, [*self.on[key], t], starting | {t.name})).ok
+        idle = {t.replaces} if t.replaces else set()
+        before = self.parts[key].ok | (self._starting_ok(key, starting) if starting else frozenset())
+        return t.name in ok and before - idle <= ok
+
+    def content(self, key: GpuKey) -> tuple[object, ...]:
+        """What `judged_ok` reads of a GPU besides the newcomer: its type, servers, the layout's
+        wants there, the slices it holds, and the servers within budget now."""
+        starting = frozenset(s.name for s in self.on[key] if s.name not in self.inp.ready)
+        before = self.parts[key].ok | (self._starting_ok(key, starting) if starting else frozenset())
+        g = self.gpus[key]
+        return (g.instance_type, tuple(self.on[key]), self._wanted(key), tuple(self.held_slices(key)), before)
+
+    def _starting_ok(self, key: GpuKey, starting: frozenset[str]) -> frozenset[str]:
+        """The servers on `key` within budget with those still starting judged as serving; judged
+        again only once the GPU changed (`version`)."""
+        seen = self.starting_ok.get(key)
+        if seen is None or seen[0] != self.version[key]:
+            seen = self.starting_ok[key] = (self.version[key], self._judge(key, self.on[key], serving=starting).ok)
+        return seen[1]
 
     # -- 3. what is left ------------------------------------------------------------------------------
     def blocked(self) -> dict[GpuKey, tuple[PlannedServer, ...]]:

@@ -69,6 +69,7 @@ from dataclasses import dataclass, field, replace
 
 from autoscaler.core.layout.layout_types import PlannedServer
 from autoscaler.core.rollout.blocking import Pick
+from autoscaler.core.rollout.burst_memo import passing_batches
 from autoscaler.core.rollout.rollout import EPS, Amounts, GpuKey, Tick, original_of
 from autoscaler.core.rollout.surge_types import (
     SURGE_SLOT,
@@ -127,6 +128,12 @@ class _Allocator:
         self.started: list[str] = []
         self.bursts: list[str] = []  # stand-ins started in free share for capacity that serves sooner
         self.taken = set(inp.taken_slots)
+        self.lenders = self._lenders()
+        self.at_rest: dict[GpuKey, tuple[int, bool]] = {}  # per GPU: (Tick.version, at rest then)
+        self.roomy: dict[str, tuple[int, list[GpuKey]]] = {}  # per GPU type: (Tick.commits, `_roomy`)
+        self.temporary = sorted(
+            (k for k in tick.gpus if self._temporary(k[0])), key=lambda k: (not is_surge_slot(k[0]), k)
+        )
 
     def _planned(self, slot: str, itype: str, servers: Sequence[PlannedServer]) -> _Virtual:
         """A booting planned instance on paper: its GPUs hold its planned servers."""
@@ -187,13 +194,18 @@ class _Allocator:
         return self._launch(b, thr, gpu, blocked)
 
     def _stand_in(self, b: PlannedServer, slot: str, gpu: int) -> PlannedServer:
+        name, index = self._fresh(b, slot)
+        return replace(b, name=name, gpu_index=gpu, index=index, replaces="")
+
+    def _fresh(self, b: PlannedServer, slot: str) -> tuple[str, int]:
+        """A stand-in's name (`<b>-s<k>`, the first k no server has) and a port index free on `slot`."""
         k = 0
         while f"{b.name}-s{k}" in self.names:
             k += 1
-        used = {s.index for key, servers in self.tick.on.items() if key[0] == slot for s in servers}
-        used |= {s.index for key, g in self.tick.gpus.items() if key[0] == slot for s in g.wanted}
-        index = next(i for i in range(len(used) + 1) if i not in used)
-        return replace(b, name=f"{b.name}-s{k}", gpu_index=gpu, index=index, replaces="")
+        keys = self.tick.slot_keys.get(slot, ())
+        used = {s.index for key in keys for s in self.tick.on[key]}
+        used |= {s.index for key in keys for s in self.tick.gpus[key].wanted}
+        return f"{b.name}-s{k}", next(i for i in range(len(used) + 1) if i not in used)
 
     def _try_gpu(self, key: GpuKey, b: PlannedServer, thr: float) -> bool:
         """Start a stand-in for b on `key` in the first of its shapes (`_shapes`) where it carries
@@ -241,15 +253,29 @@ class _Allocator:
         if self._temporary(slot):
             self.keep.add(slot)
 
+    def _lenders(self) -> dict[str, list[GpuKey]]:
+        """Per GPU type, the ready planned GPUs that may lend room (not surge instances, some
+        server wanted there), in key order: what `_lendable` filters, found once a tick."""
+        out: dict[str, list[GpuKey]] = {}
+        for key, g in sorted(self.tick.gpus.items()):
+            if not is_surge_slot(key[0]) and g.wanted:
+                out.setdefault(self._info(g.instance_type).gpu, []).append(key)
+        return out
+
     def _lendable(self, gpu: str, blocked: GpuKey | None = None) -> list[GpuKey]:
         """Ready planned GPUs of GPU type `gpu` at rest (running exactly what the layout wants)."""
-        out = []
-        for key, g in sorted(self.tick.gpus.items()):
-            if key == blocked or is_surge_slot(key[0]) or not g.wanted or self._info(g.instance_type).gpu != gpu:
-                continue
-            if sorted(s.agent_key() for s in self.tick.on[key]) == sorted(s.agent_key() for s in g.wanted):
-                out.append(key)
-        return out
+        return [key for key in self.lenders.get(gpu, ()) if key != blocked and self._rests(key)]
+
+    def _rests(self, key: GpuKey) -> bool:
+        """Whether the GPU runs exactly what the layout wants there, judged again only once what it
+        runs has changed (Tick.version)."""
+        version = self.tick.version[key]
+        seen = self.at_rest.get(key)
+        if seen is None or seen[0] != version:
+            wanted = self.tick.gpus[key].wanted
+            seen = (version, sorted(s.agent_key() for s in self.tick.on[key]) == sorted(s.agent_key() for s in wanted))
+            self.at_rest[key] = seen
+        return seen[1]
 
     def _borrow(self, b: PlannedServer, thr: float, gpu: str, blocked: GpuKey) -> bool:
         return any(self._try_gpu(key, b, thr) for key in self._lendable(gpu, blocked))
@@ -259,11 +285,23 @@ class _Allocator:
         ready GPUs at rest leave free, each carrying what the model says it can there with every
         neighbour still within its budget, until they cover `gap`; returns what they carry."""
         got = 0.0
-        for key in self._lendable(gpu):
+        for key in self._lendable(gpu) if t.mig_profile is not None else self._roomy(gpu):
             if got >= gap * (1 - EPS):
                 break
             got += self._burst_on(key, t)
         return got
+
+    def _roomy(self, gpu: str) -> list[GpuKey]:
+        """The GPUs `_lendable` gives with BURST_MIN_SHARE free at least: the only ones where an
+        MPS burst stand-in may go (`_burst_fit`). Found again only after a GPU changed."""
+        seen = self.roomy.get(gpu)
+        if seen is None or seen[0] != self.tick.commits:
+            free = [k for k in self._lendable(gpu) if self._free(k) >= BURST_MIN_SHARE]
+            seen = self.roomy[gpu] = (self.tick.commits, free)
+        return seen[1]
+
+    def _free(self, key: GpuKey) -> float:
+        return 100.0 - sum(s.mps_percent for s in self.tick.on[key])
 
     def _burst_on(self, key: GpuKey, t: PlannedServer) -> float:
         """One burst stand-in for `t` on `key` (`_burst_fit`; in MPS share, at least
@@ -284,28 +322,39 @@ class _Allocator:
         nothing); otherwise at t's share or the free share if less, at the largest batch up to t's
         that the model lets it serve there (t's batch was chosen for t's share: in less share it
         can miss its budget where a smaller batch still carries most of what that share can)."""
-        base = self._stand_in(t, key[0], key[1])
         itype = self.tick.gpus[key].instance_type
         if t.mig_profile is not None and self._info(itype).starts(t.mig_profile):
-            for cand in self._shapes(base, itype, 0.0):
+            for cand in self._shapes(self._stand_in(t, key[0], key[1]), itype, 0.0):
                 if got := self.tick.fits_beside(key, cand, keep_rates=True):
                     return got, cand
             return None, None
-        share = min(t.mps_percent, 100.0 - sum(s.mps_percent for s in self.tick.on[key]))
+        share = min(t.mps_percent, self._free(key))
         if share < BURST_MIN_SHARE:
             return None, None
+        name, index = self._fresh(t, key[0])
         scaled = t.predicted_throughput_rps * share / t.mps_percent  # what a model-free judge credits
-        for batch in range(t.batch, 0, -1):
-            cand = replace(base, mps_percent=share, batch=batch, predicted_throughput_rps=scaled)
-            if got := self.tick.fits_beside(key, cand, keep_rates=True):
-                return got, cand
+
+        def make(batch: int) -> PlannedServer:
+            return replace(
+                t,
+                name=name,
+                gpu_index=key[1],
+                index=index,
+                replaces="",
+                mps_percent=share,
+                batch=batch,
+                predicted_throughput_rps=scaled,
+            )
+
+        for batch in passing_batches(self.tick, key, (t, name, index, share, scaled), make, t.batch):
+            if got := self.tick.fits_beside(key, make(batch), keep_rates=True):  # the judge refused the others
+                return got, make(batch)
         return None, None
 
     def _ready_surge(self, b: PlannedServer, thr: float, gpu: str) -> bool:
         """A ready surge instance, then a ready spare (module docstring, 2 and 4)."""
-        keys = sorted(self.tick.gpus, key=lambda k: (not is_surge_slot(k[0]), k))
-        for key in keys:
-            if not self._temporary(key[0]) or self._info(self.tick.gpus[key].instance_type).gpu != gpu:
+        for key in self.temporary:
+            if self._info(self.tick.gpus[key].instance_type).gpu != gpu:
                 continue
             if self._may_use(key[0]) and self._try_gpu(key, b, thr):
                 return True

@@ -1,0 +1,72 @@
+"""Burst trials remembered from tick to tick (surge.py's bursting). Pure: a cache of answers of
+pure functions.
+
+A short workload's late server tries every ready GPU at rest with free share, at each batch from
+its own down to 1 (surge.py `_burst_fit`): at 1,000 workloads some 30,000 judgements a tick,
+nearly all of them refusals, and the same ones again at the next tick while the instances boot.
+Which batches the judge refuses depends only on the GPU's content (`Tick.content`) and the
+candidate, so they are remembered by those, per judge, and only the batches the judge accepts
+are tried in full (floors and planned rates, which move with the rates, are checked each time).
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+
+from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout.rollout import GpuKey, Judge, Tick
+
+MAX_ENTRIES = 1 << 15  # then all forgotten at once: some 7 ticks of 1,000 workloads, tens of MB
+
+
+@dataclass
+class _Memo:
+    ids: dict[tuple[object, ...], int] = field(default_factory=dict)  # GPU content -> its id
+    batches: dict[tuple[int, GpuKey, Hashable], tuple[int, ...]] = field(default_factory=dict)
+
+
+_MEMOS: weakref.WeakKeyDictionary[Judge, _Memo] = weakref.WeakKeyDictionary()
+_IDS = itertools.count()  # content ids are never reused, so one remembered by a Tick stays true
+
+
+def _memo(judge: Judge) -> _Memo | None:
+    try:
+        return _MEMOS.setdefault(judge, _Memo())
+    except TypeError:  # a judge that cannot be referred to weakly: nothing is remembered
+        return None
+
+
+def passing_batches(
+    tick: Tick, key: GpuKey, sig: Hashable, cand: Callable[[int], PlannedServer], top: int
+) -> tuple[int, ...]:
+    """The batches from `top` down to 1 at which the judge accepts `cand(batch)` on `key` beside
+    what it runs (`Tick.judged_ok`), remembered by the GPU's content and `sig`, which must hold
+    all that cand's servers are made of (surge.py: the late server, the stand-in's name, port
+    index and share, and what it is credited)."""
+    memo = _memo(tick.inp.judge)
+    if memo is None:
+        return tuple(b for b in range(top, 0, -1) if tick.judged_ok(key, cand(b)))
+    k = (_content_id(memo, tick, key), key, (sig, top))
+    hit = memo.batches.get(k)
+    if hit is None:
+        if len(memo.batches) >= MAX_ENTRIES:
+            memo.batches.clear()
+            memo.ids.clear()
+        hit = memo.batches[k] = tuple(b for b in range(top, 0, -1) if tick.judged_ok(key, cand(b)))
+    return hit
+
+
+def _content_id(memo: _Memo, tick: Tick, key: GpuKey) -> int:
+    """A number for the GPU's content, found again only once it changed (`Tick.version`)."""
+    seen = tick.content_ids.get(key)
+    if seen is not None and seen[0] == tick.version[key]:
+        return seen[1]
+    content = tick.content(key)
+    n = memo.ids.get(content)
+    if n is None:
+        n = memo.ids[content] = next(_IDS)
+    tick.content_ids[key] = (tick.version[key], n)
+    return n
