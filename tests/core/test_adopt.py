@@ -248,3 +248,64 @@ def test_a_plan_that_needs_more_or_serves_more_is_used_at_once() -> None:
     assert not hold_adopted(1.0, _plan("a", n=2), layout, None, 300.0, missing=False).held  # as dear
     new = hold_adopted(1.0, _plan("a", "b"), layout, None, 300.0, missing=False)
     assert not new.held and "b" in new.why  # b has no server in the adopted fleet
+
+
+def test_a_silent_agent_keeps_the_servers_the_gateway_holds_at_its_address() -> None:
+    """An agent that does not answer during adoption (stopped, slow) is no proof its servers are
+    down: the gateway's entries at its address are adopted, so routing keeps them serving (before,
+    the instance was adopted with no servers and the gateway step deleted them)."""
+    instances = [inst("s-0"), inst("s-1", attempt=1, port_base=9100)]
+    statuses = {"i-s-0-0": {"generation": 5, "servers": [server("a-0", "a", 9001)]}}  # s-1's agent: silent
+    held = {("a", "a-0"): "10.0.0.5:9001", ("a", "a-1.a1"): "10.0.0.5:9101", ("b", "b-1.a1"): "10.0.0.5:9102"}
+    seen = GatewayView(
+        backends={w: BackendSeen(workload=w, requests_total=0, errors_5xx=0, sessions=0) for w in ("a", "b")},
+        servers={
+            k: ServerSeen(
+                workload=k[0],
+                name=k[1],
+                address=a,
+                admin="ready",
+                status="UP",
+                check_ok=True,
+                weight=128,
+                sessions=1,
+                requests_total=10,
+            )
+            for k, a in held.items()
+        },
+    )
+    entries = [(w, n, a) for (w, n), a in held.items()]
+    out = adopt(inp(instances, statuses, gateway=_addresses(seen), held=entries), 1.0)
+    assert out.changes[-1].record.key == ("s-1", 1) and out.changes[-1].record.state is State.READY
+    assert out.silent == frozenset({("s-1", 1)})
+    kept = out.applied[("s-1", 1)][1]
+    assert [(s.workload, s.name, s.address, s.index) for s in kept] == [
+        ("a", "a-1", "10.0.0.5:9101", 1),
+        ("b", "b-1", "10.0.0.5:9102", 2),
+    ]
+    assert out.layout is not None and [s.slot for s in out.layout.slots] == ["s-0"]  # not known enough to plan on
+    current = {slot: (attempt, servers) for (slot, attempt), (_, servers) in out.applied.items()}
+    names = gateway_names(current, {})
+    ready = names.to_gateway(s.name for s in out.applied[("s-0", 0)][1])
+    silent = names.to_gateway(s.name for s in kept)  # as the gateway step counts an unanswered slot's
+    routes = desired_routes(
+        layout=out.layout,
+        applied=names.applied,
+        readiness=Readiness(ready=ready, silent=silent, healthy=seen.healthy(), serving=seen.serving()),
+        draining=frozenset(),
+        aliases=names.aliases,
+    )
+    ops = route_ops(routes, seen)
+    assert not [op for op in ops if isinstance(op, DelServer)], ops
+    assert {(r.workload, r.name) for rs in routes.values() for r in rs} == set(held)
+    by_name = {r.name: r for rs in routes.values() for r in rs}
+    assert by_name["a-1.a1"].weight == by_name["a-0"].weight == 256  # shared evenly with a-0, not weight 1
+    assert all(r.state == "ready" and r.weight > 0 for r in by_name.values())
+
+
+def test_a_silent_agent_does_not_take_another_instances_gateway_entries() -> None:
+    instances = [inst("s-0"), inst("s-1", port_base=9100)]
+    held = [("a", "a-0", "10.0.0.5:9001"), ("a", "a-1", "10.0.0.5:9101"), ("a", "a-2", "10.0.0.9:9101")]
+    out = adopt(inp(instances, {}, held=held), 1.0)
+    assert {k: [s.name for s in v[1]] for k, v in out.applied.items()} == {("s-0", 0): ["a-0"], ("s-1", 0): ["a-1"]}
+    assert out.layout is None

@@ -22,7 +22,13 @@ nothing they ran: its first tick saw no server, so the gateway step deleted ever
   (the rates the lost plan was made for are not known; capacity instead would hold a plan sized
   for it, launching instances). While it is the layout, a plan cheaper than it waits out
   scale_down_delay_s with the fleet held as it runs (`hold_adopted`), as a leader that kept its
-  state waits before it scales in.
+  state waits before it scales in;
+- an instance whose agent is silent while the gateway holds servers at its address (a slow or
+  stopped agent is no proof its servers are down): READY with those servers rebuilt from the
+  gateway's entries (`held`), so routing keeps them (they serve while the gateway's check passes)
+  rather than deleting them. What they run beyond name and port is not known, so they stay out of
+  the adopted layout: they retire as any server the layout dropped does (drained once the plan's
+  servers serve), and an agent silent past ready_timeout_s is replaced (AGENT_LOST) the usual way.
 
 From there the usual rollout changes the fleet: make before break, drains, the scale-down delay.
 """
@@ -43,6 +49,7 @@ Key = tuple[str, int]
 Applied = dict[Key, tuple[int, tuple[PlannedServer, ...]]]
 # (workload, server name, instance attempt) -> the address the gateway holds that server at, if it does
 GatewayAddress = Callable[[str, str, int], str | None]
+Held = tuple[str, str, str]  # a server the gateway holds: (workload, its gateway name, host:port)
 ADOPTED_PLANNER = "adopted"  # the planner name of an adopted layout (what ran before this controller)
 
 
@@ -63,6 +70,7 @@ class AdoptInput:
     judge: Judge | None = None  # the performance model per server (colocation.server_judge)
     contact: bool = True  # False: agents are not contacted (a running instance counts as ready)
     surge: frozenset[str] = frozenset()  # adopted slots that are surge capacity (kept out of the layout)
+    held: Sequence[Held] = ()  # every server the gateway holds (for instances whose agent is silent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +80,7 @@ class Adopted:
     layout: Layout | None  # what runs, as a layout (None: no adopted instance runs servers)
     plan_generation: int  # the newest plan generation among the adopted instances' tags
     notes: tuple[str, ...] = ()
+    silent: frozenset[Key] = frozenset()  # adopted READY with servers from the gateway: agent silent
 
 
 def adoptable(instances: Iterable[Instance], records: Sequence[Record], closed: frozenset[Key]) -> list[Instance]:
@@ -98,9 +107,15 @@ def adopt(inp: AdoptInput, now: float) -> Adopted:
     changes: list[Change] = []
     applied: Applied = {}
     notes: list[str] = []
+    silent: set[Key] = set()
     newest = _newest_attempts(inp.instances)
     for inst in inp.instances:
         record, steps = _record(inst, inp, now)
+        kept = _held_servers(inst, inp) if record.state is State.RUNNING and inp.contact else ()
+        if kept:
+            why = f"adopted: its agent is silent, the gateway holds {len(kept)} server(s) at its address"
+            steps.append(transition(record, Reason.AGENT_READY, now, why))
+            record = steps[-1].record
         if record.state is State.READY and inst.attempt < newest[inst.slot]:
             why = f"adopted beside attempt {newest[inst.slot]} of its slot: let go once drained"
             steps.append(transition(record, Reason.SUPERSEDED, now, why, leaves_at=None))
@@ -110,10 +125,82 @@ def adopt(inp: AdoptInput, now: float) -> Adopted:
             servers, skipped = _servers(inst, status, inp)
             applied[record.key] = (_generation(status), servers)
             notes.extend(skipped)
-    applied = _shared(applied, inp.rates)
-    layout = _layout(inp, applied)
+        elif kept:
+            applied[record.key] = (0, kept)
+            silent.add(record.key)
+            notes.append(
+                f"adopt {inst.slot}: its agent is silent; kept the gateway's {', '.join(s.name for s in kept)}"
+            )
+    applied = _shared(_even(applied, silent), inp.rates)
+    layout = _layout(inp, {k: v for k, v in applied.items() if k not in silent})
     generation = max((i.plan_generation for i in inp.instances), default=0)
-    return Adopted(tuple(changes), applied, layout, generation, tuple(notes))
+    return Adopted(tuple(changes), applied, layout, generation, tuple(notes), frozenset(silent))
+
+
+def _split(address: str) -> tuple[str, int] | None:
+    host, _, port = address.rpartition(":")
+    return (host, int(port)) if host and port.isdigit() else None
+
+
+def _layout_name(gateway: str) -> tuple[str, int]:
+    """A gateway name back to (layout name, attempt): routes.gateway_name's inverse."""
+    base, dot, tail = gateway.rpartition(".a")
+    return (base, int(tail)) if dot and base and tail.isdigit() else (gateway, 0)
+
+
+def _owner(host: str, port: int, inp: AdoptInput) -> str | None:
+    """The instance a gateway address belongs to: the one bound on that host whose port base is the
+    highest at or below the port (instances on one host have disjoint port ranges)."""
+    best: tuple[int, str] | None = None
+    for inst in inp.instances:
+        base = inp.port_bases.get(inst.id)
+        if inp.hosts.get(inst.id) == host and base is not None and base <= port and (best is None or base > best[0]):
+            best = (base, inst.id)
+    return None if best is None else best[1]
+
+
+def _held_servers(inst: Instance, inp: AdoptInput) -> tuple[PlannedServer, ...]:
+    """The servers the gateway holds at `inst`'s address under its attempt's names, as applied
+    servers (name, workload, port; the rest unknown, so never re-sent as an assignment's truth)."""
+    out: list[PlannedServer] = []
+    base = inp.port_bases.get(inst.id, 0)
+    for workload, gateway, address in inp.held:
+        name, attempt = _layout_name(gateway)
+        where = _split(address)
+        if attempt != inst.attempt or where is None or _owner(where[0], where[1], inp) != inst.id:
+            continue
+        info = inp.workloads.get(workload)
+        out.append(
+            PlannedServer(
+                name=name,
+                workload=workload,
+                model=inp.models.get(workload, ""),
+                gpu_index=0,
+                index=where[1] - base,
+                batch=1,
+                mps_percent=100.0,
+                model_dir=info.model_dir if info else "",
+                max_queue_delay_ms=info.max_queue_delay_ms if info else 0.0,
+                address=address,
+            )
+        )
+    return tuple(sorted(out, key=lambda s: (s.workload, s.name)))
+
+
+def _even(applied: Applied, silent: set[Key]) -> Applied:
+    """The gateway-held servers of silent agents predicted at their workload's mean (the model
+    cannot judge them), so they share its rate evenly, not at the gateway's lowest weight."""
+    known = [s for k, (_, group) in applied.items() if k not in silent for s in group]
+    mean: dict[str, float] = {}
+    for w in {s.workload for s in known}:
+        rps = [s.predicted_throughput_rps for s in known if s.workload == w]
+        mean[w] = sum(rps) / len(rps)
+    return {
+        k: (gen, tuple(replace(s, predicted_throughput_rps=mean.get(s.workload, 0.0)) for s in group))
+        if k in silent
+        else (gen, group)
+        for k, (gen, group) in applied.items()
+    }
 
 
 def _newest_attempts(instances: Iterable[Instance]) -> dict[str, int]:

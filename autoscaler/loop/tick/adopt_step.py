@@ -54,6 +54,8 @@ def adopt_step(deps: Deps, policy: Policy, judge: Judge, state: ControllerState,
     if out.layout is not None and store.current_layout() is None:
         store.save_layout(out.layout, "adopted: what ran before this controller", obs.now)
         state = replace(state, plan_generation=max(state.plan_generation, out.plan_generation))
+    if out.silent:  # its silence counts from now: past ready_timeout_s it is replaced (AGENT_LOST)
+        state = replace(state, agent_seen={**state.agent_seen, **dict.fromkeys(out.silent, obs.now)})
     for note in out.notes:
         log.warning("%s", note)
     log.info(
@@ -89,6 +91,7 @@ def _input(
         judge=judge,
         contact=deps.contact,
         surge=frozenset(i.slot for i in found if is_surge_slot(i.slot)),
+        held=() if obs.gateway is None else [(w, n, s.address) for (w, n), s in sorted(obs.gateway.servers.items())],
     )
 
 
