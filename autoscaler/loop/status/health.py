@@ -22,13 +22,17 @@ Reasons name slots and workloads, never addresses: these endpoints are open with
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from autoscaler.core.fleet.lifecycle import State
+from autoscaler.gateway.base import GatewayError
 
 if TYPE_CHECKING:
     from autoscaler.loop.tick.controller import Controller, TickReport
+
+log = logging.getLogger(__name__)
 
 OK, DEGRADED, FAILING, STANDBY, STARTING = "ok", "degraded", "failing", "standby", "starting"
 STATUSES = (OK, DEGRADED, FAILING, STANDBY, STARTING)
@@ -170,16 +174,25 @@ def facts_of(controller: Controller, report: TickReport) -> Facts:
         placed=tuple(sorted({srv.workload for _, srv in layout.servers()})) if layout else (),
         unplaced={u.workload: u.reason for u in layout.unplaced} if layout else {},
         ready=report.ready_servers,
-        serving=_serving(controller),
+        serving=_serving(controller, report),
         attainment=dict(report.attainment),
         target=controller.policy.scaling.target_attainment,
     )
 
 
-def _serving(controller: Controller) -> dict[str, int] | None:
+def _serving(controller: Controller, report: TickReport) -> dict[str, int] | None:
+    """Serving servers per workload as the tick left the gateway. The tick's view was read before
+    its routing: a tick that raised a server's weight would be judged from before the raise, and
+    /healthz said degraded while the gateway already answered ready, until the next tick. So a
+    tick that changed routing is judged from one more read of the gateway (its view if that fails)."""
     view = controller.routing.view if controller.routing is not None else None
-    if view is None:
+    if view is None or controller.routing is None:
         return None
+    if report.gateway is not None and report.gateway.ops:
+        try:
+            view = controller.routing.gateway.observe()
+        except GatewayError as exc:
+            log.debug("health: gateway read after routing failed: %s", exc)
     serving = view.serving()
     out: dict[str, int] = {}
     for (workload, name), _ in view.servers.items():

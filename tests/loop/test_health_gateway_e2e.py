@@ -1,0 +1,93 @@
+"""/healthz against the gateway's own readiness, on real components (`igniter run` with the local
+provider, real agents, inference servers and haproxy). The tick that raises a server's weight
+makes the gateway answer ready at once; health judged from that tick's view, read before its
+routing, said "no ready server the gateway sends requests to" until the next tick (issue 51).
+With event ticks off and a 2 s interval, that lag is most of an interval; it must be the rest
+of the routing tick only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agents.samples import TINY, write
+from tests.kit.agent import free_port
+from tests.kit.control import REPO, write_policy
+from tests.kit.fleet import free_base
+from tests.loop.test_service import Running, wait_for
+
+pytestmark = [pytest.mark.e2e]
+
+INTERVAL_S = 2.0
+BOUND_S = 1.0  # the routing tick's remainder, and a probe's round trip; an interval's wait fails it
+GATEWAY_REASON = "no ready server the gateway sends requests to"
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Iterator[tuple[int, Running]]:
+    """`igniter run` of one workload whose model exists, then `igniter down`."""
+    write(tmp_path / "model", TINY)
+    gateway = free_port()
+    path = write_policy(
+        tmp_path / "policy.yaml",
+        fleet=f"hgw-{tmp_path.name[-8:].lower().replace('_', '-')}".rstrip("-"),
+        instance_types=[{"name": "p3.2xlarge", "gpu": "v100", "gpus": 1, "price_per_hour": 3.06}],
+        workloads=[
+            {
+                "name": "alex",
+                "model": "alexnet",
+                "slo_ms": 30,
+                "rate_rps": 50,
+                "min_rate_rps": 50,
+                "model_dir": str(tmp_path / "model"),
+            }
+        ],
+        provider={"kind": "local", "base_port": free_base(), "state_root": str(tmp_path / "instances")},
+        agents={"transport": "local", "command_timeout_s": 30},
+        gateway={"kind": "haproxy", "listen": f"127.0.0.1:{gateway}", "check_interval_s": 0.3},
+        scaling={
+            "interval_s": INTERVAL_S,
+            "settle_s": INTERVAL_S,  # the settle tick after a weight is raised comes no sooner
+            "headroom": 0.0,
+            "forecast": "last",
+            "boot_s": 1,
+            "ready_watch": {"enabled": False},  # else an event tick would mask the stale view
+        },
+        leader={"kind": "local", "lock_dir": str(tmp_path / "locks")},
+    )
+    run = Running(path, tmp_path / "state.sqlite", free_port())
+    try:
+        yield gateway, run
+    finally:
+        run.stop()
+        down = [sys.executable, "-m", "autoscaler", "down", str(path), "--state", str(tmp_path / "state.sqlite")]
+        subprocess.run(down, cwd=REPO, capture_output=True, timeout=120)
+
+
+def test_health_is_not_degraded_for_the_gateway_once_the_gateway_answers_ready(
+    fleet: tuple[int, Running],
+) -> None:
+    gateway, run = fleet
+    ready_url = f"http://127.0.0.1:{gateway}/v2/health/ready"
+    wait_for(lambda: run.get("/healthz").json()["status"] == "degraded", 15, "health to wait for the fleet")
+
+    def gateway_ready() -> float | None:
+        return time.monotonic() if httpx.get(ready_url, timeout=2).status_code == 200 else None
+
+    ready_at = wait_for(gateway_ready, 15, "the gateway to answer ready")
+
+    def judged() -> dict | None:  # type: ignore[type-arg]
+        body = run.get("/healthz").json()
+        reasons = body.get("checks", {}).get("workloads", {}).get("reasons", [])
+        return None if any(GATEWAY_REASON in r for r in reasons) else body
+
+    body = wait_for(judged, 3 * INTERVAL_S, "health to see what the gateway serves")
+    lag = time.monotonic() - ready_at
+    assert lag < BOUND_S, (lag, body)
+    assert body["checks"]["workloads"]["ok"], body
