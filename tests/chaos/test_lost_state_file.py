@@ -11,10 +11,13 @@ where the plan keeps them, and an instance the new plan has no slot for leaves t
 scale-down delay and a drain (gateway drain, agent drain, then terminate), never at once. Real agents, servers and haproxy
 (tests/kit/fleet.py). And the same through a failover of real `igniter run` processes, each with
 its own state file (a standby on another host has its own): the leader stopped with SIGTERM or
-killed with SIGKILL under load, the standby takes over and adopts: 0 failed requests."""
+killed with SIGKILL under load, the standby takes over and adopts: 0 failed requests. And an agent
+silent during adoption: its servers are kept from the gateway's entries (before: deleted at once)."""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import time
 from pathlib import Path
@@ -185,3 +188,76 @@ def test_a_standby_with_its_own_state_file_takes_over_under_load(
     record("lost_state_file_failover", sent=load.sent, failed=load.failed, takeover_s_max=took_over)
     assert "waits for its connections to close" not in log and "del server" not in log
     assert load.failed == 0, load.errors
+
+
+def test_a_fresh_state_file_keeps_the_servers_of_a_silent_agent(
+    tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One agent silent while a fresh state file adopts the fleet: SIGSTOPped (its servers run on),
+    and its status file a FIFO, so the local transport's status command hangs until its timeout
+    (it reads a stopped agent's file otherwise, and answers):
+    its servers are kept from the gateway's entries, not deleted at once (before: deleted on the
+    first tick). The new plan has no slot for that instance, so after scale_down_delay_s its
+    server leaves the usual way, drained before it is deleted; no request fails."""
+    monkeypatch.setenv("IGNITER_LOCK_DIR", str(tmp_path / "locks"))
+    policy = fleet_policy(
+        tmp_path,
+        tiny_model_dir,
+        ["a", "b"],
+        drain_timeout_s=2,
+        scaling={"scale_down_delay_s": DELAY_S},
+        agents={"command_timeout_s": 4},
+    )
+    old = _controller(policy, tmp_path / "state.sqlite", OLD)
+    new: Controller | None = None
+    loads = [Load(infer_url(policy, w), threads=2, pace_s=0.1) for w in ("a", "b")]
+    pid = 0
+    try:
+        _tick_until(old, lambda: converged(old), 40)
+        before = _gateway_servers(old)
+        old.store.close()
+        provider = old.deps.provider
+        small = next(i for i in provider.list_instances() if i.instance_type == "p3.2xlarge")
+        state_dir = provider.root / small.id  # type: ignore[attr-defined]
+        pid = int(json.loads((state_dir / "instance.json").read_text())["pid"])
+        os.kill(pid, signal.SIGSTOP)  # the agent only: its server processes keep serving
+        fifo = state_dir / "status.json"
+        fifo.unlink()
+        os.mkfifo(fifo, 0o600)
+        for load in loads:
+            load.start()
+            load.wait_for(20)
+        new = _controller(policy, tmp_path / "fresh.sqlite", NEW)
+        ops: list[str] = []
+        first = new.tick()
+        assert first.ok, first.error
+        ops += first.gateway.ops if first.gateway else []
+        kept = _gateway_servers(new)
+        deadline = time.monotonic() + DELAY_S + 2.0  # past the scale-down delay
+        while time.monotonic() < deadline:  # the agent stays silent through these ticks
+            report = new.tick()
+            assert report.ok, report.error
+            ops += report.gateway.ops if report.gateway else []
+            time.sleep(0.2)
+        for load in loads:
+            load.close()
+    finally:
+        if pid:
+            (state_dir / "status.json").unlink(missing_ok=True)
+            os.kill(pid, signal.SIGCONT)
+        for load in loads:
+            load.close()
+        for inst in old.deps.provider.list_instances():
+            old.deps.provider.terminate(inst.id)
+        if old.deps.gateway is not None:
+            old.deps.gateway.stop()
+        if new is not None:
+            new.store.close()
+    sent, failed = sum(x.sent for x in loads), sum(x.failed for x in loads)
+    print(f"silent agent during adoption: {sent} requests sent, {failed} failed; gateway ops {ops}")
+    assert kept == before, f"the first tick of a fresh state file removed servers of a silent agent: {ops}"
+    for i, op in enumerate(ops):
+        if op.startswith("del server "):
+            where = op.removeprefix("del server ")
+            assert f"set server {where} state drain" in ops[:i], f"deleted without a drain: {ops}"
+    assert failed == 0, dict(sum((x.errors for x in loads), start=loads[0].errors.__class__()))
