@@ -157,15 +157,9 @@ def test_the_layout_is_what_runs_newest_attempt_and_no_surge() -> None:
     assert set(out.applied) == {("s-0", 0), ("s-0", 1), ("f-surge-0", 0)}
 
 
-def test_routed_from_the_adoption_the_gateway_keeps_every_server() -> None:
-    """The outage: the gateway held these servers, the fresh store knew none of them."""
-    instances = [inst("s-0"), inst("s-1", attempt=2, port_base=9100)]
-    statuses = {
-        "i-s-0-0": {"generation": 5, "servers": [server("a-0", "a", 9001), server("b-0", "b", 9002)]},
-        "i-s-1-2": {"generation": 6, "servers": [server("a-1", "a", 9101)]},
-    }
-    held = {("a", "a-0"): "10.0.0.5:9001", ("b", "b-0"): "10.0.0.5:9002", ("a", "a-1.a2"): "10.0.0.5:9101"}
-    seen = GatewayView(
+def serving_view(held: dict[tuple[str, str], str]) -> GatewayView:
+    """The gateway as it was serving: every held (workload, server) -> address up at weight 128."""
+    return GatewayView(
         backends={w: BackendSeen(workload=w, requests_total=0, errors_5xx=0, sessions=0) for w in ("a", "b")},
         servers={
             k: ServerSeen(
@@ -182,6 +176,17 @@ def test_routed_from_the_adoption_the_gateway_keeps_every_server() -> None:
             for k, a in held.items()
         },
     )
+
+
+def test_routed_from_the_adoption_the_gateway_keeps_every_server() -> None:
+    """The outage: the gateway held these servers, the fresh store knew none of them."""
+    instances = [inst("s-0"), inst("s-1", attempt=2, port_base=9100)]
+    statuses = {
+        "i-s-0-0": {"generation": 5, "servers": [server("a-0", "a", 9001), server("b-0", "b", 9002)]},
+        "i-s-1-2": {"generation": 6, "servers": [server("a-1", "a", 9101)]},
+    }
+    held = {("a", "a-0"): "10.0.0.5:9001", ("b", "b-0"): "10.0.0.5:9002", ("a", "a-1.a2"): "10.0.0.5:9101"}
+    seen = serving_view(held)
     out = adopt(inp(instances, statuses, gateway=_addresses(seen)), 1.0)
     current = {slot: (attempt, servers) for (slot, attempt), (_, servers) in out.applied.items()}
     names = gateway_names(current, {})
@@ -257,23 +262,7 @@ def test_a_silent_agent_keeps_the_servers_the_gateway_holds_at_its_address() -> 
     instances = [inst("s-0"), inst("s-1", attempt=1, port_base=9100)]
     statuses = {"i-s-0-0": {"generation": 5, "servers": [server("a-0", "a", 9001)]}}  # s-1's agent: silent
     held = {("a", "a-0"): "10.0.0.5:9001", ("a", "a-1.a1"): "10.0.0.5:9101", ("b", "b-1.a1"): "10.0.0.5:9102"}
-    seen = GatewayView(
-        backends={w: BackendSeen(workload=w, requests_total=0, errors_5xx=0, sessions=0) for w in ("a", "b")},
-        servers={
-            k: ServerSeen(
-                workload=k[0],
-                name=k[1],
-                address=a,
-                admin="ready",
-                status="UP",
-                check_ok=True,
-                weight=128,
-                sessions=1,
-                requests_total=10,
-            )
-            for k, a in held.items()
-        },
-    )
+    seen = serving_view(held)
     entries = [(w, n, a) for (w, n), a in held.items()]
     out = adopt(inp(instances, statuses, gateway=_addresses(seen), held=entries), 1.0)
     assert out.changes[-1].record.key == ("s-1", 1) and out.changes[-1].record.state is State.READY
