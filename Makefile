@@ -6,7 +6,7 @@ TOOLS   := .venv-tools
 STAMP   := $(VENV)/.installed
 TSTAMP  := $(TOOLS)/.installed
 
-.PHONY: test budget check lint typecheck demo demo-mig bench chaos venv tools debs clean
+.PHONY: test setup budget check lint typecheck demo demo-mig bench chaos venv tools debs clean
 
 # torch comes through pip (`pip install torch==2.13.0` takes the CPU build where pip is set up to
 # find it; uv would fetch a CUDA build of several GB), the rest through uv (from PyPI, resolved
@@ -68,8 +68,13 @@ XDIST   := -n $(WORKERS) --dist loadgroup
 
 # The whole suite: lint, types, then every tier (unit, property, e2e, slow) in parallel. The run ends
 # with its 25 slowest tests (setup and teardown counted apart), so a CI log shows where the time went.
-test: $(STAMP) $(TSTAMP) debs lint typecheck
+# The set-up steps run side by side (`setup`): on a fresh machine apt-get installs the Debian packages
+# while pip and uv build the venvs, and lint and types run beside checkov's venv.
+test: setup
 	CHECKOV=$(abspath $(TOOLS))/bin/checkov $(BIN)/python -m pytest $(XDIST) --durations=25
+
+setup:
+	@$(MAKE) --no-print-directory -j4 --output-sync=target $(STAMP) $(TSTAMP) debs lint typecheck
 
 # The suite's time against its budget (tests/README.md): the run of `make test` (same workers), with
 # every test's duration kept in BUDGET_OUT; then the tests over 30 s and the wall time against 10
