@@ -11,11 +11,9 @@ counts), tracebacks."""
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +24,7 @@ from autoscaler.loop.state.store import Store
 from tests.chaos.report import record, trials
 from tests.fleet.test_ec2 import LOW, WORKLOADS, fleet_instances, policy_file, setup_templates, tags
 from tests.kit.backends import Moto
-from tests.kit.control import REPO
+from tests.kit.forkrun import ForkRunner, once
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos, pytest.mark.slow]
 HIGH = {w["name"]: float(w["rate_rps"]) for w in WORKLOADS}
@@ -40,12 +38,14 @@ def _set_rates(path: Path, rates: dict[str, float]) -> None:
     path.write_text(yaml.safe_dump(data))
 
 
-def _once(path: Path, state: Path, fault: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "IGNITER_FAULT"}
-    if fault:
-        env["IGNITER_FAULT"] = fault
-    cmd = [sys.executable, "-m", "autoscaler", "run", str(path), "--once", "--state", str(state)]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=REPO)
+@pytest.fixture(scope="module")
+def forked() -> Iterator[ForkRunner]:
+    """The `igniter run --once` processes of this module (a dozen or more a trial), each forked from
+    one process that imported the product (tests/kit/forkrun.py: a real process, killed at its
+    fault point with -9), not a fresh interpreter that spends most of its run on imports."""
+    runner = ForkRunner()
+    yield runner
+    runner.close()
 
 
 def _count(moto: Moto, state: Path) -> tuple[int, int]:
@@ -59,7 +59,7 @@ def _count(moto: Moto, state: Path) -> tuple[int, int]:
     return sum(n - 1 for n in slots.values()), sum(i["InstanceId"] not in known for i in running)
 
 
-def test_kill_9_at_fault_points_leaves_no_duplicate_or_orphan(moto: Moto, tmp_path: Path) -> None:
+def test_kill_9_at_fault_points_leaves_no_duplicate_or_orphan(moto: Moto, forked: ForkRunner, tmp_path: Path) -> None:
     rng = random.Random(32)
     totals = Counter[str]()
     for n in range(TRIALS):
@@ -72,14 +72,14 @@ def test_kill_9_at_fault_points_leaves_no_duplicate_or_orphan(moto: Moto, tmp_pa
         for rates, fault in (({w: r * scale for w, r in HIGH.items()}, "after_launch"), (LOW, "after_terminate")):
             _set_rates(path, rates)
             for _ in range(FAULTY_RUNS):
-                crashed = _once(path, state, fault)
+                crashed = once(forked, path, state, fault)
                 totals["tracebacks"] += crashed.stderr.count("Traceback")
                 if crashed.returncode == -9:
                     totals[f"crashes_{fault}"] += 1
                     break
                 assert crashed.returncode == 0, crashed.stderr
             for _ in range(2):
-                again = _once(path, state)
+                again = once(forked, path, state)
                 assert again.returncode == 0, again.stderr
                 totals["tracebacks"] += again.stderr.count("Traceback")
             duplicates, orphans = _count(moto, state)

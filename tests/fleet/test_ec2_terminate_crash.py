@@ -7,6 +7,7 @@ so that no instance runs on, billed, with nothing left to stop it."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,12 +15,22 @@ import pytest
 from autoscaler.core.fleet.lifecycle import LIVE, State
 from autoscaler.fleet.base import POOL_MEMBER, TAG_POOL, TAG_SLOT
 from autoscaler.loop.state.store import Store
-from tests.chaos.test_crash_at_fault_points import _once, _set_rates
+from tests.chaos.test_crash_at_fault_points import _set_rates
 from tests.fleet.test_ec2 import LOW, WORKLOADS, fleet_instances, policy_file, setup_templates, tags
 from tests.kit.backends import Moto
+from tests.kit.forkrun import ForkRunner, once
 
 pytestmark = pytest.mark.e2e
 HIGH = {w["name"]: float(w["rate_rps"]) for w in WORKLOADS}
+
+
+@pytest.fixture(scope="module")
+def forked() -> Iterator[ForkRunner]:
+    """This module's `igniter run --once` processes, forked from one that imported the product
+    (tests/kit/forkrun.py: real processes; the fault point's kill -9 exits one with -9)."""
+    runner = ForkRunner()
+    yield runner
+    runner.close()
 
 
 def terminating_and_running(moto: Moto, state_file: Path) -> set[str]:
@@ -34,14 +45,14 @@ def terminating_and_running(moto: Moto, state_file: Path) -> set[str]:
     return {i["InstanceId"] for i in fleet_instances(moto) if tags(i).get(TAG_POOL) != POOL_MEMBER} & ending
 
 
-def test_kill_9_between_terminating_and_terminate_leaks_nothing(moto: Moto, tmp_path: Path) -> None:
+def test_kill_9_between_terminating_and_terminate_leaks_nothing(moto: Moto, forked: ForkRunner, tmp_path: Path) -> None:
     setup_templates(moto)
     path, state_file = policy_file(tmp_path, moto), tmp_path / "state.sqlite"
     for _ in range(2):  # launched, then running (agents are not contacted: running is ready)
-        assert _once(path, state_file).returncode == 0
+        assert once(forked, path, state_file).returncode == 0
     _set_rates(path, LOW)
     for _ in range(6):  # the scale-in drains first, then terminates
-        run = _once(path, state_file, "before_terminate")
+        run = once(forked, path, state_file, "before_terminate")
         assert "Traceback" not in run.stderr
         if run.returncode == -9:
             break
@@ -50,11 +61,11 @@ def test_kill_9_between_terminating_and_terminate_leaks_nothing(moto: Moto, tmp_
         raise AssertionError("never killed at before_terminate")
     stuck = terminating_and_running(moto, state_file)
     assert len(stuck) == 1  # what the crash leaves: its record terminating, the instance running on
-    assert _once(path, state_file).returncode == 0
+    assert once(forked, path, state_file).returncode == 0
     assert not terminating_and_running(moto, state_file)
     gone = {i["InstanceId"] for i in fleet_instances(moto, states=("shutting-down", "terminated"))}
     assert stuck <= gone  # terminated by the rerun
-    assert _once(path, state_file).returncode == 0
+    assert once(forked, path, state_file).returncode == 0
     running = fleet_instances(moto)
     store = Store(state_file)
     try:
