@@ -60,10 +60,11 @@ typecheck: $(STAMP)
 # workers than cores pays, up to a point: their timing checks (a takeover within lease_s + a tick)
 # fail on a machine loaded many times over. `--dist loadgroup` honours the `xdist_group` markers of the
 # modules that share one costly module-scoped fixture, so it is built once (tests/kit/xdist_groups.py
-# makes that work under pytest 9, where xdist's own grouping is lost). Two workers: at four, on 2
-# cores, clean-clone runs failed a different timing-bound e2e test each time (a remote gateway over
-# ssh, a SIGTERMed run). Override: `make test WORKERS=4`.
-WORKERS ?= 2
+# makes that work under pytest 9, where xdist's own grouping is lost). Three workers: on a clean
+# clone on 2 quiet cores, pytest took 564 s with two and 488 s with three (each worker was busy only
+# 22 to 30 % of the time at two); at four, clean-clone runs failed a different timing-bound e2e test
+# each time (a remote gateway over ssh, a SIGTERMed run). Override: `make test WORKERS=2`.
+WORKERS ?= 3
 XDIST   := -n $(WORKERS) --dist loadgroup
 
 # The whole suite: lint, types, then every tier (unit, property, e2e, slow) in parallel. The run ends
