@@ -6,7 +6,8 @@ hourly burst, a third half-hourly, a third noise only): one refit of every workl
 (core/capacity/periods.py: decompose, the hourly part) and one tick's lookups (Fit.rise), timed
 with process CPU time. The per-tick average is lookups + refits / (refit_s / interval_s). The
 store's read of the day (loop/tick/tuning.py, once per refit) is not in it: it is SQLite's, and
-the same read `seasonal` makes in pieces.
+the same read `seasonal` makes in pieces. Beside it, not in the average (it runs whatever the
+forecast method): a tick of the recent-error windows (core/capacity/error_window.py), full.
 
     python benchmarks/forecast_speed.py [--workloads 1000] [--interval 30]
 
@@ -16,12 +17,33 @@ Writes benchmarks/results/forecast_speed.json.
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
+import numpy as np
 from _results import Results
 from burst_traces import Bursts, make
 
+from autoscaler.core.capacity.error_window import WindowConfig, Windows
 from autoscaler.core.capacity.periods import PeriodConfig, decompose
+
+
+def error_window_ms(workloads: int, interval: float) -> float:
+    """CPU of one tick of the recent-error windows (/v1/headroom's forecast_error_1h; loop/tick/
+    tuning.py: recent_errors) once every window holds its hour: add each workload's error, then
+    every workload's quantiles."""
+    cfg = WindowConfig(max_gap_s=180.0 + interval, first_s=interval, size=min(240, math.ceil(1.125 * 3600 / interval)))
+    names = [f"w{i}" for i in range(workloads)]
+    rng = np.random.default_rng(0)
+    errs = [dict(zip(names, rng.normal(0.0, 0.2, workloads).tolist(), strict=True)) for _ in range(10)]
+    ws = Windows().keep(names, cfg)
+    for k in range(cfg.size):
+        ws = ws.update(k * interval, errs[k % 10], cfg)
+    t0, reps = time.process_time(), 50
+    for k in range(cfg.size, cfg.size + reps):
+        ws = ws.keep(names, cfg).update(k * interval, errs[k % 10], cfg)
+        ws.quantiles(k * interval, cfg)
+    return 1e3 * (time.process_time() - t0) / reps
 
 
 def main() -> None:
@@ -48,6 +70,7 @@ def main() -> None:
             f.rise(now + r)
     tick = (time.process_time() - t0) / reps
     per_refit = cfg.refit_s / args.interval
+    errors_ms = error_window_ms(args.workloads, args.interval)
     out = {
         "workloads": args.workloads,
         "interval_s": args.interval,
@@ -55,6 +78,7 @@ def main() -> None:
         "refit_per_workload_ms": round(1e3 * refit / args.workloads, 3),
         "tick_lookups_ms": round(1e3 * tick, 3),
         "tick_average_ms": round(1e3 * (tick + refit / per_refit), 2),
+        "tick_error_window_ms": round(errors_ms, 2),
         "found": {k: sum(1 for i, f in enumerate(fits) if list(kinds)[i % 3] == k and f.periods) for k in kinds},
     }
     res = Results("forecast_speed", f"python benchmarks/forecast_speed.py --interval {args.interval:g}")

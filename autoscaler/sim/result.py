@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from autoscaler.config.policy import Policy
+from autoscaler.core.capacity import error_window
 from autoscaler.core.rollout.colocation import GpuJudge, Server, judge
 from autoscaler.sim.traces import Trace
 
@@ -78,6 +79,16 @@ class Tuning:
         return {
             w: round(float(np.quantile(self.errors[w], 0.99)), 4) if self.errors.get(w) else None for w in self.names
         }
+
+    def error_quantiles(self) -> dict[str, dict[str, float]]:
+        """The forecast errors' quantiles over the run, per workload, as /v1/headroom's last hour
+        (core/capacity/error_window.py: a value seen, each tick's sample counting alike; {}: never
+        sampled)."""
+        out: dict[str, dict[str, float]] = {}
+        for w in self.names:
+            values = error_window.weighted_quantiles([(e, 1.0) for e in self.errors.get(w, [])], error_window.QUANTILES)
+            out[w] = {error_window.label(q): round(v, 4) for q, v in zip(error_window.QUANTILES, values, strict=False)}
+        return out
 
 
 @dataclass(kw_only=True)
@@ -200,6 +211,7 @@ class SimResult:
             "headroom_final": self.tuning.final() if self.tuning else {},
             "forecast_error_p99": self.tuning.error_p99() if self.tuning else {},
             "forecast_ahead_ticks": {w: self.tuning.ahead.get(w, 0) for w in self.tuning.names} if self.tuning else {},
+            "forecast_error_quantiles": self.tuning.error_quantiles() if self.tuning else {},
             "forecast_periods_s": {w: [round(p, 1) for p in self.tuning.periods.get(w, [])] for w in self.tuning.names}
             if self.tuning
             else {},

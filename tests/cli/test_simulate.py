@@ -36,6 +36,7 @@ def test_json_summary_has_every_field(igniter, small):
         "instance_hours",
         "headroom_final",
         "forecast_error_p99",
+        "forecast_error_quantiles",
         "outage_steps",
         "reconfig_short_steps",
         "surge_instance_hours",
@@ -77,6 +78,8 @@ def test_headroom_auto_from_the_command_line(igniter, small):
     s = json.loads(r.out)
     assert s["headroom"] == "auto" and s["headroom_final"] == {"a": 1.0}
     assert s["forecast_error_p99"]["a"] == pytest.approx(1.0, abs=0.01)
+    # per quantile: on the forecast but for the ticks after the step before 1000 was forecast boot_s earlier
+    assert s["forecast_error_quantiles"] == {"a": {"0.1": 0.0, "0.5": 0.0, "0.9": 1.0, "0.99": 1.0}}
     table = igniter("simulate", policy, "--trace", trace, "--headroom", "auto")
     assert "headroom at the end" in table.out and f"a {s['headroom_final']['a']:.2f} (auto)" in table.out
 

@@ -122,6 +122,14 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
         assert res["attainment_1h"] == 1.0
         assert 0.5 < alex["attainment_1h"] < 1.0  # 400 found the capacity planned for 225 short
         assert alex["forecast_error"] == pytest.approx(0.0)  # by now 400 was forecast boot_s ago too
+        # the last hour's errors: 0 but for the 6 reads (of 34) before 400 was forecast boot_s ago
+        assert alex["forecast_error_1h"] == {
+            "0.1": 0.0,
+            "0.5": 0.0,
+            "0.9": pytest.approx(400 / 150 - 1),
+            "0.99": pytest.approx(400 / 150 - 1),
+        }
+        assert res["forecast_error_1h"] == {"0.1": 0.0, "0.5": 0.0, "0.9": 0.0, "0.99": 0.0}
         assert alex["burst_floor_rps"] == 400.0 and res["burst_floor_rps"] == 50.0  # the busiest reads of 600 s
         assert alex["ramp_floor_rps"] == res["ramp_floor_rps"] == 0.0  # one step up is no sustained rise
         assert alex["quantile"] == res["quantile"] == 0.999  # the feedback waits for an hour of samples
@@ -134,6 +142,8 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
         assert 'igniter_burst_floor_rps{workload="alex"} 400.0' in metrics
         assert 'igniter_ramp_floor_rps{workload="alex"} 0.0' in metrics
         assert 'igniter_headroom_quantile_ratio{workload="alex"} 0.999' in metrics
+        assert f'igniter_forecast_error_ratio{{quantile="0.9",workload="alex"}} {400 / 150 - 1}' in metrics
+        assert 'igniter_forecast_error_ratio{quantile="0.5",workload="alex"} 0.0' in metrics
         # alex's headroom sits at its cap: its target is out of reach, and the endpoint says so
         cond = {c["workload"]: c for c in body["conditions"]}
         assert cond["alex"]["status"] == "True" and cond["alex"]["reason"] == "CapReached"

@@ -61,6 +61,13 @@ class Metrics:
             ["workload", "rank"],
             registry=r,
         )
+        self.forecast_error = Gauge(
+            "igniter_forecast_error_ratio",
+            "Quantiles of the last hour's forecast errors (observed / the base forecast boot_s earlier - 1, "
+            "time-weighted): 0.5 the bias, 0.9 and 0.99 how far above the forecast the traffic went",
+            ["workload", "quantile"],
+            registry=r,
+        )
         self.quantile = Gauge(
             "igniter_headroom_quantile_ratio",
             "Headroom auto: the quantile of the forecast errors the headroom is sized at (the target, "
@@ -197,6 +204,7 @@ class Metrics:
         _reset(self.ramp_floor, {(w,): v for w, v in report.ramp_floor.items()})
         _reset(self.period, {(w, str(i)): p for w, ps in report.periods.items() for i, p in enumerate(ps)})
         _reset(self.quantile, {(w,): v for w, v in report.headroom_quantile.items()})
+        _reset(self.forecast_error, {(w, q): v for w, qs in report.error_quantiles.items() for q, v in qs.items()})
         _reset(self.out_of_reach, {(w, r.cause or ""): float(r.out) for w, r in report.reach.items()})
         _reset(self.latency_p99, {(w,): ms / 1000.0 for w, ms in report.latency_p99_ms.items()})
 

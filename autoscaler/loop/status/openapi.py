@@ -13,6 +13,7 @@ import copy
 from functools import cache
 from typing import Any
 
+from autoscaler.core.capacity import error_window
 from autoscaler.loop.status.health import STATUSES
 from autoscaler.loop.tick.advisory import ADVICE_KINDS
 
@@ -186,6 +187,13 @@ HEADROOM = obj(
             ramp_floor_rps=NUM,
             quantile=NUM_OR_NULL,
             forecast_error=NUM_OR_NULL,
+            forecast_error_1h={
+                "type": "object",
+                "description": "Quantiles of the last hour's forecast errors "
+                "(observed / the base forecast boot_s earlier - 1), time-weighted; {} before the first",
+                "propertyNames": {"enum": [error_window.label(q) for q in error_window.QUANTILES]},
+                "additionalProperties": NUM,
+            },
             attainment_1h=NUM_OR_NULL,
             periods_s={"type": "array", "items": NUM},
             ahead_rps=NUM,

@@ -106,7 +106,8 @@ def fleet_snapshot(controller: Controller) -> dict[str, Any]:
 
 def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, Any]:
     """Per workload: the headroom planned with, the burst and ramp floors (auto), the quantile of the errors
-    it was sized at (the target, moved by the feedback), the latest forecast error sample, and
+    it was sized at (the target, moved by the feedback), the latest forecast error sample and the
+    quantiles of the last hour's (core/capacity/error_window.py), and
     the measured attainment over the last hour, with the policy's mode and target
     (docs/operations.md)."""
     sc = controller.policy.scaling
@@ -120,6 +121,7 @@ def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, A
                 "ramp_floor_rps": report.ramp_floor.get(w, 0.0),
                 "quantile": report.headroom_quantile.get(w),
                 "forecast_error": report.forecast_error.get(w),
+                "forecast_error_1h": report.error_quantiles.get(w, {}),
                 "attainment_1h": report.attainment.get(w),
                 "periods_s": report.periods.get(w, []),
                 "ahead_rps": report.ahead.get(w, 0.0),

@@ -64,6 +64,7 @@ class TickReport:
     forecast: dict[str, float] = field(default_factory=dict)
     headroom: dict[str, float] = field(default_factory=dict)  # planned above the base forecast (tuning.tune)
     forecast_error: dict[str, float] = field(default_factory=dict)  # observed / the forecast boot_s earlier - 1
+    error_quantiles: dict[str, dict[str, float]] = field(default_factory=dict)  # those of the last hour, per quantile
     attainment: dict[str, float | None] = field(default_factory=dict)  # ready capacity >= rate, last hour
     burst_floor: dict[str, float] = field(default_factory=dict)  # busiest peak of the last scale_down_delay_s (auto)
     headroom_quantile: dict[str, float] = field(default_factory=dict)  # the errors' quantile headroom auto sizes at

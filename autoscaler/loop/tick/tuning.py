@@ -8,11 +8,13 @@ with `auto` its headroom is the one planned with.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from autoscaler.config.policy import Policy
+from autoscaler.core.capacity.error_window import WindowConfig, Windows
 from autoscaler.core.capacity.forecast import ForecastConfig, forecast, forecast_all, ramp, season_windows
 from autoscaler.core.capacity.headroom import HeadroomConfig, HeadroomState, TickInput, update
 from autoscaler.core.capacity.periods import Fit, Period, PeriodConfig, decompose
@@ -120,17 +122,35 @@ def ready_capacity(store: Store, statuses: Mapping[str, AgentStatus], contact: b
 class Planned:
     """The rate to plan for per workload, and the headroom step that sized it; with `forecast:
     auto`, each workload's periods found and the seasonal rise that raised its forecast this tick
-    (a workload planned ahead of a burst: `ahead`)."""
+    (a workload planned ahead of a burst: `ahead`), and the quantiles of its forecast errors over
+    the last hour (core/capacity/error_window.py)."""
 
     rates: dict[str, float]
     tuned: Tuned
     periods: dict[str, tuple[Period, ...]] = field(default_factory=dict)
     ahead: dict[str, float] = field(default_factory=dict)
+    error_quantiles: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 # The period fits per store (one per controller): a fit is a pure function of the history up to
 # its time, kept until refit_s of the time passed in has gone by (a restart refits on its first tick).
 _FITS: weakref.WeakKeyDictionary[Store, tuple[float, dict[str, Fit]]] = weakref.WeakKeyDictionary()
+
+
+# The recent forecast errors per store, as the fits: the window starts afresh with the process
+# (an hour of samples is all it shows), which keeps them out of the state file saved every tick.
+_ERRORS: weakref.WeakKeyDictionary[Store, Windows] = weakref.WeakKeyDictionary()
+
+
+def recent_errors(policy: Policy, store: Store, now: float, errors: Mapping[str, float]) -> dict[str, dict[str, float]]:
+    """Add this tick's forecast errors to the store's windows (the policy's workloads only) and
+    return each workload's quantiles over the last hour (core/capacity/error_window.py)."""
+    sc = policy.scaling
+    size = min(240, math.ceil(1.125 * 3600.0 / sc.interval_s))  # the hour's ticks, and room for event ticks
+    cfg = WindowConfig(max_gap_s=sc.boot_s + sc.interval_s, first_s=sc.interval_s, size=size)
+    windows = _ERRORS.get(store, Windows()).keep([w.name for w in policy.workloads], cfg).update(now, errors, cfg)
+    _ERRORS[store] = windows
+    return windows.quantiles(now, cfg)
 
 
 def period_config(policy: Policy) -> PeriodConfig:
@@ -193,7 +213,8 @@ def planned_rates(policy: Policy, store: Store, headroom: HeadroomState, obs: Ob
         planned[w] = max(planned[w], fallback.get(w, 0.0))
     for wl in policy.workloads:
         planned[wl.name] = max(planned[wl.name], float(wl.min_rate_rps))
-    return Planned(planned, tuned, {w: f.periods for w, f in fits.items()}, ahead)
+    quantiles = recent_errors(policy, store, obs.now, tuned.errors)
+    return Planned(planned, tuned, {w: f.periods for w, f in fits.items()}, ahead, quantiles)
 
 
 def _without(
