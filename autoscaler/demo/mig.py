@@ -230,13 +230,13 @@ class MigDemo:
     def _until(self, cond: Any, limit_s: float, start_load: bool = False) -> bool:
         assert self.gen is not None
         deadline = time.monotonic() + limit_s
-        while time.monotonic() < deadline:
+        while (now := time.monotonic()) < deadline:
             report = self.tick()
             if start_load and not self.gen.started and report.converged:
                 self.gen.start()
             if self.gen.started and cond(report):
                 return True
-            time.sleep(TICK_S)
+            time.sleep(max(0.0, now + TICK_S - time.monotonic()))  # a tick every TICK_S, its own time included
         return False
 
     def _a_on(self, profile: str) -> bool:
