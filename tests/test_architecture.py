@@ -57,11 +57,12 @@ LAYERS: dict[str, set[str]] = {
 # What the autoscaler may import from the agent side: its wire contract everywhere; the node
 # agent itself only where the autoscaler runs agents on this machine (local provider, demo), with
 # the sample models they serve there (and `igniter models init`); the
-# inference server's torch-free HTTP guard where the loop serves its status endpoint.
+# inference server's torch-free HTTP guard where the loop serves its status endpoint; the status
+# file's name, keys and lock where the transports read it (transport/status_file.py).
 AGENT_IMPORTS: dict[str, set[str]] = {
     "loop": {"agents.server.guard"},
     "fleet": {"agents.node", "agents.launch", "agents.samples"},
-    "transport": {"agents.launch"},
+    "transport": {"agents.launch", "agents.node.status"},
     "demo": {"agents.node", "agents.launch", "agents.samples"},
     "cli": {"agents.samples"},
 }

@@ -4,6 +4,13 @@ Each step is observe -> diff -> act -> report: read the assignment file if it ch
 against the servers we run (by name; any spec change is a restart), start draining what must go,
 start what must come, tick every server's state machine, and write status.json atomically.
 
+status.json is what the controller reads each tick (a `cat` over its pooled SSH connection, no
+process of ours started): written by temp file + rename, so never read half-written; on every
+loop, and by a heartbeat thread while a loop is busy longer than HEARTBEAT_S (a MIG re-cut, a
+slow GPU read), so `heartbeat_at` stays fresh while this process lives and goes stale when it is
+killed or frozen (the controller then counts the agent silent). The last write, at shutdown,
+says `agent_running: false`.
+
 Removal is make-before-break on this side too: a removed server drains (it answers everything it
 has accepted, refuses new requests, then exits) while the loop goes on, listed under `draining` and
 never among `servers`, so nothing routes to it again. A new server whose port a draining one still
@@ -30,12 +37,13 @@ from agents.node.group import ServerGroup
 from agents.node.mig import MigManager
 from agents.node.mig_check import check_slices
 from agents.node.mps import Mps
-from agents.node.status import LOCK_FILE, STATUS_FILE
+from agents.node.status import HEARTBEAT_KEY, LOCK_FILE, STATUS_FILE
 from agents.node.supervisor import RestartPolicy, ServerFiles, launch_server, stop_all
 from agents.spec import Assignment, ServerLimits, ServerSpec, SliceKey, parse_assignment
 
 log = logging.getLogger("igniter-agent")
 ASSIGNMENT_FILE = "assignment.json"
+HEARTBEAT_S = 2.0  # status.json is rewritten at least this often while the agent lives
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,8 @@ class Daemon:
         self.applied: Assignment | None = None
         self.assignment_error: str | None = None
         self._seen: tuple[int, int, int] | None = None
+        self._written: tuple[dict[str, Any], float] | None = None  # the last status and when (monotonic)
+        self._write_lock = threading.Lock()  # the loop and the heartbeat thread write one at a time
 
     def drain_timeout(self, spec: ServerSpec) -> float:
         """The assignment's drain_timeout_s for this server, else the agent's --drain-timeout."""
@@ -237,6 +247,7 @@ class Daemon:
             "gpus": self.gpus.read(),
             "servers": [server.describe() for server in self.servers.values()],
             "agent_pid": os.getpid(),
+            "agent_running": True,
             "updated_at": time.time(),
             "device": self.device,
             "mps": self.mps.describe(),
@@ -245,11 +256,31 @@ class Daemon:
             "mig": self.mig.describe(self.slice_servers()) if self.mig is not None else {"enabled": False},
         }
 
-    def write_status(self) -> None:
-        atomic_write_json(self.state_dir / STATUS_FILE, self.status())
+    def write_status(self, running: bool = True) -> None:
+        """Write the current status (`running` False only for the last write, at shutdown)."""
+        status = self.status()
+        status["agent_running"] = running
+        with self._write_lock:
+            self._write(status)
+
+    def heartbeat(self) -> None:
+        """Rewrite the last status with a fresh heartbeat_at if the loop has not written it for
+        HEARTBEAT_S: a loop busy in a long call is alive, a frozen or killed process is not."""
+        with self._write_lock:
+            if self._written is not None and time.monotonic() - self._written[1] >= HEARTBEAT_S:
+                self._write(self._written[0])
+
+    def _write(self, status: dict[str, Any]) -> None:
+        status[HEARTBEAT_KEY] = time.time()
+        atomic_write_json(self.state_dir / STATUS_FILE, status)
+        self._written = (status, time.monotonic())
 
     def run(self, stop: threading.Event, interval_s: float = 0.5) -> None:
-        """Loop until stop is set, then stop every server and MPS (if we started it)."""
+        """Loop until stop is set, then stop every server and MPS (if we started it); a heartbeat
+        thread keeps status.json fresh while a loop (or the shutdown's drain) is busy."""
+        done = threading.Event()
+        beat = threading.Thread(target=self._beat, args=(done,), name="heartbeat", daemon=True)
+        beat.start()
         try:
             while not stop.is_set():
                 try:
@@ -258,7 +289,18 @@ class Daemon:
                     log.error("loop error: %s", exc)
                 stop.wait(interval_s)
         finally:
-            self.shutdown()
+            try:
+                self.shutdown()
+            finally:
+                done.set()
+                beat.join()
+
+    def _beat(self, done: threading.Event) -> None:
+        while not done.wait(HEARTBEAT_S / 2):
+            try:
+                self.heartbeat()
+            except OSError as exc:
+                log.error("heartbeat: %s", exc)
 
     def shutdown(self) -> None:
         """No server outlives the agent: drain all (bounded), SIGKILL stragglers, record them stopped."""
@@ -270,5 +312,5 @@ class Daemon:
         self.mps.stop()
         if self.mig is not None:
             self.mig.stop()
-        self.write_status()
+        self.write_status(running=False)
         self.gpus.close()

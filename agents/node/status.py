@@ -1,10 +1,13 @@
 """Reading the agent's status (for `igniter-agent status`) and waiting on it (for `apply --wait`).
 
-The daemon writes status.json atomically every loop; this side only reads it, plus asks the lock
-file whether the agent that wrote it is still alive (pid files lie after a kill -9; locks do not).
-The controller asks every node for it every tick, so this module imports nothing heavy (not the
-daemon, not pydantic; rich only to render a table): `igniter-agent status --json` starts in a
-fraction of the time the other commands take (agents/cli.py).
+The daemon writes status.json atomically (temp file + rename) every loop, and a heartbeat thread
+rewrites it with a fresh `heartbeat_at` while a loop is busy (agents/node/daemon.py): a reader
+never sees half a document, and one whose `heartbeat_at` is old is from an agent that stopped
+answering (killed, frozen). The controller reads that file directly, over its pooled SSH
+connection (`cat`, no Python started on the node: autoscaler/transport/status_file.py), every
+tick. This side is the command for humans: it reads the same file, plus asks the lock file
+whether the agent that wrote it is still alive (pid files lie after a kill -9; locks do not). It
+imports nothing heavy (not the daemon, not pydantic; rich only to render a table).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 STATUS_FILE = "status.json"  # written by the daemon (agents/node/daemon.py) every loop
+HEARTBEAT_KEY = "heartbeat_at"  # epoch seconds of the write: the daemon's loop or its heartbeat
 LOCK_FILE = "agent.lock"  # held by the running daemon
 
 EMPTY_STATUS: dict[str, Any] = {

@@ -71,7 +71,9 @@ class Transport(Protocol):
         ...
 
     def status(self, instance: Instance) -> dict[str, Any]:
-        """Return the parsed output of `igniter-agent status --json` on the instance."""
+        """Return the agent's status document (what `igniter-agent status --json` prints), read
+        from the status.json its daemon keeps current (transport/status_file.py): NOT_READY while
+        it has written none, UNREACHABLE (silent) when its heartbeat is stale."""
         ...
 
     def close(self) -> None: ...

@@ -1,19 +1,24 @@
-"""Local transport: runs `igniter-agent apply|status` on this machine, for local-provider instances.
+"""Local transport: reaches the agents on this machine, for local-provider instances.
 
-The instance's state directory is its `state_dir` (filled in by the local provider), else the
-configured agents.state_dir. Each run gets the agent's allow-listed environment (agents/launch.py,
-`agent_env`), as the local provider's agents do.
+Status reads the agent's status.json in this process (transport/status_file.py: no process per
+call); apply runs `igniter-agent apply -` (rare, and it validates and writes the assignment as the
+agent's own user would). The instance's state directory is its `state_dir` (filled in by the
+local provider), else the configured agents.state_dir. Each apply gets the agent's allow-listed
+environment (agents/launch.py, `agent_env`), as the local provider's agents do.
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
+from pathlib import Path
 from typing import Any
 
 from agents.launch import agent_env, resolve_agent_command
 from autoscaler.fleet.base import Instance
 from autoscaler.transport.base import TransportError, TransportFault
+from autoscaler.transport.status_file import read_local
 
 
 def agent_args(action: str, state_dir: str) -> list[str]:
@@ -48,7 +53,8 @@ class LocalTransport:
         self._run(instance, "apply", json.dumps(assignment))
 
     def status(self, instance: Instance) -> dict[str, Any]:
-        return self._run(instance, "status", None)
+        """The agent's status.json, read here (the document `igniter-agent status --json` prints)."""
+        return read_local(Path(instance.state_dir or self.state_dir), instance.id, time.time())
 
     def close(self) -> None:
         return None

@@ -1,4 +1,8 @@
-"""SSH transport (paramiko): runs `igniter-agent apply -` / `status --json` on each instance.
+"""SSH transport (paramiko): runs `igniter-agent apply -` on each instance and reads its status.
+
+- Status is one command on the pooled connection that starts no Python on the node: `cat` of the
+  status.json the agent's daemon keeps current, with the node's clock to judge its heartbeat
+  (transport/status_file.py). Apply (rare) still runs `igniter-agent apply -`.
 
 - Key authentication only (agents.key_file); no agent forwarding, no password fallback.
 - Host keys are checked with paramiko's RejectPolicy: an unknown or changed key is refused, never
@@ -28,6 +32,7 @@ from autoscaler.fleet.base import Instance
 from autoscaler.transport.base import TransportError, TransportFault
 from autoscaler.transport.local import agent_args, parse_reply
 from autoscaler.transport.pins import PinnedHostKeys, host_pattern
+from autoscaler.transport.status_file import STALE_AFTER_S, parse_remote, remote_command
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +46,16 @@ class SshTransport:
         self._pool: dict[PoolKey, paramiko.SSHClient] = {}
         self._locks: dict[PoolKey, threading.Lock] = {}  # one call at a time per connection
         self._lock = threading.Lock()  # guards the two dicts
+        self.stale_s = STALE_AFTER_S  # a status whose heartbeat is older is an agent gone silent
 
     def apply(self, instance: Instance, assignment: dict[str, Any]) -> None:
         self._call(instance, "apply", json.dumps(assignment))
 
     def status(self, instance: Instance) -> dict[str, Any]:
-        return self._call(instance, "status", None)
+        """The agent's status.json over the pooled connection (no agent process started)."""
+        where = f"{self._host(instance)}:{self.cfg.port}"
+        rc, out, err = self.run(instance, remote_command(instance.state_dir or self.cfg.state_dir), None, "status")
+        return parse_remote(rc, out, err, where, self.stale_s)
 
     def close(self) -> None:
         with self._lock:

@@ -284,7 +284,9 @@ def test_transport_trusts_only_the_instance_pins(sshd: Sshd, tmp_path: Path) -> 
         transport.status(first)  # sshd.known_hosts does list 127.0.0.1: pins alone count
     assert unpinned.value.retryable is True and "no host key pinned" in str(unpinned.value) and not transport._pool
     pins.pin("i-first", "10.0.0.5", sshd.port, [host_key(sshd)])
-    assert transport.status(first)["agent_running"] is False  # reached the real agent (not running)
+    with pytest.raises(TransportError) as none_yet:  # reached the node: its agent wrote no status there
+        transport.status(first)
+    assert none_yet.value.kind is TransportFault.NOT_READY and "no agent status yet" in str(none_yet.value)
     with pytest.raises(TransportError):
         transport.status(second)  # same host through the override, but nothing pinned for it
     assert list(transport._pool) == [("i-first", "127.0.0.1", sshd.port)]

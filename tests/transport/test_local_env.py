@@ -1,5 +1,6 @@
-"""The local transport's short `igniter-agent apply|status` runs get the agent's allow-listed
-environment, not `igniter run`'s: AWS keys and tokens stay behind (issue 51, item 8)."""
+"""The local transport's short `igniter-agent apply` runs get the agent's allow-listed
+environment, not `igniter run`'s: AWS keys and tokens stay behind (issue 51, item 8); status
+runs no process at all."""
 
 from __future__ import annotations
 
@@ -32,17 +33,23 @@ def _recorder(tmp_path: Path) -> Path:
     return script
 
 
-@pytest.mark.parametrize("action", ["apply", "status"])
-def test_agent_runs_hold_no_secret_of_the_caller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, action: str) -> None:
+def test_agent_runs_hold_no_secret_of_the_caller(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for k, v in SECRETS.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("LC_ALL", "C.UTF-8")
     transport = LocalTransport(agent_command=str(_recorder(tmp_path)), state_dir=str(tmp_path))
     inst = Instance(id="i-1", instance_type="t", slot="s", state="running", launched_at=0.0)
-    if action == "apply":
-        transport.apply(inst, {"generation": 1, "servers": []})
-    else:
-        assert transport.status(inst) == {}
-    seen = json.loads((tmp_path / f"env-{action}.json").read_text(encoding="utf-8"))
+    transport.apply(inst, {"generation": 1, "servers": []})
+    seen = json.loads((tmp_path / "env-apply.json").read_text(encoding="utf-8"))
     assert not set(SECRETS) & set(seen), sorted(set(SECRETS) & set(seen))
     assert seen["LC_ALL"] == "C.UTF-8" and "PATH" in seen
+
+
+def test_status_runs_no_agent_process(tmp_path: Path) -> None:
+    """Status reads the agent's status.json in this process (transport/status_file.py): the agent
+    command is never run for it, so no environment (and no secret) goes anywhere."""
+    transport = LocalTransport(agent_command=str(_recorder(tmp_path)), state_dir=str(tmp_path))
+    inst = Instance(id="i-1", instance_type="t", slot="s", state="running", launched_at=0.0)
+    (tmp_path / "status.json").write_text(json.dumps({"generation": 1, "servers": [], "heartbeat_at": 0.0}))
+    assert transport.status(inst)["agent_running"] is False  # no agent holds the lock
+    assert not (tmp_path / "env-status.json").exists()

@@ -14,10 +14,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agents.fsutil import atomic_write_json
 from agents.launch import resolve_agent_command
 from autoscaler.config.policy import AgentsConfig
 from autoscaler.fleet.base import Instance
-from autoscaler.transport.base import TransportError, parse_status
+from autoscaler.transport.base import TransportError, TransportFault, parse_status
 from autoscaler.transport.ssh import SshTransport
 from tests.kit.backends import Sshd, free_port
 
@@ -109,14 +110,27 @@ def test_applies_an_assignment_to_a_real_agent_and_reads_status(
     transport.close()
 
 
-def test_arguments_are_quoted(sshd: Sshd, tmp_path: Path) -> None:
+def test_status_is_the_agents_file_at_a_quoted_path(sshd: Sshd, tmp_path: Path) -> None:
+    """Status over real SSH reads status.json (`cat`, no agent process) at a quoted path, on one
+    pooled connection: none yet is an agent not ready, a fresh one is the document, a stale
+    heartbeat (by the node's clock) is a silent agent."""
     marker = tmp_path / "pwned"
     evil = tmp_path / f"dir with space; touch {marker}"
     transport = SshTransport(config(sshd, evil))
-    assert "'" in transport.command("status")
-    status = parse_status(transport.status(INSTANCE))
-    assert status.assignment_generation is None and status.running is False
+    assert "'" in transport.command("apply")
+    with pytest.raises(TransportError) as none_yet:
+        transport.status(INSTANCE)
+    assert none_yet.value.kind is TransportFault.NOT_READY and none_yet.value.retryable
     assert not marker.exists()
+    doc = {"generation": 4, "servers": [{"name": "a-0", "workload": "a", "state": "ready"}], "agent_running": True}
+    atomic_write_json(evil / "status.json", {**doc, "heartbeat_at": time.time()})
+    got = transport.status(INSTANCE)
+    assert parse_status(got).ready_names() == {"a-0"} and got["generation"] == 4
+    atomic_write_json(evil / "status.json", {**doc, "heartbeat_at": time.time() - transport.stale_s - 5})
+    with pytest.raises(TransportError) as silent:
+        transport.status(INSTANCE)
+    assert silent.value.kind is TransportFault.UNREACHABLE and "silent" in str(silent.value)
+    assert len(transport._pool) == 1 and not marker.exists()
     transport.close()
 
 

@@ -4,6 +4,8 @@ environment each real server process was started with (read back from /proc)."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 
 from agents.node.apply import apply_assignment
-from agents.node.daemon import ASSIGNMENT_FILE, Daemon, server_changes
+from agents.node.daemon import ASSIGNMENT_FILE, HEARTBEAT_S, Daemon, server_changes
 from agents.node.gpu import NoGpu
 from agents.node.mps import share_text
 from agents.spec import ServerSpec
@@ -161,4 +163,34 @@ def test_shutdown_stops_servers_and_mps(daemon: tuple[Daemon, FakeMps], cnn_dir:
     agent.shutdown()
     assert proc is not None and proc.returncode is not None
     assert mps.calls[-1] == "stop"
-    assert [s["state"] for s in json.loads((agent.state_dir / "status.json").read_text())["servers"]] == ["stopped"]
+    last = json.loads((agent.state_dir / "status.json").read_text())
+    assert [s["state"] for s in last["servers"]] == ["stopped"] and last["agent_running"] is False
+
+
+@pytest.mark.unit
+def test_heartbeat_refreshes_the_status_only_while_the_loop_is_late(daemon: tuple[Daemon, FakeMps]) -> None:
+    agent, _ = daemon
+    path = agent.state_dir / "status.json"
+    agent.write_status()
+    first = json.loads(path.read_text())
+    agent.heartbeat()  # the loop just wrote it: nothing to do
+    assert json.loads(path.read_text()) == first
+    assert agent._written is not None
+    agent._written = (agent._written[0], time.monotonic() - HEARTBEAT_S)  # the loop is busy
+    agent.heartbeat()
+    beat = json.loads(path.read_text())
+    assert beat["heartbeat_at"] > first["heartbeat_at"]
+    assert {**beat, "heartbeat_at": 0} == {**first, "heartbeat_at": 0}  # the same status, a fresh heartbeat
+
+
+@pytest.mark.unit
+def test_run_beats_then_leaves_a_status_that_says_it_stopped(daemon: tuple[Daemon, FakeMps]) -> None:
+    agent, _ = daemon
+    path = agent.state_dir / "status.json"
+    stop = threading.Event()
+    loop = threading.Thread(target=agent.run, args=(stop, 0.01))
+    loop.start()
+    wait_until(lambda: path.exists() and json.loads(path.read_text())["agent_running"], 5, "a first status")
+    stop.set()
+    loop.join(10)
+    assert not loop.is_alive() and json.loads(path.read_text())["agent_running"] is False

@@ -1,0 +1,102 @@
+"""An agent's status, read from the status.json its daemon keeps current: no process per call.
+
+`igniter-agent status --json` starts a Python process on the node for every call (0.1 to 0.3 s
+of CPU); a tick reads every agent. The daemon already writes the same document every loop, by
+temp file + rename (never read half-written), with `heartbeat_at` refreshed at least every 2 s
+while it lives (agents/node/daemon.py). So the transports read that file:
+
+- local: in this process, plus the lock file's word on whether the agent lives (as the CLI does);
+- ssh: one command on the pooled connection, `date +%s` and `cat` (no Python on the node), whose
+  clock judges the age, so the controller's clock need not agree with the node's.
+
+What the controller sees, by the transport's error table (transport/base.py):
+
+| file                                   | status()                                      |
+|----------------------------------------|-----------------------------------------------|
+| missing (the agent never wrote it)     | ssh: TransportError NOT_READY (not answered   |
+|                                        | yet); local: the CLI's empty document, as     |
+|                                        | before (running per the lock, no generation)  |
+| heartbeat older than STALE_AFTER_S     | TransportError UNREACHABLE: silent, as a      |
+| (agent killed or frozen)               | status that timed out                         |
+| not JSON, not an object, not a file    | TransportError UNREACHABLE (a garbled reply)  |
+| `agent_running: false` (it shut down)  | the document: an agent that says it stopped   |
+| fresh                                  | the document, the shape the CLI prints        |
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import stat
+from pathlib import Path
+from typing import Any
+
+from agents.node.status import HEARTBEAT_KEY, STATUS_FILE, agent_running, read_status
+from autoscaler.transport.base import TransportError, TransportFault
+
+STALE_AFTER_S = 15.0  # several missed heartbeats (HEARTBEAT_S 2 s): the agent is not answering
+NO_FILE_EXIT = 3  # the remote command's exit status when there is no status file yet
+
+
+def remote_command(state_dir: str) -> str:
+    """The shell line that reads the status over SSH: the node's clock, then the file (exec'd:
+    the login shell becomes `cat`); exit NO_FILE_EXIT when the agent has not written one."""
+    path = shlex.quote(f"{state_dir.rstrip('/') or '/'}/{STATUS_FILE}")
+    return f"[ -e {path} ] || exit {NO_FILE_EXIT}; date +%s; exec cat -- {path}"
+
+
+def parse_remote(rc: int, out: str, err: str, where: str, stale_s: float = STALE_AFTER_S) -> dict[str, Any]:
+    """The status document from remote_command's reply, judged by the node's own clock."""
+    if rc == NO_FILE_EXIT:
+        raise TransportError(f"{where}: no agent status yet (its agent has not written one)", TransportFault.NOT_READY)
+    if rc != 0:
+        raise TransportError(f"{where}: reading the agent status exited {rc}: {err.strip()[-500:]}")
+    clock, _, body = out.partition("\n")
+    try:
+        now = float(clock)
+        doc = json.loads(body)
+    except ValueError as exc:
+        raise TransportError(f"{where}: the agent status is not JSON: {exc}") from None
+    return judge(doc, now, where, stale_s)
+
+
+def read_local(state_dir: Path, where: str, now: float, stale_s: float = STALE_AFTER_S) -> dict[str, Any]:
+    """The status document of an agent on this machine, with agent_running from its lock, as the
+    CLI prints it (no file yet: its empty document, which the controller counts as not answered,
+    running or not); a FIFO or other odd file in its place is a garbled reply, never a blocking read."""
+    try:
+        fd = os.open(state_dir / STATUS_FILE, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return read_status(state_dir)  # the CLI's empty document: not running, or not written yet
+    except OSError as exc:
+        raise TransportError(f"{where}: cannot read the agent status: {exc}") from None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TransportError(f"{where}: the agent status is not a regular file")
+        raw = handle.read()
+    try:
+        doc = json.loads(raw)
+    except ValueError as exc:
+        raise TransportError(f"{where}: the agent status is not JSON: {exc}") from None
+    if isinstance(doc, dict) and not agent_running(state_dir):
+        doc["agent_running"] = False
+        for server in doc.get("servers", []) if isinstance(doc.get("servers"), list) else []:
+            if isinstance(server, dict):  # servers never outlive their agent
+                server.update(state="stopped", pid=None)
+    return judge(doc, now, where, stale_s)
+
+
+def judge(doc: Any, now: float, where: str, stale_s: float = STALE_AFTER_S) -> dict[str, Any]:
+    """The document, unless it is no object or a running agent's heartbeat is older than
+    `stale_s` at `now` (the node's clock): then the agent is silent, as if it timed out."""
+    if not isinstance(doc, dict):
+        raise TransportError(f"{where}: agent status is not the expected object: {str(doc)[:200]}")
+    if doc.get("agent_running") is False:
+        return doc
+    beat = doc.get(HEARTBEAT_KEY, doc.get("updated_at"))  # an older agent writes updated_at every loop
+    if not isinstance(beat, int | float) or isinstance(beat, bool):
+        raise TransportError(f"{where}: the agent status carries no heartbeat")
+    if now - beat > stale_s:
+        raise TransportError(f"{where}: agent silent: its status was last written {now - beat:.0f} s ago")
+    return doc
