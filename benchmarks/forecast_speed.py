@@ -7,7 +7,8 @@ hourly burst, a third half-hourly, a third noise only): one refit of every workl
 with process CPU time. The per-tick average is lookups + refits / (refit_s / interval_s). The
 store's read of the day (loop/tick/tuning.py, once per refit) is not in it: it is SQLite's, and
 the same read `seasonal` makes in pieces. Beside it, not in the average (it runs whatever the
-forecast method): a tick of the recent-error windows (core/capacity/error_window.py), full.
+forecast method): a tick of the recent-error windows (core/capacity/error_window.py), full. Nor
+is scipy's import (once a process: periods.py imports it at the first refit).
 
     python benchmarks/forecast_speed.py [--workloads 1000] [--interval 30]
 
@@ -21,6 +22,10 @@ import math
 import time
 
 import numpy as np
+
+# here, not timed: periods.py imports these at a process's first refit (0.6 s, once a process)
+import scipy.ndimage
+import scipy.signal  # noqa: F401
 from _results import Results
 from burst_traces import Bursts, make
 
