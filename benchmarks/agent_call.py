@@ -216,7 +216,7 @@ def main() -> int:
         way, when = name.split()
         how = {"floor": "`true` (any command)", "before": "`igniter-agent status --json`"}.get(when, "status.json")
         node_ms, own_ms, wall_ms = med[name]
-        res.line("calls", f"| {way} | {how} | {node_ms:.1f} ms | {own_ms:.1f} ms | {wall_ms:.1f} ms |")
+        res.line("calls", f"| {way} | {how} | {node_ms:.2f} ms | {own_ms:.2f} ms | {wall_ms:.1f} ms |")
         key = name.replace(" ", "_").replace("-", "_")
         res.figure(f"{key}_node_cpu_ms", node_ms)
         res.figure(f"{key}_controller_cpu_ms", own_ms)
