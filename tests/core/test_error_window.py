@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autoscaler.core.capacity.error_window import WindowConfig, Windows, weighted_quantiles
+from autoscaler.core.capacity.error_window import Recent, WindowConfig, Windows, weighted_quantiles
 
 pytestmark = pytest.mark.unit
 
@@ -82,6 +82,15 @@ def test_keep_follows_the_workloads() -> None:
     moved = ws.keep(["c", "a"], CFG)
     assert moved.quantiles(30.0, CFG) == {"a": {"0.1": 0.5, "0.5": 0.5, "0.9": 0.5, "0.99": 0.5}}
     assert moved.update(60.0, {"c": 0.25}, CFG).quantiles(60.0, CFG)["c"]["0.5"] == 0.25
+
+
+def test_a_tick_answers_its_quantiles_once_asked() -> None:
+    """Recent: the quantiles at the tick's time (not the reader's), computed once."""
+    ws = filled([0.0] * 10 + [1.0])
+    recent = Recent(ws, 300.0, CFG)
+    assert recent.quantiles == ws.quantiles(300.0, CFG) and recent.quantiles["a"]["0.99"] == 1.0
+    assert recent.quantiles is recent.quantiles
+    assert Recent().quantiles == {}
 
 
 @pytest.mark.property

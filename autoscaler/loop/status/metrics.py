@@ -204,7 +204,9 @@ class Metrics:
         _reset(self.ramp_floor, {(w,): v for w, v in report.ramp_floor.items()})
         _reset(self.period, {(w, str(i)): p for w, ps in report.periods.items() for i, p in enumerate(ps)})
         _reset(self.quantile, {(w,): v for w, v in report.headroom_quantile.items()})
-        _reset(self.forecast_error, {(w, q): v for w, qs in report.error_quantiles.items() for q, v in qs.items()})
+        _reset(
+            self.forecast_error, {(w, q): v for w, qs in report.recent_errors.quantiles.items() for q, v in qs.items()}
+        )
         _reset(self.out_of_reach, {(w, r.cause or ""): float(r.out) for w, r in report.reach.items()})
         _reset(self.latency_p99, {(w,): ms / 1000.0 for w, ms in report.latency_p99_ms.items()})
 

@@ -121,7 +121,7 @@ def headroom_snapshot(controller: Controller, report: TickReport) -> dict[str, A
                 "ramp_floor_rps": report.ramp_floor.get(w, 0.0),
                 "quantile": report.headroom_quantile.get(w),
                 "forecast_error": report.forecast_error.get(w),
-                "forecast_error_1h": report.error_quantiles.get(w, {}),
+                "forecast_error_1h": report.recent_errors.quantiles.get(w, {}),
                 "attainment_1h": report.attainment.get(w),
                 "periods_s": report.periods.get(w, []),
                 "ahead_rps": report.ahead.get(w, 0.0),

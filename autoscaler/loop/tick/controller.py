@@ -222,7 +222,7 @@ class Controller:
         report.headroom, report.forecast_error, report.attainment = tuned.headroom, tuned.errors, tuned.attainment
         report.burst_floor, report.headroom_quantile, report.ramp_floor = tuned.floor, tuned.level, tuned.ramp
         report.periods, report.ahead = {w: [p.period_s for p in ps] for w, ps in out.periods.items()}, out.ahead
-        report.error_quantiles = out.error_quantiles
+        report.recent_errors = out.recent_errors
         report.reach = self.reach.update(self.policy, self.store, obs.now, tuned.headroom, tuned.attainment)
         if obs.reading.error:
             report.outcome.error("rates", obs.reading.error)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.config.policy import CLOUD_MODEL_ROOT, Policy
+from autoscaler.core.capacity.error_window import Recent
 from autoscaler.core.capacity.reach import Reach
 from autoscaler.core.layout.layout_types import Layout
 from autoscaler.core.routing.routes import GatewayView
@@ -64,7 +65,7 @@ class TickReport:
     forecast: dict[str, float] = field(default_factory=dict)
     headroom: dict[str, float] = field(default_factory=dict)  # planned above the base forecast (tuning.tune)
     forecast_error: dict[str, float] = field(default_factory=dict)  # observed / the forecast boot_s earlier - 1
-    error_quantiles: dict[str, dict[str, float]] = field(default_factory=dict)  # those of the last hour, per quantile
+    recent_errors: Recent = field(default_factory=Recent)  # those of the last hour, per quantile (when asked)
     attainment: dict[str, float | None] = field(default_factory=dict)  # ready capacity >= rate, last hour
     burst_floor: dict[str, float] = field(default_factory=dict)  # busiest peak of the last scale_down_delay_s (auto)
     headroom_quantile: dict[str, float] = field(default_factory=dict)  # the errors' quantile headroom auto sizes at

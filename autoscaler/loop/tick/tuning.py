@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.capacity.error_window import WindowConfig, Windows
+from autoscaler.core.capacity.error_window import Recent, WindowConfig, Windows
 from autoscaler.core.capacity.forecast import ForecastConfig, forecast, forecast_all, ramp, season_windows
 from autoscaler.core.capacity.headroom import HeadroomConfig, HeadroomState, TickInput, update
 from autoscaler.core.capacity.periods import Fit, Period, PeriodConfig, decompose
@@ -129,7 +129,7 @@ class Planned:
     tuned: Tuned
     periods: dict[str, tuple[Period, ...]] = field(default_factory=dict)
     ahead: dict[str, float] = field(default_factory=dict)
-    error_quantiles: dict[str, dict[str, float]] = field(default_factory=dict)
+    recent_errors: Recent = field(default_factory=Recent)
 
 
 # The period fits per store (one per controller): a fit is a pure function of the history up to
@@ -142,15 +142,15 @@ _FITS: weakref.WeakKeyDictionary[Store, tuple[float, dict[str, Fit]]] = weakref.
 _ERRORS: weakref.WeakKeyDictionary[Store, Windows] = weakref.WeakKeyDictionary()
 
 
-def recent_errors(policy: Policy, store: Store, now: float, errors: Mapping[str, float]) -> dict[str, dict[str, float]]:
-    """Add this tick's forecast errors to the store's windows (the policy's workloads only) and
-    return each workload's quantiles over the last hour (core/capacity/error_window.py)."""
+def recent_errors(policy: Policy, store: Store, now: float, errors: Mapping[str, float]) -> Recent:
+    """Add this tick's forecast errors to the store's windows (the policy's workloads only): their
+    quantiles over the last hour, when asked (core/capacity/error_window.py)."""
     sc = policy.scaling
     size = min(240, math.ceil(1.125 * 3600.0 / sc.interval_s))  # the hour's ticks, and room for event ticks
     cfg = WindowConfig(max_gap_s=sc.boot_s + sc.interval_s, first_s=sc.interval_s, size=size)
     windows = _ERRORS.get(store, Windows()).keep([w.name for w in policy.workloads], cfg).update(now, errors, cfg)
     _ERRORS[store] = windows
-    return windows.quantiles(now, cfg)
+    return Recent(windows, now, cfg)
 
 
 def period_config(policy: Policy) -> PeriodConfig:
@@ -213,8 +213,8 @@ def planned_rates(policy: Policy, store: Store, headroom: HeadroomState, obs: Ob
         planned[w] = max(planned[w], fallback.get(w, 0.0))
     for wl in policy.workloads:
         planned[wl.name] = max(planned[wl.name], float(wl.min_rate_rps))
-    quantiles = recent_errors(policy, store, obs.now, tuned.errors)
-    return Planned(planned, tuned, {w: f.periods for w, f in fits.items()}, ahead, quantiles)
+    recent = recent_errors(policy, store, obs.now, tuned.errors)
+    return Planned(planned, tuned, {w: f.periods for w, f in fits.items()}, ahead, recent)
 
 
 def _without(
