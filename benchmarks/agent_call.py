@@ -25,7 +25,7 @@ command at all.
 
 Each figure is the median over --runs runs of --calls calls (the ways alternate, so drift in the
 machine's load hits all). Also the wall time per call and the controller's own CPU per call
-(paramiko's side of the SSH calls). Takes a minute or two on 2 loaded cores.
+(paramiko's side of the SSH calls). About 2.5 minutes on 2 loaded cores.
 
     nice .venv/bin/python benchmarks/agent_call.py [--calls 20] [--runs 5]
 """
