@@ -36,7 +36,7 @@ or still in its closing state), unless the backoff holds it back. See docs/opera
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal, Protocol, runtime_checkable
@@ -276,6 +276,45 @@ class WarmPool(Protocol):
     ) -> Instance: ...
 
     def pool_return(self, instance_id: str, name: str) -> None: ...
+
+
+@runtime_checkable
+class BatchPool(Protocol):
+    """Optional warm pool capability: many stops and returns in few calls (EC2's StopInstances and
+    CreateTags take up to 1,000 ids). Each id with `pool_stop`'s and `pool_return`'s guarantees;
+    the answer holds the error of each id that failed. Without it: once per id (below)."""
+
+    def pool_stop_many(self, instance_ids: Sequence[str]) -> dict[str, ProviderError]: ...
+
+    def pool_return_many(self, returns: Mapping[str, str]) -> dict[str, ProviderError]: ...
+
+
+def pool_stop_many(pool: WarmPool, instance_ids: Sequence[str]) -> dict[str, ProviderError]:
+    """Stop each member, in as few calls as the pool allows; the error of each that failed."""
+    if isinstance(pool, BatchPool):
+        return pool.pool_stop_many(instance_ids)
+    return _each(instance_ids, pool.pool_stop)
+
+
+def pool_return_many(pool: WarmPool, returns: Mapping[str, str]) -> dict[str, ProviderError]:
+    """Return each instance (id -> member name) to the pool, in as few calls as the pool allows."""
+    if isinstance(pool, BatchPool):
+        return pool.pool_return_many(returns)
+    return _each(list(returns), lambda iid: pool.pool_return(iid, returns[iid]))
+
+
+def _each(instance_ids: Sequence[str], call: Callable[[str], None]) -> dict[str, ProviderError]:
+    """One call per id; after a failure that says back off, the ids left carry its error."""
+    failed: dict[str, ProviderError] = {}
+    for n, instance_id in enumerate(instance_ids):
+        try:
+            call(instance_id)
+        except ProviderError as exc:
+            failed[instance_id] = exc
+            if exc.decision.retry is Retry.BACKOFF:
+                failed.update(dict.fromkeys(instance_ids[n + 1 :], exc))
+                break
+    return failed
 
 
 def pool_of(provider: object) -> WarmPool | None:

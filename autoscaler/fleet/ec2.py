@@ -57,7 +57,8 @@ from autoscaler.fleet.base import (
     tag_int,
 )
 from autoscaler.fleet.console import console_text, parse_console
-from autoscaler.fleet.ec2_pool import Ec2WarmPool
+from autoscaler.fleet.ec2_batch import each_id
+from autoscaler.fleet.ec2_pool import Ec2WarmPool, _but_gone
 
 CAPACITY_CODES = frozenset(
     {
@@ -91,8 +92,6 @@ AUTH_CODES = frozenset(
         "AccessDeniedException",
     }
 )
-BATCH_IDS = 1000  # instance ids per TerminateInstances request (EC2's limit)
-DESCRIBE_IDS = 200  # values per DescribeInstances filter (EC2's limit)
 LISTED_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 STATE_MAP: dict[str, InstanceState] = {"pending": "pending", "running": "running"}
 # What EC2 answers when GetConsoleOutput's Latest=True is not available for an instance type
@@ -191,51 +190,12 @@ class Ec2Provider(Ec2WarmPool):
 
     def terminate_many(self, instance_ids: Sequence[str]) -> dict[str, ProviderError]:
         """fleet/base.py BatchTerminate: one DescribeInstances per DESCRIBE_IDS ids (ownership, as
-        `terminate` checks it), then TerminateInstances with up to BATCH_IDS ids a request."""
-        owned, failed = self._owned_ids(instance_ids)
-        for chunk in _chunks(owned, BATCH_IDS):
-            failed.update(self._terminate_chunk(chunk))
+        `terminate` checks it), then TerminateInstances with up to BATCH_IDS ids a request; an id
+        that vanished in between is left out and the rest sent again (fleet/ec2_batch.py)."""
+        found, failed = self._owned_many(instance_ids)
+        call = self._ids_call("terminate_instances")
+        failed.update(_but_gone(each_id(call, list(found), self._classify)))
         return failed
-
-    def _owned_ids(self, instance_ids: Sequence[str]) -> tuple[list[str], dict[str, ProviderError]]:
-        """The ids still there and carrying this fleet's tag; another fleet's is refused, one
-        that is gone needs nothing (terminate is idempotent)."""
-        found: dict[str, dict[str, Any]] = {}
-        failed: dict[str, ProviderError] = {}
-        for chunk in _chunks(list(instance_ids), DESCRIBE_IDS):
-            try:
-                found.update({r["InstanceId"]: r for r in self._raw([{"Name": "instance-id", "Values": chunk}])})
-            except ProviderError as exc:
-                failed.update(dict.fromkeys(chunk, exc))
-        owned = []
-        for iid, raw in ((i, found.get(i)) for i in instance_ids if i not in failed):
-            if raw is None or raw.get("State", {}).get("Name") == "terminated":
-                continue
-            if _tags(raw).get(TAG_FLEET) != self.fleet:
-                failed[iid] = PermanentError(f"refusing to terminate {iid}: it does not carry {TAG_FLEET}={self.fleet}")
-            else:
-                owned.append(iid)
-        return owned, failed
-
-    def _terminate_chunk(self, chunk: list[str]) -> dict[str, ProviderError]:
-        """One TerminateInstances; an id that vanished since it was described fails the whole
-        request (InvalidInstanceID.NotFound), so then each is terminated on its own."""
-        try:
-            self.client.terminate_instances(InstanceIds=chunk)
-        except (ClientError, BotoCoreError) as exc:
-            err = classify(exc)
-            if not isinstance(err, NotFoundError):
-                return dict.fromkeys(chunk, err)
-            if len(chunk) > 1:
-                return {iid: e for iid in chunk if (e := self._terminate_one(iid)) is not None}
-        return {}
-
-    def _terminate_one(self, instance_id: str) -> ProviderError | None:
-        try:
-            self.terminate(instance_id)
-        except ProviderError as exc:
-            return exc
-        return None
 
     def _classify(self, exc: Exception, instance_type: str = "") -> ProviderError:
         return classify(exc, instance_type)
@@ -369,7 +329,3 @@ class Ec2Provider(Ec2WarmPool):
 
 def _tags(raw: dict[str, Any]) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in raw.get("Tags", []) or []}
-
-
-def _chunks(ids: list[str], size: int) -> list[list[str]]:
-    return [ids[n : n + size] for n in range(0, len(ids), size)]

@@ -15,11 +15,15 @@ Ownership and idempotency are by tag and request token, as for launches:
   member, which the next refill stops (or terminates, over the target) like any warming one;
 - StopInstances and StartInstances of an instance in the state asked for are no-ops, and only an
   instance carrying this fleet's tag is ever stopped, started or re-tagged.
+
+At fleet size the stops and returns of a tick go in batches (fleet/base.py BatchPool): one
+DescribeInstances per DESCRIBE_IDS ids for ownership, CreateTags per distinct tag set and
+StopInstances with up to 1,000 ids a request (fleet/ec2_batch.py), each id's failure as data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -40,6 +44,10 @@ from autoscaler.fleet.base import (
     fleet_tags,
     launch_token,
 )
+from autoscaler.fleet.ec2_batch import each_id, tag_many
+
+DESCRIBE_IDS = 200  # values per DescribeInstances filter (EC2's limit)
+RUNNING = ("pending", "running")
 
 POOL_STATES: dict[str, InstanceState] = {
     "pending": "pending",
@@ -100,10 +108,16 @@ class Ec2WarmPool:
         return self._pool_instance(reply["Instances"][0])
 
     def pool_stop(self, instance_id: str) -> None:
-        raw = self._owned(instance_id)
-        if raw is None or raw.get("State", {}).get("Name") not in ("pending", "running"):
-            return
-        self._call("stop_instances", InstanceIds=[instance_id])
+        err = self.pool_stop_many([instance_id]).get(instance_id)
+        if err is not None:
+            raise err
+
+    def pool_stop_many(self, instance_ids: Sequence[str]) -> dict[str, ProviderError]:
+        """pool_stop for each id: ownership in batches, then StopInstances with many ids a request."""
+        found, failed = self._owned_many(instance_ids)
+        running = [iid for iid, raw in found.items() if _state(raw) in RUNNING]
+        failed.update(_but_gone(each_id(self._ids_call("stop_instances"), running, self._classify)))
+        return failed
 
     def start_pooled(
         self, member_id: str, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0
@@ -124,16 +138,28 @@ class Ec2WarmPool:
         return self._to_instance({**raw, "Tags": merged, "State": {"Name": "pending"}})
 
     def pool_return(self, instance_id: str, name: str) -> None:
-        raw = self._owned(instance_id)
-        if raw is None:
-            return
-        if _tags(raw).get(TAG_POOL) != POOL_MEMBER:  # re-tagged first: a crash before the stop leaves a member
-            new = {**fleet_tags(self.fleet, name, 0, 0), TAG_POOL: POOL_MEMBER, "Name": name}
-            self._call("create_tags", Resources=[instance_id], Tags=[{"Key": k, "Value": v} for k, v in new.items()])
-            if self.after_return is not None:
-                self.after_return(instance_id)
-        if raw.get("State", {}).get("Name") in ("pending", "running"):
-            self._call("stop_instances", InstanceIds=[instance_id])
+        err = self.pool_return_many({instance_id: name}).get(instance_id)
+        if err is not None:
+            raise err
+
+    def pool_return_many(self, returns: Mapping[str, str]) -> dict[str, ProviderError]:
+        """pool_return for each id (-> its member name): all re-tagged first (CreateTags per
+        distinct tag set), so a crash before the stops leaves members; then StopInstances in
+        batches for the ids whose tags were written. A gone instance needs nothing."""
+        found, failed = self._owned_many(list(returns))
+        retag = {
+            iid: {**fleet_tags(self.fleet, returns[iid], 0, 0), TAG_POOL: POOL_MEMBER, "Name": returns[iid]}
+            for iid, raw in found.items()
+            if _tags(raw).get(TAG_POOL) != POOL_MEMBER
+        }
+        untagged = tag_many(self._tags_call, retag, self._classify)
+        failed.update(_but_gone(untagged))
+        for iid in retag:
+            if iid not in untagged and self.after_return is not None:
+                self.after_return(iid)
+        running = [iid for iid, raw in found.items() if iid not in untagged and _state(raw) in RUNNING]
+        failed.update(_but_gone(each_id(self._ids_call("stop_instances"), running, self._classify)))
+        return failed
 
     # -- helpers ----------------------------------------------------------------------------------
     def _started(self, raw: dict[str, Any]) -> Instance:
@@ -151,6 +177,35 @@ class Ec2WarmPool:
             {"Name": "instance-state-name", "Values": list(POOL_STATES)},
         ]
         return next(iter(self._describe_raw_pool(filters)), None)
+
+    def _owned_many(self, instance_ids: Sequence[str]) -> tuple[dict[str, dict[str, Any]], dict[str, ProviderError]]:
+        """The ids that are there (not shutting down or terminated) and this fleet's, described
+        DESCRIBE_IDS a request; another fleet's is refused, a describe that failed is each id's."""
+        ids = list(dict.fromkeys(instance_ids))
+        seen: dict[str, dict[str, Any]] = {}
+        failed: dict[str, ProviderError] = {}
+        for n in range(0, len(ids), DESCRIBE_IDS):
+            chunk = ids[n : n + DESCRIBE_IDS]
+            try:
+                seen.update({r["InstanceId"]: r for r in self._raw([{"Name": "instance-id", "Values": chunk}])})
+            except ProviderError as exc:
+                failed.update(dict.fromkeys(chunk, exc))
+        found: dict[str, dict[str, Any]] = {}
+        for iid in ids:
+            raw = seen.get(iid)
+            if raw is None or _state(raw) in ("shutting-down", "terminated"):
+                continue
+            if _tags(raw).get(TAG_FLEET) != self.fleet:
+                failed[iid] = PermanentError(f"refusing to touch {iid}: it does not carry {TAG_FLEET}={self.fleet}")
+            else:
+                found[iid] = raw
+        return found, failed
+
+    def _ids_call(self, op: str) -> Callable[[list[str]], object]:
+        return lambda ids: getattr(self.client, op)(InstanceIds=ids)
+
+    def _tags_call(self, ids: list[str], tags: list[dict[str, str]]) -> object:
+        return self.client.create_tags(Resources=ids, Tags=tags)
 
     def _owned(self, instance_id: str) -> dict[str, Any] | None:
         """The instance, if it is there and this fleet's; another fleet's is refused."""
@@ -186,3 +241,13 @@ class Ec2WarmPool:
 
 def _tags(raw: dict[str, Any]) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in raw.get("Tags", []) or []}
+
+
+def _state(raw: dict[str, Any]) -> str:
+    return str(raw.get("State", {}).get("Name", ""))
+
+
+def _but_gone(failed: dict[str, ProviderError]) -> dict[str, ProviderError]:
+    """The failures that matter to a stop, a re-tag or a termination: an instance that is gone
+    (NotFound) needs none of them."""
+    return {iid: e for iid, e in failed.items() if not isinstance(e, NotFoundError)}

@@ -1,5 +1,6 @@
-"""EC2 at fleet size: terminations go in batches (fleet/ec2.py terminate_many), counted at moto's
-server (tests/kit/awscalls.py), not by the code under test."""
+"""EC2 at fleet size: terminations, warm-pool stops and returns, and tags go in batches
+(fleet/ec2.py terminate_many, fleet/ec2_pool.py, fleet/ec2_batch.py), counted at moto's server
+(tests/kit/awscalls.py), not by the code under test."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import boto3
 import pytest
 
 from autoscaler.config.policy import ProviderConfig
-from autoscaler.fleet.base import TAG_FLEET, PermanentError, terminate_many
-from autoscaler.fleet.ec2 import Ec2Provider
+from autoscaler.fleet.base import TAG_FLEET, NotFoundError, PermanentError, terminate_many
+from autoscaler.fleet.ec2 import Ec2Provider, classify
+from autoscaler.fleet.ec2_batch import each_id, tag_many
 from tests.kit.awscalls import AwsCalls
 from tests.kit.backends import Moto
 
@@ -47,26 +49,57 @@ def _states(moto: Moto, ids: list[str]) -> Counter[str]:
     return Counter(i["State"]["Name"] for p in pages for r in p["Reservations"] for i in r["Instances"])
 
 
+def _left(moto: Moto, fleet: str = "big") -> list[str]:
+    """The fleet's instances neither terminated nor on their way (a filtered describe: a small answer)."""
+    live = ["pending", "running", "stopping", "stopped"]
+    filters = [{"Name": f"tag:{TAG_FLEET}", "Values": [fleet]}, {"Name": "instance-state-name", "Values": live}]
+    pages = _client(moto).get_paginator("describe_instances").paginate(Filters=filters)
+    return [i["InstanceId"] for p in pages for r in p["Reservations"] for i in r["Instances"]]
+
+
 @pytest.mark.slow
-def test_500_terminations_go_in_one_request(moto: Moto, tmp_path: Path) -> None:
+def test_500_instances_stop_tag_and_terminate_in_batches(moto: Moto, tmp_path: Path) -> None:
+    """500 instances (one RunInstances): stopped, tagged and terminated in a request per 1,000
+    ids (a tag set shared by all in one CreateTags, a set of its own in its own), ownership read
+    200 ids a DescribeInstances. Before the batches: a StopInstances and a DescribeInstances per id."""
     ids = _fleet(moto, 500)
     provider = _provider(moto)
+    tags = {i: {"team": "a"} for i in ids} | {ids[0]: {"team": "b"}, ids[1]: {"team": "c"}}
     calls = AwsCalls(tmp_path / "calls.jsonl")
+    made: list[Counter[str]] = []
     try:
-        failed = terminate_many(provider, ids)
-        made = Counter(c.action for c in calls.by(KEY))
+        for step in (
+            lambda: provider.pool_stop_many(ids),
+            lambda: tag_many(
+                lambda chunk, pairs: provider.client.create_tags(Resources=chunk, Tags=pairs), tags, classify
+            ),
+            lambda: terminate_many(provider, ids),
+        ):
+            n = len(calls.by(KEY))
+            assert step() == {}
+            made.append(Counter(c.action for c in calls.by(KEY)[n:]))
     finally:
         calls.close()
-    assert failed == {}
-    assert made["TerminateInstances"] == 1  # 500 ids, <= 1000 a request
-    assert made["DescribeInstances"] <= 5  # ownership: 200 ids a filter, not one call per id
-    assert set(_states(moto, ids)) <= {"shutting-down", "terminated"}
+    stops, tagged, ends = made
+    assert stops == {"DescribeInstances": 3, "StopInstances": 1}  # 500 ids: 3 describes of <= 200
+    assert tagged == {"CreateTags": 3}  # one per distinct tag set (498 share one)
+    assert ends == {"DescribeInstances": 3, "TerminateInstances": 1}
+    reply = _client(moto).describe_tags(Filters=[{"Name": "key", "Values": ["team"]}], MaxResults=1000)
+    assert Counter(t["Value"] for t in reply["Tags"]) == {"a": 498, "b": 1, "c": 1}
+    assert _left(moto) == []
 
 
 def test_a_batch_refuses_another_fleets_instance_and_skips_gone_ones(moto: Moto) -> None:
     ours, theirs = _fleet(moto, 5), _fleet(moto, 1, fleet="other")
     provider = _provider(moto)
     provider.terminate(ours[0])  # gone already: terminate is idempotent
+    ops: Counter[str] = Counter()
+    provider.client.meta.events.register("before-call.ec2.*", lambda model, **_: ops.update([model.name]))
+    names = {ours[0]: "pool-big-0", ours[1]: "pool-big-1", ours[2]: "pool-big-2", theirs[0]: "pool-big-3"}
+    returned = provider.pool_return_many(names)
+    assert set(returned) == set(theirs) and isinstance(returned[theirs[0]], PermanentError)
+    assert ops == {"DescribeInstances": 1, "CreateTags": 2, "StopInstances": 1}  # a name each, one stop
+    assert _states(moto, ours[1:3]) == Counter({"stopped": 2}) and _states(moto, theirs) == Counter({"running": 1})
     failed = terminate_many(provider, [*ours, *theirs, "i-0123456789abcdef0"])
     assert set(failed) == set(theirs) and isinstance(failed[theirs[0]], PermanentError)
     assert _states(moto, theirs) == Counter({"running": 1})
@@ -74,14 +107,21 @@ def test_a_batch_refuses_another_fleets_instance_and_skips_gone_ones(moto: Moto)
 
 
 def test_an_id_that_vanished_between_describe_and_terminate_does_not_fail_the_others(moto: Moto) -> None:
-    """TerminateInstances fails as a whole on one unknown id; the batch falls back to each id."""
+    """TerminateInstances fails as a whole on one unknown id: an id the error names is left out
+    and the rest sent again; one it does not name is found by halves."""
     ids = _fleet(moto, 4)
     provider = _provider(moto)
+    gone = "i-0123456789abcdef0"
+    sent: list[list[str]] = []
+    stop = provider._ids_call("stop_instances")
+    failed = each_id(lambda chunk: (sent.append(chunk), stop(chunk)), [*ids[:2], gone, *ids[2:]], classify)
+    assert set(failed) == {gone} and isinstance(failed[gone], NotFoundError)
+    assert sent == [[*ids[:2], gone, *ids[2:]], ids]  # named: sent again without it
     real = provider.client.terminate_instances
 
     def first_call_sees_a_gone_id(**kwargs: Any) -> Any:
         provider.client.terminate_instances = real
-        return real(InstanceIds=[*kwargs["InstanceIds"], "i-0123456789abcdef0"])
+        return real(InstanceIds=[*kwargs["InstanceIds"], gone])
 
     provider.client.terminate_instances = first_call_sees_a_gone_id
     assert terminate_many(provider, ids) == {}

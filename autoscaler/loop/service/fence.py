@@ -22,11 +22,19 @@ RunInstances, by the launch token every leader derives alike (docs/operations.md
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from autoscaler.config.offerings import ON_DEMAND
-from autoscaler.fleet.base import Instance, Provider, ProviderError, WarmPool, terminate_many
+from autoscaler.fleet.base import (
+    Instance,
+    Provider,
+    ProviderError,
+    WarmPool,
+    pool_return_many,
+    pool_stop_many,
+    terminate_many,
+)
 from autoscaler.leader.base import Fence, LeaseLost, NotLeader
 from autoscaler.loop.steps import faults
 from autoscaler.transport.base import Transport
@@ -85,6 +93,18 @@ class FencedProvider:
         token = self.fence.check(f"pool stop {instance_id}")
         faults.record("pool_stop", instance_id, token)
         self._pool().pool_stop(instance_id)
+
+    def pool_stop_many(self, instance_ids: Sequence[str]) -> dict[str, ProviderError]:
+        token = self.fence.check(f"pool stop {len(instance_ids)} member(s)")
+        for instance_id in instance_ids:
+            faults.record("pool_stop", instance_id, token)
+        return pool_stop_many(self._pool(), instance_ids)
+
+    def pool_return_many(self, returns: Mapping[str, str]) -> dict[str, ProviderError]:
+        token = self.fence.check(f"pool return {len(returns)} instance(s)")
+        for instance_id in returns:
+            faults.record("pool_return", instance_id, token)
+        return pool_return_many(self._pool(), returns)
 
     def start_pooled(
         self, member_id: str, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0

@@ -34,6 +34,7 @@ from autoscaler.fleet.base import (
     ProviderError,
     Retry,
     pool_of,
+    pool_return_many,
     terminate_many,
 )
 from autoscaler.loop.state.controller_state import ControllerState, Quarantine
@@ -321,27 +322,18 @@ class Actuator:
             | ({"to_pool": a.to_pool} if a.to_pool else {}),
             self.clock(),
         )
-        pool = pool_of(self.provider) if a.to_pool else None
-        if pool is None or not a.to_pool:
-            self._terminations.append(_Termination(aid, a.slot, a.instance_id, a.reason.value))
-            return
-        faults.point("before_return")
-        try:
-            pool.pool_return(a.instance_id, a.to_pool)  # ReuseOnScaleIn: re-tagged, then stopped
-        except ProviderError as exc:
-            self.store.finish_action(aid, "failed", self.clock(), str(exc))
-            self._provider_failed(f"terminate {a.slot} {a.instance_id}", exc)
-            return
-        faults.point("after_terminate")
-        self._provider_ok()
-        self.store.finish_action(aid, "done", self.clock())
-        self.outcome.pool_returns += 1
-        self.outcome.done.append(f"return {a.slot} {a.instance_id} to the warm pool as {a.to_pool}")
+        to_pool = a.to_pool if pool_of(self.provider) is not None else None  # ReuseOnScaleIn: re-tagged, then stopped
+        self._terminations.append(_Termination(aid, a.slot, a.instance_id, a.reason.value, to_pool))
 
     def _flush_terminations(self) -> None:
         """The gathered terminations in one provider call (EC2: TerminateInstances with up to
-        1,000 ids a request); each id's outcome is written in the order the actions came."""
+        1,000 ids a request), the returns to the warm pool in another (CreateTags, StopInstances);
+        each id's outcome is written in the order the actions came."""
         batch, self._terminations = self._terminations, []
+        returns = [t for t in batch if t.to_pool]
+        if returns:
+            self._flush_returns(returns)
+        batch = [t for t in batch if not t.to_pool]
         if not batch:
             return
         faults.point("before_terminate")
@@ -356,6 +348,25 @@ class Actuator:
             self._provider_ok()
             self.store.finish_action(t.aid, "done", self.clock())
             self.outcome.done.append(f"terminate {t.slot} {t.instance_id} ({t.reason})")
+
+    def _flush_returns(self, returns: list[_Termination]) -> None:
+        """Retiring instances into the warm pool instead of terminated, in as few calls as the
+        pool allows (fleet/base.py pool_return_many)."""
+        pool = pool_of(self.provider)
+        assert pool is not None, "a return is gathered only where the provider has a warm pool"
+        faults.point("before_return")
+        failed = pool_return_many(pool, {t.instance_id: t.to_pool or "" for t in returns})
+        faults.point("after_terminate")
+        for t in returns:
+            exc = failed.get(t.instance_id)
+            if exc is not None:
+                self.store.finish_action(t.aid, "failed", self.clock(), str(exc))
+                self._provider_failed(f"terminate {t.slot} {t.instance_id}", exc)
+                continue
+            self._provider_ok()
+            self.store.finish_action(t.aid, "done", self.clock())
+            self.outcome.pool_returns += 1
+            self.outcome.done.append(f"return {t.slot} {t.instance_id} to the warm pool as {t.to_pool}")
 
 
 @dataclass(frozen=True)
@@ -379,6 +390,7 @@ class _Termination:
     slot: str
     instance_id: str
     reason: str
+    to_pool: str | None = None  # the warm pool member name it is returned as (ReuseOnScaleIn)
 
 
 def quarantine(state: ControllerState, inst: Instance, reason: str, now: float) -> ControllerState:

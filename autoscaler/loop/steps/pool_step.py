@@ -31,7 +31,7 @@ from autoscaler.core.fleet.warm_pool import (
     targets,
 )
 from autoscaler.core.rollout.actions import Launch, Terminate
-from autoscaler.fleet.base import Instance, ProviderError, WarmPool, pool_of
+from autoscaler.fleet.base import Instance, ProviderError, WarmPool, pool_of, pool_stop_many, terminate_many
 from autoscaler.loop.state.store import Store
 from autoscaler.loop.steps import faults
 from autoscaler.loop.steps.actuator import Outcome
@@ -170,10 +170,12 @@ class PoolStep:
         if pool is None or planned is None:
             return None
         changes, report = planned
-        for iid in changes.stop:
-            self._call(outcome, f"pool stop {iid}", lambda iid=iid: pool.pool_stop(iid), "after_stop")
-        for iid in changes.terminate:
-            self._call(outcome, f"pool terminate {iid}", lambda iid=iid: self.provider.terminate(iid), None)
+        if changes.stop:  # in batches where the provider has them (EC2: StopInstances, 1,000 ids a call)
+            self._outcomes(outcome, "pool stop", changes.stop, pool_stop_many(pool, changes.stop))
+            faults.point("after_stop")
+        if changes.terminate:
+            failed = terminate_many(self.provider, changes.terminate)
+            self._outcomes(outcome, "pool terminate", changes.terminate, failed)
         self._launch(pool, changes.launch, outcome)
         return replace(report, started=outcome.warm_starts, returned=outcome.pool_returns)
 
@@ -243,6 +245,18 @@ class PoolStep:
                 faults.point("after_pool_launch")
                 book["pending"].pop(name, None)
                 self.store.put(STORE_KEY, book)
+
+    def _outcomes(
+        self, outcome: Outcome, what: str, instance_ids: Sequence[str], failed: dict[str, ProviderError]
+    ) -> None:
+        """Each id's outcome of a batched call, in the order asked."""
+        for iid in instance_ids:
+            exc = failed.get(iid)
+            if exc is not None:
+                outcome.error(exc.decision.metric, f"{what} {iid}: {exc}")
+            else:
+                outcome.done.append(f"{what} {iid}")
+                log.info("%s %s", what, iid)
 
     def _call(self, outcome: Outcome, what: str, call: Callable[[], object], point: str | None) -> bool:
         try:
