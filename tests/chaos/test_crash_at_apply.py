@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -20,22 +19,23 @@ from autoscaler.loop.state.store import Store
 from autoscaler.transport.base import parse_status
 from autoscaler.transport.local import LocalTransport
 from tests.chaos.report import record
-from tests.kit.control import REPO, write_policy
+from tests.kit.control import write_policy
 from tests.kit.fleet import free_base
+from tests.kit.forkrun import ForkRunner
 
 pytestmark = [pytest.mark.e2e, pytest.mark.chaos, pytest.mark.slow]
 FAULTY_RUNS = 6
 
 
-def _once(*args: object, fault: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "IGNITER_FAULT"}
-    if fault:
-        env["IGNITER_FAULT"] = fault
-    cmd = [sys.executable, "-m", "autoscaler", *map(str, args)]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=REPO)
+def test_kill_9_after_an_apply_leaves_no_duplicate_orphan_or_stray_server(
+    forked: ForkRunner, tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    def _once(*args: object, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k != "IGNITER_FAULT"}
+        if fault:
+            env["IGNITER_FAULT"] = fault
+        return forked.run([str(a) for a in args], env)
 
-
-def test_kill_9_after_an_apply_leaves_no_duplicate_orphan_or_stray_server(tmp_path: Path, tiny_model_dir: Path) -> None:
     path = write_policy(
         tmp_path / "policy.yaml",
         fleet="applycrash",

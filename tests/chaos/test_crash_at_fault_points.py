@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,16 +35,6 @@ def _set_rates(path: Path, rates: dict[str, float]) -> None:
     data = yaml.safe_load(path.read_text())
     data["workloads"] = [{**w, "rate_rps": rates[w["name"]]} for w in data["workloads"]]
     path.write_text(yaml.safe_dump(data))
-
-
-@pytest.fixture(scope="module")
-def forked() -> Iterator[ForkRunner]:
-    """The `igniter run --once` processes of this module (a dozen or more a trial), each forked from
-    one process that imported the product (tests/kit/forkrun.py: a real process, killed at its
-    fault point with -9), not a fresh interpreter that spends most of its run on imports."""
-    runner = ForkRunner()
-    yield runner
-    runner.close()
 
 
 def _count(moto: Moto, state: Path) -> tuple[int, int]:

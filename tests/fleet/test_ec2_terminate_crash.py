@@ -7,7 +7,6 @@ so that no instance runs on, billed, with nothing left to stop it."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +21,6 @@ from tests.kit.forkrun import ForkRunner, once
 
 pytestmark = pytest.mark.e2e
 HIGH = {w["name"]: float(w["rate_rps"]) for w in WORKLOADS}
-
-
-@pytest.fixture(scope="module")
-def forked() -> Iterator[ForkRunner]:
-    """This module's `igniter run --once` processes, forked from one that imported the product
-    (tests/kit/forkrun.py: real processes; the fault point's kill -9 exits one with -9)."""
-    runner = ForkRunner()
-    yield runner
-    runner.close()
 
 
 def terminating_and_running(moto: Moto, state_file: Path) -> set[str]:

@@ -1,4 +1,5 @@
-"""Real backends for the tests of every package: sshd and moto servers on 127.0.0.1, a tiny model.
+"""Real backends for the tests of every package: sshd and moto servers on 127.0.0.1, a tiny model,
+a fork server for repeated `igniter` runs.
 
 Every process started here is stopped at teardown; nothing listens beyond loopback, and AWS
 credentials are fake with instance metadata lookups disabled, so boto3 never leaves 127.0.0.1.
@@ -22,6 +23,7 @@ import httpx
 import pytest
 
 from autoscaler.demo.setup import tiny_model
+from tests.kit.forkrun import ForkRunner
 
 
 def free_port() -> int:
@@ -170,3 +172,15 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sshd]:
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small TorchScript model (x [8] FP32 -> y [4] FP32) in the agent's model directory layout."""
     return tiny_model(tmp_path_factory.mktemp("tiny-model"))
+
+
+@pytest.fixture(scope="session")
+def forked() -> Iterator[ForkRunner]:
+    """`igniter` runs forked from one process per worker that imported the product
+    (tests/kit/forkrun.py): for tests that run `igniter run --once` again and again, each run a
+    real process (a fault point's kill -9 exits it with -9), without a fresh interpreter's 0.85 s
+    of imports. No state passes from one run to the next: each forks the same freshly imported
+    process."""
+    runner = ForkRunner()
+    yield runner
+    runner.close()
