@@ -7,6 +7,10 @@ nearly all of them refusals, and the same ones again at the next tick while the 
 Which batches the judge refuses depends only on the GPU's content (`Tick.content`) and the
 candidate, so they are remembered by those, per judge, and only the batches the judge accepts
 are tried in full (floors and planned rates, which move with the rates, are checked each time).
+Where the judge says what it reads of a server (rollout_types.shape_of: the model reads a
+workload's SLO, model, batch and share, not its name), a candidate is remembered by that shape:
+the late servers of equal-shaped workloads share one trial per GPU content, tick after tick,
+as long as the candidate's name is new on the GPU (no server there has it or replaces it).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from dataclasses import dataclass, field
 
 from autoscaler.core.layout.layout_types import PlannedServer
 from autoscaler.core.rollout.rollout import GpuKey, Judge, Tick
+from autoscaler.core.rollout.rollout_types import shape_of
 
 MAX_ENTRIES = 1 << 15  # then all forgotten at once: some 7 ticks of 1,000 workloads, tens of MB
 
@@ -25,7 +30,7 @@ MAX_ENTRIES = 1 << 15  # then all forgotten at once: some 7 ticks of 1,000 workl
 @dataclass
 class _Memo:
     ids: dict[tuple[object, ...], int] = field(default_factory=dict)  # GPU content -> its id
-    batches: dict[tuple[int, GpuKey, Hashable], tuple[int, ...]] = field(default_factory=dict)
+    batches: dict[tuple[int, GpuKey, Hashable, int], tuple[int, ...]] = field(default_factory=dict)
 
 
 _MEMOS: weakref.WeakKeyDictionary[Judge, _Memo] = weakref.WeakKeyDictionary()
@@ -43,13 +48,14 @@ def passing_batches(
     tick: Tick, key: GpuKey, sig: Hashable, cand: Callable[[int], PlannedServer], top: int
 ) -> tuple[int, ...]:
     """The batches from `top` down to 1 at which the judge accepts `cand(batch)` on `key` beside
-    what it runs (`Tick.judged_ok`), remembered by the GPU's content and `sig`, which must hold
-    all that cand's servers are made of (surge.py: the late server, the stand-in's name, port
-    index and share, and what it is credited)."""
+    what it runs (`Tick.judged_ok`), remembered by the GPU's content and either the shape of
+    `cand(top)` (`_shape`) or `sig`, which must hold all that cand's servers are made of
+    (surge.py: the late server, the stand-in's name, port index and share, and what it is
+    credited). `cand(b)` differs from `cand(top)` in its batch alone."""
     memo = _memo(tick.inp.judge)
     if memo is None:
         return tuple(b for b in range(top, 0, -1) if tick.judged_ok(key, cand(b)))
-    k = (_content_id(memo, tick, key), key, (sig, top))
+    k = (_content_id(memo, tick, key), key, _shape(tick, key, cand(top)) or ("sig", sig), top)
     hit = memo.batches.get(k)
     if hit is None:
         if len(memo.batches) >= MAX_ENTRIES:
@@ -57,6 +63,16 @@ def passing_batches(
             memo.ids.clear()
         hit = memo.batches[k] = tuple(b for b in range(top, 0, -1) if tick.judged_ok(key, cand(b)))
     return hit
+
+
+def _shape(tick: Tick, key: GpuKey, probe: PlannedServer) -> tuple[str, Hashable] | None:
+    """The candidate's shape on `key` (module docstring), or None where the judge has none, or
+    where its name or `replaces` could tie it to a server on the GPU (then `judged_ok` reads it)."""
+    shape = shape_of(tick.inp.judge)
+    if shape is None or probe.replaces or any(probe.name in (s.name, s.replaces) for s in tick.on[key]):
+        return None
+    seen = shape(tick.gpus[key].instance_type, probe)
+    return None if seen is None else ("shape", seen)
 
 
 def _content_id(memo: _Memo, tick: Tick, key: GpuKey) -> int:

@@ -14,7 +14,7 @@ only case the fitted model can speak for.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from functools import lru_cache
 
 from autoscaler.config.policy import Policy
@@ -114,16 +114,30 @@ def cached_judge(policy: Policy) -> GpuJudge:
     return lambda gpu, servers: cached(gpu, tuple(servers)) if servers else ()
 
 
-def server_judge(policy: Policy) -> Judge:
+class ModelJudge:
     """The judge reconcile counts ready capacity with (rollout.Judge): the model's verdict per
     server, over-subscription included (module docstring), remembered like `cached_judge`."""
-    gpu_of = {t.name: t.gpu for t in policy.instance_types}
-    cached = cached_judge(policy)
 
-    def verdict(instance_type: str, servers: Sequence[PlannedServer]) -> Sequence[tuple[bool, float]]:
-        gpu = gpu_of.get(instance_type)
+    def __init__(self, policy: Policy) -> None:
+        self.gpu_of = {t.name: t.gpu for t in policy.instance_types}
+        self.slo = {w.name: w.slo_ms for w in policy.workloads}
+        self.cached = cached_judge(policy)
+
+    def __call__(self, instance_type: str, servers: Sequence[PlannedServer]) -> Sequence[tuple[bool, float]]:
+        gpu = self.gpu_of.get(instance_type)
         if gpu is None:  # an instance type the policy no longer lists: the model-free test
             return shares_judge(instance_type, servers)
-        return cached(gpu, tuple(server_tuple(s, 6) for s in servers))
+        return self.cached(gpu, tuple(server_tuple(s, 6) for s in servers))
 
-    return verdict
+    def shape(self, instance_type: str, s: PlannedServer) -> Hashable | None:
+        """What the verdict reads of `s` (rollout_types.shape_of): its server_tuple with the
+        workload's name as the SLO `_verdict` looks up; None on a type the policy does not list."""
+        if instance_type not in self.gpu_of:
+            return None
+        workload, *rest = server_tuple(s, 6)
+        return (self.slo.get(workload, float("inf")), *rest)
+
+
+def server_judge(policy: Policy) -> Judge:
+    """The policy's ModelJudge."""
+    return ModelJudge(policy)

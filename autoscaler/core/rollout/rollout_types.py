@@ -4,7 +4,7 @@ and req/s amounts per workload. Pure; the invariant and the tick are rollout.py'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from autoscaler.core.layout.layout_types import STAND_IN, PlannedServer
@@ -12,6 +12,16 @@ from autoscaler.core.layout.layout_types import STAND_IN, PlannedServer
 Judge = Callable[[str, Sequence[PlannedServer]], Sequence[tuple[bool, float]]]  # per server: (meets budget, req/s)
 GpuKey = tuple[str, int]  # (slot, GPU index)
 EPS = 1e-6
+Shape = Callable[[str, PlannedServer], Hashable | None]  # (instance type, server) -> what a judge reads of it
+
+
+def shape_of(judge: Judge) -> Shape | None:
+    """A judge's `shape` method, where it has one: all that the judge reads of one server on an
+    instance type, as a projection of the server's fields (each field as the judge reads it), or
+    None where it cannot say. Two servers of one shape are judged alike beside the same neighbours,
+    so burst_memo.py lets equal-shaped candidates of different workloads share one trial."""
+    shape = getattr(judge, "shape", None)
+    return shape if callable(shape) else None
 
 
 def original_of(name: str) -> str | None:
