@@ -127,14 +127,16 @@ class HeadroomState:
     workloads: Mapping[str, WorkloadErrors] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        """For json.dumps, which writes a tuple as the array a list gives: the tuples go as they
+        are (copying each into a list cost 0.16 s a tick at 1,000 workloads, issue 50)."""
         return {
             w: {
-                "forecasts": [list(p) for p in e.forecasts],
-                "weights": list(e.weights),
+                "forecasts": e.forecasts,
+                "weights": e.weights,
                 "observed_at": e.observed_at,
                 "samples_s": e.samples_s,
-                "attain": [list(b) for b in e.attain],
-                "peaks": [list(p) for p in e.peaks],
+                "attain": e.attain,
+                "peaks": e.peaks,
                 "allowance": e.allowance,
             }
             for w, e in sorted(self.workloads.items())
