@@ -120,13 +120,13 @@ class Demo:
     def warm_up(self, show: Any) -> bool:
         """Tick until every planned server answers ready (the replay starts on a converged fleet)."""
         deadline = time.monotonic() + WARMUP_LIMIT_S
-        while time.monotonic() < deadline:
+        while (now := time.monotonic()) < deadline:
             self.check_interrupt()
             report = self.tick()
             show(self.frame())
             if report.layout and report.layout.servers() and self._serving(report.layout):
                 return True
-            self.interrupted.wait(1.0)
+            self.interrupted.wait(max(0.0, now + 1.0 - time.monotonic()))  # a tick a second, its own time included
         return False
 
     def _serving(self, layout: Any) -> bool:
