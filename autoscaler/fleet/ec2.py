@@ -137,6 +137,10 @@ class Ec2Provider(Ec2WarmPool):
     """Provider over one EC2 region; see the module docstring for the guarantees, and
     fleet/ec2_pool.py for its warm pool."""
 
+    # RunInstances in flight at once for a run of launches (loop/steps/actuator.py): each call
+    # keeps its own ClientToken and passes the send-time fence; boto3 clients are thread-safe.
+    launch_concurrency = 8
+
     def __init__(self, fleet: str, cfg: ProviderConfig, client: Any | None = None) -> None:
         self.fleet = fleet
         self.cfg = cfg

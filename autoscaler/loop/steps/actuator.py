@@ -7,7 +7,9 @@ outcome. A crash in between leaves an intent that the next tick resumes idempote
 Failures follow the error tables of the contracts (fleet/base.py, transport/base.py): the
 decision is looked up, then applied to the record and to the controller's state. The first error
 whose decision is a re-plan (no capacity) stops the round: the controller marks the type
-unavailable and re-plans at once. While the provider backs off (throttled, unauthorised),
+unavailable and re-plans at once. (A run of launches goes out together where the provider allows
+it, after its first went alone: a refusal among the others ends the round once all their outcomes
+are written.) While the provider backs off (throttled, unauthorised),
 launches and terminations wait; a node whose host key or SSH login failed is quarantined and
 never contacted again; an assignment an agent rejected is not re-sent until it changes.
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from autoscaler.config.offerings import offering_key
@@ -83,6 +86,7 @@ class Actuator:
     deadline_s: float = 40.0  # one apply's deadline (transport/bounded.py agent_deadline_s)
     _applies: list[_Apply] = field(default_factory=list)  # gathered, not sent yet
     _terminations: list[_Termination] = field(default_factory=list)
+    _launches: list[Launch] = field(default_factory=list)  # a run of launches, not sent yet
     _records: dict[str, dict[int, Record]] | None = None  # the round's open records (_open)
 
     def host(self, inst: Instance) -> str:
@@ -91,16 +95,21 @@ class Actuator:
         return self.host_override or inst.address or "127.0.0.1"
 
     def run(self, actions: tuple[Action, ...]) -> Outcome:
-        """Each action in order. Agent applies are made together (a bounded pool) and
-        terminations together (one provider call for many ids): a run of them is gathered, its
-        intents written in order, and sent when an action of another kind comes, or at the end."""
+        """Each action in order. Agent applies are made together (a bounded pool), terminations
+        together (one provider call for many ids) and launches together (a bounded pool, where
+        the provider allows it): a run of them is gathered and sent when an action of another
+        kind comes, or at the end; intents are written in order, each before its call."""
         handlers = {Launch: self.launch, Configure: self.configure, Drain: self.drain, Terminate: self.terminate}
         faults.point("slow_act")
         for action in actions:
             self._flush_unless(action)
+            if self.outcome.capacity:
+                break
             handlers[type(action)](action)  # type: ignore[operator]
             if self.outcome.capacity:
                 break
+        if not self.outcome.capacity:
+            self._flush_launches()
         self._flush_applies()
         self._flush_terminations()
         return self.outcome
@@ -112,6 +121,8 @@ class Actuator:
             self._flush_applies()
         if not isinstance(action, Terminate):
             self._flush_terminations()
+        if not isinstance(action, Launch) or action.pooled:
+            self._flush_launches()
 
     def _open(self) -> dict[str, dict[int, Record]]:
         """Open records by slot and attempt, read from the store once per round and kept up to
@@ -158,22 +169,70 @@ class Actuator:
 
     # -- launch -----------------------------------------------------------------------------------
     def launch(self, a: Launch) -> None:
-        if self._backing_off(f"launch {a.slot}"):
+        if not a.pooled and self._launch_concurrency() > 1:
+            self._launches.append(a)  # sent with the run of launches it is part of (_flush_launches)
             return
+        self._launch_now(a)
+
+    def _launch_now(self, a: Launch) -> None:
+        prepared = self._prepare(a)
+        if prepared is not None:
+            self._launched(a, *prepared, self._attempt(a, self.store.epoch))
+
+    def _prepare(self, a: Launch) -> tuple[Record, int] | None:
+        """The launch's intent, committed (its REQUESTED record and action row); None while the
+        provider backs off."""
+        if self._backing_off(f"launch {a.slot}"):
+            return None
         rec = self._intend_launch(a)
-        aid = self.store.begin_action(self.tick, "launch", a.slot, _detail(a), self.clock())
+        return rec, self.store.begin_action(self.tick, "launch", a.slot, _detail(a), self.clock())
+
+    def _attempt(self, a: Launch, salt: str) -> Instance | ProviderError:
+        """The provider's call (no store access: it may run on a launch thread)."""
         try:
-            inst = self._start_or_launch(a)
+            return self._start_or_launch(a, salt)
         except ProviderError as exc:
-            self._launch_failed(a, rec, aid, exc)
+            return exc
+
+    def _launched(self, a: Launch, rec: Record, aid: int, result: Instance | ProviderError) -> None:
+        """The launch's outcome, written."""
+        if isinstance(result, ProviderError):
+            self._launch_failed(a, rec, aid, result)
             return
         faults.point("after_start" if a.pooled else "after_launch")
         self._provider_ok()
-        self._write(transition(rec, Reason.LAUNCHED, self.clock(), a.reason, instance_id=inst.id))
+        self._write(transition(rec, Reason.LAUNCHED, self.clock(), a.reason, instance_id=result.id))
         self.store.finish_action(aid, "done", self.clock())
-        self.outcome.done.append(f"launch {a.slot} {a.offering} -> {inst.id}")
+        self.outcome.done.append(f"launch {a.slot} {a.offering} -> {result.id}")
 
-    def _start_or_launch(self, a: Launch) -> Instance:
+    def _launch_concurrency(self) -> int:
+        """RunInstances in flight at once: the provider's `launch_concurrency` (EC2: 8; a
+        provider without it, e.g. the simulator's, launches one at a time)."""
+        return int(getattr(self.provider, "launch_concurrency", 1))
+
+    def _flush_launches(self) -> None:
+        """A run of launches: the first alone, as one at a time would send it (a refusal for no
+        capacity ends the round, throttling backs off, before any other is sent); then the rest
+        at once, at most `launch_concurrency` in flight, each with its own intent written first,
+        its own client token and the send-time fence. Outcomes are written in the actions' order;
+        an error that is no provider error (the lease lost) is raised at its place, after every
+        call has returned."""
+        batch, self._launches = self._launches, []
+        if not batch:
+            return
+        self._launch_now(batch[0])
+        if self.outcome.capacity:
+            return
+        prepared = [(a, p) for a in batch[1:] if (p := self._prepare(a)) is not None]
+        if not prepared:
+            return
+        workers, salt = min(self._launch_concurrency(), len(prepared)), self.store.epoch
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="igniter-launch") as pool:
+            futures = [pool.submit(self._attempt, a, salt) for a, _ in prepared]
+        for (a, (rec, aid)), future in zip(prepared, futures, strict=True):
+            self._launched(a, rec, aid, future.result())
+
+    def _start_or_launch(self, a: Launch, salt: str) -> Instance:
         """StartInstances of the warm-pool member reconcile's launch was given, else a new instance."""
         pool = pool_of(self.provider)
         if a.pooled is not None and pool is not None:
@@ -186,7 +245,7 @@ class Actuator:
             a.instance_type,
             self.state.plan_generation,
             attempt=a.attempt,
-            salt=self.store.epoch,
+            salt=salt,
             capacity_type=a.capacity_type,
         )
 
