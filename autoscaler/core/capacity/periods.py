@@ -21,7 +21,10 @@ seasonal = per period, the detrended rate folded by phase and averaged over the 
 residual's quantiles are the bands. At the fit the profile's path over the next `refit_s` (and one
 horizon) is tabulated, so a tick only looks one value up: the rise = the highest seasonal value
 within [now, now + horizon + lead_s] minus the value now (lead_s: room for a burst that comes
-early, its jitter).
+early, its jitter). With max_spread_s > 0 (off by default: benchmarks/forecast_auto.py, docs/simulate.md)
+the window widens by the spread of the onsets measured in the history (`_spread`), both ways: the
+rise is the highest value within [now, now + horizon + lead_s + spread] minus the lowest within
+[now - spread, now], so a burst that comes early or late by that much finds its capacity.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class PeriodConfig:
     occurrences: int = 4  # cycles the seasonal profile averages over
     refit_s: float = 3600.0
     lead_s: float = 180.0
+    max_spread_s: float = 0.0  # the most the onsets' spread widens the look (_spread); 0: off, the default
     quantiles: tuple[float, float] = (0.1, 0.9)
 
 
@@ -301,17 +305,58 @@ def decompose(points: Sequence[Point], now: float, horizon_s: float, cfg: Period
         profiles.append(prof)
         resid = resid - fitted
     lo, hi = np.quantile(resid[-int(cfg.occurrences * longest / cfg.step_s) :], cfg.quantiles)
-    look = math.ceil((horizon_s + cfg.lead_s) / cfg.step_s)
+    back = math.ceil(_spread(times, rates - trend, periods[0].period_s, profiles[0], cfg) / cfg.step_s)
+    look = math.ceil((horizon_s + cfg.lead_s) / cfg.step_s) + back
     count = math.ceil(cfg.refit_s / cfg.step_s) + 2
-    path = _path(periods, profiles, now, count + look, cfg.step_s)
-    windows = np.lib.stride_tricks.sliding_window_view(path, look + 1).max(axis=1)[:count]
-    ahead = np.maximum(windows - path[:count], 0.0)
+    path = _path(periods, profiles, now - back * cfg.step_s, back + count + look, cfg.step_s)
+    ahead = _ahead(path, back, look, count)
     return Fit(
         now,
         cfg.step_s,
         periods,
         float(rates[-width:].mean()),
         (float(lo), float(hi)),
-        tuple(path.tolist()),
+        tuple(path[back:].tolist()),
         tuple(ahead.tolist()),
     )
+
+
+def _ahead(path: Array, back: int, look: int, count: int) -> Array:
+    """The rise at each of `count` grid points (path[back:] is now on): the highest value within
+    `look` steps ahead minus the lowest within `back` steps behind. back 0: the rise from the value
+    now. back > 0 (a spread of onsets): a burst due at p is planned for from p - back - look and held
+    until p + back, so one that comes that much early or late finds its capacity; one that comes on
+    time is planned above its own level for up to `back` steps (the cost of the hold)."""
+    view = np.lib.stride_tricks.sliding_window_view
+    highs = view(path[back:], look + 1).max(axis=1)[:count]
+    lows = view(path, back + 1).min(axis=1)[:count]
+    out: Array = np.maximum(highs - lows, 0.0)
+    return out
+
+
+def _spread(times: Array, resid: Array, period: float, profile: Array, cfg: PeriodConfig) -> float:
+    """How far the bursts' onsets wander (seconds, at most max_spread_s; 0 when that is 0): each of
+    the last `occurrences` full cycles is matched (cross-correlation, shifts up to max_spread_s) to
+    the mean of the others (leave-one-out: a cycle inside the mean pulls its shift to 0), and the
+    largest shift is the spread. Two cycles measure each other's offset only after the period
+    absorbed it, so the spread shows from the third."""
+    shifts = int(cfg.max_spread_s // cfg.step_s)
+    bins = len(profile)
+    cycles = [c for c in range(cfg.occurrences) if times[-1] - (c + 1) * period >= times[0] - cfg.step_s]
+    if shifts <= 0 or len(cycles) < 3:
+        return 0.0
+    phase = ((np.mod(times, period) / period) * bins).astype(int) % bins
+    segs = []
+    for c in cycles:
+        sel = (times > times[-1] - (c + 1) * period) & (times <= times[-1] - c * period)
+        sums = np.bincount(phase[sel], weights=resid[sel], minlength=bins)
+        counts = np.bincount(phase[sel], minlength=bins)
+        segs.append(np.where(counts > 0, sums / np.maximum(counts, 1), 0.0))
+    folded = np.asarray(segs)
+    worst = 0
+    for k in range(len(folded)):
+        own = folded[k] - folded[k].mean()
+        rest = np.delete(folded, k, axis=0).mean(axis=0)
+        scores = [float(np.dot(own, np.roll(rest, d))) for d in range(-shifts, shifts + 1)]
+        worst = max(worst, abs(int(np.argmax(scores)) - shifts))
+    return float(worst * cfg.step_s)
