@@ -278,15 +278,29 @@ class WarmPool(Protocol):
     def pool_return(self, instance_id: str, name: str) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """One `start_pooled` call's arguments, for `start_pooled_many`."""
+
+    member_id: str
+    slot: str
+    instance_type: str
+    plan_generation: int
+    attempt: int = 0
+
+
 @runtime_checkable
 class BatchPool(Protocol):
-    """Optional warm pool capability: many stops and returns in few calls (EC2's StopInstances and
-    CreateTags take up to 1,000 ids). Each id with `pool_stop`'s and `pool_return`'s guarantees;
-    the answer holds the error of each id that failed. Without it: once per id (below)."""
+    """Optional warm pool capability: many stops, returns and starts in few calls (EC2's
+    StopInstances, StartInstances and CreateTags take up to 1,000 ids). Each with `pool_stop`'s,
+    `pool_return`'s and `start_pooled`'s guarantees; the answer holds each one's error (starts:
+    each claim's instance or error, in order). Without it: once each (below)."""
 
     def pool_stop_many(self, instance_ids: Sequence[str]) -> dict[str, ProviderError]: ...
 
     def pool_return_many(self, returns: Mapping[str, str]) -> dict[str, ProviderError]: ...
+
+    def start_pooled_many(self, claims: Sequence[Claim]) -> list[Instance | ProviderError]: ...
 
 
 def pool_stop_many(pool: WarmPool, instance_ids: Sequence[str]) -> dict[str, ProviderError]:
@@ -301,6 +315,19 @@ def pool_return_many(pool: WarmPool, returns: Mapping[str, str]) -> dict[str, Pr
     if isinstance(pool, BatchPool):
         return pool.pool_return_many(returns)
     return _each(list(returns), lambda iid: pool.pool_return(iid, returns[iid]))
+
+
+def start_pooled_many(pool: WarmPool, claims: Sequence[Claim]) -> list[Instance | ProviderError]:
+    """Each claim's `start_pooled`, in as few calls as the pool allows; its instance or error."""
+    if isinstance(pool, BatchPool):
+        return pool.start_pooled_many(claims)
+    out: list[Instance | ProviderError] = []
+    for c in claims:
+        try:
+            out.append(pool.start_pooled(c.member_id, c.slot, c.instance_type, c.plan_generation, attempt=c.attempt))
+        except ProviderError as exc:
+            out.append(exc)
+    return out
 
 
 def _each(instance_ids: Sequence[str], call: Callable[[str], None]) -> dict[str, ProviderError]:

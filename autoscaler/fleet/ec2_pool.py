@@ -16,9 +16,11 @@ Ownership and idempotency are by tag and request token, as for launches:
 - StopInstances and StartInstances of an instance in the state asked for are no-ops, and only an
   instance carrying this fleet's tag is ever stopped, started or re-tagged.
 
-At fleet size the stops and returns of a tick go in batches (fleet/base.py BatchPool): one
-DescribeInstances per DESCRIBE_IDS ids for ownership, CreateTags per distinct tag set and
-StopInstances with up to 1,000 ids a request (fleet/ec2_batch.py), each id's failure as data.
+At fleet size the stops, returns and starts of a tick go in batches (fleet/base.py BatchPool): one
+DescribeInstances per DESCRIBE_IDS ids for ownership, CreateTags per distinct tag set (a claim's
+and a return's name their own slot: one each) and StopInstances or StartInstances with up to
+1,000 ids a request (fleet/ec2_batch.py), each one's failure as data. All tags of a batch are
+written before any stop or start, so a crash between leaves what it left one at a time.
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ from autoscaler.config.offerings import ON_DEMAND
 from autoscaler.fleet.base import (
     POOL_CLAIMED,
     POOL_MEMBER,
+    TAG_ATTEMPT,
     TAG_FLEET,
     TAG_POOL,
     TAG_SLOT,
+    Claim,
     Instance,
     InstanceState,
     NotFoundError,
@@ -43,6 +47,7 @@ from autoscaler.fleet.base import (
     ProviderError,
     fleet_tags,
     launch_token,
+    tag_int,
 )
 from autoscaler.fleet.ec2_batch import each_id, tag_many
 
@@ -137,6 +142,56 @@ class Ec2WarmPool:
         merged = [{"Key": k, "Value": v} for k, v in {**tags, **new}.items()]
         return self._to_instance({**raw, "Tags": merged, "State": {"Name": "pending"}})
 
+    def start_pooled_many(self, claims: Sequence[Claim]) -> list[Instance | ProviderError]:
+        """start_pooled for each claim, in batches: the attempts' instances found 200 slots a
+        DescribeInstances, the members' ownership 200 ids a request, each claim's tags (its own
+        slot: a CreateTags each), then one StartInstances per 1,000 members. A claim whose member
+        is gone or no longer stopped falls back to `launch`, one at a time."""
+        out: dict[int, Instance | ProviderError] = {}
+        found = self._found_many(claims)
+        starting: dict[int, tuple[dict[str, Any], dict[str, str]]] = {}  # claim -> (member, tags written)
+        todo = []
+        for n, c in enumerate(claims):
+            raw = found.get((c.slot, c.attempt))
+            if raw is None:
+                todo.append(n)
+            elif _state(raw) == "stopped":  # claimed before a crash, not started
+                starting[n] = (raw, {})
+            else:
+                out[n] = self._to_instance(raw)
+        members, failed = self._owned_many([claims[n].member_id for n in todo])
+        fallback, claimed = [], {}
+        for n in todo:
+            c, raw = claims[n], members.pop(claims[n].member_id, None)
+            if c.member_id in failed:
+                out[n] = failed[c.member_id]
+            elif raw is None or _tags(raw).get(TAG_POOL) != POOL_MEMBER or _state(raw) != "stopped":
+                fallback.append(n)  # gone, taken, or not stopped (or asked twice): a launch
+            else:
+                new = {**fleet_tags(self.fleet, c.slot, c.plan_generation, c.attempt), TAG_POOL: POOL_CLAIMED}
+                claimed[n] = (raw, {**new, "Name": c.slot})
+        untagged = tag_many(self._tags_call, {claims[n].member_id: t for n, (_, t) in claimed.items()}, self._classify)
+        for n, (raw, tags) in claimed.items():
+            if claims[n].member_id in untagged:
+                out[n] = untagged[claims[n].member_id]
+                continue
+            if self.after_claim is not None:
+                self.after_claim(claims[n].member_id)
+            starting[n] = (raw, tags)
+        ids = [raw["InstanceId"] for raw, _ in starting.values()]
+        unstarted = _but_gone(each_id(self._ids_call("start_instances"), ids, self._classify))
+        for n, (raw, tags) in starting.items():
+            merged = [{"Key": k, "Value": v} for k, v in {**_tags(raw), **tags}.items()]
+            err = unstarted.get(raw["InstanceId"])
+            out[n] = err or self._to_instance({**raw, "Tags": merged, "State": {"Name": "pending"}})
+        for n in fallback:
+            c = claims[n]
+            try:
+                out[n] = self.launch(c.slot, c.instance_type, c.plan_generation, attempt=c.attempt)
+            except ProviderError as exc:
+                out[n] = exc
+        return [out[n] for n in range(len(claims))]
+
     def pool_return(self, instance_id: str, name: str) -> None:
         err = self.pool_return_many({instance_id: name}).get(instance_id)
         if err is not None:
@@ -200,6 +255,27 @@ class Ec2WarmPool:
             else:
                 found[iid] = raw
         return found, failed
+
+    def _found_many(self, claims: Sequence[Claim]) -> dict[tuple[str, int], dict[str, Any]]:
+        """Each claim's (slot, attempt) instance as `_find` picks it (pending or running, or
+        claimed and stopped), described DESCRIBE_IDS slots a request."""
+        wanted = {(c.slot, c.attempt) for c in claims}
+        slots = sorted({c.slot for c in claims})
+        found: dict[tuple[str, int], dict[str, Any]] = {}
+        for n in range(0, len(slots), DESCRIBE_IDS):
+            filters = [
+                {"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
+                {"Name": f"tag:{TAG_SLOT}", "Values": slots[n : n + DESCRIBE_IDS]},
+                {"Name": "instance-state-name", "Values": ["pending", "running", "stopped"]},
+            ]
+            for raw in self._raw(filters):
+                tags = _tags(raw)
+                key = (tags.get(TAG_SLOT, ""), tag_int(tags, TAG_ATTEMPT))
+                if key not in wanted or (key in found and _state(found[key]) != "stopped"):
+                    continue
+                if _state(raw) != "stopped" or tags.get(TAG_POOL) == POOL_CLAIMED:
+                    found[key] = raw
+        return found
 
     def _ids_call(self, op: str) -> Callable[[list[str]], object]:
         return lambda ids: getattr(self.client, op)(InstanceIds=ids)

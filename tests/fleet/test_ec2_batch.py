@@ -12,7 +12,17 @@ import boto3
 import pytest
 
 from autoscaler.config.policy import ProviderConfig
-from autoscaler.fleet.base import TAG_FLEET, NotFoundError, PermanentError, terminate_many
+from autoscaler.fleet.base import (
+    POOL_CLAIMED,
+    POOL_MEMBER,
+    TAG_FLEET,
+    TAG_POOL,
+    Claim,
+    Instance,
+    NotFoundError,
+    PermanentError,
+    terminate_many,
+)
 from autoscaler.fleet.ec2 import Ec2Provider, classify
 from autoscaler.fleet.ec2_batch import each_id, tag_many
 from tests.kit.awscalls import AwsCalls
@@ -29,10 +39,11 @@ def _client(moto: Moto) -> Any:
     )
 
 
-def _fleet(moto: Moto, n: int, fleet: str = "big") -> list[str]:
+def _fleet(moto: Moto, n: int, fleet: str = "big", **more: str) -> list[str]:
     client = _client(moto)
     image = client.describe_images()["Images"][0]["ImageId"]
-    tags = [{"ResourceType": "instance", "Tags": [{"Key": TAG_FLEET, "Value": fleet}]}]
+    pairs = {TAG_FLEET: fleet, **more}
+    tags = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in pairs.items()]}]
     reply = client.run_instances(ImageId=image, MinCount=n, MaxCount=n, TagSpecifications=tags)
     return sorted(i["InstanceId"] for i in reply["Instances"])
 
@@ -126,3 +137,25 @@ def test_an_id_that_vanished_between_describe_and_terminate_does_not_fail_the_ot
     provider.client.terminate_instances = first_call_sees_a_gone_id
     assert terminate_many(provider, ids) == {}
     assert set(_states(moto, ids)) <= {"shutting-down", "terminated"}
+
+
+def test_warm_starts_go_in_one_start_request(moto: Moto) -> None:
+    """Four claims of stopped members: found and owned in a describe each, a CreateTags per claim
+    (its own slot), one StartInstances; a claim whose member is gone falls back to a launch (here
+    refused: no launch template), and a repeated claim starts nothing."""
+    members = _fleet(moto, 5, **{TAG_POOL: POOL_MEMBER})
+    provider = _provider(moto)
+    assert provider.pool_stop_many(members) == {}
+    provider.terminate(members[4])
+    ops: Counter[str] = Counter()
+    provider.client.meta.events.register("before-call.ec2.*", lambda model, **_: ops.update([model.name]))
+    claims = [Claim(m, f"s{k}", "p3.2xlarge", 3) for k, m in enumerate(members)]
+    started = provider.start_pooled_many(claims)
+    assert [getattr(i, "slot", None) for i in started[:4]] == ["s0", "s1", "s2", "s3"]
+    assert all(isinstance(i, Instance) and i.tags[TAG_POOL] == POOL_CLAIMED for i in started[:4])
+    assert isinstance(started[4], PermanentError)  # gone: a launch, and there is no template
+    assert ops == {"DescribeInstances": 3, "CreateTags": 4, "StartInstances": 1}
+    assert _states(moto, members[:4]) == Counter({"running": 4})
+    ops.clear()
+    again = provider.start_pooled_many(claims[:4])
+    assert [i.id for i in again if isinstance(i, Instance)] == members[:4] and ops == {"DescribeInstances": 1}

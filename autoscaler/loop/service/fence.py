@@ -27,12 +27,14 @@ from typing import Any
 
 from autoscaler.config.offerings import ON_DEMAND
 from autoscaler.fleet.base import (
+    Claim,
     Instance,
     Provider,
     ProviderError,
     WarmPool,
     pool_return_many,
     pool_stop_many,
+    start_pooled_many,
     terminate_many,
 )
 from autoscaler.leader.base import Fence, LeaseLost, NotLeader
@@ -105,6 +107,12 @@ class FencedProvider:
         for instance_id in returns:
             faults.record("pool_return", instance_id, token)
         return pool_return_many(self._pool(), returns)
+
+    def start_pooled_many(self, claims: Sequence[Claim]) -> list[Instance | ProviderError]:
+        token = self.fence.check(f"start {len(claims)} member(s)")
+        for c in claims:
+            faults.record("start_pooled", c.slot, token)
+        return start_pooled_many(self._pool(), claims)
 
     def start_pooled(
         self, member_id: str, slot: str, instance_type: str, plan_generation: int, *, attempt: int = 0

@@ -30,7 +30,9 @@ from autoscaler.core.rollout.reconcile import Action, Configure, Drain, Launch, 
 from autoscaler.fleet.base import (
     POOL_CLAIMED,
     TAG_POOL,
+    BatchPool,
     CapacityError,
+    Claim,
     Instance,
     OnRecord,
     Provider,
@@ -38,6 +40,7 @@ from autoscaler.fleet.base import (
     Retry,
     pool_of,
     pool_return_many,
+    start_pooled_many,
     terminate_many,
 )
 from autoscaler.loop.state.controller_state import ControllerState, Quarantine
@@ -87,6 +90,7 @@ class Actuator:
     _applies: list[_Apply] = field(default_factory=list)  # gathered, not sent yet
     _terminations: list[_Termination] = field(default_factory=list)
     _launches: list[Launch] = field(default_factory=list)  # a run of launches, not sent yet
+    _starts: list[Launch] = field(default_factory=list)  # a run of warm starts, not sent yet
     _records: dict[str, dict[int, Record]] | None = None  # the round's open records (_open)
 
     def host(self, inst: Instance) -> str:
@@ -110,6 +114,7 @@ class Actuator:
                 break
         if not self.outcome.capacity:
             self._flush_launches()
+            self._flush_starts()
         self._flush_applies()
         self._flush_terminations()
         return self.outcome
@@ -123,6 +128,8 @@ class Actuator:
             self._flush_terminations()
         if not isinstance(action, Launch) or action.pooled:
             self._flush_launches()
+        if not isinstance(action, Launch) or not self._batched_start(action):
+            self._flush_starts()
 
     def _open(self) -> dict[str, dict[int, Record]]:
         """Open records by slot and attempt, read from the store once per round and kept up to
@@ -169,10 +176,30 @@ class Actuator:
 
     # -- launch -----------------------------------------------------------------------------------
     def launch(self, a: Launch) -> None:
-        if not a.pooled and self._launch_concurrency() > 1:
+        if self._batched_start(a):
+            self._starts.append(a)  # started with the run of warm starts it is part of (_flush_starts)
+        elif not a.pooled and self._launch_concurrency() > 1:
             self._launches.append(a)  # sent with the run of launches it is part of (_flush_launches)
+        else:
+            self._launch_now(a)
+
+    def _batched_start(self, a: Launch) -> bool:
+        return a.pooled is not None and isinstance(pool_of(self.provider), BatchPool)
+
+    def _flush_starts(self) -> None:
+        """A run of warm starts in as few calls as the pool allows (EC2: the claims' tags, then
+        one StartInstances), every intent written first; outcomes in the actions' order."""
+        batch, self._starts = self._starts, []
+        prepared = [(a, p) for a in batch if (p := self._prepare(a)) is not None]
+        pool = pool_of(self.provider)
+        if not prepared or pool is None:
             return
-        self._launch_now(a)
+        gen = self.state.plan_generation
+        claims = [Claim(a.pooled or "", a.slot, a.instance_type, gen, a.attempt) for a, _ in prepared]
+        for (a, (rec, aid)), result in zip(prepared, start_pooled_many(pool, claims), strict=True):
+            if isinstance(result, Instance) and result.tags.get(TAG_POOL) == POOL_CLAIMED:
+                self.outcome.warm_started.append((a.slot, a.attempt))
+            self._launched(a, rec, aid, result)
 
     def _launch_now(self, a: Launch) -> None:
         prepared = self._prepare(a)
