@@ -60,7 +60,7 @@ def trial(t: Tick, name: str, workload: str, mps: float, top: int) -> tuple[int,
     def make(batch: int) -> PlannedServer:
         return server(name, workload, mps, batch)
 
-    return passing_batches(t, ("s0", 0), (workload, name), make, top)
+    return passing_batches(t, ("s0", 0), make, top, sig=(workload, name, mps), family=(workload, mps), name=name)
 
 
 @pytest.mark.unit
@@ -124,7 +124,7 @@ def test_remembered_trials_are_the_trials(seed: int) -> None:
             return server(f"{w}-s0", w, mps, batch)
 
         want = tuple(b for b in range(top, 0, -1) if t.judged_ok(("s0", 0), make(b)))
-        assert passing_batches(t, ("s0", 0), (w, mps), make, top) == want
+        assert passing_batches(t, ("s0", 0), make, top, sig=(w, mps), family=(w, mps), name=f"{w}-s0") == want
 
 
 POLICY = load_policy(REPO / "policies" / "servegen-sim.yaml")

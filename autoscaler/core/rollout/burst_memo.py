@@ -45,17 +45,25 @@ def _memo(judge: Judge) -> _Memo | None:
 
 
 def passing_batches(
-    tick: Tick, key: GpuKey, sig: Hashable, cand: Callable[[int], PlannedServer], top: int
+    tick: Tick,
+    key: GpuKey,
+    cand: Callable[[int], PlannedServer],
+    top: int,
+    *,
+    sig: Hashable,
+    family: Hashable,
+    name: str,
 ) -> tuple[int, ...]:
     """The batches from `top` down to 1 at which the judge accepts `cand(batch)` on `key` beside
     what it runs (`Tick.judged_ok`), remembered by the GPU's content and either the shape of
     `cand(top)` (`_shape`) or `sig`, which must hold all that cand's servers are made of
     (surge.py: the late server, the stand-in's name, port index and share, and what it is
-    credited). `cand(b)` differs from `cand(top)` in its batch alone."""
+    credited); `family` holds all of that but the name, GPU index and port index (which no
+    shape reads), `name` is the candidate's. `cand(b)` differs from `cand(top)` in its batch alone."""
     memo = _memo(tick.inp.judge)
     if memo is None:
         return tuple(b for b in range(top, 0, -1) if tick.judged_ok(key, cand(b)))
-    k = (_content_id(memo, tick, key), key, _shape(tick, key, cand(top)) or ("sig", sig), top)
+    k = (_content_id(memo, tick, key), key, _shape(tick, key, cand, top, family, name) or ("sig", sig), top)
     hit = memo.batches.get(k)
     if hit is None:
         if len(memo.batches) >= MAX_ENTRIES:
@@ -65,14 +73,22 @@ def passing_batches(
     return hit
 
 
-def _shape(tick: Tick, key: GpuKey, probe: PlannedServer) -> tuple[str, Hashable] | None:
+def _shape(
+    tick: Tick, key: GpuKey, cand: Callable[[int], PlannedServer], top: int, family: Hashable, name: str
+) -> tuple[str, Hashable] | None:
     """The candidate's shape on `key` (module docstring), or None where the judge has none, or
-    where its name or `replaces` could tie it to a server on the GPU (then `judged_ok` reads it)."""
+    where its name or `replaces` could tie it to a server on the GPU (then `judged_ok` reads it).
+    Found once a tick per family and instance type: the GPUs a late server tries share it."""
     shape = shape_of(tick.inp.judge)
-    if shape is None or probe.replaces or any(probe.name in (s.name, s.replaces) for s in tick.on[key]):
+    if shape is None or any(name in (s.name, s.replaces) for s in tick.on[key]):
         return None
-    seen = shape(tick.gpus[key].instance_type, probe)
-    return None if seen is None else ("shape", seen)
+    itype = tick.gpus[key].instance_type
+    at = (family, itype, top)
+    if at not in tick.shapes:
+        probe = cand(top)
+        seen = None if probe.replaces else shape(itype, probe)
+        tick.shapes[at] = None if seen is None else ("shape", seen)
+    return tick.shapes[at]
 
 
 def _content_id(memo: _Memo, tick: Tick, key: GpuKey) -> int:

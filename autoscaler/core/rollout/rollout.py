@@ -63,7 +63,7 @@ ticks at least: start beside, then stop.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from autoscaler.core.layout.layout_types import PlannedServer, is_stand_in
@@ -122,6 +122,7 @@ class Tick:
         self.starting_ok: dict[GpuKey, tuple[int, frozenset[str]]] = {}  # `_starting_ok`, per GPU version
         self.wanted_by_key: dict[GpuKey, dict[tuple[object, ...], PlannedServer]] = {}  # `_slows`
         self.content_ids: dict[GpuKey, tuple[int, int]] = {}  # burst_memo: (version, id of `content`)
+        self.shapes: dict[tuple[Hashable, str, int], tuple[str, Hashable] | None] = {}  # burst_memo: per family
         self.wanted: dict[GpuKey, frozenset[tuple[object, ...]]] = {}
         self.planned_names = {t.name for g in inp.gpus for t in g.wanted} | inp.elsewhere
         self.on: dict[GpuKey, list[PlannedServer]] = {g.key: list(g.running) for g in inp.gpus}

@@ -18,7 +18,8 @@ Shape = Callable[[str, PlannedServer], Hashable | None]  # (instance type, serve
 def shape_of(judge: Judge) -> Shape | None:
     """A judge's `shape` method, where it has one: all that the judge reads of one server on an
     instance type, as a projection of the server's fields (each field as the judge reads it), or
-    None where it cannot say. Two servers of one shape are judged alike beside the same neighbours,
+    None where it cannot say. A shape never reads a server's name, GPU index or port index: they
+    place a server, the judge judges what runs. Two servers of one shape are judged alike beside the same neighbours,
     so burst_memo.py lets equal-shaped candidates of different workloads share one trial."""
     shape = getattr(judge, "shape", None)
     return shape if callable(shape) else None

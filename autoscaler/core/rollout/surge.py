@@ -346,7 +346,8 @@ class _Allocator:
                 predicted_throughput_rps=scaled,
             )
 
-        for batch in passing_batches(self.tick, key, (t, name, index, share, scaled), make, t.batch):
+        sig, family = (t, name, index, share, scaled), (t, share, scaled)
+        for batch in passing_batches(self.tick, key, make, t.batch, sig=sig, family=family, name=name):
             if got := self.tick.fits_beside(key, make(batch), keep_rates=True):  # the judge refused the others
                 return got, make(batch)
         return None, None
