@@ -218,6 +218,18 @@ def order(item: tuple[str, Any]) -> tuple[int, int, int]:
     return int(size), ["mps", "mig"].index(kind), ["new", "old"].index(code)
 
 
+def reskip(runs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The skipped runs' reason, again after a merge: the first smaller size that did not finish."""
+    first: dict[tuple[str, str], int] = {}
+    for key, r in runs.items():
+        code, kind, size = key.split("/")
+        if "skipped" in r and (code, kind) in first:
+            r["skipped"] = f"not tried: {first[(code, kind)]:,} did not finish"
+        elif "steady" not in r and "skipped" not in r:
+            first.setdefault((code, kind), int(size))
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100, 500, 1000, 2000])
@@ -259,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs[key] = {**spawn(root, kind, size, args), "revision": rev, "date": started}
                 if "steady" not in runs[key]:
                     stopped[(code, kind)] = f"not tried: {size:,} did not finish"
-    runs = dict(sorted({**kept, **runs}.items(), key=order))
+    runs = reskip(dict(sorted({**kept, **runs}.items(), key=order)))
     for line in HEADER:
         res.line("runs", line)
     for key, r in runs.items():

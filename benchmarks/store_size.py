@@ -21,12 +21,12 @@ at the default history of 7 days, keep all of the day's ticks).
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import random
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from autoscaler.config.policy import load_policy  # noqa: E402
 from autoscaler.loop.state.store import ROW_TABLES  # noqa: E402
 
 DAY_TICKS = 1440
+LAYOUTS_KEPT = 500  # the store keeps the newest 500 layouts (loop/state/store.py)
 OPS = ("insert", "update", "delete")
 
 
@@ -119,76 +120,89 @@ def run(instances: int, ticks: int, history_s: float, seed: int, every: int) -> 
         }
 
 
-def day_estimate(
-    last: dict[str, Any], workloads: int, ticks: int, history_ticks: int, work: list[Any]
-) -> dict[str, Any]:
+def day_estimate(last: dict[str, Any], workloads: int, history_ticks: int, per_tick: dict[str, Any]) -> dict[str, Any]:
     """The file after a day at the default history (7 days: nothing dropped within the day but
-    rates older than a day): each table's bytes per row times the rows a day leaves in it."""
-    inserted = {
-        t: sum(w.get(t, {}).get("insert", 0) for w in work[-history_ticks:]) / history_ticks for t in ROW_TABLES
-    }
+    rates older than a day): each table's bytes per row now times the rows a day leaves in it."""
     out: dict[str, float] = {}
     for table in ROW_TABLES:
         rows, size = last["rows"][table], last["table_bytes"].get(table, 0)
-        per_row = size / rows if rows else 0.0
+        per_row, added = (size / rows if rows else 0.0), per_tick[table]["insert"] - per_tick[table]["delete"]
         if table == "rates":
             day_rows = workloads * DAY_TICKS
-        elif table in ("ticks", "actions", "instance_history"):
-            day_rows = rows + inserted[table] * (DAY_TICKS - min(ticks, history_ticks))
-        else:  # instances, applied, layouts: the fleet's own size (layouts: the newest 500 at most)
-            day_rows = rows
+        elif table in ("ticks", "actions", "instance_history"):  # every row the day writes stays
+            day_rows = rows + per_tick[table]["insert"] * (DAY_TICKS - history_ticks)
+        elif table == "layouts":  # the newest LAYOUTS_KEPT
+            day_rows = min(LAYOUTS_KEPT, rows + per_tick[table]["insert"] * (DAY_TICKS - last["tick"]))
+        else:  # instances, applied: the fleet's own size, and what it still adds
+            day_rows = rows + max(0.0, added) * (DAY_TICKS - last["tick"])
         out[table] = per_row * day_rows
+    out["meta"] = last["table_bytes"].get("meta", 0)
     return {"table_bytes": {t: round(v) for t, v in out.items()}, "total_mb": sum(out.values()) / 1e6}
+
+
+def derive(doc: dict[str, Any]) -> None:
+    """The quoted figures and tables from a run's samples and per-tick writes (kept in the file,
+    so `--again` can derive them anew without running the fleet again)."""
+    history_ticks = round(doc["history_s"] / 60)
+    full = doc["work"][history_ticks + 10 :] or doc["work"]  # the ticks after the window filled
+    per_tick = {t: {op: sum(w.get(t, {}).get(op, 0) for w in full) / len(full) for op in OPS} for t in ROW_TABLES}
+    last = doc["samples"][-1]
+    first_full = next((s for s in doc["samples"] if s["tick"] >= history_ticks + 10), last)
+    day = day_estimate(last, doc["workloads"], history_ticks, per_tick)
+    doc.pop("per_tick_median", None)
+    doc.update(day_estimate=day, per_tick_mean=per_tick)
+    fig = doc["figures"] = {}
+    fig.update(instances=doc["instances"], workloads=doc["workloads"], ticks=doc["ticks"], history_s=doc["history_s"])
+    fig["file_mb_end"] = round(last["file_bytes"] / 1e6, 6)
+    fig["day_mb_estimate"] = round(day["total_mb"], 6)
+    for table, size in day["table_bytes"].items():
+        fig[f"day_mb_{table}"] = round(size / 1e6, 6)
+    fig["rows_written_per_tick"] = round(sum(v["insert"] + v["update"] for v in per_tick.values()), 6)
+    fig["rows_deleted_per_tick"] = round(sum(v["delete"] for v in per_tick.values()), 6)
+    for table in ROW_TABLES:
+        fig[f"{table}_inserted_per_tick"] = round(per_tick[table]["insert"], 6)
+        fig[f"{table}_bytes_per_row"] = round(last["table_bytes"].get(table, 0) / max(1, last["rows"][table]), 1)
+    for table in ("ticks", "actions", "instance_history"):
+        fig[f"{table}_rows_window_full"] = first_full["rows"][table]
+        fig[f"{table}_rows_end"] = last["rows"][table]
+    fig["cpu_s_median"] = doc["cpu_s_median"]
+    rows = ["| tick | file MB | ticks | actions | lifecycle history | layouts | rates | load |"]
+    rows.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for s in doc["samples"]:
+        c = s["rows"]
+        rows.append(
+            f"| {s['tick']} | {s['file_bytes'] / 1e6:.1f} | {c['ticks']} | {c['actions']:,} | "
+            f"{c['instance_history']} | {c['layouts']} | {c['rates']:,} | {s['load_average']} |"
+        )
+    doc["tables"] = {"samples": rows}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--instances", type=int, default=1000)
-    ap.add_argument("--ticks", type=int, default=90)
-    ap.add_argument("--history", type=float, default=1800.0)
-    ap.add_argument("--every", type=int, default=10)
+    ap.add_argument("--ticks", type=int, default=30)
+    ap.add_argument("--history", type=float, default=600.0)
+    ap.add_argument("--every", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--again", action="store_true", help="derive the figures anew from the results file's samples")
     args = ap.parse_args()
     logging.disable(logging.CRITICAL)  # targets out of reach and slow ticks are expected here
     res = Results("store_size", "nice .venv/bin/python benchmarks/store_size.py " + " ".join(sys.argv[1:]))
-    t0 = time.perf_counter()
-    r = run(args.instances, args.ticks, args.history, args.seed, args.every)
-    history_ticks = round(args.history / 60)
-    day = day_estimate(r["samples"][-1], r["workloads"], args.ticks, history_ticks, r["work"])
-    steady = r["work"][history_ticks + 10 :] or r["work"]
-    per_tick = {
-        t: {op: sorted(w.get(t, {}).get(op, 0) for w in steady)[len(steady) // 2] for op in OPS} for t in ROW_TABLES
-    }
-    res.doc.update(r, history_s=args.history, ticks=args.ticks, day_estimate=day, per_tick_median=per_tick)
-    last, first_full = (
-        r["samples"][-1],
-        next((s for s in r["samples"] if s["tick"] >= history_ticks + 10), r["samples"][-1]),
-    )
-    res.figure("instances", r["instances"])
-    res.figure("workloads", r["workloads"])
-    res.figure("file_mb_end", last["file_bytes"] / 1e6)
-    res.figure("day_mb_estimate", day["total_mb"])
-    res.figure("rates_rows_per_tick", per_tick["rates"]["insert"])
-    res.figure("rows_written_per_tick", sum(v["insert"] + v["update"] for v in per_tick.values()))
-    res.figure("rows_deleted_per_tick", sum(v["delete"] for v in per_tick.values()))
-    for table in ("ticks", "actions", "instance_history"):
-        res.figure(f"{table}_rows_window_full", first_full["rows"][table])
-        res.figure(f"{table}_rows_end", last["rows"][table])
-    res.figure("cpu_s_median", r["cpu_s_median"])
-    res.line("samples", "| tick | file MB | ticks | actions | history | rates | load |")
-    res.line("samples", "| --- | --- | --- | --- | --- | --- | --- |")
-    for s in r["samples"]:
-        c = s["rows"]
-        res.line(
-            "samples",
-            f"| {s['tick']} | {s['file_bytes'] / 1e6:.1f} | {c['ticks']} | {c['actions']} | "
-            f"{c['instance_history']} | {c['rates']:,} | {s['load_average']} |",
-        )
-    print(f"{time.perf_counter() - t0:.0f} s; a day, extrapolated: {day['total_mb']:.0f} MB {day['table_bytes']}")
-    print(f"now: {last['table_bytes']}")
+    if args.again:
+        res.doc = json.loads(res.path.read_text())
+        res.doc["derived_again"] = "benchmarks/store_size.py --again --write"
+    else:
+        r = run(args.instances, args.ticks, args.history, args.seed, args.every)
+        res.doc.update(r, history_s=args.history, ticks=args.ticks)
+    derive(res.doc)
+    print("\n".join(res.doc["tables"]["samples"]))
+    print(json.dumps(res.doc["figures"], indent=1))
     if args.write:
-        res.write()
+        if args.again:  # the run's own wall and CPU seconds and load stay
+            res.path.write_text(json.dumps(res.doc, indent=1, sort_keys=True) + "\n")
+        else:
+            res.write()
     return 0
 
 
