@@ -236,3 +236,33 @@ def test_the_warm_pool_calls_need_the_lease_and_listing_does_not() -> None:
     member = fenced.pool_launch("pool-f-1", "g5")
     assert fenced.pool_launch("pool-f-1", "g5") == member  # one name, one member
     assert [m.id for m in fenced.pool_members()] == [member.id]
+
+
+def test_a_term_that_ran_out_between_renewals_leaves_no_standby_status(tmp_path: Path) -> None:
+    """Seen under load with a 2 s DynamoDB lease: the term ran out before a late renewal, a tick
+    in between was skipped as a standby's (status: standby), and the renewal was no change of role
+    to the lease thread, so /healthz said standby while the process led and ticked."""
+    from autoscaler.loop.service.scheduler import Service
+    from tests.kit.control import write_policy
+
+    path = write_policy(
+        tmp_path / "policy.yaml",
+        agents={"transport": "none"},
+        provider={"kind": "local", "state_root": str(tmp_path / "i")},
+        leader={"kind": "local", "lock_dir": str(tmp_path / "locks")},
+    )
+    service = Service(path, tmp_path / "a.sqlite", None)
+    try:
+        assert service.fence.held and service.leadership is not None
+        token = service.fence.token
+        assert token is not None
+        service.fence.grant(Term(leader=True, token=token, holder="me", valid_until=0.0))  # ran out
+        service.tick_job()
+        assert service.state.leader["role"] == "standby"  # the tick acted on nothing
+        service.leadership.attempt()  # the late renewal: the lease thread saw no change of role
+        assert service.fence.held and service.leadership.changes == 1
+        service.tick_job()
+        assert service.state.leader["role"] == "leader"
+        assert service.state.book.health.status != "standby"
+    finally:
+        service.close()

@@ -184,9 +184,12 @@ class Service:
         """tick_job's work, with `ticking` held."""
         try:
             self.state.beat(time.time(), self.policy.scaling.interval_s)
-            if not self.advisory and not self.fence.held:  # a standby acts on nothing
-                assert self.leadership is not None
+            if self.leadership is not None and not self.advisory:
+                # Every tick, not only on the lease thread's changes of role: a term that ran out
+                # between two renewals (a slow lease call) skips a tick as a standby's, and the late
+                # renewal is no change of role to that thread, so /healthz would say standby on.
                 self.state.set_leader(self.leadership.snapshot())
+            if not self.advisory and not self.fence.held:  # a standby acts on nothing
                 return
             self.maybe_reload()
             self._tick(fast=False)
