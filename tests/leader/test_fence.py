@@ -252,6 +252,8 @@ def test_a_term_that_ran_out_between_renewals_leaves_no_standby_status(tmp_path:
         leader={"kind": "local", "lock_dir": str(tmp_path / "locks")},
     )
     service = Service(path, tmp_path / "a.sqlite", None)
+    _, fake, _, _ = make_controller(service.policy, Clock())
+    service.controller.deps.provider = FencedProvider(fake, service.fence)  # no local instance started
     try:
         assert service.fence.held and service.leadership is not None
         token = service.fence.token
