@@ -273,14 +273,7 @@ class Actuator(Launches):
         faults.point("before_terminate")
         failed = terminate_many(self.provider, [t.instance_id for t in batch])
         faults.point("after_terminate")
-        for t in batch:
-            exc = failed.get(t.instance_id)
-            if exc is not None:
-                self.store.finish_action(t.aid, "failed", self.clock(), str(exc))
-                self._provider_failed(f"terminate {t.slot} {t.instance_id}", exc)
-                continue
-            self._provider_ok()
-            self.store.finish_action(t.aid, "done", self.clock())
+        for t in self._settle(batch, failed):
             self.outcome.done.append(f"terminate {t.slot} {t.instance_id} ({t.reason})")
 
     def _flush_returns(self, returns: list[_Termination]) -> None:
@@ -291,7 +284,15 @@ class Actuator(Launches):
         faults.point("before_return")
         failed = pool_return_many(pool, {t.instance_id: t.to_pool or "" for t in returns})
         faults.point("after_terminate")
-        for t in returns:
+        for t in self._settle(returns, failed):
+            self.outcome.pool_returns += 1
+            self.outcome.done.append(f"return {t.slot} {t.instance_id} to the warm pool as {t.to_pool}")
+
+    def _settle(self, batch: list[_Termination], failed: Mapping[str, ProviderError]) -> list[_Termination]:
+        """One batch call's outcome written per id, in the actions' order: an id the call failed
+        fails its action alone; the others are done, and returned for the caller's report."""
+        done = []
+        for t in batch:
             exc = failed.get(t.instance_id)
             if exc is not None:
                 self.store.finish_action(t.aid, "failed", self.clock(), str(exc))
@@ -299,8 +300,8 @@ class Actuator(Launches):
                 continue
             self._provider_ok()
             self.store.finish_action(t.aid, "done", self.clock())
-            self.outcome.pool_returns += 1
-            self.outcome.done.append(f"return {t.slot} {t.instance_id} to the warm pool as {t.to_pool}")
+            done.append(t)
+        return done
 
 
 @dataclass(frozen=True)
