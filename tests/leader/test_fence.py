@@ -179,18 +179,24 @@ def test_standby_polls_within_a_third_of_a_tick(tmp_path: Path) -> None:
     assert lead.poll_s == 2.0 and lead.renew_s == 10.0
 
 
-def test_a_standby_service_never_ticks_and_takes_over_with_fresh_timers(tmp_path: Path) -> None:
-    """Two services of one fleet in one process (the local lock is per open file): the second
-    stands by, ticks not at all, and when the first goes takes over with its timers reset."""
-    from autoscaler.loop.service.scheduler import Service
+def _local_lock_policy(tmp_path: Path) -> Path:
+    """A local fleet under a local lock, no agents: for Services run in this process."""
     from tests.kit.control import write_policy
 
-    path = write_policy(
+    return write_policy(
         tmp_path / "policy.yaml",
         agents={"transport": "none"},
         provider={"kind": "local", "state_root": str(tmp_path / "i")},
         leader={"kind": "local", "lock_dir": str(tmp_path / "locks")},
     )
+
+
+def test_a_standby_service_never_ticks_and_takes_over_with_fresh_timers(tmp_path: Path) -> None:
+    """Two services of one fleet in one process (the local lock is per open file): the second
+    stands by, ticks not at all, and when the first goes takes over with its timers reset."""
+    from autoscaler.loop.service.scheduler import Service
+
+    path = _local_lock_policy(tmp_path)
     first = Service(path, tmp_path / "a.sqlite", None)
     second = Service(path, tmp_path / "b.sqlite", None)
     try:
@@ -243,14 +249,8 @@ def test_a_term_that_ran_out_between_renewals_leaves_no_standby_status(tmp_path:
     in between was skipped as a standby's (status: standby), and the renewal was no change of role
     to the lease thread, so /healthz said standby while the process led and ticked."""
     from autoscaler.loop.service.scheduler import Service
-    from tests.kit.control import write_policy
 
-    path = write_policy(
-        tmp_path / "policy.yaml",
-        agents={"transport": "none"},
-        provider={"kind": "local", "state_root": str(tmp_path / "i")},
-        leader={"kind": "local", "lock_dir": str(tmp_path / "locks")},
-    )
+    path = _local_lock_policy(tmp_path)
     service = Service(path, tmp_path / "a.sqlite", None)
     _, fake, _, _ = make_controller(service.policy, Clock())
     service.controller.deps.provider = FencedProvider(fake, service.fence)  # no local instance started
