@@ -73,6 +73,18 @@ def _gateway_servers(ctl: Controller) -> set[str]:
     return {s.name for s in ctl.deps.gateway.observe().servers.values()}
 
 
+def _tear_down(loads: list[Load], old: Controller, new: Controller | None) -> None:
+    """After an adoption test: the load stopped, the fleet terminated, the gateway stopped."""
+    for load in loads:
+        load.close()
+    for inst in old.deps.provider.list_instances():
+        old.deps.provider.terminate(inst.id)
+    if old.deps.gateway is not None:
+        old.deps.gateway.stop()
+    if new is not None:
+        new.store.close()
+
+
 def test_a_fresh_state_file_adopts_the_fleet_under_load(
     tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -102,14 +114,7 @@ def test_a_fresh_state_file_adopts_the_fleet_under_load(
             load.close()
         history = new.store.history()
     finally:
-        for load in loads:
-            load.close()
-        for inst in old.deps.provider.list_instances():
-            old.deps.provider.terminate(inst.id)
-        if old.deps.gateway is not None:
-            old.deps.gateway.stop()
-        if new is not None:
-            new.store.close()
+        _tear_down(loads, old, new)
     sent, failed = sum(x.sent for x in loads), sum(x.failed for x in loads)
     ended = [h for h in history if h["to"] == State.TERMINATING.value]
     drained = {(h["slot"], h["attempt"]) for h in history if h["reason"] == "drain"}
@@ -287,14 +292,7 @@ def test_a_fresh_state_file_keeps_the_servers_of_a_silent_agent(
         if pid:
             (state_dir / "status.json").unlink(missing_ok=True)
             os.kill(pid, signal.SIGCONT)
-        for load in loads:
-            load.close()
-        for inst in old.deps.provider.list_instances():
-            old.deps.provider.terminate(inst.id)
-        if old.deps.gateway is not None:
-            old.deps.gateway.stop()
-        if new is not None:
-            new.store.close()
+        _tear_down(loads, old, new)
     sent, failed = sum(x.sent for x in loads), sum(x.failed for x in loads)
     print(f"silent agent during adoption: {sent} requests sent, {failed} failed; gateway ops {ops}")
     assert kept == before, f"the first tick of a fresh state file removed servers of a silent agent: {ops}"

@@ -23,10 +23,12 @@ from tests.loop.test_service import Running, wait_for
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-def policy(tmp_path: Path, model_dir: Path, gateway_port: int) -> Path:
+def policy(tmp_path: Path, model_dir: Path, gateway_port: int, *, prefix: str = "health", **scaling: object) -> Path:
+    """One workload (alexnet on `model_dir`) on a local fleet behind a local haproxy; `scaling`
+    overrides the fast timings below."""
     return write_policy(
         tmp_path / "policy.yaml",
-        fleet=f"health-{tmp_path.name[-8:].lower().replace('_', '-')}".rstrip("-"),
+        fleet=f"{prefix}-{tmp_path.name[-8:].lower().replace('_', '-')}".rstrip("-"),
         instance_types=[{"name": "p3.2xlarge", "gpu": "v100", "gpus": 1, "price_per_hour": 3.06}],
         workloads=[
             {
@@ -41,7 +43,7 @@ def policy(tmp_path: Path, model_dir: Path, gateway_port: int) -> Path:
         provider={"kind": "local", "base_port": free_base(), "state_root": str(tmp_path / "instances")},
         agents={"transport": "local", "command_timeout_s": 30},
         gateway={"kind": "haproxy", "listen": f"127.0.0.1:{gateway_port}", "check_interval_s": 0.3},
-        scaling={"interval_s": 1, "settle_s": 0.2, "headroom": 0.0, "forecast": "last", "boot_s": 1},
+        scaling={"interval_s": 1, "settle_s": 0.2, "headroom": 0.0, "forecast": "last", "boot_s": 1} | scaling,
         leader={"kind": "local", "lock_dir": str(tmp_path / "locks")},
     )
 

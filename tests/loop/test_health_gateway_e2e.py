@@ -18,8 +18,8 @@ import pytest
 
 from agents.samples import TINY, write
 from tests.kit.agent import free_port
-from tests.kit.control import REPO, write_policy
-from tests.kit.fleet import free_base
+from tests.kit.control import REPO
+from tests.loop.test_health_e2e import policy
 from tests.loop.test_service import Running, wait_for
 
 pytestmark = [pytest.mark.e2e]
@@ -34,32 +34,14 @@ def fleet(tmp_path: Path) -> Iterator[tuple[int, Running]]:
     """`igniter run` of one workload whose model exists, then `igniter down`."""
     write(tmp_path / "model", TINY)
     gateway = free_port()
-    path = write_policy(
-        tmp_path / "policy.yaml",
-        fleet=f"hgw-{tmp_path.name[-8:].lower().replace('_', '-')}".rstrip("-"),
-        instance_types=[{"name": "p3.2xlarge", "gpu": "v100", "gpus": 1, "price_per_hour": 3.06}],
-        workloads=[
-            {
-                "name": "alex",
-                "model": "alexnet",
-                "slo_ms": 30,
-                "rate_rps": 50,
-                "min_rate_rps": 50,
-                "model_dir": str(tmp_path / "model"),
-            }
-        ],
-        provider={"kind": "local", "base_port": free_base(), "state_root": str(tmp_path / "instances")},
-        agents={"transport": "local", "command_timeout_s": 30},
-        gateway={"kind": "haproxy", "listen": f"127.0.0.1:{gateway}", "check_interval_s": 0.3},
-        scaling={
-            "interval_s": INTERVAL_S,
-            "settle_s": INTERVAL_S,  # the settle tick after a weight is raised comes no sooner
-            "headroom": 0.0,
-            "forecast": "last",
-            "boot_s": 1,
-            "ready_watch": {"enabled": False},  # else an event tick would mask the stale view
-        },
-        leader={"kind": "local", "lock_dir": str(tmp_path / "locks")},
+    path = policy(
+        tmp_path,
+        tmp_path / "model",
+        gateway,
+        prefix="hgw",
+        interval_s=INTERVAL_S,
+        settle_s=INTERVAL_S,  # the settle tick after a weight is raised comes no sooner
+        ready_watch={"enabled": False},  # else an event tick would mask the stale view
     )
     run = Running(path, tmp_path / "state.sqlite", free_port())
     try:
