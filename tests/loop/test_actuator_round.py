@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from autoscaler.core.fleet.lifecycle import Reason, new_record, transition
+from autoscaler.core.fleet.lifecycle import Reason, State, new_record, transition
 from autoscaler.core.rollout.actions import Drain, Terminate
 from autoscaler.fleet.fake import FakeProvider
 from autoscaler.loop.state.controller_state import ControllerState
@@ -69,3 +69,19 @@ def test_400_actions_at_2000_records_cost_a_lookup_each() -> None:
     took = time.process_time() - started
     assert out.failed == [] and len(out.done) == 400
     assert took < 1.0, f"{took:.2f} s of CPU (reading every record after each write: 2.8 s)"
+
+
+def test_a_silent_agent_is_sent_no_drain_and_its_instance_still_drains() -> None:
+    """An agent that did not answer this tick's status is sent nothing (it would cost the tick a
+    second deadline); its record is DRAINING all the same, so reconcile terminates it once the
+    drain wait is over, and nothing is written as applied or started for it."""
+    store, provider, instances = _fleet(2)
+    act = _actuator(store, provider, instances)
+    act.answered = frozenset({"s0"})
+    out = act.run((Drain("s0", 0, "scale in"), Drain("s1", 0, "scale in")))
+    assert act.transport.calls == [("apply", store.open_records()[0].instance_id)]  # type: ignore[attr-defined]
+    assert out.failed == [] and out.done == ["drain s0"]
+    assert out.notes == ["drain s1 waits: its agent did not answer this tick's status"]
+    assert {r.slot: r.state for r in store.open_records()} == {"s0": State.DRAINING, "s1": State.DRAINING}
+    assert [(a["slot"], a["status"]) for a in store.actions()] == [("s0", "done")]
+    assert ("s1", 0) not in store.applied()

@@ -3,7 +3,9 @@ processes (the local provider), reached over real SSH (OpenSSH sshd on 127.0.0.1
 connection each), one of which hangs: the sshd processes serving its connection are stopped
 (SIGSTOP), so its call gets no answer at all, as from a node that froze. The status round's wall
 time grows by that one call's deadline, not with the count; the hung agent is marked silent
-(not answered, not quarantined) and the others answer as before."""
+(not answered, not quarantined) and the others answer as before. The act step that follows sends
+the hung agent nothing (its re-plan's assignment waits for a tick it answers), so a re-plan tick
+costs the one deadline too, not a second one for an apply."""
 
 from __future__ import annotations
 
@@ -19,10 +21,12 @@ import pytest
 
 from autoscaler.config.policy import AgentsConfig
 from autoscaler.core.fleet.lifecycle import Reason, new_record, transition
+from autoscaler.core.rollout.actions import Configure
 from autoscaler.fleet.base import Instance
 from autoscaler.fleet.local import LocalProvider
 from autoscaler.loop.state.controller_state import ControllerState
 from autoscaler.loop.state.store import Store
+from autoscaler.loop.steps.actuator import Actuator
 from autoscaler.loop.tick.observe import agent_statuses
 from autoscaler.loop.tick.records import Deps
 from autoscaler.transport.bounded import agent_deadline_s
@@ -62,7 +66,8 @@ def _store(instances: list[Instance]) -> Store:
     for inst in instances:
         rec = transition(new_record(inst.slot, 0, "p3.2xlarge", 0.0, 1), Reason.REQUEST, 0.0, "")
         launched = transition(rec.record, Reason.LAUNCHED, 0.0, "", instance_id=inst.id)
-        store.apply([rec, launched, transition(launched.record, Reason.BOOTED, 0.0, "")])
+        booted = transition(launched.record, Reason.BOOTED, 0.0, "")
+        store.apply([rec, launched, booted, transition(booted.record, Reason.AGENT_READY, 0.0, "")])
     return store
 
 
@@ -83,6 +88,24 @@ def _serving(port: int, client_port: int) -> list[int]:
         if any(f"socket:[{i}]" in links for i in inodes):
             pids.append(int(pid))
     return pids
+
+
+def _actuator(store, provider, transport, by_id, state, cfg, answered) -> Actuator:  # type: ignore[no-untyped-def]
+    return Actuator(
+        store=store,
+        provider=provider,
+        transport=transport,
+        instances=by_id,
+        assignment_generation={},
+        default_port_base=free_base(),
+        state=state,
+        tick=None,
+        clock=time.time,
+        host_override="127.0.0.1",
+        max_concurrency=cfg.max_concurrency,
+        deadline_s=agent_deadline_s(cfg),
+        answered=answered,
+    )
 
 
 class Timed:
@@ -138,6 +161,10 @@ def test_one_hung_agent_costs_its_deadline_not_the_round(agents, sshd: Sshd) -> 
             started = time.monotonic()
             second, after = agent_statuses(deps, state, store.open_records(), by_id, cfg)
             took = time.monotonic() - started
+            act = _actuator(store, provider, transport, by_id, after, cfg, answered=frozenset(second))
+            began_act = time.monotonic()
+            acted = act.run((Configure(hung.slot, (), "re-plan"),))
+            act_took = time.monotonic() - began_act
         finally:
             for pid in stopped:
                 os.kill(pid, signal.SIGCONT)
@@ -152,3 +179,7 @@ def test_one_hung_agent_costs_its_deadline_not_the_round(agents, sshd: Sshd) -> 
     meanwhile = [i.slot for i in instances if i is not hung and began < timed.spans[i.id][1] < ended]
     assert len(meanwhile) >= cfg.max_concurrency - 1  # the others answered while it hung (one at a time: none)
     assert took < (ended - began) + warm  # the round: the hung call's deadline, plus a normal round at most
+    assert acted.failed == [] and acted.notes == [
+        f"configure {hung.slot} waits: its agent did not answer this tick's status"
+    ]
+    assert act_took < 1.0  # no apply to the hung agent: no second deadline

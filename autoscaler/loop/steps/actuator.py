@@ -61,6 +61,7 @@ class Actuator(Launches):
     host_override: str | None = None  # agents.host_override: where this machine reaches the instances
     max_concurrency: int = 1  # agents.max_concurrency: applies in flight at once
     deadline_s: float = 40.0  # one apply's deadline (transport/bounded.py agent_deadline_s)
+    answered: frozenset[str] | None = None  # slots whose agent answered this tick's status (None: not asked)
     _applies: list[_Apply] = field(default_factory=list)  # gathered, not sent yet
     _terminations: list[_Termination] = field(default_factory=list)
     _launches: list[Launch] = field(default_factory=list)  # a run of launches, not sent yet
@@ -154,6 +155,8 @@ class Actuator(Launches):
         if found is None:
             return
         rec, inst = found
+        if self._silent(a.slot, f"configure {a.slot}"):
+            return
         mark = fingerprint(a.servers)
         if self.state.rejected.get(rec.key) == mark:
             self.outcome.notes.append(
@@ -176,10 +179,23 @@ class Actuator(Launches):
             return
         rec, inst = found
         self._write(transition(rec, Reason.DRAIN, self.clock(), a.reason))
+        if self._silent(a.slot, f"drain {a.slot}"):
+            return
         gen = self.store.next_assignment_generation(self.assignment_generation.get(a.slot, 0) + 1)
         aid = self.store.begin_action(self.tick, "drain", a.slot, {"reason": a.reason}, self.clock())
         body = assignment_json((), gen, self._port_base(inst), self.host(inst))
         self._applies.append(_Apply(inst, body, aid, f"drain {a.slot}", rec.key, None, (), gen, f"drain {a.slot}"))
+
+    def _silent(self, slot: str, what: str) -> bool:
+        """An agent that did not answer this tick's status is sent nothing this tick: it has just
+        cost the tick one deadline, and a second call would most likely cost another. Nothing is
+        written as applied, so reconcile asks for the assignment again and it goes once the agent
+        answers; a drain's record is DRAINING all the same, and a drained instance whose agent stays
+        silent is terminated agent_drain_s after its drain began (reconcile's closeouts)."""
+        if self.answered is None or slot in self.answered:
+            return False
+        self.outcome.notes.append(f"{what} waits: its agent did not answer this tick's status")
+        return True
 
     def _flush_applies(self) -> None:
         """Send the gathered assignments, at most max_concurrency at once, each under its

@@ -428,6 +428,7 @@ class Controller:
             host_override=self.policy.agents.host_override,
             max_concurrency=self.policy.agents.max_concurrency,
             deadline_s=agent_deadline_s(self.policy.agents),
+            answered=frozenset(obs.statuses) if self.deps.contact else None,  # the silent are sent nothing
         )
         outcome = actuator.run(actions)
         self.state = actuator.state
