@@ -146,13 +146,20 @@ class Ec2Provider(Ec2WarmPool):
         self.cfg = cfg
         self.client = client if client is not None else make_client(cfg)
         self._no_latest: set[str] = set()  # instance types that refused Latest=True
+        self._watch_changes()
 
     def list_instances(self) -> list[Instance]:
+        """The fleet's instances, one DescribeInstances (paginated). The same listing holds the
+        warm pool's members and says who owns what: it is kept for pool_members and the ownership
+        checks of a batch until a request of this provider may have changed it (fleet/ec2_pool.py)."""
         filters = [
             {"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
             {"Name": "instance-state-name", "Values": LISTED_STATES},
         ]
-        fleet = (i for i in self._describe(filters) if i.tags.get(TAG_POOL) != POOL_MEMBER)  # members: pool_members
+        before, self._listing = self._changes, None  # a listing that fails holds nothing
+        raw = self._raw(filters)
+        self._hold(before, raw)
+        fleet = (self._to_instance(r) for r in raw if _tags(r).get(TAG_POOL) != POOL_MEMBER)  # members: pool_members
         return sorted(fleet, key=lambda i: i.id)
 
     def launch(
@@ -295,14 +302,6 @@ class Ec2Provider(Ec2WarmPool):
             if _tags(raw).get(TAG_POOL) == POOL_CLAIMED:
                 return self._started(raw)
         return None
-
-    def _describe(self, filters: list[dict[str, Any]]) -> list[Instance]:
-        try:
-            pages = self.client.get_paginator("describe_instances").paginate(Filters=filters)
-            raw = [i for page in pages for r in page.get("Reservations", []) for i in r.get("Instances", [])]
-        except (ClientError, BotoCoreError) as exc:
-            raise classify(exc) from exc
-        return [self._to_instance(i) for i in raw]
 
     def _describe_ids(self, ids: list[str]) -> Iterable[dict[str, Any]]:
         try:

@@ -92,6 +92,13 @@ class Ec2WarmPool:
         raise NotImplementedError
 
     def pool_members(self) -> list[Instance]:
+        """The members as the tick's listing found them (list_instances), while no request has
+        changed anything since; else a DescribeInstances of their own (after a launch, a claim or
+        a return: its outcome must show)."""
+        held = self._held()
+        if held is not None:
+            found = (r for r in held.values() if _tags(r).get(TAG_POOL) == POOL_MEMBER and _state(r) in POOL_STATES)
+            return sorted((self._pool_instance(r) for r in found), key=lambda i: i.id)
         filters = [
             {"Name": f"tag:{TAG_FLEET}", "Values": [self.fleet]},
             {"Name": f"tag:{TAG_POOL}", "Values": [POOL_MEMBER]},
@@ -216,6 +223,30 @@ class Ec2WarmPool:
         failed.update(_but_gone(each_id(self._ids_call("stop_instances"), running, self._classify)))
         return failed
 
+    # -- the tick's listing ---------------------------------------------------------------------------
+    _changes = 0  # requests made that may have changed instances (_changed)
+    _listing: tuple[int, dict[str, dict[str, Any]]] | None = None  # (_changes then, the listing by id)
+
+    def _watch_changes(self) -> None:
+        events = getattr(getattr(self.client, "meta", None), "events", None)
+        if events is not None:
+            events.register("before-call.ec2", self._changed)
+
+    def _changed(self, model: Any, **_: Any) -> None:
+        """Before each request: one that is no read (Describe*, Get*) may change what the last
+        listing says (a launch, a stop, a claim, a return), so it is not served again."""
+        if not model.name.startswith(("Describe", "Get")):
+            self._changes += 1
+
+    def _hold(self, before: int, raw: list[dict[str, Any]]) -> None:
+        """Keep list_instances' answer: every instance of the fleet's tag not gone, members too."""
+        self._listing = (before, {r["InstanceId"]: r for r in raw})
+
+    def _held(self) -> dict[str, dict[str, Any]] | None:
+        """The last listing, while no request has been made since that could change it."""
+        listing = self._listing
+        return listing[1] if listing is not None and listing[0] == self._changes else None
+
     # -- helpers ----------------------------------------------------------------------------------
     def _started(self, raw: dict[str, Any]) -> Instance:
         """A claimed instance, started if a crash left it stopped between its claim and its start."""
@@ -234,13 +265,16 @@ class Ec2WarmPool:
         return next(iter(self._describe_raw_pool(filters)), None)
 
     def _owned_many(self, instance_ids: Sequence[str]) -> tuple[dict[str, dict[str, Any]], dict[str, ProviderError]]:
-        """The ids that are there (not shutting down or terminated) and this fleet's, described
-        DESCRIBE_IDS a request; another fleet's is refused, a describe that failed is each id's."""
+        """The ids that are there (not shutting down or terminated) and this fleet's, as the tick's
+        listing holds them (_held) or else described DESCRIBE_IDS a request; another fleet's is
+        refused, a describe that failed is each id's."""
         ids = list(dict.fromkeys(instance_ids))
-        seen: dict[str, dict[str, Any]] = {}
+        held = self._held() or {}  # listed by the fleet's tag, nothing changed since: ours, as they are
+        seen: dict[str, dict[str, Any]] = {iid: held[iid] for iid in ids if iid in held}
         failed: dict[str, ProviderError] = {}
-        for n in range(0, len(ids), DESCRIBE_IDS):
-            chunk = ids[n : n + DESCRIBE_IDS]
+        unlisted = [iid for iid in ids if iid not in seen]
+        for n in range(0, len(unlisted), DESCRIBE_IDS):
+            chunk = unlisted[n : n + DESCRIBE_IDS]
             try:
                 seen.update({r["InstanceId"]: r for r in self._raw([{"Name": "instance-id", "Values": chunk}])})
             except ProviderError as exc:

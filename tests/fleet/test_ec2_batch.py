@@ -142,13 +142,22 @@ def test_an_id_that_vanished_between_describe_and_terminate_does_not_fail_the_ot
 def test_warm_starts_go_in_one_start_request(moto: Moto) -> None:
     """Four claims of stopped members: found and owned in a describe each, a CreateTags per claim
     (its own slot), one StartInstances; a claim whose member is gone falls back to a launch (here
-    refused: no launch template), and a repeated claim starts nothing."""
+    refused: no launch template), and a repeated claim starts nothing. Before that, the members
+    are stopped as a tick does it: list_instances' one DescribeInstances also holds the members
+    and who owns them, so pool_members and the stop's ownership check are served from it, until a
+    request that may change an instance (the stop) is made; then they are described again."""
     members = _fleet(moto, 5, **{TAG_POOL: POOL_MEMBER})
     provider = _provider(moto)
-    assert provider.pool_stop_many(members) == {}
-    provider.terminate(members[4])
     ops: Counter[str] = Counter()
     provider.client.meta.events.register("before-call.ec2.*", lambda model, **_: ops.update([model.name]))
+    provider.list_instances()
+    assert set(members) <= {m.id for m in provider.pool_members()}
+    assert provider.pool_stop_many(members) == {}
+    assert ops == {"DescribeInstances": 1, "StopInstances": 1}  # members and ownership: the one listing
+    assert {m.state for m in provider.pool_members() if m.id in members} == {"stopped"}
+    assert ops["DescribeInstances"] == 2  # after the stop: asked again
+    provider.terminate(members[4])
+    ops.clear()
     claims = [Claim(m, f"s{k}", "p3.2xlarge", 3) for k, m in enumerate(members)]
     started = provider.start_pooled_many(claims)
     assert [getattr(i, "slot", None) for i in started[:4]] == ["s0", "s1", "s2", "s3"]

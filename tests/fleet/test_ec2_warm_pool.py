@@ -82,10 +82,13 @@ def test_pool_is_filled_stopped_started_for_a_scale_out_and_refilled(moto: Moto,
     assert first.warm_pool.target == {"p3.2xlarge": 1, "p3.8xlarge": 1}
 
     clock.advance(30)
+    n = len(calls.ops)
     second = ctl.tick()
     assert second.ok and second.warm_pool is not None and second.warm_pool.members == {"running": 2}
     assert sorted(state(i) for i in members(moto)) == ["stopped", "stopped"]  # initialised: stopped
     assert calls.mutating().count("StopInstances") == 1  # both members in one request (pool_stop_many)
+    # one listing a tick: the members come from the fleet's DescribeInstances (before: one more)
+    assert calls.ops[n:] == ["DescribeInstances", "StopInstances"]
 
     clock.advance(30)
     before = {i["InstanceId"] for i in members(moto)}
