@@ -23,16 +23,21 @@ pytestmark = pytest.mark.unit
 def test_writes_are_counted_by_table_and_operation(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite")
     store_size.count_writes(store._db)
-    store.add_rates(0.0, {"a": 1.0, "b": 2.0}, {"a": 1.5})
-    assert store_size.take_writes(store._db) == {"rates": {"insert": 2}}
+    store.add_rates(0.0, {"a": 1.0, "b": 2.0}, {"a": 1.5})  # one row a tick, and its workloads' names
+    assert store_size.take_writes(store._db) == {"tick_rates": {"insert": 1}, "rate_names": {"insert": 1}}
+    store.add_rates(60.0, {"a": 1.1, "b": 2.1}, {})  # the same workloads: the same names row
+    assert store_size.take_writes(store._db) == {"tick_rates": {"insert": 1}}
     store.add_rates(90_000.0, {"a": 1.0, "b": 2.0, "c": 3.0}, {}, keep_s=86_400.0)  # a day later: the first go
-    assert store_size.take_writes(store._db) == {"rates": {"insert": 3, "delete": 2}}
+    assert store_size.take_writes(store._db) == {
+        "tick_rates": {"insert": 1, "delete": 2},
+        "rate_names": {"insert": 1},
+    }
     sizes = store_size.table_bytes(store._db)
-    assert sizes["rates"] > 0 and "writes" not in sizes  # the counters are TEMP: not in the file
+    assert sizes["tick_rates"] > 0 and "writes" not in sizes  # the counters are TEMP: not in the file
     store.close()
     again = Store(tmp_path / "s.sqlite")  # the file opens as a state file, triggers gone with the connection
     again.add_rates(90_060.0, {"a": 1.0}, {})
-    assert again.row_counts()["rates"] == 4
+    assert again.row_counts()["tick_rates"] == 2
     again.close()
 
 

@@ -26,7 +26,9 @@ COLUMNS = {
     "layouts": {"id", "at", "kind", "cost_per_hour", "body"},
     "applied": {"slot", "attempt", "generation", "servers", "at"},
     "actions": {"id", "tick", "kind", "slot", "detail", "status", "error", "started_at"},
-    "rates": {"at", "workload", "observed", "planned"},
+    "rates": {"at", "workload", "observed", "planned"},  # before tick_rates: migrated when opened
+    "tick_rates": {"id", "at", "names", "observed", "planned"},
+    "rate_names": {"id", "digest", "names"},
     "ticks": {"id", "started_at", "finished_at", "ok", "summary"},
 }
 MOVE_ASIDE = "move it aside (mv {p} {p}.bad) and start again: the fleet is rediscovered from its instances' tags"

@@ -23,12 +23,12 @@ from typing import Any
 
 from autoscaler.core.fleet.lifecycle import OPEN, Change, Record, State
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, layout_from_json
-from autoscaler.loop.state import statefile
+from autoscaler.loop.state import statefile, store_history
 from autoscaler.loop.state.controller_state import ControllerState, StateError
 from autoscaler.loop.state.store_reads import TABLES, TableReads
 
 STATE_KEY = "controller_state"
-ROW_TABLES = ("instances", "instance_history", "layouts", "applied", "actions", "rates", "ticks")
+ROW_TABLES = ("instances", "instance_history", "layouts", "applied", "actions", "tick_rates", "rate_names", "ticks")
 OPEN_WHERE, OPEN_ARGS = f"state IN ({','.join('?' * len(OPEN))})", tuple(s.value for s in OPEN)  # open_records
 # The loose keys the controller kept before ControllerState (state version 0): read once, while
 # no state object was saved yet, and deleted by the first save.
@@ -54,16 +54,11 @@ CREATE TABLE IF NOT EXISTS applied (
 CREATE TABLE IF NOT EXISTS actions (
   id INTEGER PRIMARY KEY AUTOINCREMENT, tick INTEGER, kind TEXT NOT NULL, slot TEXT NOT NULL,
   detail TEXT NOT NULL, status TEXT NOT NULL, error TEXT, started_at REAL NOT NULL, finished_at REAL);
-CREATE TABLE IF NOT EXISTS rates (
-  at REAL NOT NULL, workload TEXT NOT NULL, observed REAL, planned REAL);
-CREATE INDEX IF NOT EXISTS rates_by_workload ON rates (workload, at);
-CREATE INDEX IF NOT EXISTS rates_by_time ON rates (at);
 CREATE TABLE IF NOT EXISTS ticks (
   id INTEGER PRIMARY KEY AUTOINCREMENT, started_at REAL NOT NULL, finished_at REAL,
-  ok INTEGER, summary TEXT);
+  ok INTEGER, summary TEXT, full_summary TEXT);
 CREATE INDEX IF NOT EXISTS ticks_by_time ON ticks (started_at);
 CREATE INDEX IF NOT EXISTS actions_by_time ON actions (started_at);
-CREATE INDEX IF NOT EXISTS actions_by_slot ON actions (slot, kind);
 CREATE INDEX IF NOT EXISTS actions_by_tick ON actions (tick);
 CREATE INDEX IF NOT EXISTS history_by_time ON instance_history (at);
 CREATE INDEX IF NOT EXISTS instances_by_update ON instances (updated_at);
@@ -91,6 +86,7 @@ class Store:
         self._layout_row: tuple[int, str, Layout] | None = None  # newest layouts row: id, body, parsed
         self._last_body: tuple[Layout, str] | None = None  # the last layout saved, and its JSON (_body)
         self._pruned_to = -math.inf  # the cut-off of the last prune
+        self._rates = store_history.Rates()
         self._reads = TableReads(enabled=file is None)  # an in-memory store's reads (store_reads.py)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         try:
@@ -109,7 +105,7 @@ class Store:
                 self._check_state(file)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA)
+        self._db.executescript(SCHEMA + store_history.SCHEMA)
         self._migrate()
         with self._tx("meta", "actions") as db:
             if self._get(db, "epoch") is None:
@@ -123,6 +119,10 @@ class Store:
             self._db.execute("ALTER TABLE instances ADD COLUMN capacity_type TEXT NOT NULL DEFAULT 'on-demand'")
         if "leaves_at" not in cols:
             self._db.execute("ALTER TABLE instances ADD COLUMN leaves_at REAL")
+        if "full_summary" not in {r[1] for r in self._db.execute("PRAGMA table_info(ticks)").fetchall()}:
+            self._db.execute("ALTER TABLE ticks ADD COLUMN full_summary TEXT")
+        with self._tx("tick_rates", "rate_names") as db:
+            self._rates.migrate(db)
 
     def close(self) -> None:
         with self._lock:
@@ -312,7 +312,8 @@ class Store:
     # -- layouts and applied assignments ----------------------------------------------------------
     def save_layout(self, layout: Layout, kind: str, now: float) -> bool:
         """Append `layout` unless it is identical to the newest one (most ticks re-plan the same
-        fleet; a row per tick only grew the file). Returns whether a row was written."""
+        fleet; a row per tick only grew the file), compressed; the newest LAYOUTS_KEPT are kept.
+        Returns whether a row was written."""
         body = self._body(layout)
         with self._tx("layouts") as db:
             newest = self._newest_layout(db)
@@ -320,9 +321,10 @@ class Store:
                 return False
             cur = db.execute(
                 "INSERT INTO layouts(at, kind, cost_per_hour, body) VALUES(?,?,?,?)",
-                (now, kind, layout.cost_per_hour, body),
+                (now, kind, layout.cost_per_hour, store_history.pack_layout(body)),
             )
-            db.execute("DELETE FROM layouts WHERE id <= (SELECT MAX(id) FROM layouts) - 500")
+            kept = store_history.LAYOUTS_KEPT
+            db.execute("DELETE FROM layouts WHERE id <= (SELECT MAX(id) FROM layouts) - ?", (kept,))
             self._layout_row = (int(cur.lastrowid or 0), body, layout_from_json(json.loads(body)))
         return True
 
@@ -345,7 +347,9 @@ class Store:
         if row is None:
             return None
         if self._layout_row is None or self._layout_row[0] != row[0]:
-            body = db.execute("SELECT body FROM layouts WHERE id=?", (row[0],)).fetchone()[0]
+            body = store_history.unpack_layout(
+                db.execute("SELECT body FROM layouts WHERE id=?", (row[0],)).fetchone()[0]
+            )
             self._layout_row = (row[0], body, layout_from_json(json.loads(body)))
         return self._layout_row
 
@@ -386,10 +390,12 @@ class Store:
 
     # -- actions, ticks, rates --------------------------------------------------------------------
     def begin_action(self, tick: int | None, kind: str, slot: str, detail: Mapping[str, Any], now: float) -> int:
+        """The intent, written before the call (an assignment in `detail` is kept as its generation
+        and number of servers: store_history.action_detail)."""
         with self._tx("actions") as db:
             cur = db.execute(
                 "INSERT INTO actions(tick, kind, slot, detail, status, started_at) VALUES(?,?,?,?,?,?)",
-                (tick, kind, slot, json.dumps(detail, default=str), "started", now),
+                (tick, kind, slot, store_history.action_detail(detail), "started", now),
             )
         return int(cur.lastrowid or 0)
 
@@ -422,12 +428,10 @@ class Store:
         return int(cur.lastrowid or 0)
 
     def end_tick(self, tick: int, now: float, ok: bool, summary: Mapping[str, Any], keep_s: float = HISTORY_S) -> None:
-        """The tick's outcome; and what is older than `keep_s` goes (retention: `prune`)."""
+        """The tick's outcome, its summary compact and whole (store_history.end_tick); and what is
+        older than `keep_s` goes (retention: `prune`)."""
         with self._tx("ticks") as db:
-            db.execute(
-                "UPDATE ticks SET finished_at=?, ok=?, summary=? WHERE id=?",
-                (now, int(ok), json.dumps(summary, default=str), tick),
-            )
+            store_history.end_tick(db, tick, now, ok, summary)
         self.prune(now - keep_s)
 
     def prune(self, before: float) -> None:
@@ -441,6 +445,8 @@ class Store:
             db.execute("DELETE FROM ticks WHERE started_at < ?", (before,))
             db.execute("DELETE FROM actions WHERE started_at < ? AND status != 'started'", (before,))
             db.execute("DELETE FROM instance_history WHERE at < ?", (before,))
+        with self._tx("rate_names") as db:
+            self._rates.forget_unused_names(db)
         with self._lock:
             closed = self._db.execute(PRUNE_CLOSED.replace("DELETE", "SELECT 1", 1) + " LIMIT 1", (*OPEN_ARGS, before))
             if closed.fetchone() is None:
@@ -460,26 +466,14 @@ class Store:
         planned: Mapping[str, float | None],
         keep_s: float = 86400.0,
     ) -> None:
-        with self._tx("rates") as db:
-            for w in sorted(set(observed) | set(planned)):
-                db.execute(
-                    "INSERT INTO rates(at, workload, observed, planned) VALUES(?,?,?,?)",
-                    (now, w, observed.get(w), planned.get(w)),
-                )
-            db.execute("DELETE FROM rates WHERE at < ?", (now - keep_s,))
+        """The tick's rates, one row (store_history.Rates); those older than `keep_s` go."""
+        with self._tx("tick_rates", "rate_names") as db:
+            self._rates.add(db, now, observed, planned, keep_s)
 
     def rate_history(self, since: float, until: float = math.inf) -> dict[str, list[tuple[float, float]]]:
         """Observed (time, rate) per workload in [since, until], oldest first (missing samples skipped)."""
         with self._lock:
-            rows = self._db.execute(
-                "SELECT workload, at, observed FROM rates WHERE at >= ? AND at <= ? "
-                "AND observed IS NOT NULL ORDER BY at",
-                (since, until),
-            ).fetchall()
-        out: dict[str, list[tuple[float, float]]] = {}
-        for w, at, value in rows:
-            out.setdefault(w, []).append((at, value))
-        return out
+            return self._rates.history(self._db, since, until)
 
 
 def _parse_servers(body: str) -> tuple[PlannedServer, ...]:

@@ -16,7 +16,9 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 # Every table of the schema: what a write transaction that names none is taken to write.
-TABLES = frozenset({"meta", "instances", "instance_history", "layouts", "applied", "actions", "rates", "ticks"})
+TABLES = frozenset(
+    {"meta", "instances", "instance_history", "layouts", "applied", "actions", "tick_rates", "rate_names", "ticks"}
+)
 
 
 class TableReads:
