@@ -9,7 +9,9 @@ One real agent (`igniter-agent run --no-gpu`) on this machine, asked two ways:
   every process they start (the login shell, igniter-agent, date, cat), read from /proc (psutil:
   each live process's own CPU plus that of the children it reaped), over N calls on a connection
   opened before. "before" runs the old command line (`SshTransport.command("status")`, what the
-  transport ran until now) over the same connection; "after" is `SshTransport.status`.
+  transport ran first) over the same connection; "channel" reads status.json as the transport
+  did next, a session opened per read (`date +%s; exec cat`); "after" is `SshTransport.status`,
+  the same read in a shell loop on a session kept open (one round trip a read).
 - local: LocalTransport, the node being this machine. "before" runs `igniter-agent status --json`
   as the old LocalTransport did (subprocess, the agent's environment); "after" is
   `LocalTransport.status`. The node's CPU is RUSAGE_CHILDREN (the processes the calls start) plus
@@ -25,7 +27,7 @@ command at all.
 
 Each figure is the median over --runs runs of --calls calls (the ways alternate, so drift in the
 machine's load hits all). Also the wall time per call and the controller's own CPU per call
-(paramiko's side of the SSH calls). About 2.5 minutes on 2 loaded cores.
+(paramiko's side of the SSH calls). About 3.5 minutes on 2 loaded cores.
 
     nice .venv/bin/python benchmarks/agent_call.py [--calls 20] [--runs 5]
 """
@@ -37,6 +39,7 @@ import functools
 import getpass
 import os
 import resource
+import shlex
 import shutil
 import signal
 import statistics
@@ -62,6 +65,7 @@ from autoscaler.fleet.base import Instance  # noqa: E402
 from autoscaler.transport.base import parse_status  # noqa: E402
 from autoscaler.transport.local import LocalTransport, agent_args, parse_reply  # noqa: E402
 from autoscaler.transport.ssh import SshTransport  # noqa: E402
+from autoscaler.transport.status_file import STATUS_FILE  # noqa: E402
 from tests.kit.backends import SSHD_CONFIG, _keygen, free_port, wait_port  # noqa: E402
 
 AGENT = resolve_agent_command("igniter-agent")
@@ -185,16 +189,19 @@ def main() -> int:
             rc, plain = SshTransport(rc_cfg), SshTransport(plain_cfg)
             local = LocalTransport(rc_cfg.agent_command, str(state))
             old_ssh_line = rc.command("status", str(state))
+            path = shlex.quote(str(state / STATUS_FILE))
+            channel_line = f"[ -e {path} ] || exit 3; date +%s; exec cat -- {path}"  # a session per read
             ways: dict[str, tuple[Call, Callable[[], float]]] = {}
             for shell, ssh, listener in (("rc", rc, rc_sshd), ("plain", plain, plain_sshd)):
                 node = functools.partial(tree_cpu, listener)
                 ways[f"ssh-{shell} floor"] = (functools.partial(ssh.run, inst, "true", None), node)
                 ways[f"ssh-{shell} before"] = (functools.partial(ssh._call, inst, "status", None), node)
+                ways[f"ssh-{shell} channel"] = (functools.partial(ssh.run, inst, channel_line, None), node)
                 ways[f"ssh-{shell} after"] = (functools.partial(ssh.status, inst), node)
             ways["local before"] = (functools.partial(old_local_status, local.argv, state), local_cpu)
             ways["local after"] = (functools.partial(local.status, inst), local_cpu)
             for name, (call, _) in ways.items():  # warm: each connection opened, each answer a live agent's
-                assert name.endswith("floor") or parse_status(call()).running, name
+                assert name.endswith(("floor", "channel")) or parse_status(call()).running, name
             assert set(rc.status(inst)) == set(rc._call(inst, "status", None)), "the two documents differ"
             daemon_cpu0, started = sum(daemon.cpu_times()[:2]), time.perf_counter()
             samples: dict[str, list[tuple[float, float, float]]] = {k: [] for k in ways}
@@ -214,7 +221,11 @@ def main() -> int:
     for name, runs in samples.items():
         med[name] = tuple(statistics.median(r[i] for r in runs) for i in range(3))  # type: ignore[assignment]
         way, when = name.split()
-        how = {"floor": "`true` (any command)", "before": "`igniter-agent status --json`"}.get(when, "status.json")
+        how = {
+            "floor": "`true` (any command)",
+            "before": "`igniter-agent status --json`",
+            "channel": "status.json, a session per read",
+        }.get(when, "status.json" + (", a kept-open session" if way.startswith("ssh") else ""))
         node_ms, own_ms, wall_ms = med[name]
         res.line("calls", f"| {way} | {how} | {node_ms:.2f} ms | {own_ms:.2f} ms | {wall_ms:.1f} ms |")
         key = name.replace(" ", "_").replace("-", "_")

@@ -1,8 +1,11 @@
 """SSH transport (paramiko): runs `igniter-agent apply -` on each instance and reads its status.
 
-- Status is one command on the pooled connection that starts no Python on the node: `cat` of the
-  status.json the agent's daemon keeps current, with the node's clock to judge its heartbeat
-  (transport/status_file.py). Apply (rare) still runs `igniter-agent apply -`.
+- Status starts no Python on the node: `cat` of the status.json the agent's daemon keeps current,
+  with the node's clock to judge its heartbeat, in a shell loop on a session kept open on the
+  pooled connection, so a read is one round trip (transport/status_file.py reader_command). A
+  reply that is not a clean frame closes that session (the next read opens another); no answer
+  within connect_timeout_s drops the connection, as any failed call does. Apply (rare) still
+  runs `igniter-agent apply -`.
 
 - Key authentication only (agents.key_file); no agent forwarding, no password fallback.
 - Host keys are checked with paramiko's RejectPolicy: an unknown or changed key is refused, never
@@ -23,7 +26,9 @@ import logging
 import os
 import shlex
 import threading
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import paramiko
 
@@ -32,11 +37,13 @@ from autoscaler.fleet.base import Instance
 from autoscaler.transport.base import TransportError, TransportFault
 from autoscaler.transport.local import agent_args, parse_reply
 from autoscaler.transport.pins import PinnedHostKeys, host_pattern
-from autoscaler.transport.status_file import STALE_AFTER_S, parse_remote, remote_command
+from autoscaler.transport.status_file import FRAME_END, STALE_AFTER_S, parse_frame, reader_command
 
 log = logging.getLogger(__name__)
 
 PoolKey = tuple[str, str, int]  # (instance id, host, port): a reused address never reuses a connection
+T = TypeVar("T")
+END = FRAME_END.encode()
 
 
 class SshTransport:
@@ -45,23 +52,36 @@ class SshTransport:
         self.pins = pins
         self._pool: dict[PoolKey, paramiko.SSHClient] = {}
         self._locks: dict[PoolKey, threading.Lock] = {}  # one call at a time per connection
-        self._lock = threading.Lock()  # guards the two dicts
+        self._readers: dict[PoolKey, tuple[paramiko.SSHClient, str, paramiko.Channel]] = {}  # status sessions
+        self._lock = threading.Lock()  # guards the dicts
         self.stale_s = STALE_AFTER_S  # a status whose heartbeat is older is an agent gone silent
 
     def apply(self, instance: Instance, assignment: dict[str, Any]) -> None:
         self._call(instance, "apply", json.dumps(assignment))
 
     def status(self, instance: Instance) -> dict[str, Any]:
-        """The agent's status.json over the pooled connection (no agent process started)."""
+        """The agent's status.json over the pooled connection's status session (no agent process
+        started); a reply other than a document or "none yet" closes the session."""
         where = f"{self._host(instance)}:{self.cfg.port}"
-        rc, out, err = self.run(instance, remote_command(instance.state_dir or self.cfg.state_dir), None, "status")
-        return parse_remote(rc, out, err, where, self.stale_s)
+        state_dir = instance.state_dir or self.cfg.state_dir
+
+        def read(key: PoolKey, client: paramiko.SSHClient) -> dict[str, Any]:
+            frame, err = self._ask(self._reader(key, client, state_dir))
+            try:
+                return parse_frame(frame, err, where, self.stale_s)
+            except TransportError as exc:
+                if exc.kind is not TransportFault.NOT_READY:
+                    self._close_reader(key)
+                raise
+
+        return self._locked(instance, "status", read)
 
     def close(self) -> None:
         with self._lock:
             for client in self._pool.values():
                 client.close()
             self._pool.clear()
+            self._readers.clear()
 
     def command(self, action: str, state_dir: str | None = None) -> str:
         """The remote command line, each argument quoted; the instance's own state directory
@@ -76,6 +96,11 @@ class SshTransport:
     def run(self, instance: Instance, command: str, stdin: str | None, what: str = "command") -> tuple[int, str, str]:
         """Run one (already quoted) command on the instance over the pooled, host-key-checked
         connection: (exit status, stdout, stderr). The gateway's runtime API goes this way too."""
+        return self._locked(instance, what, lambda _key, client: self._exec(client, command, stdin))
+
+    def _locked(self, instance: Instance, what: str, call: Callable[[PoolKey, paramiko.SSHClient], T]) -> T:
+        """`call` on the instance's pooled connection, holding its lock; a failure of the
+        connection drops it (the next call connects again)."""
         host = self._host(instance)
         key = (instance.id, host, self.cfg.port)
         lock = self._lock_of(key)
@@ -84,12 +109,65 @@ class SshTransport:
         try:
             client = self._client(key)
             try:
-                return self._exec(client, command, stdin)
+                return call(key, client)
             except (OSError, paramiko.SSHException, EOFError) as exc:
                 self._drop(key)
                 raise TransportError(f"{host}:{self.cfg.port}: {what} failed: {exc or type(exc).__name__}") from None
         finally:
             lock.release()
+
+    def _reader(self, key: PoolKey, client: paramiko.SSHClient, state_dir: str) -> paramiko.Channel:
+        """The connection's status session (reader_command), opened on first use; one of another
+        connection or directory, one that ended, or one with output nobody asked for is replaced."""
+        with self._lock:
+            held = self._readers.get(key)
+        if held is not None:
+            owner, where, chan = held
+            if owner is client and where == state_dir and not chan.closed and not chan.exit_status_ready():
+                if not chan.recv_ready() and not chan.recv_stderr_ready():
+                    return chan
+            self._close_reader(key)
+        transport = client.get_transport()
+        if transport is None:
+            raise paramiko.SSHException("no transport")
+        chan = transport.open_session(timeout=self.cfg.connect_timeout_s)
+        chan.exec_command(reader_command(state_dir))
+        with self._lock:
+            self._readers[key] = (client, state_dir, chan)
+        return chan
+
+    def _ask(self, chan: paramiko.Channel) -> tuple[str, str]:
+        """One read on the status session: a newline sent, the frame up to FRAME_END back within
+        connect_timeout_s (else TimeoutError); what came on stderr meanwhile. A round trip and a
+        `cat`: bounded as reaching the node is (opening a session for each read was), so a hung
+        node costs a status read connect_timeout_s, not the longer command_timeout_s."""
+        limit = self.cfg.connect_timeout_s
+        deadline = time.monotonic() + limit
+        chan.settimeout(limit)
+        chan.sendall(b"\n")
+        buf = bytearray()
+        while END not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no status within {limit:g} s")
+            chan.settimeout(left)
+            chunk = chan.recv(65536)
+            if not chunk:
+                raise EOFError("the status session ended")
+            buf += chunk
+        err = bytearray()
+        while chan.recv_stderr_ready():
+            err += chan.recv_stderr(65536)
+        frame, _, rest = bytes(buf).partition(END)
+        if rest:  # more than one frame: not an answer to this read
+            err += b"output after the end of the status: " + rest[:100]
+        return frame.decode(errors="replace"), err.decode(errors="replace")
+
+    def _close_reader(self, key: PoolKey) -> None:
+        with self._lock:
+            held = self._readers.pop(key, None)
+        if held is not None:
+            held[2].close()
 
     def _lock_of(self, key: PoolKey) -> threading.Lock:
         """One call at a time per connection; calls to different instances run side by side
@@ -196,6 +274,7 @@ class SshTransport:
     def _drop(self, key: PoolKey) -> None:
         with self._lock:
             client = self._pool.pop(key, None)
+            self._readers.pop(key, None)  # its session goes with the connection
         if client is not None:
             client.close()
 

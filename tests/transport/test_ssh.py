@@ -112,8 +112,9 @@ def test_applies_an_assignment_to_a_real_agent_and_reads_status(
 
 def test_status_is_the_agents_file_at_a_quoted_path(sshd: Sshd, tmp_path: Path) -> None:
     """Status over real SSH reads status.json (`cat`, no agent process) at a quoted path, on one
-    pooled connection: none yet is an agent not ready, a fresh one is the document, a stale
-    heartbeat (by the node's clock) is a silent agent."""
+    pooled connection and one session kept open for the reads: none yet is an agent not ready, a
+    fresh one is the document, a stale heartbeat (by the node's clock) is a silent agent; a file
+    that is no JSON is a garbled reply, which closes the session, and the next read opens another."""
     marker = tmp_path / "pwned"
     evil = tmp_path / f"dir with space; touch {marker}"
     transport = SshTransport(config(sshd, evil))
@@ -124,8 +125,19 @@ def test_status_is_the_agents_file_at_a_quoted_path(sshd: Sshd, tmp_path: Path) 
     assert not marker.exists()
     doc = {"generation": 4, "servers": [{"name": "a-0", "workload": "a", "state": "ready"}], "agent_running": True}
     atomic_write_json(evil / "status.json", {**doc, "heartbeat_at": time.time()})
+    [(key, (_, _, session))] = transport._readers.items()
     got = transport.status(INSTANCE)
     assert parse_status(got).ready_names() == {"a-0"} and got["generation"] == 4
+    for _ in range(3):
+        assert transport.status(INSTANCE) == got
+    assert transport._readers[key][2] is session and not session.closed  # one session for every read
+    (evil / "status.json").write_text('{"generation": 4, "serv\x1e')  # torn, with a frame end in it
+    with pytest.raises(TransportError) as garbled:
+        transport.status(INSTANCE)
+    assert garbled.value.kind is TransportFault.UNREACHABLE and session.closed and key not in transport._readers
+    atomic_write_json(evil / "status.json", {**doc, "heartbeat_at": time.time()})
+    assert transport.status(INSTANCE)["generation"] == 4
+    assert transport._readers[key][2] is not session  # a new session, the same connection
     atomic_write_json(evil / "status.json", {**doc, "heartbeat_at": time.time() - transport.stale_s - 5})
     with pytest.raises(TransportError) as silent:
         transport.status(INSTANCE)

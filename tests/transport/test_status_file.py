@@ -20,7 +20,13 @@ from agents.node.status import read_status
 from autoscaler.fleet.base import Instance
 from autoscaler.transport.base import TransportFault, parse_status
 from autoscaler.transport.local import LocalTransport
-from autoscaler.transport.status_file import STALE_AFTER_S, TransportError, parse_remote, remote_command
+from autoscaler.transport.status_file import (
+    STALE_AFTER_S,
+    TransportError,
+    parse_frame,
+    parse_remote,
+    reader_command,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -133,6 +139,17 @@ def test_remote_reply_is_judged_by_the_nodes_clock() -> None:
     assert garbled.value.kind is TransportFault.UNREACHABLE
 
 
-def test_remote_command_quotes_the_state_directory() -> None:
-    line = remote_command("/var/lib/a dir; touch x")
+def test_reader_command_quotes_the_state_directory() -> None:
+    line = reader_command("/var/lib/a dir; touch x")
     assert "'/var/lib/a dir; touch x/status.json'" in line and "python" not in line
+
+
+def test_a_frame_is_the_document_none_yet_or_a_failed_read() -> None:
+    doc = {"generation": 2, "servers": [], "heartbeat_at": 1000.0}
+    assert parse_frame("1005\n" + json.dumps(doc), "", "h:22") == doc
+    with pytest.raises(TransportError) as missing:
+        parse_frame("none\n", "", "h:22")
+    assert missing.value.kind is TransportFault.NOT_READY
+    with pytest.raises(TransportError) as failed:
+        parse_frame("1005\n", "cat: status.json: Permission denied\n", "h:22")
+    assert failed.value.kind is TransportFault.UNREACHABLE and "Permission denied" in str(failed.value)
