@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 import stat
+import threading
 from pathlib import Path
 
 import pytest
 
 from autoscaler.fleet.base import Instance, PermanentError
 from autoscaler.transport.pins import MARKER, PinnedHostKeys
-from autoscaler.transport.trust import HostKeyTrust
+from autoscaler.transport.trust import READ_CONCURRENCY, HostKeyTrust
 from tests.fleet.test_console import keygen
 
 pytestmark = pytest.mark.unit
@@ -146,3 +147,22 @@ def test_console_errors_and_unusable_keys_are_logged_once(tmp_path: Path, caplog
     assert sum("GetConsoleOutput" in m for m in messages) == 1
     assert sum("no usable SSH host key" in m for m in messages) == 1
     assert source.asked == ["i-a"] * 4 and not trust.reachable(node("i-a"))
+
+
+def test_consoles_are_read_at_once_and_pinned_in_the_listings_order(tmp_path: Path, keys: dict[str, str]) -> None:
+    """After a scale-out every booting instance's console is read each tick: READ_CONCURRENCY at a
+    time, not one after another (each source call here waits until that many are in flight; one
+    at a time, the barrier breaks), and the keys are pinned in the listing's order."""
+    ready = threading.Barrier(READ_CONCURRENCY, timeout=5)
+
+    class Together(Source):
+        def host_keys(self, instance: Instance) -> list[str] | None:
+            ready.wait()
+            return super().host_keys(instance)
+
+    source, pins = Together(), PinnedHostKeys(tmp_path / "known_hosts")
+    nodes = [node(f"i-{n:02d}", f"10.0.1.{n}") for n in range(2 * READ_CONCURRENCY)]
+    source.published = {n.id: [keys["a"]] for n in nodes[::2]}  # half have printed theirs
+    HostKeyTrust(source, pins, 22).refresh(nodes)
+    assert sorted(source.asked) == [n.id for n in nodes]
+    assert pins.pinned_ids() == {n.id for n in nodes[::2]}
