@@ -5,6 +5,7 @@ orphan: core/rollout/reconcile.py), the re-send goes out as that return again, u
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ from autoscaler.core.rollout.reconcile import _orphans
 from autoscaler.fleet.base import Instance
 from autoscaler.loop.state.store import Store
 from autoscaler.loop.steps.pool_step import STORE_KEY, PoolStep
-from autoscaler.transport.fake import NoneTransport
+from autoscaler.transport.base import TransportError
+from autoscaler.transport.fake import FakeTransport, NoneTransport
 from tests.kit.control import Clock, make_policy
 
 pytestmark = pytest.mark.unit
@@ -89,3 +91,31 @@ def test_a_terminating_records_listed_instance_is_terminated_again_and_says_why(
         ("i-1", None, "terminating, still listed: re-sent"),
         ("i-5", None, "fleet instance with no open record"),
     ]
+
+
+def test_warming_members_agents_are_asked_together_and_a_silent_one_is_not_stopped(tmp_path: Path) -> None:
+    """The pool's running members are asked whether their agent answers (initialised) as the
+    fleet's agents are: all at once in the bounded pool (each status call here waits until every
+    member is being asked; one at a time, the barrier breaks), and one that does not answer is
+    left warming while the others are stopped."""
+    members = [
+        Instance(id=f"i-m{n}", instance_type="p3.2xlarge", slot=f"pool-x-{n}", state="running", launched_at=0.0)
+        for n in range(3)
+    ]
+    together = threading.Barrier(len(members), timeout=5)
+
+    class Members(Pool):
+        def pool_members(self) -> list[Instance]:
+            return members
+
+    class Agents(FakeTransport):
+        def status(self, instance: Instance) -> dict[str, Any]:
+            together.wait()
+            if instance.id == "i-m1":
+                raise TransportError("no answer within the deadline (fake)")
+            return super().status(instance)
+
+    policy = make_policy(tmp_path, scaling={"warm_pool": {"size": 3}})
+    step = PoolStep(policy, Members(), Store(":memory:"), Agents(), True, Clock())
+    planned = step.planned()
+    assert planned is not None and planned[0].stop == ("i-m0", "i-m2")

@@ -36,6 +36,7 @@ from autoscaler.loop.state.store import Store
 from autoscaler.loop.steps import faults
 from autoscaler.loop.steps.actuator import Outcome
 from autoscaler.transport.base import Transport, TransportError
+from autoscaler.transport.bounded import agent_deadline_s, call_all
 
 log = logging.getLogger(__name__)
 STORE_KEY = "warm_pool"
@@ -187,7 +188,7 @@ class PoolStep:
         self._members = None  # after act: the members just claimed are gone
         members, now = self.members(), self.clock()
         want = self._want(now)
-        ready = frozenset(m.id for m in members if m.state == "running" and self._initialised(m))
+        ready = self._initialised([m for m in members if m.state == "running"])
         cfg = self.policy.scaling.warm_pool
         delay = cfg.refill_delay_s if cfg.reuse_on_scale_in else 0.0
         waiting = refill_waits(self._book().get("claimed", {}), now, delay)
@@ -214,16 +215,18 @@ class PoolStep:
             out.setdefault(r.instance_type, []).append(r.created_at)
         return out
 
-    def _initialised(self, member: Instance) -> bool:
-        """Agent installed, models on disk: its agent answers (without agents to contact, the
-        provider's readiness -- running -- is all there is)."""
+    def _initialised(self, running: Sequence[Instance]) -> frozenset[str]:
+        """The running members whose agent answers (installed, models on disk; without agents to
+        contact, the provider's readiness -- running -- is all there is). Asked as the fleet's
+        agents are: in a bounded pool, each under its deadline (transport/bounded.py), so a
+        member that hangs costs its own deadline, not one per member."""
         if not self.contact:
-            return True
-        try:
-            self.transport.status(member)
-        except TransportError:
-            return False
-        return True
+            return frozenset(m.id for m in running)
+        cfg = self.policy.agents
+        replies = call_all(self.transport.status, running, cfg.max_concurrency, agent_deadline_s(cfg))
+        return frozenset(
+            m.id for m, reply in zip(running, replies, strict=True) if not isinstance(reply, TransportError)
+        )
 
     def _launch(self, pool: WarmPool, types: Sequence[str], outcome: Outcome) -> None:
         """Pending names first (a crash left them unanswered), then new ones; intent first."""
