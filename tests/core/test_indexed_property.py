@@ -203,6 +203,24 @@ class ShapedCrowd:
 SHAPED_CROWD = ShapedCrowd()
 
 
+class RefusingCrowd(ShapedCrowd):
+    """ShapedCrowd, saying what it refuses without a judgement (rollout_types.Refusals): a batch
+    above a tenth of the share misses alone, and neighbours only add to the shares. The indexed
+    moves skip those trials (surge.py, Tick.refuses); the reference asks the judge each time."""
+
+    def misses_alone(self, instance_type: str, s: PlannedServer) -> bool:
+        return s.batch > s.mps_percent / 10 + 1e-6
+
+    def only_slow(self, instance_type: str, beside: Sequence[PlannedServer], room: float) -> bool:
+        return True
+
+    def refuses(self, instance_type: str, s: PlannedServer, beside: Sequence[PlannedServer]) -> bool:
+        return self.misses_alone(instance_type, s)
+
+
+REFUSING_CROWD = RefusingCrowd()
+
+
 def _gpu_servers(rng: random.Random, workloads: int, names: list[str]) -> tuple[PlannedServer, ...]:
     """Up to three servers of distinct workloads whose shares (multiples of 10 %) fit, often with
     room to spare."""
@@ -274,7 +292,11 @@ def same_moves(seed: int, n: int, steps: int, judge: Judge = shares_judge) -> in
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(2, 24), st.sampled_from((shares_judge, crowd_judge, SHAPED_CROWD)))
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(2, 24),
+    st.sampled_from((shares_judge, crowd_judge, SHAPED_CROWD, REFUSING_CROWD)),
+)
 def test_moves_are_the_scanning_answer(seed: int, n: int, judge: Judge) -> None:
     same_moves(seed, n, 12, judge)
 

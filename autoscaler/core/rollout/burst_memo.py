@@ -53,23 +53,26 @@ def passing_batches(
     sig: Hashable,
     family: Hashable,
     name: str,
+    refused: frozenset[int] = frozenset(),
 ) -> tuple[int, ...]:
     """The batches from `top` down to 1 at which the judge accepts `cand(batch)` on `key` beside
     what it runs (`Tick.judged_ok`), remembered by the GPU's content and either the shape of
     `cand(top)` (`_shape`) or `sig`, which must hold all that cand's servers are made of
     (surge.py: the late server, the stand-in's name, port index and share, and what it is
     credited); `family` holds all of that but the name, GPU index and port index (which no
-    shape reads), `name` is the candidate's. `cand(b)` differs from `cand(top)` in its batch alone."""
+    shape reads), `name` is the candidate's. `cand(b)` differs from `cand(top)` in its batch alone.
+    `refused`: batches the judge is known to refuse on `key` (surge.py: they miss alone, and the
+    GPU can only slow them down), not asked again."""
     memo = _memo(tick.inp.judge)
     if memo is None:
-        return tuple(b for b in range(top, 0, -1) if tick.judged_ok(key, cand(b)))
+        return tuple(b for b in range(top, 0, -1) if b not in refused and tick.judged_ok(key, cand(b)))
     k = (_content_id(memo, tick, key), key, _shape(tick, key, cand, top, family, name) or ("sig", sig), top)
     hit = memo.batches.get(k)
     if hit is None:
         if len(memo.batches) >= MAX_ENTRIES:
             memo.batches.clear()
             memo.ids.clear()
-        hit = memo.batches[k] = tuple(b for b in range(top, 0, -1) if tick.judged_ok(key, cand(b)))
+        hit = memo.batches[k] = tuple(b for b in range(top, 0, -1) if b not in refused and tick.judged_ok(key, cand(b)))
     return hit
 
 

@@ -19,6 +19,7 @@ from functools import lru_cache
 
 from autoscaler.config.policy import Policy
 from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout import crowding
 from autoscaler.core.rollout.reconcile import GpuFits, shares_fit
 from autoscaler.core.rollout.rollout import Judge, shares_judge
 from autoscaler.model.mig import GpuModel, MigModel, load_gpu_model
@@ -122,6 +123,12 @@ class ModelJudge:
         self.gpu_of = {t.name: t.gpu for t in policy.instance_types}
         self.slo = {w.name: w.slo_ms for w in policy.workloads}
         self.cached = cached_judge(policy)
+        self.perfs = {t.gpu: _model(policy, t.gpu) for t in policy.instance_types}
+        self.units = {  # per MIG GPU: each slice profile's memory units (`units_taken`)
+            gpu: {p.name: p.memory_units for p in perf.geometry.profiles}
+            for gpu, perf in self.perfs.items()
+            if isinstance(perf, MigModel)
+        }
 
     def __call__(self, instance_type: str, servers: Sequence[PlannedServer]) -> Sequence[tuple[bool, float]]:
         gpu = self.gpu_of.get(instance_type)
@@ -136,6 +143,46 @@ class ModelJudge:
             return None
         workload, *rest = server_tuple(s, 6)
         return (self.slo.get(workload, float("inf")), *rest)
+
+    def refuses(self, instance_type: str, s: PlannedServer, beside: Sequence[PlannedServer]) -> bool:
+        """Whether `s` is sure to miss its budget judged with any of `beside` (the rest of its
+        GPU: servers and held slices) loading the GPU with it, and each MIG slice of `beside` there
+        (as rollout.Tick judges): its MIG units are taken, or it misses alone and they can only
+        slow it down (rollout_types.Refusals, crowding.py)."""
+        return self.units_taken(instance_type, s, beside) or (
+            self.misses_alone(instance_type, s) and self.only_slow(instance_type, beside, s.mps_percent)
+        )
+
+    def misses_alone(self, instance_type: str, s: PlannedServer) -> bool:
+        """`s` misses its budget alone on the GPU, and can only fare worse beside neighbours that
+        `only_slow` accepts. Reads of s what `shape` reads."""
+        gpu = self.gpu_of.get(instance_type)
+        if gpu is None:
+            return False
+        perf = self.perfs[gpu]
+        if isinstance(perf, MigModel):
+            return not self.cached(gpu, (server_tuple(s, 6),))[0][0]
+        budget = self.slo.get(s.workload, float("inf")) / 2.0 * (1 + REL)
+        return crowding.misses_alone(perf, (s.model, s.batch, round(s.mps_percent, 6)), budget)
+
+    def only_slow(self, instance_type: str, beside: Sequence[PlannedServer], room: float) -> bool:
+        """Each of `beside` can only slow down a newcomer of at most `room` MPS share (always on
+        MIG: a slice's neighbours do not slow it, `units_taken` says where they are in its way)."""
+        gpu = self.gpu_of.get(instance_type)
+        if gpu is None:
+            return False
+        perf = self.perfs[gpu]
+        running = [(b.model, b.batch, round(b.mps_percent, 6)) for b in beside]
+        return isinstance(perf, MigModel) or crowding.only_slow(perf, running, room)
+
+    def units_taken(self, instance_type: str, s: PlannedServer, beside: Sequence[PlannedServer]) -> bool:
+        """On a MIG GPU, a slice of `beside` shares a memory unit with s's slice: no valid cut."""
+        gpu = self.gpu_of.get(instance_type)
+        units = self.units.get(gpu) if gpu is not None else None
+        if units is None or s.mig_profile is None or s.mig_start is None:
+            return False
+        slices = [(b.mig_profile, b.mig_start) for b in beside if b.mig_profile is not None and b.mig_start is not None]
+        return crowding.units_taken(units, (s.mig_profile, s.mig_start), slices)
 
 
 def server_judge(policy: Policy) -> Judge:

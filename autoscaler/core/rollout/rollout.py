@@ -76,6 +76,7 @@ from autoscaler.core.rollout.rollout_types import (
     RolloutInput,
     RolloutStep,
     original_of,
+    refusal_of,
     shares_judge,
 )
 
@@ -113,6 +114,7 @@ class Tick:
 
     def __init__(self, inp: RolloutInput) -> None:
         self.inp = inp
+        self.refusal = refusal_of(inp.judge)
         self.gpus = {g.key: g for g in inp.gpus}
         self.slot_keys: dict[str, list[GpuKey]] = {}  # slot -> its GPUs' keys: one instance's GPUs, not all
         for g in inp.gpus:
@@ -165,7 +167,8 @@ class Tick:
         the loaded ones, so a cut that needs their units is no valid cut (colocation.py), and
         only the loaded ones' verdicts count. On MPS a handover frees the GPU at once; on MIG the
         successor needs free units, or a stand-in elsewhere (surge.py)."""
-        loaded = loading(servers, self.inp.ready | serving, self._wanted(key))
+        ready = self.inp.ready  # the servers here that count as ready: not a union of every name in the fleet
+        loaded = loading(servers, {s.name for s in servers if s.name in ready or s.name in serving}, self._wanted(key))
         names = {s.name for s in loaded}
         held = [s for s in servers if s.mig_profile is not None and s.name not in names]
         verdict = self.inp.judge(self.gpus[key].instance_type, [*loaded, *held, *self._held(key)]) if loaded else ()
@@ -404,6 +407,8 @@ class Tick:
         of a rising rate)."""
         if any(s.name == t.name for k in self.slot_keys[key[0]] for s in self.on[k]):
             return None  # its old version still runs under the same name: the agent would restart it
+        if self.refuses(key, t):
+            return None
         servers = [*self.on[key], t]
         starting = frozenset(s.name for s in self.on[key] if s.name not in self.inp.ready)
         verdict = self._verdict(key, servers, starting | {t.name})
@@ -418,11 +423,27 @@ class Tick:
         """The judge's part of `_future`: t within its budget on `key` once it serves, and every
         server there that is within its budget now still within it. Depends on `content(key)`
         and t alone (every server on the GPU is judged as serving)."""
+        if self.refuses(key, t):
+            return False
         starting = frozenset(s.name for s in self.on[key] if s.name not in self.inp.ready)
         ok = self._part(self._verdict(key, [*self.on[key], t], starting | {t.name})).ok
         idle = {t.replaces} if t.replaces else set()
         before = self.parts[key].ok | (self._starting_ok(key, starting) if starting else frozenset())
         return t.name in ok and before - idle <= ok
+
+    def refuses(self, key: GpuKey, t: PlannedServer) -> bool:
+        """Whether the judge is sure, without a judgement, that t misses its budget on `key`
+        beside what the GPU runs and holds (rollout_types.refusal_of): then t is no ok server in
+        any verdict `_future` or `judged_ok` asks for, and they refuse it at once."""
+        return self.refusal is not None and self.refusal.refuses(
+            self.gpus[key].instance_type, t, [*self.on[key], *self._held(key)]
+        )
+
+    def only_slow(self, key: GpuKey, room: float) -> bool:
+        """Whether what `key` runs can only slow down a newcomer of at most `room` MPS share
+        (rollout_types.Refusals): then one that misses its budget alone misses it there too."""
+        beside = [*self.on[key], *self._held(key)]
+        return self.refusal is not None and self.refusal.only_slow(self.gpus[key].instance_type, beside, room)
 
     def content(self, key: GpuKey) -> tuple[object, ...]:
         """What `judged_ok` reads of a GPU besides the newcomer: its type, servers, the layout's

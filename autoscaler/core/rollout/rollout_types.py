@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from autoscaler.core.layout.layout_types import STAND_IN, PlannedServer
 
@@ -23,6 +24,31 @@ def shape_of(judge: Judge) -> Shape | None:
     so burst_memo.py lets equal-shaped candidates of different workloads share one trial."""
     shape = getattr(judge, "shape", None)
     return shape if callable(shape) else None
+
+
+@runtime_checkable
+class Refusals(Protocol):
+    """What a judge may say without a judgement (colocation.ModelJudge, crowding.py): a burst or
+    a stand-in tries every GPU with room (surge.py), and most refuse it. Each answer is True only
+    where it is sure; False where it cannot say. None of them reads a server's name, GPU index,
+    port index or predecessor (`replaces`), like `shape_of`. `misses_alone(s)` and
+    `only_slow(beside, s's share)` together say `refuses(s, beside)`: the first is found once for
+    every GPU with the same room, the second once per GPU (surge.py)."""
+
+    def refuses(self, instance_type: str, s: PlannedServer, beside: Sequence[PlannedServer]) -> bool:
+        """s misses its budget judged with any of `beside` (the rest of its GPU) loading it too,
+        and every MIG slice of `beside` there (a slice holds its units, loaded or not: Tick._verdict)."""
+
+    def misses_alone(self, instance_type: str, s: PlannedServer) -> bool:
+        """s misses its budget alone, and can only fare worse beside servers `only_slow` accepts."""
+
+    def only_slow(self, instance_type: str, beside: Sequence[PlannedServer], room: float) -> bool:
+        """Each of `beside` can only slow down a newcomer of at most `room` MPS share."""
+
+
+def refusal_of(judge: Judge) -> Refusals | None:
+    """The judge itself where it says what it refuses without a judgement (`Refusals`), else None."""
+    return judge if isinstance(judge, Refusals) else None
 
 
 def original_of(name: str) -> str | None:

@@ -39,7 +39,11 @@ neighbour slowed below its rate can be a move's new capacity, whose old servers 
 so the move never starts and the burst waiting for it never goes): capacity in seconds, with no boot and no extra cost. They carry what the model predicts, possibly
 less than the planned server, until the shortfall is covered; what they cannot carry falls to
 surge instances and the planned launches. Like every stand-in they leave once the planned server
-serves, so the next regular plan absorbs them (or retires them when the burst is over).
+serves, so the next regular plan absorbs them (or retires them when the burst is over). A late
+server tries every such GPU, and most refuse it: where the judge can say so without a judgement
+(rollout_types.Refusals: it misses its budget alone and the GPU can only slow it down, or its MIG
+units are taken there), no candidate is judged (at 1,000 instances, 130,000 judgements a re-plan
+tick became 19,000).
 
 **MIG re-cuts.** On a MIG GPU a planned slice that shares a memory unit with a slice still running
 cannot start (colocation.py judges such a cut as serving nothing), so a re-cut whose new slices
@@ -64,7 +68,7 @@ it serves (break-before-make): the only way the invariant breaks, reported as a 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from autoscaler.core.layout.layout_types import PlannedServer
@@ -131,6 +135,11 @@ class _Allocator:
         self.lenders = self._lenders()
         self.at_rest: dict[GpuKey, tuple[int, bool]] = {}  # per GPU: (Tick.version, at rest then)
         self.roomy: dict[str, tuple[int, list[GpuKey]]] = {}  # per GPU type: (Tick.commits, `_roomy`)
+        self.probes: dict[tuple[PlannedServer, str], list[PlannedServer]] = {}  # `_probes`
+        self.misses: dict[tuple[PlannedServer, str, float], bool] = {}  # `_refused`: missed alone, per share
+        self.alone: dict[
+            tuple[PlannedServer, str, float], frozenset[int]
+        ] = {}  # `_missed_alone`, per (late server, type, share)
         self.temporary = sorted(
             (k for k in tick.gpus if self._temporary(k[0])), key=lambda k: (not is_surge_slot(k[0]), k)
         )
@@ -211,6 +220,8 @@ class _Allocator:
         """Start a stand-in for b on `key` in the first of its shapes (`_shapes`) where it carries
         at least b's `thr`."""
         room = 100.0 - sum(s.mps_percent for s in self.tick.on[key])
+        if self._refused(key, b, room):
+            return False
         for cand in self._shapes(self._stand_in(b, key[0], key[1]), self.tick.gpus[key].instance_type, room):
             got = self.tick.fits_beside(key, cand)
             if got is not None and got >= thr * (1 - EPS):
@@ -324,6 +335,9 @@ class _Allocator:
         can miss its budget where a smaller batch still carries most of what that share can)."""
         itype = self.tick.gpus[key].instance_type
         if t.mig_profile is not None and self._info(itype).starts(t.mig_profile):
+            probes = self._probes(t, itype)
+            if probes and all(self.tick.refuses(key, probe) for probe in probes):
+                return None, None  # every start taken or refused (Tick.refuses): no candidate is made
             for cand in self._shapes(self._stand_in(t, key[0], key[1]), itype, 0.0):
                 if got := self.tick.fits_beside(key, cand, keep_rates=True):
                     return got, cand
@@ -346,11 +360,57 @@ class _Allocator:
                 predicted_throughput_rps=scaled,
             )
 
+        missed = self._missed_alone(t, itype, share, make) if self.tick.only_slow(key, share) else frozenset()
+        if len(missed) >= t.batch:
+            return None, None  # the judge would refuse it at every batch (Tick.refuses): none is asked
         sig, family = (t, name, index, share, scaled), (t, share, scaled)
-        for batch in passing_batches(self.tick, key, make, t.batch, sig=sig, family=family, name=name):
+        trials = passing_batches(self.tick, key, make, t.batch, sig=sig, family=family, name=name, refused=missed)
+        for batch in trials:
             if got := self.tick.fits_beside(key, make(batch), keep_rates=True):  # the judge refused the others
                 return got, make(batch)
         return None, None
+
+    def _refused(self, key: GpuKey, b: PlannedServer, room: float) -> bool:
+        """Whether the judge refuses every shape `_try_gpu` would try for b on `key`, said without
+        a judgement (rollout_types.Refusals): on MIG each start's slice (`_probes`); on MPS each
+        share, missed alone (found once a tick per share) on a GPU that can only slow it down."""
+        if self.tick.refusal is None:
+            return False
+        itype = self.tick.gpus[key].instance_type
+        if b.mig_profile is not None and self._info(itype).starts(b.mig_profile):
+            return all(self.tick.refuses(key, probe) for probe in self._probes(b, itype))
+        refusal = self.tick.refusal
+        for share in sorted({b.mps_percent, max(b.mps_percent, room)}):  # `_shapes` on MPS
+            if (b, itype, share) not in self.misses:
+                self.misses[(b, itype, share)] = refusal.misses_alone(itype, replace(b, mps_percent=share))
+            if not (self.misses[(b, itype, share)] and self.tick.only_slow(key, share)):
+                return False
+        return True
+
+    def _probes(self, t: PlannedServer, itype: str) -> list[PlannedServer]:
+        """t's slice at each start `_shapes` tries on `itype`, made once a tick: a refusal reads no
+        name, GPU index, port index or predecessor (rollout_types.Refusals), so one probe per
+        start stands for the stand-in on every GPU."""
+        at = (t, itype)
+        if at not in self.probes:
+            self.probes[at] = (
+                [replace(c, replaces="") for c in self._shapes(t, itype, 0.0)] if self.tick.refusal else []
+            )
+        return self.probes[at]
+
+    def _missed_alone(
+        self, t: PlannedServer, itype: str, share: float, make: Callable[[int], PlannedServer]
+    ) -> frozenset[int]:
+        """The batches at which a burst stand-in for `t` in `share` misses its budget alone
+        (rollout_types.Refusals.misses_alone), found once a tick per late server, type and share:
+        the answer reads no name or port, so every GPU with that much room shares it."""
+        refusal = self.tick.refusal
+        if refusal is None:
+            return frozenset()
+        at = (t, itype, share)
+        if at not in self.alone:
+            self.alone[at] = frozenset(b for b in range(t.batch, 0, -1) if refusal.misses_alone(itype, make(b)))
+        return self.alone[at]
 
     def _ready_surge(self, b: PlannedServer, thr: float, gpu: str) -> bool:
         """A ready surge instance, then a ready spare (module docstring, 2 and 4)."""

@@ -1,0 +1,73 @@
+"""Refusals without a judgement (colocation.ModelJudge, rollout_types.Refusals). Pure.
+
+A burst or a stand-in tries every GPU with room (surge.py), and most refuse it: at 1,000
+instances some 130,000 judgements in a re-plan tick. Most of those candidates miss their budget
+even alone on the GPU, and the model can say when neighbours can only slow a server down; then a
+miss alone is a miss beside them, and no judgement is needed.
+
+On MPS (the fitted model, model/perfmodel.py) a server s beside neighbours N, with nothing
+over-subscribed (the shares sum to 100 % at most, so each keeps its own: colocation.split), has
+
+    t_gpu = (n_k delta(|S|) + t_idle + t_act (1 + alpha sum(L2 of N))) / (f(P_idle + P_s + sum(P of N)) / F)
+
+against (n_k delta(1) + t_idle + t_act) / (f(P_idle + P_s) / F) alone. Every term grows or stays
+when delta(|S|) >= delta(1) (perfmodel.delta takes the larger), n_k, t_idle, alpha and t_act are
+not negative, each neighbour's power and L2 lines are not negative at the throughput it has, and
+the clock never rises with power (a clock slope <= 0). Float rounding keeps the order: each
+operation is monotone in its operands. So latency beside N >= latency alone, and the verdict's
+`latency <= budget` fails beside N wherever it failed alone.
+
+On MIG a slice's neighbours never slow it (its measured row is its verdict); they only make the
+cut invalid where they share one of its memory units.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from autoscaler.config.mig import Slot
+from autoscaler.model.perfmodel import PerfModel
+
+REL = 1e-6  # colocation.REL: the verdict's tolerance on a share sum
+Running = tuple[str, int, float]  # what the MPS model reads of a server: model, batch, share (rounded as judged)
+
+
+def misses_alone(perf: PerfModel, mine: Running, budget: float) -> bool:
+    """`mine` is over `budget` alone, and its own terms can only grow beside others (its active
+    time positive; n_k, t_idle, alpha and delta(1) not negative)."""
+    model, batch, share = mine
+    c = perf.coef.get(model)
+    if c is None or c.alpha_cache < 0 or c.kernels < 0 or c.idle_ms < 0 or perf.delta1 < 0:
+        return False
+    if not c.active_ms(batch, share) > 0:
+        return False
+    return perf.solo(model, batch, share)[0] > budget
+
+
+def only_slow(perf: PerfModel, beside: Sequence[Running], room: float) -> bool:
+    """Each server of `beside` can only slow down a newcomer of at most `room` share: all fit
+    within 100 % with it, the clock never rises with power, and each one's power and L2 lines are
+    not negative at its throughput."""
+    if sum(b[2] for b in beside) + round(room, 6) > 100.0 + REL or perf.clock_slope > 0:
+        return False
+    for model, batch, share in beside:
+        c = perf.coef.get(model)
+        if c is None:
+            return False
+        t = c.active_ms(batch, share)
+        if not t > 0:
+            return False
+        h = 1000.0 * batch / t
+        if c.power[0] + c.power[1] * h < 0 or c.l2[0] + c.l2[1] * h < 0:
+            return False
+    return True
+
+
+def units_taken(units: Mapping[str, int], mine: Slot, beside: Sequence[Slot]) -> bool:
+    """A slice of `beside` shares a memory unit with `mine`; `units`: each slice profile's memory
+    units on the GPU (profiles it does not know are left to the judgement)."""
+    size = units.get(mine[0])
+    if size is None:
+        return False
+    lo, hi = mine[1], mine[1] + size
+    return any(p in units and start < hi and lo < start + units[p] for p, start in beside)
