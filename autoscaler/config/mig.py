@@ -55,10 +55,11 @@ class MigGeometry(BaseModel):
         return self
 
     def profile(self, name: str) -> SliceProfile:
-        return next(p for p in self.profiles if p.name == name)
+        found = _by_name(self.profiles).get(name)
+        return found if found is not None else next(p for p in self.profiles if p.name == name)
 
     def has(self, name: str) -> bool:
-        return any(p.name == name for p in self.profiles)
+        return name in _by_name(self.profiles)
 
     def by_compute(self, compute_slices: int) -> SliceProfile | None:
         """The smallest-memory profile with this many compute slices (1 -> 1g.10gb, not 1g.20gb)."""
@@ -80,6 +81,21 @@ class MigGeometry(BaseModel):
             used |= span
             compute += p.compute_slices
         return compute <= self.compute_slices
+
+
+# A geometry's profiles by name, per profiles tuple (held, so its id is not reused while kept): `valid`
+# runs hundreds of thousands of times in a MIG plan at fleet scale. Kept outside the frozen model so
+# that equality and hashing stay those of its fields.
+_INDEX: dict[int, tuple[tuple[SliceProfile, ...], dict[str, SliceProfile]]] = {}
+
+
+def _by_name(profiles: tuple[SliceProfile, ...]) -> dict[str, SliceProfile]:
+    seen = _INDEX.get(id(profiles))
+    if seen is None or seen[0] is not profiles:
+        if len(_INDEX) >= 256:
+            _INDEX.clear()
+        seen = _INDEX[id(profiles)] = (profiles, {p.name: p for p in profiles})
+    return seen[1]
 
 
 def _p(name: str, compute: int, units: int, starts: tuple[int, ...]) -> SliceProfile:
