@@ -8,12 +8,16 @@ short rows, the bursts after the second occurrence whose first row is short (the
 the cost. `auto`'s constants (core/capacity/periods.py: alpha, min_acf, min_dip, min_strength,
 lead_s) were chosen looking at the `hourly` and `half-hourly` specs with seeds 0 to 3 only. Seeds
 10 and 11 (`tune`) were then looked at burst by burst to find why `auto` misses, and max_spread_s
-was chosen on them; seeds 30 and 31 (`held out`) were run once, after that choice. `auto, spread`
+was chosen on them; seeds 30 and 31 (`held out`) were run once, after that choice. Later (issue
+52, the refit schedule) the tune seeds alone chose the young history's refits (periods.py:
+refit_after), the multiples' search (sharpen_spread 0.06) and two cycles for periods up to 4 h
+(quick_period_s); the held-out seeds were run once after. `auto, spread`
 is `auto` with the ahead window widened by the spread of the onsets (PeriodConfig.max_spread_s =
 SPREAD_S; off by default); both are run with the warm pool off and with `warm_pool: {size: auto}`.
 
-Shipped traces: each workload's history is refit every hour as the controller does (the last day,
-60 s grid) and the refits that found a significant period are counted: where none is found,
+Shipped traces: each workload's history is refit every hour from its second on (the last day, 60 s
+grid; the controller's steady schedule, it refits a younger history more often) and the refits that
+found a significant period are counted: where none is found,
 `auto`'s rise is 0 and it plans exactly as `seasonal` (tests/sim/test_forecast_auto.py checks that
 to the cent on noise). With `--replay`, benchmarks/_targets.py's cases (every shipped trace, each
 example policy's defaults) are also replayed with the defaults and with `forecast: auto`, scored

@@ -4,7 +4,11 @@ tick for 1,000 workloads on average, the refits amortised).
 1,000 workloads, each a day of 1-minute rows from benchmarks/burst_traces.py (a third with an
 hourly burst, a third half-hourly, a third noise only): one refit of every workload
 (core/capacity/periods.py: decompose, the hourly part) and one tick's lookups (Fit.rise), timed
-with process CPU time. The per-tick average is lookups + refits / (refit_s / interval_s). The
+with process CPU time. The per-tick average is lookups + refits / (refit_s / interval_s) once the
+histories are a day old. A young history is refit more often (periods.py: refit_after, span /
+refit_growth, at least refit_min_s): `startup_average_ms` replays that schedule over the first
+`--hours` (every workload starts at 0, so all are due together) and averages its refits and
+lookups over those ticks. The
 store's read of the day (loop/tick/tuning.py, once per refit) is not in it: it is SQLite's, and
 the same read `seasonal` makes in pieces. Beside it, not in the average (it runs whatever the
 forecast method): a tick of the recent-error windows (core/capacity/error_window.py), full. Nor
@@ -30,7 +34,7 @@ from _results import Results
 from burst_traces import Bursts, make
 
 from autoscaler.core.capacity.error_window import WindowConfig, Windows
-from autoscaler.core.capacity.periods import PeriodConfig, decompose
+from autoscaler.core.capacity.periods import PeriodConfig, decompose, refit_after
 
 
 def error_window_ms(workloads: int, interval: float) -> float:
@@ -49,6 +53,21 @@ def error_window_ms(workloads: int, interval: float) -> float:
         ws = ws.keep(names, cfg).update(k * interval, errs[k % 10], cfg)
         ws.quantiles(k * interval, cfg)
     return 1e3 * (time.process_time() - t0) / reps
+
+
+def startup(histories: list[list[tuple[float, float]]], cfg: PeriodConfig, hours: float) -> tuple[float, int]:
+    """CPU seconds of every refit the schedule makes over the first `hours` of the histories (each
+    on the history up to then), and how many rounds of refits it made."""
+    cpu, t, rounds = 0.0, 0.0, 0
+    while t < hours * 3600.0:
+        n = int(t // cfg.step_s) + 1
+        t0 = time.process_time()
+        for h in histories:
+            decompose(h[:n], t, 240.0, cfg)
+        cpu += time.process_time() - t0
+        rounds += 1
+        t += refit_after(t, cfg)
+    return cpu, rounds
 
 
 def main() -> None:
@@ -76,6 +95,8 @@ def main() -> None:
     tick = (time.process_time() - t0) / reps
     per_refit = cfg.refit_s / args.interval
     errors_ms = error_window_ms(args.workloads, args.interval)
+    young, rounds = startup(histories, cfg, args.hours)
+    ticks = args.hours * 3600.0 / args.interval
     out = {
         "workloads": args.workloads,
         "interval_s": args.interval,
@@ -84,6 +105,9 @@ def main() -> None:
         "tick_lookups_ms": round(1e3 * tick, 3),
         "tick_average_ms": round(1e3 * (tick + refit / per_refit), 2),
         "tick_error_window_ms": round(errors_ms, 2),
+        "startup_refit_rounds": rounds,
+        "startup_refits_s": round(young, 2),
+        "startup_average_ms": round(1e3 * (tick + young / ticks), 2),
         "found": {k: sum(1 for i, f in enumerate(fits) if list(kinds)[i % 3] == k and f.periods) for k in kinds},
     }
     res = Results("forecast_speed", f"python benchmarks/forecast_speed.py --interval {args.interval:g}")

@@ -4,7 +4,8 @@
 period was found, for the rise its seasonal profile says comes within the horizon: capacity for a
 burst that recurs every hour is launched one boot before it, the way the oracle does.
 
-Finding periods (`find_periods`, refit rarely: the caller passes the time): the history is
+Finding periods (`find_periods`, refit rarely: the caller passes the time, and `refit_after` says
+when a fit is due again: often while the history is young, hourly once it holds half a day): the history is
 resampled to a regular grid, linearly detrended, and its periodogram (scipy.signal.periodogram)
 searched between `min_period_s` and half the history (two cycles at least). Each candidate, the
 strongest first, faces Fisher's g-test against white noise: g = its power / the power left (the
@@ -49,11 +50,14 @@ class PeriodConfig:
     min_acf: float = 0.25  # the autocorrelation a period must show at its lag (times the overlap)
     min_dip: float = 0.2  # ... and that much above its lowest at a shorter lag
     min_strength: float = 0.02  # the share of the variance a period must carry
-    quick_period_s: float = 7200.0  # periods up to this need two cycles in the history, longer ones three
+    quick_period_s: float = 14400.0  # periods up to this need two cycles in the history, longer ones three
     max_periods: int = 3
     candidates: int = 24  # periodogram peaks tested at most
+    sharpen_spread: float = 0.06  # the share of a multiple of the period _sharpen searches
     occurrences: int = 4  # cycles the seasonal profile averages over
-    refit_s: float = 3600.0
+    refit_s: float = 3600.0  # the longest a fit holds
+    refit_min_s: float = 300.0  # the shortest (a young history: refit_after)
+    refit_growth: float = 12.0  # a fit over a span of history holds span / refit_growth
     lead_s: float = 180.0
     max_spread_s: float = 0.0  # the most the onsets' spread widens the look (_spread); 0: off, the default
     quantiles: tuple[float, float] = (0.1, 0.9)
@@ -93,6 +97,16 @@ class Fit:
         past the table: the caller refits)."""
         i = int((t - self.fitted_at) // self.step_s)
         return self.ahead[i] if 0 <= i < len(self.ahead) else 0.0
+
+
+def refit_after(span_s: float, cfg: PeriodConfig) -> float:
+    """How long a fit over `span_s` of history holds before the next: span_s / refit_growth,
+    within [refit_min_s, refit_s]. A period shows once the history holds two cycles of it, so a
+    young history is refit often (a 45-minute period is found at 90 minutes, not at the next
+    hourly refit; a period found on two jittered cycles is refined on the third soon after), and an
+    old one hourly. A fit's CPU grows with its span, so these refits cost no more a second than the
+    steady state's: span x growth / span against a day's fit an hour (benchmarks/forecast_speed.py)."""
+    return min(cfg.refit_s, max(cfg.refit_min_s, span_s / cfg.refit_growth))
 
 
 def grid(points: Sequence[Point], step_s: float, end: float) -> tuple[Array, Array]:
@@ -234,19 +248,27 @@ def _fits(period: float, span: float, cfg: PeriodConfig) -> bool:
     history if it is at most quick_period_s, three if longer. A day's history (the controller's
     default) holds "two cycles" of any smooth half-day shape: over ServeGen's days, periods of 9 to
     15 h passed every test in 1 refit in 6 (benchmarks/forecast_auto.py); a burst that recurs
-    hourly still counts from its third occurrence."""
+    hourly, or every 3 hours (quick_period_s 4 h), still counts from its third occurrence. A day's
+    history holds three cycles of any period up to 8 h, so only a history younger than 12 h sees
+    the difference between two and three."""
     cycles = 2.0 if period <= cfg.quick_period_s else 3.0
     return cfg.min_period_s <= period <= 1.05 * span / cycles  # 5 %: the refined period may sit past a bin
 
 
 def _sharpen(acf: Array, period: float, span: float, cfg: PeriodConfig) -> float:
-    """The period measured at its largest multiple within half the history (up to 8): a lag's
-    error is a fraction of a step whatever the lag, so m periods give the period m times finer."""
-    m = min(8, int(span / 2 // period))
-    if m < 2:
-        return period
-    longer, r = _refine(acf, m * period, cfg.step_s)
-    return longer / m if r >= cfg.min_acf else period
+    """The period measured at its multiples within half the history (up to 8), each from the
+    estimate the one before gave: a lag's error is a fraction of a step whatever the lag, so m
+    periods give the period m times finer. The first estimate is the autocorrelation's peak at one
+    period, where jittered bursts' most common gap wins (two gaps of 55 minutes and one of 64 put it
+    at 56, where the mean is 58): `sharpen_spread` of each multiple is searched, and each step
+    narrows the error the next multiple has to find."""
+    top = min(8, int(span / 2 // period))
+    est = period
+    for m in range(2, top + 1):
+        longer, r = _refine(acf, m * est, cfg.step_s, cfg.sharpen_spread)
+        if r >= cfg.min_acf:
+            est = longer / m
+    return est
 
 
 def _repeats(acf: Array, period: float, r: float, cfg: PeriodConfig) -> bool:

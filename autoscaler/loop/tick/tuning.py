@@ -17,7 +17,7 @@ from autoscaler.config.policy import Policy
 from autoscaler.core.capacity.error_window import Recent, WindowConfig, Windows
 from autoscaler.core.capacity.forecast import ForecastConfig, forecast, forecast_all, ramp, season_windows
 from autoscaler.core.capacity.headroom import HeadroomConfig, HeadroomState, TickInput, update
-from autoscaler.core.capacity.periods import Fit, Period, PeriodConfig, decompose
+from autoscaler.core.capacity.periods import Fit, Period, PeriodConfig, decompose, refit_after
 from autoscaler.core.fleet.lifecycle import LIVE, State
 from autoscaler.loop.state.store import Store
 from autoscaler.loop.tick.records import Observation
@@ -132,9 +132,20 @@ class Planned:
     recent_errors: Recent = field(default_factory=Recent)
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """One workload's fit and its schedule: made at `at` over the history from `since` (its oldest
+    point; `at` where it had none), due again at `due` (core/capacity/periods.py: refit_after)."""
+
+    at: float
+    since: float
+    due: float
+    fit: Fit
+
+
 # The period fits per store (one per controller): a fit is a pure function of the history up to
-# its time, kept until refit_s of the time passed in has gone by (a restart refits on its first tick).
-_FITS: weakref.WeakKeyDictionary[Store, tuple[float, dict[str, Fit]]] = weakref.WeakKeyDictionary()
+# its time, kept until its `due` time passes (a restart refits on its first tick).
+_FITS: weakref.WeakKeyDictionary[Store, dict[str, Held]] = weakref.WeakKeyDictionary()
 
 
 # The recent forecast errors per store, as the fits: the window starts afresh with the process
@@ -160,20 +171,38 @@ def period_config(policy: Policy) -> PeriodConfig:
 
 def period_fits(policy: Policy, store: Store, now: float) -> dict[str, Fit]:
     """Each workload's periods and seasonal rise (core/capacity/periods.py), refit from the last
-    max(1 day, seasons * season_s) of the store's history once refit_s has passed; {} unless the
-    policy's forecast is `auto`."""
+    max(1 day, seasons * season_s) of the store's history when its fit is due (refit_after: often
+    while its history is young, hourly once it is old); {} unless the policy's forecast is `auto`."""
     sc = policy.scaling
     if sc.forecast != "auto":
         return {}
     cfg = period_config(policy)
-    held = _FITS.get(store)
-    if held is not None and 0.0 <= now - held[0] < cfg.refit_s:
-        return held[1]
-    span = max(86400.0, sc.seasons * sc.season_s)
-    history = store.rate_history(now - span)
-    fits = {w.name: decompose(history.get(w.name, []), now, sc.boot_s + sc.interval_s, cfg) for w in policy.workloads}
-    _FITS[store] = (now, fits)
-    return fits
+    held = _FITS.get(store, {})
+    names = [w.name for w in policy.workloads]
+    due = [w for w in names if w not in held or not held[w].at <= now < held[w].due]
+    if due:
+        held = {w: h for w, h in held.items() if w in names} | refits(store, now, due, held, policy, cfg)
+        _FITS[store] = held
+    return {w: held[w].fit for w in names}
+
+
+def refits(
+    store: Store, now: float, due: list[str], held: Mapping[str, Held], policy: Policy, cfg: PeriodConfig
+) -> dict[str, Held]:
+    """The due workloads refit: the store read from the oldest point any of them had (a young
+    workload's refits read its own short history, not the day), the whole span for one never fit
+    or fit at a later time than now (a clock set back)."""
+    sc = policy.scaling
+    start = now - max(86400.0, sc.seasons * sc.season_s)
+    since = max(start, min(held[w].since if w in held and held[w].at <= now else start for w in due))
+    history = store.rate_history(since)
+    out: dict[str, Held] = {}
+    for w in due:
+        pts = history.get(w, [])
+        first = pts[0][0] if pts else now
+        fit = decompose(pts, now, sc.boot_s + sc.interval_s, cfg)
+        out[w] = Held(now, first, now + refit_after(now - first, cfg), fit)
+    return out
 
 
 def planned_rates(policy: Policy, store: Store, headroom: HeadroomState, obs: Observation, contact: bool) -> Planned:
