@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import ALL_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_all
 from typing import TypeVar
 
@@ -62,18 +62,36 @@ def _one(fn: Callable[[T], R], item: T) -> R | TransportError:
 
 def _wait(futures: list[Future[R | TransportError]], started: dict[int, float], limit_s: float, workers: int) -> None:
     """Until every call has answered or is past its own limit (counted from when it began); calls
-    still queued behind overdue ones that hold every worker are given up with them."""
+    still queued behind overdue ones that hold every worker are given up with them.
+
+    Only the first `workers` calls not done (`window`) are looked at: the pool starts calls in the
+    order submitted, so a later one cannot have begun while these hold every worker. Each wake-up
+    then costs the pool's width, not the batch's length (a rescan of 2,000 futures per answer was
+    quadratic: 800,000 `done()` calls a tick at 1,000 agents). It wakes once the window's calls
+    that are not overdue have all answered, or at the first one's limit, not at every answer:
+    nothing but the end of the wait is decided here (the pool starts queued calls on its own), and
+    that end needs every call in the window answered or overdue (a wake-up an answer cost 0.1 ms
+    of CPU, 0.2 s a tick at 2,000 agents)."""
+    window: list[int] = []
+    following = 0  # the next call not yet in the window
     while True:
-        now = time.monotonic()
-        running = [n for n, f in enumerate(futures) if not f.done() and n in started]
-        queued = [n for n, f in enumerate(futures) if not f.done() and n not in started]
-        overdue = [n for n in running if now - started[n] >= limit_s]
-        if not running and not queued:
+        window = [n for n in window if not futures[n].done()]
+        while len(window) < workers and following < len(futures):
+            if not futures[following].done():
+                window.append(following)
+            following += 1
+        if not window:
             return
+        now = time.monotonic()
+        running = [n for n in window if n in started]
+        queued = len(running) < len(window) or following < len(futures)
+        overdue = [n for n in running if now - started[n] >= limit_s]
         if len(overdue) == len(running) and (not queued or len(overdue) >= workers):
             return
-        due = [started[n] + limit_s - now for n in running if n not in overdue]
-        wait_all([futures[n] for n in running + queued], timeout=min(due, default=limit_s), return_when=FIRST_COMPLETED)
+        late = set(overdue)
+        due = [started[n] + limit_s - now for n in running if n not in late]
+        waiting = [futures[n] for n in window if n not in late]
+        wait_all(waiting, timeout=min(due, default=limit_s), return_when=ALL_COMPLETED)
 
 
 def _result(future: Future[R | TransportError], deadline_s: float) -> R | TransportError:

@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from autoscaler.transport import bounded
 from autoscaler.transport.base import TransportError
 from autoscaler.transport.bounded import BACKSTOP_S, call_all
 
@@ -64,3 +65,29 @@ def test_a_call_stuck_past_its_deadline_costs_the_deadline_not_the_batch() -> No
     assert out[1:] == list(range(1, 10))
     assert isinstance(out[0], TransportError) and out[0].retryable and "deadline" in str(out[0])
     assert took < 0.5 + BACKSTOP_S + 1.0
+
+
+def test_calls_queued_behind_stuck_ones_that_hold_every_worker_are_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers, both held by calls that never return: the calls queued behind them are given
+    up with them once they are overdue; calls that answered before keep their answers."""
+    monkeypatch.setattr(bounded, "BACKSTOP_S", 0.0)
+    release = threading.Event()
+
+    def call(n: int) -> int:
+        if n in (3, 4):
+            release.wait(30)
+        return n
+
+    start = time.monotonic()
+    out = call_all(call, list(range(12)), 2, 0.2)
+    took = time.monotonic() - start
+    release.set()
+    assert out[:3] == [0, 1, 2]
+    assert all(isinstance(o, TransportError) for o in out[3:])
+    assert took < 0.2 + 1.0
+
+
+def test_many_more_calls_than_workers_all_answer_in_order() -> None:
+    """The wait looks at a window as wide as the pool, moving along the calls as they answer."""
+    out = call_all(lambda n: n * 2, list(range(2000)), 8, 5.0)
+    assert out == [n * 2 for n in range(2000)]
