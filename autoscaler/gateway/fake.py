@@ -52,13 +52,18 @@ class FakeGateway:
         if self.fail_observe or self.spec is None:
             raise GatewayError("runtime API: connection refused (fake)")
         servers = {k: self._live(s) for k, s in self.servers.items()}
+        sessions: dict[str, int] = {}
+        up: dict[str, int] = {}
+        for s in servers.values():  # one pass, not one per workload (benchmarks run 20,000 servers)
+            sessions[s.workload] = sessions.get(s.workload, 0) + s.sessions
+            up[s.workload] = up.get(s.workload, 0) + (1 if s.check_ok else 0)
         backends = {
             w: BackendSeen(
                 workload=w,
                 requests_total=self.requests.get(w, 0),
                 errors_5xx=0,
-                sessions=sum(s.sessions for s in servers.values() if s.workload == w),
-                servers_up=sum(1 for s in servers.values() if s.workload == w and s.check_ok),
+                sessions=sessions.get(w, 0),
+                servers_up=up.get(w, 0),
                 rate_max=self.rate_max.get(w, 0),
             )
             for w in self.spec.workloads

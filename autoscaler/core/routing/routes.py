@@ -83,9 +83,17 @@ class GatewayView:
 
     backends: Mapping[str, BackendSeen] = field(default_factory=dict)
     servers: Mapping[tuple[str, str], ServerSeen] = field(default_factory=dict)  # (workload, name)
+    _by_name: Mapping[str, ServerSeen] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """The servers by name, once: a tick looks up every applied server (thousands at fleet scale)."""
+        by_name: dict[str, ServerSeen] = {}
+        for s in self.servers.values():
+            by_name.setdefault(s.name, s)  # the first of a name, as a scan in order finds it
+        object.__setattr__(self, "_by_name", by_name)
 
     def server(self, name: str) -> ServerSeen | None:
-        return next((s for s in self.servers.values() if s.name == name), None)
+        return self._by_name.get(name)
 
     def healthy(self) -> frozenset[str]:
         """Servers whose health check passes (whatever their weight)."""
