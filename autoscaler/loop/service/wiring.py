@@ -23,6 +23,7 @@ from autoscaler.loop.service.leadership import Leadership
 from autoscaler.loop.state.store import Store
 from autoscaler.loop.steps import faults
 from autoscaler.loop.tick.controller import Controller, Deps
+from autoscaler.planner.memo import RecentPlans
 from autoscaler.planner.types import Plan
 from autoscaler.rates.base import RateSource
 from autoscaler.rates.reader import RateReader
@@ -248,6 +249,18 @@ def default_planner(
     caps: Mapping[str, int],
     current: Plan | None,
 ) -> Plan:
+    """The policy's planner on the policy's offerings (`plan_now`); a question asked again (a
+    steady tick asks what the tick before asked) is answered from the last few kept (planner/memo.py)."""
+    return _RECENT(policy, rates, corrections, caps, current)
+
+
+def plan_now(
+    policy: Policy,
+    rates: Mapping[str, float],
+    corrections: Mapping[str, float],
+    caps: Mapping[str, int],
+    current: Plan | None,
+) -> Plan:
     """The policy's planner on the policy's offerings; offerings in `caps` (keyed by
     planner.types.offering_key: the type on-demand, `<type>@spot` for spot) may have at most that
     many instances (an offering that just reported no capacity keeps what runs, and gets no more)."""
@@ -264,6 +277,9 @@ def default_planner(
         current=current,
         max_instances=policy.scaling.instance_limit,
     )
+
+
+_RECENT = RecentPlans(plan_now)  # default_planner's kept answers (pure: docs/planner.md)
 
 
 def _capped(option, cap: int | None):  # type: ignore[no-untyped-def]
