@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from autoscaler.core.capacity.headroom import HeadroomState, WorkloadErrors
 from autoscaler.core.capacity.slo_guard import GuardState
@@ -16,6 +18,7 @@ from autoscaler.loop.state.controller_state import (
     SCHEMA_VERSION,
     Backoff,
     ControllerState,
+    Decoded,
     Quarantine,
     StateError,
 )
@@ -118,3 +121,65 @@ def test_backoff_doubles_and_is_bounded() -> None:
         waits.append(b.until - 1000.0)
     assert waits == [15.0, 30.0, 60.0, 120.0, 240.0, 300.0, 300.0, 300.0]
     assert b.active(1299.0) and not b.active(1300.0) and not Backoff().active(0.0)
+
+
+# Random states as a tick makes them: ints where floats are meant too (a clock may give either),
+# tuples and lists, any order of keys.
+_name = st.text("abc-#0", min_size=1, max_size=6)
+_num = st.one_of(st.floats(-1e6, 1e6, allow_nan=False), st.integers(-1000, 1000))
+_key = st.tuples(_name, st.integers(0, 5))
+_errors = st.builds(
+    WorkloadErrors,
+    forecasts=st.lists(st.tuples(_num, _num, _num, st.one_of(st.none(), _num)), max_size=3).map(tuple),
+    weights=st.lists(_num, max_size=4).map(tuple),
+    observed_at=st.one_of(st.none(), _num),
+    samples_s=_num,
+    attain=st.lists(st.tuples(_num, _num, _num), max_size=2).map(tuple),
+    peaks=st.lists(st.tuples(_num, _num), max_size=2).map(tuple),
+    allowance=st.one_of(st.none(), _num),
+)
+STATES = st.builds(
+    ControllerState,
+    agent_seen=st.dictionaries(_key, _num, max_size=4),
+    slo_guard=st.builds(
+        GuardState, st.dictionaries(_name, _num, max_size=3), st.dictionaries(_name, st.integers(0, 9))
+    ),
+    cheaper_since=st.one_of(st.none(), _num),
+    plan_generation=st.integers(0, 10**6),
+    unavailable=st.dictionaries(_name, _num, max_size=2),
+    quarantined=st.dictionaries(_name, st.builds(Quarantine, _name, _name, _num), max_size=2),
+    backoff=st.builds(Backoff, st.integers(0, 9), _num, _name),
+    rejected=st.dictionaries(_key, _name, max_size=2),
+    headroom=st.builds(HeadroomState, st.dictionaries(_name, _errors, max_size=3)),
+    rollout_baseline=st.one_of(st.none(), st.dictionaries(_name, _num, max_size=3)),
+    gateway_drains=st.dictionaries(_name, _num, max_size=3),
+)
+
+
+@pytest.mark.property
+@settings(max_examples=60, deadline=None)
+@given(STATES)
+def test_the_state_kept_for_a_write_is_the_state_its_text_reads_back_as(state: ControllerState) -> None:
+    """Decoded.wrote keeps from_json(to_json(state)) for the text written: exactly (by repr: 1 is
+    not 1.0, a list is not a tuple, key order counts) what decoding that text gives."""
+    data = state.to_json()
+    text = json.dumps(data)
+    kept = Decoded()
+    kept.wrote(text, data)
+    assert repr(kept.read(text)) == repr(ControllerState.from_json(json.loads(text)))
+
+
+def test_a_store_decodes_its_own_state_once_and_another_writer_s_afresh(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    store = Store(path)
+    store.save_state(FULL)
+    first = store.load_state()
+    assert first == FULL and store.load_state() is first  # not decoded again
+    other = replace(FULL, plan_generation=8)  # another process writes the file
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value=? WHERE key=?", (json.dumps(other.to_json()), STATE_KEY))
+    assert store.load_state() == other
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value=? WHERE key=?", (json.dumps({"version": SCHEMA_VERSION + 1}), STATE_KEY))
+    with pytest.raises(StateError, match="newer igniter"):
+        store.load_state()

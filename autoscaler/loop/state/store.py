@@ -24,7 +24,7 @@ from typing import Any
 from autoscaler.core.fleet.lifecycle import OPEN, Change, Record, State
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, layout_from_json
 from autoscaler.loop.state import statefile, store_history
-from autoscaler.loop.state.controller_state import ControllerState, StateError
+from autoscaler.loop.state.controller_state import ControllerState, Decoded, StateError
 from autoscaler.loop.state.store_reads import TABLES, TableReads
 
 STATE_KEY = "controller_state"
@@ -86,6 +86,7 @@ class Store:
         self._layout_row: tuple[int, str, Layout] | None = None  # newest layouts row: id, body, parsed
         self._last_body: tuple[Layout, str] | None = None  # the last layout saved, and its JSON (_body)
         self._pruned_to = -math.inf  # the cut-off of the last prune
+        self._state = Decoded()  # the controller state's text last written or read, decoded
         self._rates = store_history.Rates()
         self._reads = TableReads(enabled=file is None)  # an in-memory store's reads (store_reads.py)
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
@@ -166,10 +167,12 @@ class Store:
     def load_state(self) -> ControllerState:
         """The controller's cross-tick state (loop/state/controller_state.py), migrated from older layouts."""
         with self._lock:
-            raw = self._get(self._db, STATE_KEY)
-            if raw is None:
-                legacy = {k: v for k in LEGACY_STATE_KEYS if (v := self._get(self._db, k)) is not None}
-                raw = {"version": 0, **legacy} if legacy else None
+            row = self._db.execute("SELECT value FROM meta WHERE key=?", (STATE_KEY,)).fetchone()
+            state = None if row is None else self._state.read(row[0])  # decoded once per text (Decoded)
+            if state is not None:
+                return state
+            legacy = {k: v for k in LEGACY_STATE_KEYS if (v := self._get(self._db, k)) is not None}
+            raw = {"version": 0, **legacy} if legacy else None
         return ControllerState.from_json(raw)
 
     def _check_state(self, file: Path) -> None:
@@ -181,9 +184,15 @@ class Store:
 
     def save_state(self, state: ControllerState) -> None:
         """Replace the state object (and drop the legacy keys it was migrated from)."""
+        data = state.to_json()
+        text = json.dumps(data)
         with self._tx("meta") as db:
-            self._put(db, STATE_KEY, state.to_json())
+            db.execute(
+                "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (STATE_KEY, text),
+            )
             db.execute(f"DELETE FROM meta WHERE key IN ({','.join('?' * len(LEGACY_STATE_KEYS))})", LEGACY_STATE_KEYS)
+        self._state.wrote(text, data)  # kept by its text: a write that did not land is decoded as before
 
     @property
     def epoch(self) -> str:
