@@ -169,6 +169,16 @@ def test_the_state_kept_for_a_write_is_the_state_its_text_reads_back_as(state: C
     assert repr(kept.read(text)) == repr(ControllerState.from_json(json.loads(text)))
 
 
+def test_the_state_itself_is_not_always_what_its_text_reads_back_as() -> None:
+    """Why Decoded keeps from_json(to_json(state)) and not the state: 500 reads back as 500.0."""
+    state = replace(FULL, unavailable={"p3.2xlarge": 500})
+    back = ControllerState.from_json(json.loads(json.dumps(state.to_json())))
+    assert back == state and repr(back) != repr(state)
+    kept = Decoded()
+    kept.wrote(json.dumps(state.to_json()), state.to_json())
+    assert repr(kept.read(json.dumps(state.to_json()))) == repr(back)
+
+
 def test_a_store_decodes_its_own_state_once_and_another_writer_s_afresh(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite"
     store = Store(path)
