@@ -69,12 +69,13 @@ class MigGeometry(BaseModel):
     def valid(self, slots: Sequence[Slot]) -> bool:
         """Whether these slices can exist together on one GPU: allowed starts, no shared unit,
         compute within the GPU's."""
+        index = _by_name(self.profiles)
         used: set[int] = set()
         compute = 0
         for name, start in slots:
-            if not self.has(name):
+            p = index.get(name)
+            if p is None:
                 return False
-            p = self.profile(name)
             span = set(range(start, start + p.memory_units))
             if start not in p.starts or used & span:
                 return False

@@ -439,6 +439,13 @@ class Tick:
             self.gpus[key].instance_type, t, [*self.on[key], *self._held(key)]
         )
 
+    def refuses_all(self, key: GpuKey, ts: Sequence[PlannedServer]) -> bool:
+        """`refuses` for every one of `ts` (and some there are), the rest of the GPU listed once."""
+        if self.refusal is None or not ts:
+            return False
+        itype, beside = self.gpus[key].instance_type, [*self.on[key], *self._held(key)]
+        return all(self.refusal.refuses(itype, t, beside) for t in ts)
+
     def only_slow(self, key: GpuKey, room: float) -> bool:
         """Whether what `key` runs can only slow down a newcomer of at most `room` MPS share
         (rollout_types.Refusals): then one that misses its budget alone misses it there too."""

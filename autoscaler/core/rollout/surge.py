@@ -335,8 +335,7 @@ class _Allocator:
         can miss its budget where a smaller batch still carries most of what that share can)."""
         itype = self.tick.gpus[key].instance_type
         if t.mig_profile is not None and self._info(itype).starts(t.mig_profile):
-            probes = self._probes(t, itype)
-            if probes and all(self.tick.refuses(key, probe) for probe in probes):
+            if self.tick.refuses_all(key, self._probes(t, itype)):
                 return None, None  # every start taken or refused (Tick.refuses): no candidate is made
             for cand in self._shapes(self._stand_in(t, key[0], key[1]), itype, 0.0):
                 if got := self.tick.fits_beside(key, cand, keep_rates=True):
@@ -378,7 +377,7 @@ class _Allocator:
             return False
         itype = self.tick.gpus[key].instance_type
         if b.mig_profile is not None and self._info(itype).starts(b.mig_profile):
-            return all(self.tick.refuses(key, probe) for probe in self._probes(b, itype))
+            return self.tick.refuses_all(key, self._probes(b, itype))
         refusal = self.tick.refusal
         for share in sorted({b.mps_percent, max(b.mps_percent, room)}):  # `_shapes` on MPS
             if (b, itype, share) not in self.misses:
