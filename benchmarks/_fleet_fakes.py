@@ -7,10 +7,17 @@ The same file drives the code of an older revision (fleet_scale.py runs it from 
 the imports try today's module paths first and fall back to those of the flat autoscaler/loop/
 before issue 50 moved it into rooms. Nothing else differs between the two: the fakes subclass the
 revision's own FakeProvider, FakeTransport and FakeGateway.
+
+The provider declares EC2's `launch_concurrency` (fleet/ec2.py: 8 RunInstances in flight), so a
+run of launches goes out as it would to EC2 (loop/steps/launches.py), each call still waiting its
+150 ms; FakeProvider's lock keeps its instances and id counter whole under those threads. Code
+from before concurrent launches (2c6ca41, the benchmark's default old revision) ignores the
+attribute and launches one at a time, as it did against EC2.
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 import resource
 import threading
@@ -66,9 +73,11 @@ class Calls:
 
 
 class SlowProvider(FakeProvider):
-    """EC2's latency on every call; a batched termination costs one call per EC2_BATCH ids."""
+    """EC2's latency on every call; a batched termination costs one call per EC2_BATCH ids; up to
+    EC2's `launch_concurrency` launches in flight at once."""
 
     calls_by_kind: Calls
+    launch_concurrency = 8  # fleet/ec2.py's Ec2Provider.launch_concurrency
 
     def list_instances(self) -> list[Instance]:
         self.calls_by_kind.add("ec2.describe", EC2_S)
@@ -87,9 +96,10 @@ class SlowProvider(FakeProvider):
         ids = list(instance_ids)
         for k in range(0, len(ids), EC2_BATCH):
             self.calls_by_kind.add("ec2.terminate_batch", EC2_S)
-            for iid in ids[k : k + EC2_BATCH]:
-                self.calls.append(("terminate", iid))
-                self._instances.pop(iid, None)
+            with getattr(self, "_lock", None) or contextlib.nullcontext():  # an older FakeProvider has none
+                for iid in ids[k : k + EC2_BATCH]:
+                    self.calls.append(("terminate", iid))
+                    self._instances.pop(iid, None)
         return {}
 
 

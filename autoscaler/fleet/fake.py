@@ -2,10 +2,15 @@
 
 Instances start `pending` and turn `running` after `boot_s` of the injected clock (0: on the next
 listing). Terminated instances disappear from listings, as EC2's eventually do.
+
+Thread-safe: a lock guards the instances, the id counter and the injected failures, because the
+actuator sends a run of launches from a thread pool where a provider declares `launch_concurrency`
+(loop/steps/launches.py; the fleet benchmark's provider does, as EC2's does).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -24,14 +29,16 @@ class FakeProvider:
     fail_next: list[ProviderError] = field(default_factory=list)  # raised by the next mutating calls
     _instances: dict[str, Instance] = field(default_factory=dict)
     _count: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def list_instances(self) -> list[Instance]:
         self.calls.append(("list",))
         now = self.clock()
-        for iid, inst in list(self._instances.items()):
-            if inst.state == "pending" and now - inst.launched_at >= self.boot_s:
-                self._instances[iid] = replace(inst, state="running")
-        return sorted(self._instances.values(), key=lambda i: i.id)
+        with self._lock:
+            for iid, inst in list(self._instances.items()):
+                if inst.state == "pending" and now - inst.launched_at >= self.boot_s:
+                    self._instances[iid] = replace(inst, state="running")
+            return sorted(self._instances.values(), key=lambda i: i.id)
 
     def launch(
         self,
@@ -46,28 +53,29 @@ class FakeProvider:
         self.calls.append(
             ("launch", slot, instance_type, str(attempt)) + ((capacity_type,) if capacity_type != ON_DEMAND else ())
         )
-        found = self._find(slot, attempt)
-        if found is not None:
-            return found
-        if self.fail_next:
-            raise self.fail_next.pop(0)
-        if instance_type in self.no_capacity or (capacity_type == SPOT and instance_type in self.no_spot):
-            raise CapacityError(instance_type, "InsufficientInstanceCapacity (fake)", capacity_type)
-        self._count += 1
-        inst = Instance(
-            id=f"i-{self._count:06d}",
-            instance_type=instance_type,
-            slot=slot,
-            state="pending",
-            launched_at=self.clock(),
-            address="127.0.0.1",
-            plan_generation=plan_generation,
-            attempt=attempt,
-            tags=fleet_tags(self.fleet, slot, plan_generation, attempt, capacity_type),
-            capacity_type=capacity_type,
-        )
-        self._instances[inst.id] = inst
-        return inst
+        with self._lock:
+            found = self._find(slot, attempt)
+            if found is not None:
+                return found
+            if self.fail_next:
+                raise self.fail_next.pop(0)
+            if instance_type in self.no_capacity or (capacity_type == SPOT and instance_type in self.no_spot):
+                raise CapacityError(instance_type, "InsufficientInstanceCapacity (fake)", capacity_type)
+            self._count += 1
+            inst = Instance(
+                id=f"i-{self._count:06d}",
+                instance_type=instance_type,
+                slot=slot,
+                state="pending",
+                launched_at=self.clock(),
+                address="127.0.0.1",
+                plan_generation=plan_generation,
+                attempt=attempt,
+                tags=fleet_tags(self.fleet, slot, plan_generation, attempt, capacity_type),
+                capacity_type=capacity_type,
+            )
+            self._instances[inst.id] = inst
+            return inst
 
     def _find(self, slot: str, attempt: int) -> Instance | None:
         return next(
@@ -81,9 +89,10 @@ class FakeProvider:
 
     def terminate(self, instance_id: str) -> None:
         self.calls.append(("terminate", instance_id))
-        if self.fail_next:
-            raise self.fail_next.pop(0)
-        self._instances.pop(instance_id, None)
+        with self._lock:
+            if self.fail_next:
+                raise self.fail_next.pop(0)
+            self._instances.pop(instance_id, None)
 
     def close(self) -> None:
         return None
@@ -93,7 +102,8 @@ class FakeProvider:
 
     def kill(self, instance_id: str) -> None:
         """Simulate an instance lost outside the autoscaler (spot reclaim, operator)."""
-        self._instances.pop(instance_id, None)
+        with self._lock:
+            self._instances.pop(instance_id, None)
 
 
 @dataclass
