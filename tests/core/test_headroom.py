@@ -14,6 +14,7 @@ from autoscaler.core.capacity.headroom import (
     HeadroomConfig,
     HeadroomState,
     TickInput,
+    WorkloadErrors,
     error_bin,
     update,
 )
@@ -314,6 +315,25 @@ def test_unreadable_state_starts_afresh() -> None:
     state = HeadroomState.from_json({"a": {"weights": "nonsense"}, "b": {"forecasts": [[1, 2, 3]]}})
     assert state.headroom("a", c) == state.headroom("b", c) == 0.3
     assert HeadroomState.from_json(None) == HeadroomState()
+
+
+def test_state_read_from_its_objects_is_what_its_text_reads_back_as() -> None:
+    """A save decodes to_json's own tuples (controller_state.Decoded): ints become floats there too,
+    and a malformed entry starts that workload afresh as it does from text."""
+    e = WorkloadErrors(
+        forecasts=((1, 2, 0, None), (3, 4, 0, 5)),
+        weights=(1, 0.5),
+        observed_at=7,
+        samples_s=8,
+        attain=((1, 2, 3),),
+        peaks=((4, 500),),
+        allowance=0,
+    )
+    data = {**HeadroomState({"a": e}).to_json(), "b": {"attain": [[1, 2]]}, "c": {"peaks": [[1, "x"]]}}
+    direct, text = HeadroomState.from_json(data), HeadroomState.from_json(json.loads(json.dumps(data)))
+    assert repr(direct) == repr(text)
+    assert direct.workloads["a"].peaks == ((4.0, 500.0),) and type(direct.workloads["a"].peaks[0][1]) is float
+    assert direct.workloads["b"] == direct.workloads["c"] == WorkloadErrors()
 
 
 def test_attainment_over_the_last_hour() -> None:

@@ -60,6 +60,18 @@ def test_layouts_are_compressed_and_the_newest_kept(tmp_path: Path) -> None:
     assert again.save_layout(_layout(10.0 + LAYOUTS_KEPT + 2), "hold", 999.0) is False
 
 
+def test_an_in_memory_store_keeps_layouts_as_text() -> None:
+    """A replay's store is never written to disk: compressing each new layout only cost CPU."""
+    store = Store(":memory:")
+    for n in range(3):
+        assert store.save_layout(_layout(10.0 + n), "target", float(n))
+    [(kind, count)] = store._db.execute("SELECT typeof(body), COUNT(*) FROM layouts GROUP BY 1").fetchall()
+    assert (kind, count) == ("text", 3)
+    store._layout_row = None  # read the row back, not the copy kept with it
+    assert store.current_layout() == _layout(12.0)
+    assert store.save_layout(_layout(12.0), "hold", 9.0) is False
+
+
 def test_an_action_names_its_assignment_by_generation_and_server_count() -> None:
     store = Store(":memory:")
     assignment = {"generation": 7, "servers": [{"name": "a-0", "workload": "a", "port": 8100, "batch": 4}]}

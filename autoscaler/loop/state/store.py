@@ -84,6 +84,7 @@ class Store:
         self._lock = threading.RLock()
         self._parsed: dict[str, tuple[PlannedServer, ...]] = {}  # applied.servers text -> specs (see applied)
         self._layout_row: tuple[int, str, Layout] | None = None  # newest layouts row: id, body, parsed
+        self._pack = file is not None  # layouts compressed on disk; a replay's in-memory store keeps the text
         self._last_body: tuple[Layout, str] | None = None  # the last layout saved, and its JSON (_body)
         self._pruned_to = -math.inf  # the cut-off of the last prune
         self._state = Decoded()  # the controller state's text last written or read, decoded
@@ -330,7 +331,7 @@ class Store:
                 return False
             cur = db.execute(
                 "INSERT INTO layouts(at, kind, cost_per_hour, body) VALUES(?,?,?,?)",
-                (now, kind, layout.cost_per_hour, store_history.pack_layout(body)),
+                (now, kind, layout.cost_per_hour, store_history.pack_layout(body) if self._pack else body),
             )
             kept = store_history.LAYOUTS_KEPT
             db.execute("DELETE FROM layouts WHERE id <= (SELECT MAX(id) FROM layouts) - ?", (kept,))
