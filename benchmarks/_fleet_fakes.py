@@ -96,7 +96,7 @@ class SlowProvider(FakeProvider):
         ids = list(instance_ids)
         for k in range(0, len(ids), EC2_BATCH):
             self.calls_by_kind.add("ec2.terminate_batch", EC2_S)
-            with getattr(self, "_lock", None) or contextlib.nullcontext():  # an older FakeProvider has none
+            with getattr(self, "_state_lock", None) or contextlib.nullcontext():  # an older FakeProvider has none
                 for iid in ids[k : k + EC2_BATCH]:
                     self.calls.append(("terminate", iid))
                     self._instances.pop(iid, None)

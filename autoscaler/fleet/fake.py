@@ -29,12 +29,12 @@ class FakeProvider:
     fail_next: list[ProviderError] = field(default_factory=list)  # raised by the next mutating calls
     _instances: dict[str, Instance] = field(default_factory=dict)
     _count: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _state_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def list_instances(self) -> list[Instance]:
         self.calls.append(("list",))
         now = self.clock()
-        with self._lock:
+        with self._state_lock:
             for iid, inst in list(self._instances.items()):
                 if inst.state == "pending" and now - inst.launched_at >= self.boot_s:
                     self._instances[iid] = replace(inst, state="running")
@@ -53,7 +53,7 @@ class FakeProvider:
         self.calls.append(
             ("launch", slot, instance_type, str(attempt)) + ((capacity_type,) if capacity_type != ON_DEMAND else ())
         )
-        with self._lock:
+        with self._state_lock:
             found = self._find(slot, attempt)
             if found is not None:
                 return found
@@ -89,7 +89,7 @@ class FakeProvider:
 
     def terminate(self, instance_id: str) -> None:
         self.calls.append(("terminate", instance_id))
-        with self._lock:
+        with self._state_lock:
             if self.fail_next:
                 raise self.fail_next.pop(0)
             self._instances.pop(instance_id, None)
@@ -102,7 +102,7 @@ class FakeProvider:
 
     def kill(self, instance_id: str) -> None:
         """Simulate an instance lost outside the autoscaler (spot reclaim, operator)."""
-        with self._lock:
+        with self._state_lock:
             self._instances.pop(instance_id, None)
 
 
