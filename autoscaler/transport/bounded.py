@@ -11,10 +11,16 @@ agent answered first.
 The deadline is the transport's own (connect + command timeout): the transport is expected to
 give up by then itself; the pool's wait is the backstop for a call stuck where no timeout reaches
 (its thread is left to finish on its own; the pool does not wait for it).
+
+`call_laned` keeps a dead backend from starving the healthy ones, as Karpenter's and HAProxy's
+users expect of a controller: the agents that did not answer last time (suspects) are asked in a
+lane of their own, beside the main pool, so a hung node holds a lane slot for its deadline, never
+one of the `max_concurrency` that the answering agents share.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ALL_COMPLETED, Future, ThreadPoolExecutor
@@ -51,6 +57,45 @@ def call_all(
         return [_result(f, deadline_s) for f in futures]
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+def call_laned(
+    fn: Callable[[T], R], items: Sequence[T], suspect: Sequence[bool], max_concurrency: int, deadline_s: float
+) -> list[R | TransportError]:
+    """`call_all`, with the items flagged in `suspect` (an agent silent last time) asked in a lane
+    of their own: started first, run beside the main pool, each call under the same deadline; the
+    results in the order of `items` all the same.
+
+    Without it, 20 hung agents among 2,000 (one in 100) each held one of the 32 slots for its whole
+    3 s deadline: the healthy reads queued behind them, ~2 s on the tick. Here the main pool keeps
+    all `max_concurrency` slots for the agents that answered last time. The lane is as wide as the
+    main pool, not narrower: k hung suspects in a lane of c cost ceil(k/c) deadlines in series, and
+    its threads only wait on a socket; it starts no more threads than there are suspects. So at
+    most 2 x `max_concurrency` calls are in flight (plus the lane's own thread), twice only while
+    agents are silent. `max_concurrency` 1 (one call at a time, asked for) stays one lane."""
+    if len(suspect) != len(items):
+        raise ValueError(f"{len(suspect)} suspect flags for {len(items)} calls")
+    lane = [n for n, flagged in enumerate(suspect) if flagged]
+    if not lane or len(lane) == len(items) or max_concurrency <= 1:
+        return call_all(fn, items, max_concurrency, deadline_s)
+    main = [n for n, flagged in enumerate(suspect) if not flagged]
+    side: list[list[R | TransportError]] = []
+    failure: list[BaseException] = []
+
+    def ask_suspects() -> None:
+        try:
+            side.append(call_all(fn, [items[n] for n in lane], max_concurrency, deadline_s))
+        except BaseException as exc:  # raised again in the caller's thread, as call_all would raise it
+            failure.append(exc)
+
+    lane_thread = threading.Thread(target=ask_suspects, name="igniter-agent-suspects", daemon=True)
+    lane_thread.start()
+    answers = dict(zip(main, call_all(fn, [items[n] for n in main], max_concurrency, deadline_s), strict=True))
+    lane_thread.join()  # call_all returns by its last call's deadline plus the backstop
+    if failure:
+        raise failure[0]
+    answers.update(zip(lane, side[0], strict=True))
+    return [answers[n] for n in range(len(items))]
 
 
 def _one(fn: Callable[[T], R], item: T) -> R | TransportError:

@@ -5,7 +5,9 @@ connection each), one of which hangs: the sshd processes serving its connection 
 time grows by that one call's deadline, not with the count; the hung agent is marked silent
 (not answered, not quarantined) and the others answer as before. The act step that follows sends
 the hung agent nothing (its re-plan's assignment waits for a tick it answers), so a re-plan tick
-costs the one deadline too, not a second one for an apply."""
+costs the one deadline too, not a second one for an apply. The hung agent was silent the tick
+before too (as remembered in agent_seen), so it is read in the suspects' lane beside the pool
+(transport/bounded.py call_laned): the others keep all max_concurrency slots while it hangs."""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from autoscaler.fleet.local import LocalProvider
 from autoscaler.loop.state.controller_state import ControllerState
 from autoscaler.loop.state.store import Store
 from autoscaler.loop.steps.actuator import Actuator
-from autoscaler.loop.tick.observe import agent_statuses
+from autoscaler.loop.tick.observe import agent_statuses, remember_agents
 from autoscaler.loop.tick.records import Deps
 from autoscaler.transport.bounded import agent_deadline_s
 from autoscaler.transport.ssh import SshTransport
@@ -152,6 +154,8 @@ def test_one_hung_agent_costs_its_deadline_not_the_round(agents, sshd: Sshd) -> 
         assert sorted(first) == sorted(i.slot for i in instances)
 
         hung = instances[7]
+        answered = frozenset(first) - {hung.slot}  # silent the tick before as well: a suspect now
+        state = remember_agents(state, store.open_records(), answered, time.time())
         client = transport._pool[(hung.id, "127.0.0.1", sshd.port)]
         stopped = _serving(sshd.port, client.get_transport().sock.getsockname()[1])
         assert stopped, "no process serves the hung agent's connection"
@@ -178,6 +182,9 @@ def test_one_hung_agent_costs_its_deadline_not_the_round(agents, sshd: Sshd) -> 
     assert ended - began <= deadline + 0.5  # the hung call gave up by its own deadline
     meanwhile = [i.slot for i in instances if i is not hung and began < timed.spans[i.id][1] < ended]
     assert len(meanwhile) >= cfg.max_concurrency - 1  # the others answered while it hung (one at a time: none)
+    others = [timed.spans[i.id] for i in instances if i is not hung]
+    in_flight = max(sum(b <= start < e for b, e in others) for start, _ in others)
+    assert in_flight == cfg.max_concurrency  # the hung call held none of the pool's slots (in it: 7 at most)
     assert took < (ended - began) + warm  # the round: the hung call's deadline, plus a normal round at most
     assert acted.failed == [] and acted.notes == [
         f"configure {hung.slot} waits: its agent did not answer this tick's status"

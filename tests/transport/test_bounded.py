@@ -91,3 +91,78 @@ def test_many_more_calls_than_workers_all_answer_in_order() -> None:
     """The wait looks at a window as wide as the pool, moving along the calls as they answer."""
     out = call_all(lambda n: n * 2, list(range(2000)), 8, 5.0)
     assert out == [n * 2 for n in range(2000)]
+
+
+def test_hung_suspects_hold_none_of_the_pool_s_slots() -> None:
+    """Three suspects that hang and a pool of two: every healthy read starts and answers while the
+    suspects still hang (they give up only once the last healthy read has answered, or at their
+    30 s deadline, which the test would see). Asked in one pool, the suspects (asked first) would
+    hold both slots until their deadline and no healthy read could start before."""
+    healthy, suspects = 10, 3
+    all_answered, lock, done = threading.Event(), threading.Lock(), [0]
+    hung_until_healthy_answered: list[bool] = []
+
+    def call(n: int) -> int:
+        if n < suspects:
+            hung_until_healthy_answered.append(all_answered.wait(30))
+            raise TransportError(f"node {n}: no answer within the deadline")
+        with lock:
+            done[0] += 1
+            if done[0] == healthy:
+                all_answered.set()
+        return n
+
+    items = list(range(suspects + healthy))
+    out = bounded.call_laned(call, items, [n < suspects for n in items], 2, 30.0)
+    assert hung_until_healthy_answered == [True] * suspects
+    assert all(isinstance(o, TransportError) for o in out[:suspects])
+    assert out[suspects:] == items[suspects:]
+
+
+def test_laned_answers_come_in_the_order_asked_and_each_lane_keeps_its_bound() -> None:
+    """Suspects interleaved with the others; a suspect that answers is an answer like any other.
+    Each lane has at most max_concurrency in flight, so both together at most twice that."""
+    lock, now, peak = threading.Lock(), {True: 0, False: 0}, {True: 0, False: 0}
+    flagged = [n % 3 == 0 for n in range(30)]
+
+    def call(n: int) -> int:
+        with lock:
+            now[flagged[n]] += 1
+            peak[flagged[n]] = max(peak[flagged[n]], now[flagged[n]])
+        time.sleep(0.01 if n % 2 else 0.0)
+        with lock:
+            now[flagged[n]] -= 1
+        if n == 9:
+            raise TransportError("node 9 refused")
+        return n * 10
+
+    out = bounded.call_laned(call, list(range(30)), flagged, 3, 5.0)
+    assert [o for n, o in enumerate(out) if n != 9] == [n * 10 for n in range(30) if n != 9]
+    assert isinstance(out[9], TransportError)
+    assert 1 <= peak[True] <= 3 and 1 <= peak[False] <= 3
+
+
+def test_laned_without_suspects_or_with_one_call_at_a_time_is_call_all() -> None:
+    """No suspects, only suspects, or max_concurrency 1 (one call at a time, as asked): one lane."""
+    threads: set[str] = set()
+
+    def call(n: int) -> int:
+        threads.add(threading.current_thread().name)
+        return n
+
+    assert bounded.call_laned(call, [0, 1, 2], [True, False, True], 1, 5.0) == [0, 1, 2]
+    assert threads == {threading.current_thread().name}
+    assert bounded.call_laned(call, [0, 1], [False, False], 4, 5.0) == [0, 1]
+    assert bounded.call_laned(call, [0, 1], [True, True], 4, 5.0) == [0, 1]
+    with pytest.raises(ValueError, match="2 suspect flags for 3 calls"):
+        bounded.call_laned(call, [0, 1, 2], [True, False], 4, 5.0)
+
+
+def test_an_error_that_is_not_the_transport_s_comes_back_from_the_suspects_lane() -> None:
+    def call(n: int) -> int:
+        if n == 0:
+            raise RuntimeError("a bug, not a node")
+        return n
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        bounded.call_laned(call, [0, 1, 2], [True, False, False], 4, 5.0)

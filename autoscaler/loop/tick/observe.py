@@ -18,7 +18,7 @@ from autoscaler.loop.steps.gateway_step import GatewayStep
 from autoscaler.loop.tick.records import Deps, Observation
 from autoscaler.rates.base import StatusFed
 from autoscaler.transport.base import AgentStatus, TransportError, parse_status
-from autoscaler.transport.bounded import agent_deadline_s, call_all
+from autoscaler.transport.bounded import agent_deadline_s, call_laned
 
 log = logging.getLogger(__name__)
 
@@ -50,19 +50,24 @@ def agent_statuses(
 ) -> tuple[dict[str, AgentStatus], ControllerState]:
     """Slot -> status of each live instance's agent that answered. A going instance is not asked:
     its servers carry the slot's names and must not look like its replacement's. The agents are
-    asked in a bounded pool (transport/bounded.py), each under its deadline; the answers are
+    asked in a bounded pool (transport/bounded.py), each under its deadline, those silent last
+    time in a lane of their own (a hung node holds none of the pool's slots); the answers are
     taken in the records' order, so the outcome does not depend on who answered first."""
     if not deps.contact:
         return {}, state
     asked: list[tuple[str, Instance]] = []
+    suspect: list[bool] = []
+    last = max(state.agent_seen.values(), default=None)
     for rec in records:
         inst = instances.get(rec.instance_id or "")
         if rec.state not in LIVE or rec.state is State.GOING_AWAY:
             continue
         if inst is not None and inst.state == "running" and reachable(deps, state, inst):
             asked.append((rec.slot, inst))
+            suspect.append(silent_last_time(state, rec, last))
     cfg = agents or AgentsConfig()
-    replies = call_all(_read_status(deps), [inst for _, inst in asked], cfg.max_concurrency, agent_deadline_s(cfg))
+    instances_asked = [inst for _, inst in asked]
+    replies = call_laned(_read_status(deps), instances_asked, suspect, cfg.max_concurrency, agent_deadline_s(cfg))
     out: dict[str, AgentStatus] = {}
     for (slot, inst), reply in zip(asked, replies, strict=True):
         if isinstance(reply, TransportError):
@@ -70,6 +75,17 @@ def agent_statuses(
         else:
             out[slot] = reply
     return out, state
+
+
+def silent_last_time(state: ControllerState, rec: Record, last: float | None) -> bool:
+    """Did this attempt's agent miss the latest tick any agent answered (`last`, the newest time in
+    agent_seen: remember_agents stamps every answer of a tick with that tick's time)? One that has
+    never answered counts too (a new node: unknown); with nothing remembered (a fresh start) none
+    does, and every agent is asked in the main pool as before."""
+    if last is None:
+        return False
+    seen = state.agent_seen.get(rec.key)
+    return seen is None or seen < last
 
 
 def _read_status(deps: Deps) -> Callable[[Instance], AgentStatus]:
