@@ -1,11 +1,15 @@
 """`igniter forecast POLICY --trace FILE`: what `scaling.forecast: auto` finds in a trace.
 
 Per workload, the significant periods of the whole trace (core/capacity/periods.py: periodogram,
-Fisher's g-test bound, confirmed by the autocorrelation) and their strength (the share of the
-detrended variance the period and its harmonics carry). `--plot OUT.png` draws each workload's
-rate, the forecast the decomposition made (refit every refit_s on the trace up to then, as the
-controller does: trend + seasonal profile; the last rate held where no period was found) and the
-bands (its residual's 10 % and 90 % quantiles). `--json` prints the periods as JSON.
+Fisher's g-test bound, confirmed by the autocorrelation), their strength (the share of the
+detrended variance the period and its harmonics carry), and when the controller would first plan
+with each: the trace is replayed tick by tick (scaling.interval_s, the rates the simulator's
+counter reads) through the controller's own refits (loop/tick/tuning.py: replay_fits, on the
+schedule refit_after sets: span / 12 of the history, 5 minutes to an hour), and `found at` is the
+first refit whose fit holds the period (within 5 %). `--plot OUT.png` draws each workload's rate,
+the forecast those refits made at each tick (trend + seasonal profile; the last rate read where no
+period was found) and the bands (the residual's 10 % and 90 % quantiles). `--json` prints the
+periods as JSON (with `found_at_s`, seconds from the trace's start; null: never in the replay).
 
 Exit codes: 0 ok; 1 internal error; 2 bad input (`FILE: field: message`).
 """
@@ -14,6 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +28,7 @@ from autoscaler.cli import extras
 from autoscaler.cli.simulate import add_trace_args, load_trace
 from autoscaler.config.errors import InputError
 
-MIN_HISTORY_S = 7200.0  # the plot's first refit: two hours of trace
+FOUND_TOLERANCE = 0.05  # a refit's period within this share of a whole-trace period is that period
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -42,8 +49,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from autoscaler.config.policy import load_policy
-    from autoscaler.core.capacity.periods import decompose, find_periods, grid
+    from autoscaler.core.capacity.periods import find_periods, grid
     from autoscaler.loop.tick.tuning import period_config
+    from autoscaler.sim.engine import check_ticks
     from autoscaler.sim.traces import check_workloads
 
     policy = load_policy(args.policy)
@@ -52,28 +60,87 @@ def run(args: argparse.Namespace) -> int:
     trace = load_trace(args)
     names = [w.name for w in policy.workloads]
     check_workloads(trace, names, str(args.policy))
+    check_ticks(trace, policy.scaling.interval_s)  # the replay ticks as the simulator does
     cfg = period_config(policy)
-    horizon = policy.scaling.boot_s + policy.scaling.interval_s
     end = float(trace.times[-1])
     found = {}
     for w in names:
         pts = list(zip(trace.times.tolist(), trace.rates[w].tolist(), strict=True))
         times, rates = grid(pts, cfg.step_s, end)
         found[w] = find_periods(times, rates, cfg)
+    replay = Replay.of(policy, trace, names)
+    firsts = {w: [replay.found_at(w, p.period_s) for p in ps] for w, ps in found.items()}
     if args.json:
-        print(json.dumps({w: [_period_json(p) for p in ps] for w, ps in found.items()}, indent=1))
+        out = {w: [_period_json(p, at) for p, at in zip(ps, firsts[w], strict=True)] for w, ps in found.items()}
+        print(json.dumps(out, indent=1))
     else:
-        _print_table(trace, found, cfg.step_s, cfg.alpha)
+        _print_table(trace, found, firsts, cfg.step_s, cfg.alpha, replay)
     if args.plot:
-        bands = {w: _replay(trace, w, cfg, horizon, decompose) for w in names}
-        _plot(trace, names, bands, found, args.plot)
+        _plot(trace, names, replay, found, args.plot)
         if not args.json:
             print(f"wrote {args.plot}")
     return 0
 
 
-def _period_json(p: Any) -> dict[str, float]:
-    return {"period_s": round(p.period_s, 1), "strength": round(p.strength, 4), "p_value": p.p_value}
+@dataclass(frozen=True)
+class Replay:
+    """The trace replayed through the controller's refits (tuning.replay_fits): the tick times, and
+    per workload the forecast at each tick, its bands, and each refit's time and periods."""
+
+    ticks: list[float]
+    mid: dict[str, list[float]]
+    lo: dict[str, list[float]]
+    hi: dict[str, list[float]]
+    refits: dict[str, list[tuple[float, tuple[float, ...]]]]
+
+    @staticmethod
+    def of(policy: Any, trace: Any, names: list[str]) -> Replay:
+        from autoscaler.loop.tick.tuning import replay_fits
+
+        reads = list(tick_reads(policy, trace, names))
+        out = Replay([], {w: [] for w in names}, {w: [] for w in names}, {w: [] for w in names}, {w: [] for w in names})
+        for i, (now, fits) in enumerate(replay_fits(policy, reads)):
+            out.ticks.append(now)
+            last = reads[max(i - 1, 0)][1]  # the fits see the ticks before this one
+            for w in names:
+                fit = fits[w]
+                if not out.refits[w] or out.refits[w][-1][0] != fit.fitted_at:
+                    out.refits[w].append((fit.fitted_at, tuple(p.period_s for p in fit.periods)))
+                value = fit.trend + fit.seasonal(now) if fit.periods else last.get(w, math.nan)
+                band = fit.bands if fit.periods else (math.nan, math.nan)  # no decomposition, no residual
+                out.mid[w].append(value)
+                out.lo[w].append(value + band[0])
+                out.hi[w].append(value + band[1])
+        return out
+
+    def found_at(self, w: str, period_s: float) -> float | None:
+        """Seconds from the first tick to the first refit whose fit holds this period, None: never."""
+        for at, periods in self.refits[w]:
+            if any(abs(p - period_s) <= FOUND_TOLERANCE * period_s for p in periods):
+                return at - self.ticks[0]
+        return None
+
+
+def tick_reads(policy: Any, trace: Any, names: list[str]) -> Iterator[tuple[float, dict[str, float]]]:
+    """The controller's ticks over the trace as the simulator runs them (one at the start, then
+    every interval_s up to the end), each with the rates its counter reads (sim/trace_rates.py)."""
+    from autoscaler.sim.trace_rates import TraceRates
+
+    sc = policy.scaling
+    source = TraceRates(trace, sc.interval_s, warm_s=sc.boot_s + sc.interval_s)
+    t0 = float(trace.times[0])
+    for k in range(math.ceil(trace.duration_s / sc.interval_s)):
+        now = t0 + k * sc.interval_s
+        yield now, {w: v for w, v in source.read(now, names).items() if v is not None}
+
+
+def _period_json(p: Any, found_at: float | None) -> dict[str, float | None]:
+    return {
+        "period_s": round(p.period_s, 1),
+        "strength": round(p.strength, 4),
+        "p_value": p.p_value,
+        "found_at_s": None if found_at is None else round(found_at, 1),
+    }
 
 
 def _duration(seconds: float) -> str:
@@ -87,53 +154,48 @@ def _duration(seconds: float) -> str:
     return f"{m}m {sec:02d}s"
 
 
-def _print_table(trace: Any, found: dict[str, Any], step_s: float, alpha: float) -> None:
+def _print_table(
+    trace: Any, found: dict[str, Any], firsts: dict[str, list[float | None]], step_s: float, alpha: float, r: Replay
+) -> None:
     print(
         f"periods in {trace.source}: {len(trace.times)} rows, {trace.duration_s / 86400:.2f} days "
         f"(grid {step_s:g} s; significant at a false-alarm bound below {alpha:g}, and repeating)"
     )
+    counts = sorted({len(v) for v in r.refits.values()}) or [0]
+    refits = f"{counts[0]}" if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
+    print(
+        f"found at: the first of the controller's refits that holds the period "
+        f"({len(r.ticks)} ticks replayed, {refits} refits a workload)"
+    )
     width = max(len("workload"), *(len(w) for w in found))
-    print(f"{'workload':<{width}}  {'period':>10}  {'seconds':>9}  {'strength':>8}  {'p (bound)':>9}")
+    print(f"{'workload':<{width}}  {'period':>10}  {'seconds':>9}  {'strength':>8}  {'p (bound)':>9}  {'found at':>9}")
     for w, periods in found.items():
         if not periods:
-            print(f"{w:<{width}}  {'none':>10}  {'-':>9}  {'-':>8}  {'-':>9}   (auto plans as seasonal)")
-        for p in periods:
+            print(f"{w:<{width}}  {'none':>10}  {'-':>9}  {'-':>8}  {'-':>9}  {'-':>9}   (auto plans as seasonal)")
+        for p, at in zip(periods, firsts[w], strict=True):
+            when = "never" if at is None else _duration(at)
             print(
-                f"{w:<{width}}  {_duration(p.period_s):>10}  {p.period_s:>9.0f}  {p.strength:>8.3f}  {p.p_value:>9.1e}"
+                f"{w:<{width}}  {_duration(p.period_s):>10}  {p.period_s:>9.0f}  {p.strength:>8.3f}  "
+                f"{p.p_value:>9.1e}  {when:>9}"
             )
 
 
-def _replay(
-    trace: Any, w: str, cfg: Any, horizon: float, decompose: Any
-) -> tuple[list[float], list[float], list[float]]:
-    """The forecast and its bands at each row: refit every refit_s on the trace up to then."""
-    times, rates = trace.times.tolist(), trace.rates[w].tolist()
-    mid, lo, hi = [float("nan")] * len(times), [float("nan")] * len(times), [float("nan")] * len(times)
-    t0, fit, last = times[0], None, 0.0
-    for i, t in enumerate(times):
-        if t - t0 < MIN_HISTORY_S:
-            continue
-        if fit is None or t - fit.fitted_at >= cfg.refit_s:
-            fit = decompose(list(zip(times[:i], rates[:i], strict=True)), times[i - 1], horizon, cfg)
-            last = rates[i - 1]
-        value = fit.trend + fit.seasonal(t) if fit.periods else last
-        mid[i], lo[i], hi[i] = value, value + fit.bands[0], value + fit.bands[1]
-    return mid, lo, hi
-
-
-def _plot(trace: Any, names: list[str], bands: dict[str, Any], found: dict[str, Any], path: Path) -> None:
+def _plot(trace: Any, names: list[str], r: Replay, found: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    hours = (trace.times - trace.times[0]) / 3600.0
+    t0 = float(trace.times[0])
+    hours = (trace.times - t0) / 3600.0
+    ticks = [(t - t0) / 3600.0 for t in r.ticks]
     fig, axes = plt.subplots(len(names), 1, figsize=(11, 2.6 * len(names)), sharex=True, squeeze=False)
     for ax, w in zip(axes[:, 0], names, strict=True):
-        mid, lo, hi = bands[w]
-        ax.plot(hours, trace.rates[w], color="black", lw=0.7, label="rate")
-        ax.plot(hours, mid, color="tab:blue", lw=0.9, label="forecast (trend + seasonal)")
-        ax.fill_between(hours, lo, hi, color="tab:blue", alpha=0.2, lw=0, label="band (residual 10-90 %)")
+        ax.step(hours, trace.rates[w], where="post", color="black", lw=0.7, label="rate")
+        ax.step(ticks, r.mid[w], where="post", color="tab:blue", lw=0.9, label="forecast (trend + seasonal)")
+        ax.fill_between(
+            ticks, r.lo[w], r.hi[w], step="post", color="tab:blue", alpha=0.2, lw=0, label="band (residual 10-90 %)"
+        )
         title = ", ".join(f"{_duration(p.period_s)} ({p.strength:.2f})" for p in found[w]) or "no period"
         ax.set_title(f"{w}: {title}", fontsize=9, loc="left")
         ax.set_ylabel("req/s")

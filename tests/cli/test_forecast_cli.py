@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from autoscaler.cli.forecast import _duration
+
 pytestmark = pytest.mark.unit
 
 _SPEC = importlib.util.spec_from_file_location(
@@ -55,6 +57,9 @@ def test_the_periods_and_their_strength(igniter, files) -> None:
     assert rows["flat"][1] == "none"
     data = json.loads(igniter("forecast", policy, "--trace", trace, "--json").out)
     assert [round(p["period_s"] / 600) for p in data["hourly"]] == [6] and data["flat"] == []
+    # the controller's refits (tuning.replay_fits) find it once two cycles are in the history
+    assert 1.8 * 3600 <= data["hourly"][0]["found_at_s"] <= 2.2 * 3600
+    assert rows["hourly"][-2:] == _duration(data["hourly"][0]["found_at_s"]).split()
 
 
 def test_plot(igniter, files, tmp_path: Path) -> None:

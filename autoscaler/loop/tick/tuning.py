@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from autoscaler.config.policy import Policy
@@ -179,11 +179,33 @@ def period_fits(policy: Policy, store: Store, now: float) -> dict[str, Fit]:
     cfg = period_config(policy)
     held = _FITS.get(store, {})
     names = [w.name for w in policy.workloads]
-    due = [w for w in names if w not in held or not held[w].at <= now < held[w].due]
+    due = [w for w in names if refit_due(held.get(w), now)]
     if due:
         held = {w: h for w, h in held.items() if w in names} | refits(store, now, due, held, policy, cfg)
         _FITS[store] = held
     return {w: held[w].fit for w in names}
+
+
+def refit_due(held: Held | None, now: float) -> bool:
+    """A workload's fit is made again when it has none, when its `due` time has come, or when the
+    clock reads earlier than the fit (a clock set back, a replay restarted)."""
+    return held is None or not held.at <= now < held.due
+
+
+def replay_fits(
+    policy: Policy, reads: Iterable[tuple[float, Mapping[str, float]]]
+) -> Iterator[tuple[float, dict[str, Fit]]]:
+    """The fits `forecast: auto` holds at each tick of a replay, made as the controller makes them:
+    period_fits on a fresh in-memory Store, each tick's rates added after its fits (Controller.forecast:
+    planned_rates, then add_rates), so a refit at `now` sees the ticks before it and the refits
+    come on the controller's schedule (refit_after). `reads`: (tick time, fresh rates), in order.
+    `igniter forecast` replays a trace through this; the policy's forecast is taken as `auto`."""
+    auto = policy.model_copy(update={"scaling": policy.scaling.model_copy(update={"forecast": "auto"})})
+    store = Store(":memory:")
+    for now, rates in reads:
+        yield now, period_fits(auto, store, now)
+        # the refits read only the last max(1 day, seasons * season_s): what is kept beyond changes nothing
+        store.add_rates(now, rates, rates, keep_s=math.inf)
 
 
 def refits(
