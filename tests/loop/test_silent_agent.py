@@ -123,3 +123,35 @@ def test_a_hung_agent_costs_a_replan_tick_one_deadline_and_gets_its_assignment_o
     sent = [body for i, body in tr.applies if i == iid]
     assert ("apply", iid) in tr.calls and 40.0 in [s["mps_percent"] for s in sent[-1]["servers"]]
     assert ctl.store.applied()[hung.key][0] > before[0]  # applied under a newer generation once it answered
+
+
+def test_a_drain_skipped_while_its_agent_was_silent_goes_once_it_answers(tmp_path: Path) -> None:
+    """A scale-in tick whose surplus agent hangs: its record is DRAINING, its drain waits. Reconcile
+    asks for no second drain (the record is no longer READY), so the actuator sends it on the
+    first tick the agent answers; the instance is then terminated as drained, not agent_drain_s
+    later with its servers never told to stop."""
+    clock = Clock()
+    policy = make_policy(tmp_path, workloads=WORKLOADS, agents=AGENTS, scaling={"scale_down_delay_s": 0})
+    tr = Hanging(clock, agent_deadline_s(policy.agents))
+    ctl, _, _, manual = make_controller(policy, clock, transport=tr)
+    for _ in range(3):
+        assert ctl.tick().ok
+        clock.advance(30)
+    before = {r.slot: r.instance_id or "" for r in ctl.store.open_records() if r.state is State.READY}
+    manual.values["alex"] = 50.0  # one alex instance fewer
+    surplus = "test-p3.2xlarge-2"  # the stub planner's layout keeps the other alex instance
+    tr.hung.add(before[surplus])  # (all hung, the drain would wait for servers known to be ready)
+    report = ctl.tick()
+    draining = [r for r in ctl.store.open_records() if r.state is State.DRAINING]
+    assert [r.slot for r in draining] == [surplus] and f"drain {surplus} waits" in report.notes[0]
+    iid = before[surplus]
+    assert not [body for i, body in tr.applies if i == iid and not body["servers"]]  # nothing sent yet
+
+    tr.hung.clear()
+    clock.advance(30)
+    report = ctl.tick()
+    assert f"drain {surplus}" in report.outcome.done
+    assert [body["servers"] for i, body in tr.applies if i == iid][-1] == []  # told to stop its servers
+    clock.advance(30)
+    report = ctl.tick()
+    assert f"terminate {surplus} {iid} (scale_in)" in report.outcome.done

@@ -90,6 +90,7 @@ class Actuator(Launches):
         if not self.outcome.capacity:
             self._flush_launches()
             self._flush_starts()
+        self._undelivered_drains()
         self._flush_applies()
         self._flush_terminations()
         return self.outcome
@@ -181,16 +182,42 @@ class Actuator(Launches):
         self._write(transition(rec, Reason.DRAIN, self.clock(), a.reason))
         if self._silent(a.slot, f"drain {a.slot}"):
             return
-        gen = self.store.next_assignment_generation(self.assignment_generation.get(a.slot, 0) + 1)
-        aid = self.store.begin_action(self.tick, "drain", a.slot, {"reason": a.reason}, self.clock())
+        self._send_drain(rec, inst, a.reason)
+
+    def _send_drain(self, rec: Record, inst: Instance, reason: str) -> None:
+        """An empty assignment (the agent stops its servers gracefully), intent first."""
+        gen = self.store.next_assignment_generation(self.assignment_generation.get(rec.slot, 0) + 1)
+        aid = self.store.begin_action(self.tick, "drain", rec.slot, {"reason": reason}, self.clock())
         body = assignment_json((), gen, self._port_base(inst), self.host(inst))
-        self._applies.append(_Apply(inst, body, aid, f"drain {a.slot}", rec.key, None, (), gen, f"drain {a.slot}"))
+        what = f"drain {rec.slot}"
+        self._applies.append(_Apply(inst, body, aid, what, rec.key, None, (), gen, what))
+
+    def _undelivered_drains(self) -> None:
+        """A drain that never reached its agent (skipped while it was silent, or its apply failed)
+        is sent once the agent answers. Reconcile asks for a drain only of a READY record, and the
+        record is DRAINING from the first ask: without this the agent would keep its servers until
+        agent_drain_s ran out and the instance were terminated under them. Undelivered: the stored
+        assignment still has servers (a delivered drain stores none); a record terminated this
+        round is no longer DRAINING."""
+        if not self.answered:
+            return
+        waiting = [r.slot for r in self.store.open_records() if r.state is State.DRAINING and r.slot in self.answered]
+        applied = self.store.applied() if waiting else {}
+        for slot in waiting:
+            found = self._instance_of(slot)  # as drain() found it, and still DRAINING after this round
+            if found is None or found[0].state is not State.DRAINING or not applied.get(found[0].key, (0, ()))[1]:
+                continue
+            rec, inst = found
+            if any(c.key == rec.key for c in self._applies):
+                continue
+            self._send_drain(rec, inst, "re-sent: its agent did not get the drain")
 
     def _silent(self, slot: str, what: str) -> bool:
         """An agent that did not answer this tick's status is sent nothing this tick: it has just
         cost the tick one deadline, and a second call would most likely cost another. Nothing is
         written as applied, so reconcile asks for the assignment again and it goes once the agent
-        answers; a drain's record is DRAINING all the same, and a drained instance whose agent stays
+        answers; a drain's record is DRAINING all the same (reconcile does not ask again): its drain
+        goes once the agent answers (_undelivered_drains), and a drained instance whose agent stays
         silent is terminated agent_drain_s after its drain began (reconcile's closeouts)."""
         if self.answered is None or slot in self.answered:
             return False
