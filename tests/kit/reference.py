@@ -12,7 +12,7 @@ from typing import Any
 
 from autoscaler.core.layout import slots
 from autoscaler.core.layout.layout_types import LayoutInput, PlannedServer
-from autoscaler.core.rollout import blocking, moves, rollout, surge
+from autoscaler.core.rollout import blocking, bursting, moves, rollout, surge
 from autoscaler.core.rollout.blocking import Blockage, Pick, Progress, Resolution
 from autoscaler.core.rollout.rollout import EPS, Amounts, GpuKey
 from autoscaler.core.rollout.surge import SurgeInput, SurgePlan, is_surge_slot
@@ -142,7 +142,7 @@ class _Allocator(surge._Allocator):
                     return got, cand
             return None, None
         share = min(t.mps_percent, 100.0 - sum(s.mps_percent for s in self.tick.on[key]))
-        if share < surge.BURST_MIN_SHARE:
+        if share < bursting.BURST_MIN_SHARE:
             return None, None
         scaled = t.predicted_throughput_rps * share / t.mps_percent
         for batch in range(t.batch, 0, -1):

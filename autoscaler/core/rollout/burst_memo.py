@@ -1,8 +1,8 @@
-"""Burst trials remembered from tick to tick (surge.py's bursting). Pure: a cache of answers of
+"""Burst trials remembered from tick to tick (bursting.py). Pure: a cache of answers of
 pure functions.
 
 A short workload's late server tries every ready GPU at rest with free share, at each batch from
-its own down to 1 (surge.py `_burst_fit`): at 1,000 workloads some 30,000 judgements a tick,
+its own down to 1 (bursting.py `_burst_fit`): at 1,000 workloads some 30,000 judgements a tick,
 nearly all of them refusals, and the same ones again at the next tick while the instances boot.
 Which batches the judge refuses depends only on the GPU's content (`Tick.content`) and the
 candidate, so they are remembered by those, per judge, and only the batches the judge accepts
@@ -58,10 +58,10 @@ def passing_batches(
     """The batches from `top` down to 1 at which the judge accepts `cand(batch)` on `key` beside
     what it runs (`Tick.judged_ok`), remembered by the GPU's content and either the shape of
     `cand(top)` (`_shape`) or `sig`, which must hold all that cand's servers are made of
-    (surge.py: the late server, the stand-in's name, port index and share, and what it is
+    (bursting.py: the late server, the stand-in's name, port index and share, and what it is
     credited); `family` holds all of that but the name, GPU index and port index (which no
     shape reads), `name` is the candidate's. `cand(b)` differs from `cand(top)` in its batch alone.
-    `refused`: batches the judge is known to refuse on `key` (surge.py: they miss alone, and the
+    `refused`: batches the judge is known to refuse on `key` (bursting.py: they miss alone, and the
     GPU can only slow them down), not asked again."""
     memo = _memo(tick.inp.judge)
     if memo is None:

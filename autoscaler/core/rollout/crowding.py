@@ -1,6 +1,6 @@
 """Refusals without a judgement (colocation.ModelJudge, rollout_types.Refusals). Pure.
 
-A burst or a stand-in tries every GPU with room (surge.py), and most refuse it: at 1,000
+A burst or a stand-in tries every GPU with room (borrowing.py, bursting.py), and most refuse it: at 1,000
 instances some 130,000 judgements in a re-plan tick. Most of those candidates miss their budget
 even alone on the GPU, and the model can say when neighbours can only slow a server down; then a
 miss alone is a miss beside them, and no judgement is needed.

@@ -29,11 +29,11 @@ def shape_of(judge: Judge) -> Shape | None:
 @runtime_checkable
 class Refusals(Protocol):
     """What a judge may say without a judgement (colocation.ModelJudge, crowding.py): a burst or
-    a stand-in tries every GPU with room (surge.py), and most refuse it. Each answer is True only
+    a stand-in tries every GPU with room (borrowing.py, bursting.py), and most refuse it. Each answer is True only
     where it is sure; False where it cannot say. None of them reads a server's name, GPU index,
     port index or predecessor (`replaces`), like `shape_of`. `misses_alone(s)` and
     `only_slow(beside, s's share)` together say `refuses(s, beside)`: the first is found once for
-    every GPU with the same room, the second once per GPU (surge.py)."""
+    every GPU with the same room, the second once per GPU (borrowing.py, bursting.py)."""
 
     def refuses(self, instance_type: str, s: PlannedServer, beside: Sequence[PlannedServer]) -> bool:
         """s misses its budget judged with any of `beside` (the rest of its GPU) loading it too,

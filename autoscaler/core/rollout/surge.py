@@ -30,20 +30,9 @@ instance, the surge instance would otherwise be retired and the workload stay sh
 one is ready. No new instance is launched for it, and only the shortfall is covered.
 
 **Bursting** (`scaling.burst`, on by default). Before any of that, such a short workload's planned
-server gets stand-ins in the MPS share that ready GPUs at rest leave free (of the same GPU type, at
-its share or the free share if less, at the largest batch up to its planned one that meets its
-budget there: a batch chosen for more share can miss it in less), each started only where the model says
-it and every neighbour stay within their latency budgets, every planned neighbour still carries
-the rate it is planned for (and its workload's planned servers its demand), and no floor breaks (`Tick.fits_beside`, `keep_rates`; a planned
-neighbour slowed below its rate can be a move's new capacity, whose old servers then never leave,
-so the move never starts and the burst waiting for it never goes): capacity in seconds, with no boot and no extra cost. They carry what the model predicts, possibly
-less than the planned server, until the shortfall is covered; what they cannot carry falls to
-surge instances and the planned launches. Like every stand-in they leave once the planned server
-serves, so the next regular plan absorbs them (or retires them when the burst is over). A late
-server tries every such GPU, and most refuse it: where the judge can say so without a judgement
-(rollout_types.Refusals: it misses its budget alone and the GPU can only slow it down, or its MIG
-units are taken there), no candidate is judged (at 1,000 instances, 130,000 judgements a re-plan
-tick became 19,000).
+server gets stand-ins in the MPS share that ready GPUs at rest leave free, where the model says it
+and every neighbour stay within their budgets and no floor breaks: capacity in seconds, with no
+boot and no extra cost (bursting.py).
 
 **MIG re-cuts.** On a MIG GPU a planned slice that shares a memory unit with a slice still running
 cannot start (colocation.py judges such a cut as serving nothing), so a re-cut whose new slices
@@ -67,14 +56,14 @@ it serves (break-before-make): the only way the invariant breaks, reported as a 
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import replace
 
 from autoscaler.core.layout.layout_types import PlannedServer
 from autoscaler.core.rollout.blocking import Pick
-from autoscaler.core.rollout.burst_memo import passing_batches
-from autoscaler.core.rollout.rollout import EPS, Amounts, GpuKey, Tick, original_of
+from autoscaler.core.rollout.borrowing import Virtual
+from autoscaler.core.rollout.bursting import Bursting
+from autoscaler.core.rollout.rollout import EPS, Amounts, GpuKey, Tick
 from autoscaler.core.rollout.surge_types import (
     SURGE_SLOT,
     Breach,
@@ -86,74 +75,12 @@ from autoscaler.core.rollout.surge_types import (
     surge_budget,
 )
 
-BURST_MIN_SHARE = 5.0  # MPS percent: a burst stand-in in less share carries too little to be worth a process
-
 __all__ = ["Breach", "SurgeInput", "SurgePlan", "SurgeSlot", "TypeInfo", "allocate", "is_surge_slot", "surge_budget"]
 
 
-@dataclass
-class _Virtual:
-    """A surge instance not ready yet (or launched now): stand-ins are packed onto it on paper each
-    tick, the same way every tick while it boots, and started once it is ready."""
-
-    slot: str
-    info: TypeInfo
-    gpus: list[list[PlannedServer]] = field(default_factory=list)
-    since: float = math.inf  # launch time (inf: launched this tick, or a planned instance)
-
-
-class _Allocator:
-    def __init__(self, inp: SurgeInput, tick: Tick) -> None:
-        self.inp, self.tick = inp, tick
-        self.names = set(inp.names)
-        copies = [(k, s) for k, servers in tick.on.items() for s in servers if original_of(s.name) is not None]
-        self.carried = Amounts()  # per original: what its stand-ins carry
-        self.gained = Amounts()  # per workload: stand-ins started, not ready yet (or started this tick)
-        for _, c in copies:
-            self.carried[original_of(c.name) or ""] += c.predicted_throughput_rps
-            if c.name not in tick.inp.ready:
-                self.gained[c.workload] += c.predicted_throughput_rps
-        wanted = {t.name for g in tick.gpus.values() for t in g.wanted}
-        self.orphans = [(k, s) for k, s in copies if original_of(s.name) not in wanted]  # their plan changed
-        self.spare = {s.slot for s in inp.spare}
-        self.enlisted = {k[0] for k, _ in copies if k[0] in self.spare}  # spares that hold stand-ins
-        self.keep = {k[0] for k, _ in copies if is_surge_slot(k[0])} | self.enlisted
-        self.virtual = [_Virtual(s.slot, self._info(s.instance_type), since=s.since) for s in inp.slots if not s.ready]
-        self.virtual += [self._planned(slot, itype, servers) for slot, itype, servers in inp.booting]
-        self.virtual += [_Virtual(s.slot, self._info(s.instance_type), since=s.since) for s in inp.spare if not s.ready]
-        for v in self.virtual:
-            v.gpus = v.gpus or [[] for _ in range(v.info.gpus)]
-        self.live_surge = len(inp.slots) + len(self.enlisted)
-        self.live_by_type = dict(inp.live_by_type)
-        self.cost = inp.cost_per_hour
-        self.launches: list[tuple[str, str, str]] = []
-        self.breaches: list[Breach] = []
-        self.notes: list[str] = []
-        self.started: list[str] = []
-        self.bursts: list[str] = []  # stand-ins started in free share for capacity that serves sooner
-        self.taken = set(inp.taken_slots)
-        self.lenders = self._lenders()
-        self.at_rest: dict[GpuKey, tuple[int, bool]] = {}  # per GPU: (Tick.version, at rest then)
-        self.roomy: dict[str, tuple[int, list[GpuKey]]] = {}  # per GPU type: (Tick.commits, `_roomy`)
-        self.probes: dict[tuple[PlannedServer, str], list[PlannedServer]] = {}  # `_probes`
-        self.misses: dict[tuple[PlannedServer, str, float], bool] = {}  # `_refused`: missed alone, per share
-        self.alone: dict[
-            tuple[PlannedServer, str, float], frozenset[int]
-        ] = {}  # `_missed_alone`, per (late server, type, share)
-        self.temporary = sorted(
-            (k for k in tick.gpus if self._temporary(k[0])), key=lambda k: (not is_surge_slot(k[0]), k)
-        )
-
-    def _planned(self, slot: str, itype: str, servers: Sequence[PlannedServer]) -> _Virtual:
-        """A booting planned instance on paper: its GPUs hold its planned servers."""
-        info = self._info(itype)
-        gpus: list[list[PlannedServer]] = [[] for _ in range(info.gpus)]
-        for v in servers:
-            gpus[min(v.gpu_index, info.gpus - 1)].append(v)
-        return _Virtual(slot, info, gpus)
-
-    def _info(self, itype: str) -> TypeInfo:
-        return self.inp.types.get(itype) or TypeInfo(name=itype, gpu=itype, gpus=1, price_per_hour=0.0)
+class _Allocator(Bursting):
+    """Stand-ins for one tick's blocked moves and late servers, in the order of preference the
+    module docstring gives (borrowing.py's state and ready GPUs, bursting.py's free share)."""
 
     # -- per pick ---------------------------------------------------------------------------------
     def serve(self, pick: Pick) -> None:
@@ -201,215 +128,6 @@ class _Allocator:
         if self._on_paper(b, thr, gpu):
             return None
         return self._launch(b, thr, gpu, blocked)
-
-    def _stand_in(self, b: PlannedServer, slot: str, gpu: int) -> PlannedServer:
-        name, index = self._fresh(b, slot)
-        return replace(b, name=name, gpu_index=gpu, index=index, replaces="")
-
-    def _fresh(self, b: PlannedServer, slot: str) -> tuple[str, int]:
-        """A stand-in's name (`<b>-s<k>`, the first k no server has) and a port index free on `slot`."""
-        k = 0
-        while f"{b.name}-s{k}" in self.names:
-            k += 1
-        keys = self.tick.slot_keys.get(slot, ())
-        used = {s.index for key in keys for s in self.tick.on[key]}
-        used |= {s.index for key in keys for s in self.tick.gpus[key].wanted}
-        return f"{b.name}-s{k}", next(i for i in range(len(used) + 1) if i not in used)
-
-    def _try_gpu(self, key: GpuKey, b: PlannedServer, thr: float) -> bool:
-        """Start a stand-in for b on `key` in the first of its shapes (`_shapes`) where it carries
-        at least b's `thr`."""
-        room = 100.0 - sum(s.mps_percent for s in self.tick.on[key])
-        if self._refused(key, b, room):
-            return False
-        for cand in self._shapes(self._stand_in(b, key[0], key[1]), self.tick.gpus[key].instance_type, room):
-            got = self.tick.fits_beside(key, cand)
-            if got is not None and got >= thr * (1 - EPS):
-                break
-        else:
-            return False
-        cand = replace(cand, predicted_throughput_rps=got)
-        if not self.tick.try_start(key, cand):
-            return False
-        self.names.add(cand.name)
-        self.started.append(cand.name)
-        self.carried[b.name] += got
-        self.gained[b.workload] += got
-        self._enlist(key[0])
-        return True
-
-    def _shapes(self, b: PlannedServer, itype: str, room: float) -> list[PlannedServer]:
-        """The ways a copy of b may run on a GPU of `itype` with `room` MPS share free: in a MIG
-        slice, the same slice at each allowed start (its planned one first: the units free beside
-        another GPU's cut are rarely the ones b was planned in); otherwise at b's share, or all the
-        room there is if that is more."""
-        starts = self._info(itype).starts(b.mig_profile) if b.mig_profile is not None else ()
-        if starts:
-            return [b, *(replace(b, mig_start=s) for s in starts if s != b.mig_start)]
-        return [replace(b, mps_percent=share) for share in sorted({b.mps_percent, max(b.mps_percent, room)})]
-
-    def _temporary(self, slot: str) -> bool:
-        return is_surge_slot(slot) or slot in self.spare
-
-    def _may_use(self, slot: str) -> bool:
-        """A surge instance, or a spare already holding stand-ins or within the surge budget."""
-        return slot not in self.spare or slot in self.enlisted or self.live_surge < self.inp.budget
-
-    def _enlist(self, slot: str) -> None:
-        """A surge instance or spare that holds a stand-in stays; a spare counts against the budget."""
-        if slot in self.spare and slot not in self.enlisted:
-            self.enlisted.add(slot)
-            self.live_surge += 1
-            self.notes.append(f"surge: {slot}, no longer planned, stays as a surge instance for stand-ins")
-        if self._temporary(slot):
-            self.keep.add(slot)
-
-    def _lenders(self) -> dict[str, list[GpuKey]]:
-        """Per GPU type, the ready planned GPUs that may lend room (not surge instances, some
-        server wanted there), in key order: what `_lendable` filters, found once a tick."""
-        out: dict[str, list[GpuKey]] = {}
-        for key, g in sorted(self.tick.gpus.items()):
-            if not is_surge_slot(key[0]) and g.wanted:
-                out.setdefault(self._info(g.instance_type).gpu, []).append(key)
-        return out
-
-    def _lendable(self, gpu: str, blocked: GpuKey | None = None) -> list[GpuKey]:
-        """Ready planned GPUs of GPU type `gpu` at rest (running exactly what the layout wants)."""
-        return [key for key in self.lenders.get(gpu, ()) if key != blocked and self._rests(key)]
-
-    def _rests(self, key: GpuKey) -> bool:
-        """Whether the GPU runs exactly what the layout wants there, judged again only once what it
-        runs has changed (Tick.version)."""
-        version = self.tick.version[key]
-        seen = self.at_rest.get(key)
-        if seen is None or seen[0] != version:
-            wanted = self.tick.gpus[key].wanted
-            seen = (version, sorted(s.agent_key() for s in self.tick.on[key]) == sorted(s.agent_key() for s in wanted))
-            self.at_rest[key] = seen
-        return seen[1]
-
-    def _borrow(self, b: PlannedServer, thr: float, gpu: str, blocked: GpuKey) -> bool:
-        return any(self._try_gpu(key, b, thr) for key in self._lendable(gpu, blocked))
-
-    def _burst(self, t: PlannedServer, gap: float, gpu: str) -> float:
-        """Burst into free share (module docstring, "Bursting"): stand-ins for `t` in the MPS share
-        ready GPUs at rest leave free, each carrying what the model says it can there with every
-        neighbour still within its budget, until they cover `gap`; returns what they carry."""
-        got = 0.0
-        for key in self._lendable(gpu) if t.mig_profile is not None else self._roomy(gpu):
-            if got >= gap * (1 - EPS):
-                break
-            got += self._burst_on(key, t)
-        return got
-
-    def _roomy(self, gpu: str) -> list[GpuKey]:
-        """The GPUs `_lendable` gives with BURST_MIN_SHARE free at least: the only ones where an
-        MPS burst stand-in may go (`_burst_fit`). Found again only after a GPU changed."""
-        seen = self.roomy.get(gpu)
-        if seen is None or seen[0] != self.tick.commits:
-            free = [k for k in self._lendable(gpu) if self._free(k) >= BURST_MIN_SHARE]
-            seen = self.roomy[gpu] = (self.tick.commits, free)
-        return seen[1]
-
-    def _free(self, key: GpuKey) -> float:
-        return 100.0 - sum(s.mps_percent for s in self.tick.on[key])
-
-    def _burst_on(self, key: GpuKey, t: PlannedServer) -> float:
-        """One burst stand-in for `t` on `key` (`_burst_fit`; in MPS share, at least
-        BURST_MIN_SHARE); its judged throughput, 0 where none fits."""
-        got, cand = self._burst_fit(key, t)
-        if not got or cand is None or not self.tick.try_start(key, replace(cand, predicted_throughput_rps=got)):
-            return 0.0
-        self.names.add(cand.name)
-        self.started.append(cand.name)
-        self.bursts.append(cand.name)
-        self.carried[t.name] += got
-        self.gained[t.workload] += got
-        return got
-
-    def _burst_fit(self, key: GpuKey, t: PlannedServer) -> tuple[float | None, PlannedServer | None]:
-        """A burst stand-in for `t` that fits on `key`, and its judged throughput: in t's slice at
-        the first allowed start the GPU's cut leaves free on a MIG GPU (a slice is whole or
-        nothing); otherwise at t's share or the free share if less, at the largest batch up to t's
-        that the model lets it serve there (t's batch was chosen for t's share: in less share it
-        can miss its budget where a smaller batch still carries most of what that share can)."""
-        itype = self.tick.gpus[key].instance_type
-        if t.mig_profile is not None and self._info(itype).starts(t.mig_profile):
-            if self.tick.refuses_all(key, self._probes(t, itype)):
-                return None, None  # every start taken or refused (Tick.refuses): no candidate is made
-            for cand in self._shapes(self._stand_in(t, key[0], key[1]), itype, 0.0):
-                if got := self.tick.fits_beside(key, cand, keep_rates=True):
-                    return got, cand
-            return None, None
-        share = min(t.mps_percent, self._free(key))
-        if share < BURST_MIN_SHARE:
-            return None, None
-        name, index = self._fresh(t, key[0])
-        scaled = t.predicted_throughput_rps * share / t.mps_percent  # what a model-free judge credits
-
-        def make(batch: int) -> PlannedServer:
-            return replace(
-                t,
-                name=name,
-                gpu_index=key[1],
-                index=index,
-                replaces="",
-                mps_percent=share,
-                batch=batch,
-                predicted_throughput_rps=scaled,
-            )
-
-        missed = self._missed_alone(t, itype, share, make) if self.tick.only_slow(key, share) else frozenset()
-        if len(missed) >= t.batch:
-            return None, None  # the judge would refuse it at every batch (Tick.refuses): none is asked
-        sig, family = (t, name, index, share, scaled), (t, share, scaled)
-        trials = passing_batches(self.tick, key, make, t.batch, sig=sig, family=family, name=name, refused=missed)
-        for batch in trials:
-            if got := self.tick.fits_beside(key, make(batch), keep_rates=True):  # the judge refused the others
-                return got, make(batch)
-        return None, None
-
-    def _refused(self, key: GpuKey, b: PlannedServer, room: float) -> bool:
-        """Whether the judge refuses every shape `_try_gpu` would try for b on `key`, said without
-        a judgement (rollout_types.Refusals): on MIG each start's slice (`_probes`); on MPS each
-        share, missed alone (found once a tick per share) on a GPU that can only slow it down."""
-        if self.tick.refusal is None:
-            return False
-        itype = self.tick.gpus[key].instance_type
-        if b.mig_profile is not None and self._info(itype).starts(b.mig_profile):
-            return self.tick.refuses_all(key, self._probes(b, itype))
-        refusal = self.tick.refusal
-        for share in sorted({b.mps_percent, max(b.mps_percent, room)}):  # `_shapes` on MPS
-            if (b, itype, share) not in self.misses:
-                self.misses[(b, itype, share)] = refusal.misses_alone(itype, replace(b, mps_percent=share))
-            if not (self.misses[(b, itype, share)] and self.tick.only_slow(key, share)):
-                return False
-        return True
-
-    def _probes(self, t: PlannedServer, itype: str) -> list[PlannedServer]:
-        """t's slice at each start `_shapes` tries on `itype`, made once a tick: a refusal reads no
-        name, GPU index, port index or predecessor (rollout_types.Refusals), so one probe per
-        start stands for the stand-in on every GPU."""
-        at = (t, itype)
-        if at not in self.probes:
-            self.probes[at] = (
-                [replace(c, replaces="") for c in self._shapes(t, itype, 0.0)] if self.tick.refusal else []
-            )
-        return self.probes[at]
-
-    def _missed_alone(
-        self, t: PlannedServer, itype: str, share: float, make: Callable[[int], PlannedServer]
-    ) -> frozenset[int]:
-        """The batches at which a burst stand-in for `t` in `share` misses its budget alone
-        (rollout_types.Refusals.misses_alone), found once a tick per late server, type and share:
-        the answer reads no name or port, so every GPU with that much room shares it."""
-        refusal = self.tick.refusal
-        if refusal is None:
-            return frozenset()
-        at = (t, itype, share)
-        if at not in self.alone:
-            self.alone[at] = frozenset(b for b in range(t.batch, 0, -1) if refusal.misses_alone(itype, make(b)))
-        return self.alone[at]
 
     def _ready_surge(self, b: PlannedServer, thr: float, gpu: str) -> bool:
         """A ready surge instance, then a ready spare (module docstring, 2 and 4)."""
@@ -487,7 +205,7 @@ class _Allocator:
         )
         slot = f"{prefix}{n}"
         self.taken.add(slot)
-        self.virtual.append(_Virtual(slot, t, [[] for _ in range(t.gpus)]))
+        self.virtual.append(Virtual(slot, t, [[] for _ in range(t.gpus)]))
         self.live_surge += 1
         self.live_by_type[t.name] = self.live_by_type.get(t.name, 0) + 1
         self.cost += t.price_per_hour

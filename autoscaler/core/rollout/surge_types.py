@@ -100,7 +100,7 @@ class SurgeInput:
     # Planned servers on instances not ready yet: (server, instance type, the instance's launch
     # time, inf if launched this tick), for capacity that serves sooner (module docstring).
     late: Sequence[tuple[PlannedServer, str, float]] = ()
-    burst: bool = True  # stand-ins for late servers may start in free share of ready GPUs (surge.py)
+    burst: bool = True  # stand-ins for late servers may start in free share of ready GPUs (bursting.py)
     burst_only: bool = False  # the fleet is at rest but for instances booting: bursts, and nothing else
 
 

@@ -1,0 +1,131 @@
+"""Bursting (`scaling.burst`, on by default; surge.py's module docstring, "Capacity that serves
+sooner"). Pure.
+
+Before any other stand-in, a short workload's late planned server (on an instance still booting)
+gets stand-ins in the MPS share that ready GPUs at rest leave free (of the same GPU type, at its
+share or the free share if less, at the largest batch up to its planned one that meets its budget
+there: a batch chosen for more share can miss it in less), each started only where the model says it
+and every neighbour stay within their latency budgets, every planned neighbour still carries the
+rate it is planned for (and its workload's planned servers its demand), and no floor breaks
+(`Tick.fits_beside`, `keep_rates`; a planned neighbour slowed below its rate can be a move's new
+capacity, whose old servers then never leave, so the move never starts and the burst waiting for it
+never goes): capacity in seconds, with no boot and no extra cost. They carry what the model
+predicts, possibly less than the planned server, until the shortfall is covered; what they cannot
+carry falls to surge instances and the planned launches. Like every stand-in they leave once the
+planned server serves, so the next regular plan absorbs them (or retires them when the burst is
+over). A late server tries every such GPU, and most refuse it: where the judge can say so without a
+judgement (rollout_types.Refusals: it misses its budget alone and the GPU can only slow it down, or
+its MIG units are taken there), no candidate is judged (at 1,000 instances, 130,000 judgements a
+re-plan tick became 19,000).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout.borrowing import Borrowing
+from autoscaler.core.rollout.burst_memo import passing_batches
+from autoscaler.core.rollout.rollout import EPS, GpuKey
+
+BURST_MIN_SHARE = 5.0  # MPS percent: a burst stand-in in less share carries too little to be worth a process
+
+__all__ = ["BURST_MIN_SHARE", "Bursting"]
+
+
+class Bursting(Borrowing):
+    """Stand-ins in free share of ready GPUs at rest for late servers of short workloads (module
+    docstring); surge._Allocator calls `_burst` first for capacity that serves sooner."""
+
+    def _burst(self, t: PlannedServer, gap: float, gpu: str) -> float:
+        """Burst into free share (module docstring): stand-ins for `t` in the MPS share
+        ready GPUs at rest leave free, each carrying what the model says it can there with every
+        neighbour still within its budget, until they cover `gap`; returns what they carry."""
+        got = 0.0
+        for key in self._lendable(gpu) if t.mig_profile is not None else self._roomy(gpu):
+            if got >= gap * (1 - EPS):
+                break
+            got += self._burst_on(key, t)
+        return got
+
+    def _roomy(self, gpu: str) -> list[GpuKey]:
+        """The GPUs `_lendable` gives with BURST_MIN_SHARE free at least: the only ones where an
+        MPS burst stand-in may go (`_burst_fit`). Found again only after a GPU changed."""
+        seen = self.roomy.get(gpu)
+        if seen is None or seen[0] != self.tick.commits:
+            free = [k for k in self._lendable(gpu) if self._free(k) >= BURST_MIN_SHARE]
+            seen = self.roomy[gpu] = (self.tick.commits, free)
+        return seen[1]
+
+    def _free(self, key: GpuKey) -> float:
+        return 100.0 - sum(s.mps_percent for s in self.tick.on[key])
+
+    def _burst_on(self, key: GpuKey, t: PlannedServer) -> float:
+        """One burst stand-in for `t` on `key` (`_burst_fit`; in MPS share, at least
+        BURST_MIN_SHARE); its judged throughput, 0 where none fits."""
+        got, cand = self._burst_fit(key, t)
+        if not got or cand is None or not self.tick.try_start(key, replace(cand, predicted_throughput_rps=got)):
+            return 0.0
+        self.names.add(cand.name)
+        self.started.append(cand.name)
+        self.bursts.append(cand.name)
+        self.carried[t.name] += got
+        self.gained[t.workload] += got
+        return got
+
+    def _burst_fit(self, key: GpuKey, t: PlannedServer) -> tuple[float | None, PlannedServer | None]:
+        """A burst stand-in for `t` that fits on `key`, and its judged throughput: in t's slice at
+        the first allowed start the GPU's cut leaves free on a MIG GPU (a slice is whole or
+        nothing); otherwise at t's share or the free share if less, at the largest batch up to t's
+        that the model lets it serve there (t's batch was chosen for t's share: in less share it
+        can miss its budget where a smaller batch still carries most of what that share can)."""
+        itype = self.tick.gpus[key].instance_type
+        if t.mig_profile is not None and self._info(itype).starts(t.mig_profile):
+            if self.tick.refuses_all(key, self._probes(t, itype)):
+                return None, None  # every start taken or refused (Tick.refuses): no candidate is made
+            for cand in self._shapes(self._stand_in(t, key[0], key[1]), itype, 0.0):
+                if got := self.tick.fits_beside(key, cand, keep_rates=True):
+                    return got, cand
+            return None, None
+        share = min(t.mps_percent, self._free(key))
+        if share < BURST_MIN_SHARE:
+            return None, None
+        name, index = self._fresh(t, key[0])
+        scaled = t.predicted_throughput_rps * share / t.mps_percent  # what a model-free judge credits
+
+        def make(batch: int) -> PlannedServer:
+            return replace(
+                t,
+                name=name,
+                gpu_index=key[1],
+                index=index,
+                replaces="",
+                mps_percent=share,
+                batch=batch,
+                predicted_throughput_rps=scaled,
+            )
+
+        missed = self._missed_alone(t, itype, share, make) if self.tick.only_slow(key, share) else frozenset()
+        if len(missed) >= t.batch:
+            return None, None  # the judge would refuse it at every batch (Tick.refuses): none is asked
+        sig, family = (t, name, index, share, scaled), (t, share, scaled)
+        trials = passing_batches(self.tick, key, make, t.batch, sig=sig, family=family, name=name, refused=missed)
+        for batch in trials:
+            if got := self.tick.fits_beside(key, make(batch), keep_rates=True):  # the judge refused the others
+                return got, make(batch)
+        return None, None
+
+    def _missed_alone(
+        self, t: PlannedServer, itype: str, share: float, make: Callable[[int], PlannedServer]
+    ) -> frozenset[int]:
+        """The batches at which a burst stand-in for `t` in `share` misses its budget alone
+        (rollout_types.Refusals.misses_alone), found once a tick per late server, type and share:
+        the answer reads no name or port, so every GPU with that much room shares it."""
+        refusal = self.tick.refusal
+        if refusal is None:
+            return frozenset()
+        at = (t, itype, share)
+        if at not in self.alone:
+            self.alone[at] = frozenset(b for b in range(t.batch, 0, -1) if refusal.misses_alone(itype, make(b)))
+        return self.alone[at]
