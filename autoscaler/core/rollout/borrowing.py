@@ -1,8 +1,19 @@
 """Stand-ins on ready GPUs (surge.py's module docstring, 1 and 2): the surge allocator's state, the
 ready GPUs that may lend room (planned GPUs at rest, in key order), the shapes a copy of a planned
 server may take there, and the trial of one GPU, refused without a judgement where the judge can
-say so (rollout_types.Refusals). Pure; surge.py places stand-ins in its order of preference,
-bursting.py bursts into free share.
+say so. Pure; surge.py places stand-ins in its order of preference, bursting.py bursts into free
+share.
+
+A blocked move's stand-in tries every ready GPU of its type at rest, and on a fleet at rest nearly
+all of them are full: its share pushes the GPU past 100 %, MPS splits the shares, and the stand-in
+or a server already there misses its budget, or the stand-in carries less than its planned server
+(at 2,000 instances, a re-plan tick's 43,470 trials all failed, 43,320 of them past 100 %). Such a
+GPU is not always refused (the judge accepts some over-subscribed trials, and the floors may allow
+them), so none is skipped for its shares alone: the judge's most hopeful verdict decides
+(rollout_types.Bounds, crowding.at_best: each server alone at its split share is never judged
+worse beside the others): it rules out 39,913 of those trials without a judgement. So is a trial
+whose stand-in misses its budget even alone, on a GPU that can only slow it down
+(rollout_types.Refusals).
 """
 
 from __future__ import annotations
@@ -66,6 +77,7 @@ class Borrowing:
         self.roomy: dict[str, tuple[int, list[GpuKey]]] = {}  # per GPU type: (Tick.commits, `_roomy`)
         self.probes: dict[tuple[PlannedServer, str], list[PlannedServer]] = {}  # `_probes`
         self.misses: dict[tuple[PlannedServer, str, float], bool] = {}  # `_refused`: missed alone, per share
+        self.at_share: dict[tuple[PlannedServer, float], PlannedServer] = {}  # `_short`: b's probe per share
         self.alone: dict[
             tuple[PlannedServer, str, float], frozenset[int]
         ] = {}  # `_missed_alone`, per (late server, type, share)
@@ -103,7 +115,7 @@ class Borrowing:
         """Start a stand-in for b on `key` in the first of its shapes (`_shapes`) where it carries
         at least b's `thr`."""
         room = 100.0 - sum(s.mps_percent for s in self.tick.on[key])
-        if self._refused(key, b, room):
+        if self._refused(key, b, room, thr):
             return False
         for cand in self._shapes(self._stand_in(b, key[0], key[1]), self.tick.gpus[key].instance_type, room):
             got = self.tick.fits_beside(key, cand)
@@ -174,22 +186,42 @@ class Borrowing:
     def _borrow(self, b: PlannedServer, thr: float, gpu: str, blocked: GpuKey) -> bool:
         return any(self._try_gpu(key, b, thr) for key in self._lendable(gpu, blocked))
 
-    def _refused(self, key: GpuKey, b: PlannedServer, room: float) -> bool:
-        """Whether the judge refuses every shape `_try_gpu` would try for b on `key`, said without
-        a judgement (rollout_types.Refusals): on MIG each start's slice (`_probes`); on MPS each
-        share, missed alone (found once a tick per share) on a GPU that can only slow it down."""
-        if self.tick.refusal is None:
+    def _refused(self, key: GpuKey, b: PlannedServer, room: float, thr: float) -> bool:
+        """Whether every shape `_try_gpu` would try for b on `key` surely fails, said without a
+        judgement: on MIG each start's slice (`_probes`, rollout_types.Refusals); on MPS each
+        share misses alone on a GPU that can only slow it down (`_misses`), or at best fails or
+        carries less than `thr` there (`_short`)."""
+        if self.tick.refusal is None and self.tick.bounds is None:
             return False
         itype = self.tick.gpus[key].instance_type
         if b.mig_profile is not None and self._info(itype).starts(b.mig_profile):
             return self.tick.refuses_all(key, self._probes(b, itype))
+        return all(  # `_shapes` on MPS
+            self._misses(key, b, itype, share) or self._short(key, b, share, thr)
+            for share in sorted({b.mps_percent, max(b.mps_percent, room)})
+        )
+
+    def _misses(self, key: GpuKey, b: PlannedServer, itype: str, share: float) -> bool:
+        """b at `share` misses its budget alone (found once a tick per share), on a GPU that can
+        only slow it down (rollout_types.Refusals)."""
         refusal = self.tick.refusal
-        for share in sorted({b.mps_percent, max(b.mps_percent, room)}):  # `_shapes` on MPS
-            if (b, itype, share) not in self.misses:
-                self.misses[(b, itype, share)] = refusal.misses_alone(itype, replace(b, mps_percent=share))
-            if not (self.misses[(b, itype, share)] and self.tick.only_slow(key, share)):
-                return False
-        return True
+        if refusal is None:
+            return False
+        if (b, itype, share) not in self.misses:
+            self.misses[(b, itype, share)] = refusal.misses_alone(itype, replace(b, mps_percent=share))
+        return self.misses[(b, itype, share)] and self.tick.only_slow(key, share)
+
+    def _short(self, key: GpuKey, b: PlannedServer, share: float, thr: float) -> bool:
+        """b's stand-in at `share`, at best, may not start on `key` or carries less than `thr`
+        (Tick.short_of, rollout_types.Bounds: on a full GPU, where MPS splits the shares, nearly
+        every trial). The probe, made once a tick per share, reads as the stand-in: the bound
+        reads no name, GPU index or port index, and a stand-in replaces nothing."""
+        if self.tick.bounds is None or b.mig_profile is not None:
+            return False
+        at = (b, share)
+        if at not in self.at_share:
+            self.at_share[at] = replace(b, mps_percent=share, replaces="")
+        return self.tick.short_of(key, self.at_share[at], thr * (1 - EPS))
 
     def _probes(self, t: PlannedServer, itype: str) -> list[PlannedServer]:
         """t's slice at each start `_shapes` tries on `itype`, made once a tick: a refusal reads no

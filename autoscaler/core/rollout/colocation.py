@@ -175,6 +175,19 @@ class ModelJudge:
         running = [(b.model, b.batch, round(b.mps_percent, 6)) for b in beside]
         return isinstance(perf, MigModel) or crowding.only_slow(perf, running, room)
 
+    def hopeful(self, instance_type: str, servers: Sequence[PlannedServer]) -> Sequence[tuple[bool, float]] | None:
+        """The verdict at its most hopeful (rollout_types.Bounds): each server alone at the share
+        `split` leaves it of the shares `__call__` judges (crowding.at_best); None off the MPS
+        model. Reads of each server what `shape` reads."""
+        gpu = self.gpu_of.get(instance_type)
+        perf = self.perfs.get(gpu) if gpu is not None else None
+        if perf is None or isinstance(perf, MigModel) or not servers:
+            return None
+        tuples = [server_tuple(s, 6) for s in servers]
+        shares = split([t[3] for t in tuples])
+        budgets = [self.slo.get(t[0], float("inf")) / 2.0 * (1 + REL) for t in tuples]
+        return crowding.at_best(perf, [(t[1], t[2], r) for t, r in zip(tuples, shares, strict=True)], budgets)
+
     def units_taken(self, instance_type: str, s: PlannedServer, beside: Sequence[PlannedServer]) -> bool:
         """On a MIG GPU, a slice of `beside` shares a memory unit with s's slice: no valid cut."""
         gpu = self.gpu_of.get(instance_type)

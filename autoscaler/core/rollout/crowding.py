@@ -17,6 +17,14 @@ the clock never rises with power (a clock slope <= 0). Float rounding keeps the 
 operation is monotone in its operands. So latency beside N >= latency alone, and the verdict's
 `latency <= budget` fails beside N wherever it failed alone.
 
+Over-subscribed (the shares sum past 100 %), MPS gives each server its share scaled by 100 / sum
+(colocation.split), and the same terms hold at those shares: a server judged beside the others at
+its split share is never faster than alone at that share, and carries no more (its throughput,
+1000 b / (t_gpu + d_out b), falls as t_gpu grows). So each server alone at its split share
+(`at_best`) bounds the verdict: where that misses the budget, or carries less than a stand-in must
+(borrowing.py), the judgement would refuse the trial too. Where a GPU is full, nearly every
+stand-in's trial fails so: the newcomer takes share from each server there.
+
 On MIG a slice's neighbours never slow it (its measured row is its verdict); they only make the
 cut invalid where they share one of its memory units.
 """
@@ -61,6 +69,30 @@ def only_slow(perf: PerfModel, beside: Sequence[Running], room: float) -> bool:
         if c.power[0] + c.power[1] * h < 0 or c.l2[0] + c.l2[1] * h < 0:
             return False
     return True
+
+
+def at_best(perf: PerfModel, running: Sequence[Running], budgets: Sequence[float]) -> list[tuple[bool, float]] | None:
+    """Per server of `running`, each at the share the split leaves it, whether it may meet its
+    budget and the most it may carry beside all the others: alone at that share (module
+    docstring); None where a term could shrink beside others (a negative coefficient, power or
+    L2 line, a clock that rises with power)."""
+    if perf.clock_slope > 0 or perf.delta1 < 0:
+        return None
+    for model, batch, share in running:
+        c = perf.coef.get(model)
+        if c is None or c.alpha_cache < 0 or c.kernels < 0 or c.idle_ms < 0 or c.out_ms_per_item < 0:
+            return None
+        t = c.active_ms(batch, share)
+        if not t > 0:
+            return None
+        h = 1000.0 * batch / t
+        if c.power[0] + c.power[1] * h < 0 or c.l2[0] + c.l2[1] * h < 0:
+            return None
+    out = []
+    for (model, batch, share), budget in zip(running, budgets, strict=True):
+        lat, thr = perf.solo(model, batch, share)
+        out.append((lat <= budget, thr))
+    return out
 
 
 def units_taken(units: Mapping[str, int], mine: Slot, beside: Sequence[Slot]) -> bool:

@@ -11,7 +11,15 @@ from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from autoscaler.core.layout.layout_types import PlannedServer
-from autoscaler.core.rollout.rollout_types import EPS, Amounts, GpuKey, RolloutInput, original_of, refusal_of
+from autoscaler.core.rollout.rollout_types import (
+    EPS,
+    Amounts,
+    GpuKey,
+    RolloutInput,
+    bounds_of,
+    original_of,
+    refusal_of,
+)
 
 __all__ = ["Judged", "Part", "loading"]
 
@@ -33,6 +41,8 @@ class Judged:
     def __init__(self, inp: RolloutInput) -> None:
         self.inp = inp
         self.refusal = refusal_of(inp.judge)
+        self.bounds = bounds_of(inp.judge)
+        self.loaded: dict[GpuKey, tuple[int, list[PlannedServer] | None]] = {}  # `_loaded`, per GPU version
         self.gpus = {g.key: g for g in inp.gpus}
         self.slot_keys: dict[str, list[GpuKey]] = {}  # slot -> its GPUs' keys: one instance's GPUs, not all
         for g in inp.gpus:
@@ -208,6 +218,37 @@ class Judged:
         (rollout_types.Refusals): then one that misses its budget alone misses it there too."""
         beside = [*self.on[key], *self._held(key)]
         return self.refusal is not None and self.refusal.only_slow(self.gpus[key].instance_type, beside, room)
+
+    def short_of(self, key: GpuKey, t: PlannedServer, need: float) -> bool:
+        """Whether t surely may not start on `key` (`_future` says None) or carries less than
+        `need` there, said from the judge's most hopeful verdict on the GPU with t serving
+        (rollout_types.Bounds) without a judgement: at best t misses its budget or carries less,
+        or a server within budget there now misses it. False for a successor, on MIG, or where
+        the judge cannot say."""
+        if self.bounds is None or t.replaces or t.mig_profile is not None or self.held_slices(key):
+            return False
+        loaded = self._loaded(key)
+        hope = self.bounds.hopeful(self.gpus[key].instance_type, [*loaded, t]) if loaded is not None else None
+        if hope is None:
+            return False
+        if not hope[-1][0] or hope[-1][1] < need:
+            return True
+        ok, maybe = self.parts[key].ok, {s.name for s, (may, _) in zip(loaded or (), hope) if may}
+        return any(s.name in ok and s.name not in maybe for s in loaded or ())
+
+    def _loaded(self, key: GpuKey) -> list[PlannedServer] | None:
+        """The servers that load `key` beside a newcomer judged as serving, as `_future` judges
+        them (every server there serving: `loading`), found once per GPU version; None where a
+        MIG slice is assigned (its units go to the judge too)."""
+        seen = self.loaded.get(key)
+        if seen is None or seen[0] != self.version[key]:
+            on = self.on[key]
+            mig = any(s.mig_profile is not None for s in on)
+            seen = self.loaded[key] = (
+                self.version[key],
+                None if mig else loading(on, {s.name for s in on}, self._wanted(key)),
+            )
+        return seen[1]
 
     def content(self, key: GpuKey) -> tuple[object, ...]:
         """What `judged_ok` reads of a GPU besides the newcomer: its type, servers, the layout's

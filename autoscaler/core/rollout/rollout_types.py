@@ -46,6 +46,25 @@ class Refusals(Protocol):
         """Each of `beside` can only slow down a newcomer of at most `room` MPS share."""
 
 
+@runtime_checkable
+class Bounds(Protocol):
+    """A judge's verdict at its most hopeful, said without a judgement (colocation.ModelJudge,
+    crowding.at_best): a stand-in tries every ready GPU of its type (borrowing.py), and on a full
+    one nearly every trial fails (MPS splits the shares: the newcomer, or a server already there,
+    then misses its budget, or the newcomer carries less than it must). Like `Refusals`, it reads
+    no server's name, GPU index, port index or predecessor (`replaces`)."""
+
+    def hopeful(self, instance_type: str, servers: Sequence[PlannedServer]) -> Sequence[tuple[bool, float]] | None:
+        """Per server, what `judge(instance_type, servers)` says of it at best: False only where
+        that verdict surely misses the budget, and a throughput it never exceeds; None where the
+        judge cannot say."""
+
+
+def bounds_of(judge: Judge) -> Bounds | None:
+    """The judge itself where it says its most hopeful verdict without a judgement (`Bounds`)."""
+    return judge if isinstance(judge, Bounds) else None
+
+
 def refusal_of(judge: Judge) -> Refusals | None:
     """The judge itself where it says what it refuses without a judgement (`Refusals`), else None."""
     return judge if isinstance(judge, Refusals) else None
