@@ -9,7 +9,7 @@ tests can assert it on any plan.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
 from autoscaler.planner.types import Demand, Plan
@@ -35,11 +35,17 @@ def redundancy_faults(plan: Plan, demands: Sequence[Demand]) -> list[str]:
     plan's `unplaced` list's business."""
     faults = []
     missing = {u.workload for u in plan.unplaced}
+    # one pass over the plan per spread and for the server counts, not one per workload (issue 50:
+    # thousands of redundant MIG workloads made this the re-plan's quadratic part)
+    by_spread: dict[str, dict[str, dict[tuple[int, int], float]]] = {}
+    count = Counter(p.workload for i in plan.instances for g in i.gpus for p in g.placements)
     for d in demands:
         if not d.redundant or d.rate_rps <= 0 or d.workload in missing:
             continue
-        loads = domain_loads(plan, d.spread).get(d.workload, {})
-        servers = sum(p.workload == d.workload for i in plan.instances for g in i.gpus for p in g.placements)
+        if d.spread not in by_spread:
+            by_spread[d.spread] = domain_loads(plan, d.spread)
+        loads = by_spread[d.spread].get(d.workload, {})
+        servers = count[d.workload]
         need = d.rate_rps * d.correction * (1 - TOLERANCE)
         if servers < d.min_servers or len(loads) < d.min_servers:
             faults.append(f"{d.workload}: {servers} server(s) in {len(loads)} {d.spread}(s), {d.min_servers} needed")

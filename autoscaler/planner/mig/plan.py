@@ -23,7 +23,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 
-from autoscaler.config.mig import Slot
+from autoscaler.config.mig import MigGeometry, Slot
 from autoscaler.model.mig import MigModel
 from autoscaler.planner.build import count_moved
 from autoscaler.planner.mig.gpus import Gpu, Inst, Slice
@@ -150,20 +150,41 @@ def _place(
     (gpu, spare), geo = where, model.geometry
     rest: list[tuple[Demand, Segment]] = []
     kept_gpus = [g for i in insts if i.option.gpu == gpu for g in i.gpus]
+    full: dict[str, int] = {}
     for d, s in sorted(segs, key=lambda x: (-x[1].units, x[0].workload)):
-        target = next(
-            (
-                (g, st)
-                for g in kept_gpus
-                if fits(g, d, s, spare) and (st := free_start(geo, g.cut(), s.slice)) is not None
-            ),
-            None,
-        )
+        target = _room(geo, kept_gpus, full, (d, s, spare))
         if target is None:
             rest.append((d, s))
         else:
             target[0].slices.append(Slice(d.workload, d.model, (s.slice, target[1]), s))
     return _open(where, rest, insts, options, model)
+
+
+def _room(
+    geo: MigGeometry, gpus: Sequence[Gpu], full: dict[str, int], what: tuple[Demand, Segment, Mapping[str, float]]
+) -> tuple[Gpu, int] | None:
+    """The first of `gpus` that slice `what` fits (spread.py) with room for its profile, and the
+    start there. Placing only takes room, so a GPU without room for a profile never has it again:
+    `full[profile]` counts the leading GPUs known full for it, which keeps a re-plan of thousands
+    of kept GPUs linear instead of a scan of them all per slice."""
+    d, s, spare = what
+    for k in range(full.get(s.slice, 0), len(gpus)):
+        start = free_start(geo, gpus[k].cut(), s.slice)
+        if start is None:
+            continue
+        full[s.slice] = k
+        if fits(gpus[k], d, s, spare):
+            return gpus[k], start
+        return next(
+            (
+                (g, st)
+                for g in gpus[k + 1 :]
+                if fits(g, d, s, spare) and (st := free_start(geo, g.cut(), s.slice)) is not None
+            ),
+            None,
+        )
+    full[s.slice] = len(gpus)
+    return None
 
 
 def _open(
@@ -253,15 +274,16 @@ def _kept(
     everything = sorted(
         ((s, g) for i in out for g in i.gpus for s in g.slices), key=lambda x: (-x[0].seg.throughput_rps, x[0].workload)
     )
+    apart: dict[str, list[tuple[Slice, Gpu]]] = {}  # per redundant workload, its slices in that order
     for s, g in everything:
         if demands[s.workload].redundant:
-            continue
-        if need[s.workload] <= 1e-9:
+            apart.setdefault(s.workload, []).append((s, g))
+        elif need[s.workload] <= 1e-9:
             g.slices.remove(s)
         else:
             need[s.workload] -= s.seg.throughput_rps
-    for w in sorted({s.workload for s, _ in everything if demands[s.workload].redundant}):
-        hold_apart([(s, g) for s, g in everything if s.workload == w], demands[w].rate_rps)
+    for w in sorted(apart):
+        hold_apart(apart[w], demands[w].rate_rps)
     return [i for i in out if any(g.slices for g in i.gpus)]
 
 
