@@ -136,8 +136,9 @@ class AgentsConfig(Frozen):
     command_timeout_s: Timeout = 30.0
     max_concurrency: Annotated[int, Field(ge=1, le=1024, strict=True)] = Field(
         default=32,
-        description="agent status reads and applies in flight at once; each is bounded by "
-        "connect_timeout_s + command_timeout_s, so a dead agent costs its own deadline, not the tick's",
+        description="agent status reads and applies started at once; a call past 0.5 s gives its slot to the "
+        "next (at most twice as many in flight), each is bounded by connect_timeout_s + command_timeout_s, "
+        "so a dead agent costs its own deadline, not the tick's",
     )
     host_override: str | None = None
     agent_command: Annotated[str, AfterValidator(_command_words)] = "igniter-agent"

@@ -67,24 +67,95 @@ def test_a_call_stuck_past_its_deadline_costs_the_deadline_not_the_batch() -> No
     assert took < 0.5 + BACKSTOP_S + 1.0
 
 
-def test_calls_queued_behind_stuck_ones_that_hold_every_worker_are_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Two workers, both held by calls that never return: the calls queued behind them are given
-    up with them once they are overdue; calls that answered before keep their answers."""
+def test_calls_queued_behind_stuck_ones_that_hold_every_thread_are_given_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two slots, five calls that never return (their transport's timeout did not fire): the
+    first two give their slots back at the grace, the next two start in extra threads and get
+    stuck too; then the batch holds its bound, twice the slots (4 in flight, the fifth never
+    starts), and the calls queued behind are given up at the stuck calls' limit. Calls that
+    answered before keep their answers; nothing starts once call_all has returned, and the extra
+    threads end with their calls."""
     monkeypatch.setattr(bounded, "BACKSTOP_S", 0.0)
-    release = threading.Event()
+    release, lock = threading.Event(), threading.Lock()
+    started: list[int] = []
+    threads: list[threading.Thread] = []
+    now, peak = [0], [0]
 
     def call(n: int) -> int:
-        if n in (3, 4):
+        with lock:
+            started.append(n)
+            threads.append(threading.current_thread())
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+        if 3 <= n < 8:
             release.wait(30)
+        with lock:
+            now[0] -= 1
         return n
 
     start = time.monotonic()
-    out = call_all(call, list(range(12)), 2, 0.2)
+    out = call_all(call, list(range(12)), 2, 0.2, grace=0.01)
     took = time.monotonic() - start
     release.set()
+    for thread in threads:
+        thread.join(5)
     assert out[:3] == [0, 1, 2]
-    assert all(isinstance(o, TransportError) for o in out[3:])
+    assert all(isinstance(o, TransportError) and "deadline" in str(o) for o in out[3:])
+    assert sorted(started) == [0, 1, 2, 3, 4, 5, 6] and peak[0] == 4
+    assert not any(thread.is_alive() for thread in threads)
     assert took < 0.2 + 1.0
+
+
+def test_a_hung_call_gives_its_slot_back_at_the_grace() -> None:
+    """Two slots, one call that hangs (until every other call has answered, or 5 s, which the
+    test would see): the healthy calls queued behind it all start and answer while it is still in
+    flight, two at a time (each pair meets at a barrier that only two calls in flight at once can
+    pass), so the hung call holds no slot past its grace. Without the grace the healthy calls
+    would go one at a time in the other slot and the first barrier would break."""
+    healthy = 10
+    pair, lock, answered = threading.Barrier(2, timeout=5), threading.Lock(), [0]
+    all_answered = threading.Event()
+    hung_until_healthy_answered: list[bool] = []
+
+    def call(n: int) -> int:
+        if n == 0:
+            hung_until_healthy_answered.append(all_answered.wait(5))
+            raise TransportError("node 0: no answer within the deadline")
+        pair.wait()
+        with lock:
+            answered[0] += 1
+            if answered[0] == healthy:
+                all_answered.set()
+        return n * 10
+
+    out = call_all(call, list(range(healthy + 1)), 2, 30.0, grace=0.01)
+    assert hung_until_healthy_answered == [True]
+    assert isinstance(out[0], TransportError)
+    assert out[1:] == [n * 10 for n in range(1, healthy + 1)]  # in the order asked, the hung one first
+
+
+def test_hung_calls_that_hold_every_slot_do_not_hold_the_queue() -> None:
+    """Both slots hang (until the others have answered): every queued call still answers."""
+    all_answered, lock, answered = threading.Event(), threading.Lock(), [0]
+    waited: list[bool] = []
+
+    def call(n: int) -> int:
+        if n < 2:
+            waited.append(all_answered.wait(5))
+            raise TransportError(f"node {n}: no answer within the deadline")
+        with lock:
+            answered[0] += 1
+            if answered[0] == 20:
+                all_answered.set()
+        return n
+
+    out = call_all(call, list(range(22)), 2, 30.0, grace=0.01)
+    assert waited == [True, True] and out[2:] == list(range(2, 22))
+
+
+def test_the_grace_is_well_inside_the_deadline() -> None:
+    """0.5 s: ten healthy round trips of the benchmark's 50 ms; a quarter of a shorter deadline."""
+    assert bounded.grace_s(40.0) == bounded.grace_s(3.0) == bounded.GRACE_S == 0.5
+    assert bounded.grace_s(1.0) == 0.25
 
 
 def test_many_more_calls_than_workers_all_answer_in_order() -> None:
