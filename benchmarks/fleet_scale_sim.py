@@ -8,8 +8,12 @@ through the CLI, as `igniter simulate POLICY --trace CSV --json` does, and the t
 Run: nice .venv/bin/python benchmarks/fleet_scale_sim.py --workloads 200 400 --rows 8 [--profile OUT]
 
 `--profile OUT` writes a cProfile of the last size to OUT (read it with pstats). `--json` prints
-one line per size. Run it from an exported older revision (`git archive REV | tar -x -C DIR`, then
-`cd DIR && python /path/to/fleet_scale_sim.py`) to time the code before a change the same way.
+one line per size. `--per-tick OUT` writes one JSON line per tick of the last size (its simulated
+time, CPU, actions, and the CPU of the controller's steps: forecast, plan with the planner in it,
+diff, record) and prints their means per `--window-s` of simulated time: what grows with the
+replay's history shows there (issue 50: the forecast step's hour of rate history). Run it from an
+exported older revision (`git archive REV | tar -x -C DIR`, then `cd DIR && python
+/path/to/fleet_scale_sim.py`) to time the code before a change the same way.
 """
 
 from __future__ import annotations
@@ -51,18 +55,78 @@ def write_inputs(tmp: Path, n: int, rows: int, seed: int, scenario: Path) -> tup
     return policy, trace
 
 
-def run_one(n: int, rows: int, seed: int, scenario: Path, profile: Path | None) -> dict[str, Any]:
-    """One replay: CPU seconds in all, ticks, CPU per tick, and the summary's cost and attainment."""
+STEPS = {"forecast": "forecast", "plan": "plan", "diff": "_diff", "record": "record"}  # Controller methods
+
+
+def timed_steps(acc: dict[str, float]) -> list[tuple[Any, str, Any]]:
+    """The controller's steps (and the replay's planner) wrapped to add their CPU to `acc`; returns
+    what to put back."""
+    from autoscaler.loop.tick.controller import Controller
+    from autoscaler.sim.memo import MemoPlanner
+
+    saved = []
+    for cls, label, name in [*((Controller, k, v) for k, v in STEPS.items()), (MemoPlanner, "planner", "__call__")]:
+        fn = getattr(cls, name)
+
+        def timed(*a: Any, _fn: Any = fn, _label: str = label, **k: Any) -> Any:
+            c = time.process_time()
+            try:
+                return _fn(*a, **k)
+            finally:
+                acc[_label] = acc.get(_label, 0.0) + time.process_time() - c
+
+        saved.append((cls, name, fn))
+        setattr(cls, name, timed)
+    return saved
+
+
+def windows(lines: list[dict[str, Any]], window_s: float) -> str:
+    """Mean CPU per tick (in all and by step) per window of simulated time."""
+    keys = ["cpu", "forecast", "plan", "planner", "diff", "record"]
+    out = ["from_s ticks " + " ".join(f"{k:>8}" for k in keys) + "  actions"]
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for line in lines:
+        groups.setdefault(int(line["now"] // window_s), []).append(line)
+    for g, w in sorted(groups.items()):
+        mean = {k: sum(x.get(k, 0.0) for x in w) / len(w) for k in [*keys, "actions"]}
+        cells = " ".join(f"{mean[k]:8.3f}" for k in keys)
+        out.append(f"{g * window_s:6.0f} {len(w):5d} {cells} {mean['actions']:8.1f}")
+    return "\n".join(out)
+
+
+def run_one(
+    n: int,
+    rows: int,
+    seed: int,
+    scenario: Path,
+    profile: Path | None,
+    per_tick: Path | None = None,
+    window_s: float = 600.0,
+) -> dict[str, Any]:
+    """One replay: CPU seconds in all, ticks, CPU per tick, and the summary's cost and attainment;
+    with `per_tick`, each tick's CPU by step written there (one JSON line a tick)."""
     from autoscaler.cli import main
     from autoscaler.sim import engine
 
     ticks = 0
     original = engine.Replay.tick
+    acc: dict[str, float] = {}
+    lines: list[dict[str, Any]] = []
+    saved = timed_steps(acc) if per_tick else []
 
     def counted(self: Any, now: float, fast: bool = False) -> Any:
         nonlocal ticks
         ticks += 1
-        return original(self, now, fast)
+        acc.clear()
+        c = time.process_time()
+        report = original(self, now, fast)
+        if per_tick:
+            cpu = time.process_time() - c
+            acts = len(report.outcome.done) + len(report.outcome.failed)
+            lines.append(
+                {"now": now, "cpu": round(cpu, 4), "actions": acts, **{k: round(v, 4) for k, v in acc.items()}}
+            )
+        return report
 
     engine.Replay.tick = counted  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory() as d:
@@ -78,6 +142,11 @@ def run_one(n: int, rows: int, seed: int, scenario: Path, profile: Path | None) 
                 prof.disable()
         cpu = time.process_time() - cpu
     engine.Replay.tick = original  # type: ignore[method-assign]
+    for cls, name, fn in saved:
+        setattr(cls, name, fn)
+    if per_tick:
+        per_tick.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        print(windows(lines, window_s), file=sys.stderr, flush=True)
     if prof and profile:
         prof.dump_stats(str(profile))
     summary = json.loads(out.getvalue()) if code == 0 else {}
@@ -101,12 +170,22 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--scenario", type=Path, default=SCENARIO)
     ap.add_argument("--profile", type=Path, help="write a cProfile of the last size here")
+    ap.add_argument("--per-tick", type=Path, help="write each tick's CPU by step of the last size here (JSON lines)")
+    ap.add_argument("--window-s", type=float, default=600.0, help="--per-tick: simulated seconds a printed mean spans")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     sys.path.insert(0, os.getcwd())  # the autoscaler of the current directory (an exported revision)
     for i, n in enumerate(args.workloads):
         last = i == len(args.workloads) - 1
-        r = run_one(n, args.rows, args.seed, args.scenario, args.profile if last else None)
+        r = run_one(
+            n,
+            args.rows,
+            args.seed,
+            args.scenario,
+            args.profile if last else None,
+            args.per_tick if last else None,
+            args.window_s,
+        )
         if args.json:
             print(json.dumps(r), flush=True)
         else:
