@@ -11,26 +11,62 @@ Where the judge says what it reads of a server (rollout_types.shape_of: the mode
 workload's SLO, model, batch and share, not its name), a candidate is remembered by that shape:
 the late servers of equal-shaped workloads share one trial per GPU content, tick after tick,
 as long as the candidate's name is new on the GPU (no server there has it or replaces it).
+
+Most of what is still judged fails because a neighbour misses its budget beside the newcomer (at
+2,000 instances, three in four of a re-plan tick's 56,000 judgements). On the MPS model a
+neighbour's latency never falls as the newcomer's L2 line and power grow (crowding.presses_on), so
+each GPU content remembers the (L2, power) of the newcomers under which a server within budget
+missed it, and a later candidate pressing no less in both is refused without a judgement
+(`_Press`).
 """
 
 from __future__ import annotations
 
 import itertools
+import sys
 import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.rollout import crowding
+from autoscaler.core.rollout.judged import loading
 from autoscaler.core.rollout.rollout import GpuKey, Judge, Tick
 from autoscaler.core.rollout.rollout_types import shape_of
+from autoscaler.model.perfmodel import PerfModel
 
 MAX_ENTRIES = 1 << 15  # then all forgotten at once: some 7 ticks of 1,000 workloads, tens of MB
+REL = crowding.REL  # colocation.REL: a share sum within 100 % + REL is not split
+
+
+@dataclass
+class _Press:
+    """One GPU content as a burst newcomer's neighbours (module docstring): the servers that load
+    it beside any newcomer (`loading`, every server there judged as serving), their shares as the
+    judge rounds them, the servers within budget now, and the
+    (L2, power) of each newcomer under which one of those missed its budget (none dominating
+    another)."""
+
+    perf: PerfModel
+    loaded: list[PlannedServer]
+    shares: list[float]
+    before: frozenset[str]
+    missed: list[tuple[float, float]] = field(default_factory=list)
+
+    def refuses(self, push: tuple[float, float]) -> bool:
+        """A server within budget misses it under a newcomer pressing no less than one before."""
+        return any(push[0] >= c and push[1] >= p for c, p in self.missed)
+
+    def remember(self, push: tuple[float, float]) -> None:
+        self.missed = [(c, p) for c, p in self.missed if not (c >= push[0] and p >= push[1])]
+        self.missed.append(push)
 
 
 @dataclass
 class _Memo:
     ids: dict[tuple[object, ...], int] = field(default_factory=dict)  # GPU content -> its id
     batches: dict[tuple[int, GpuKey, Hashable, int], tuple[int, ...]] = field(default_factory=dict)
+    press: dict[int, _Press | None] = field(default_factory=dict)  # GPU content id -> `_Press`
 
 
 _MEMOS: weakref.WeakKeyDictionary[Judge, _Memo] = weakref.WeakKeyDictionary()
@@ -54,6 +90,7 @@ def passing_batches(
     family: Hashable,
     name: str,
     refused: frozenset[int] = frozenset(),
+    pressing: tuple[str, float] | None = None,
 ) -> tuple[int, ...]:
     """The batches from `top` down to 1 at which the judge accepts `cand(batch)` on `key` beside
     what it runs (`Tick.judged_ok`), remembered by the GPU's content and either the shape of
@@ -62,7 +99,9 @@ def passing_batches(
     credited); `family` holds all of that but the name, GPU index and port index (which no
     shape reads), `name` is the candidate's. `cand(b)` differs from `cand(top)` in its batch alone.
     `refused`: batches the judge is known to refuse on `key` (bursting.py: they miss alone, and the
-    GPU can only slow them down), not asked again."""
+    GPU can only slow them down), not asked again. `pressing`: the model and MPS share of every
+    `cand(b)`, each an MPS server that replaces nothing, where the pressure bound may refuse
+    batches before their candidate is made (`_Press`); None: every batch is judged."""
     memo = _memo(tick.inp.judge)
     if memo is None:
         return tuple(b for b in range(top, 0, -1) if b not in refused and tick.judged_ok(key, cand(b)))
@@ -72,8 +111,79 @@ def passing_batches(
         if len(memo.batches) >= MAX_ENTRIES:
             memo.batches.clear()
             memo.ids.clear()
-        hit = memo.batches[k] = tuple(b for b in range(top, 0, -1) if b not in refused and tick.judged_ok(key, cand(b)))
+            memo.press.clear()
+        fresh = not any(name in (s.name, s.replaces) for s in tick.on[key])
+        press = _press(memo, tick, key, k[0]) if pressing is not None and fresh else None
+        if press is None or pressing is None:
+            hit = tuple(b for b in range(top, 0, -1) if b not in refused and tick.judged_ok(key, cand(b)))
+        else:
+            model, share = pressing[0], round(pressing[1], 6)
+            free = sum([*press.shares, share]) <= 100.0 + REL  # as colocation.split sums: no split
+            hit = tuple(
+                b
+                for b in range(top, 0, -1)
+                if b not in refused
+                and _ok(tick, key, cand, b, press, crowding.pressure(press.perf, (model, b, share)) if free else None)
+            )
+        memo.batches[k] = hit
     return hit
+
+
+def _ok(
+    tick: Tick,
+    key: GpuKey,
+    cand: Callable[[int], PlannedServer],
+    batch: int,
+    press: _Press,
+    push: tuple[float, float] | None,
+) -> bool:
+    """`tick.judged_ok` of `cand(batch)`, said without a judgement where a server within budget
+    surely misses it beside a candidate pressing `push` (`_Press`); a miss the judgement finds is
+    remembered. The candidate, named apart from every server on the GPU and replacing nothing, is
+    judged last after `press.loaded` (Tick._verdict: `loading` reads its name nowhere else)."""
+    if push is None:
+        return tick.judged_ok(key, cand(batch))
+    if press.refuses(push):
+        return False
+    c = cand(batch)
+    if tick.judged_ok(key, c):
+        return True
+    verdict = tick.inp.judge(tick.gpus[key].instance_type, [*press.loaded, c])
+    if any(s.name in press.before and not ok for s, (ok, _) in zip(press.loaded, verdict)):
+        press.remember(push)
+    return False
+
+
+def _press(memo: _Memo, tick: Tick, key: GpuKey, content: int) -> _Press | None:
+    """The GPU content `content` as neighbours (`_Press`), made once per content; None where the
+    judge is not the MPS model (colocation.ModelJudge's verdict) or the bound may not hold
+    (crowding.presses_on: a MIG slice or a held slice there, a term that could shrink)."""
+    if content in memo.press:
+        return memo.press[content]
+    perf = _perf(tick.inp.judge, tick.gpus[key].instance_type)
+    on = tick.on[key]
+    out = None
+    if perf is not None and not tick.held_slices(key) and all(s.mig_profile is None for s in on):
+        loaded = loading(on, {s.name for s in on}, frozenset(v.agent_key() for v in tick.gpus[key].wanted))
+        running = [(s.model, s.batch, round(s.mps_percent, 6)) for s in loaded]
+        if crowding.presses_on(perf, running):
+            before = tick.content(key)[-1]
+            assert isinstance(before, frozenset)
+            out = _Press(perf, loaded, [r for _, _, r in running], before)
+    memo.press[content] = out
+    return out
+
+
+def _perf(judge: Judge, instance_type: str) -> PerfModel | None:
+    """The MPS model whose verdict `judge` gives on `instance_type`: only colocation.ModelJudge's
+    own (a judge that merely looks like it may judge otherwise). Looked up, not imported: colocation
+    imports reconcile, which imports this module's users, and it is loaded wherever a ModelJudge is."""
+    model_judge = getattr(sys.modules.get("autoscaler.core.rollout.colocation"), "ModelJudge", None)
+    if model_judge is None or not isinstance(judge, model_judge) or type(judge).__call__ is not model_judge.__call__:
+        return None
+    gpu = judge.gpu_of.get(instance_type)
+    perf = judge.perfs.get(gpu) if gpu is not None else None
+    return perf if isinstance(perf, PerfModel) else None
 
 
 def _shape(

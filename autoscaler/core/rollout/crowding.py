@@ -103,3 +103,50 @@ def units_taken(units: Mapping[str, int], mine: Slot, beside: Sequence[Slot]) ->
         return False
     lo, hi = mine[1], mine[1] + size
     return any(p in units and start < hi and lo < start + units[p] for p, start in beside)
+
+
+def pressure(perf: PerfModel, newcomer: Running) -> tuple[float, float] | None:
+    """What a newcomer adds to each neighbour's terms in PerfModel.predict_raw, the same floats:
+    its L2 line and its power at its solo throughput (which reads no neighbour). None where its
+    active time is not positive or its L2 line is negative (`presses_on`)."""
+    model, batch, share = newcomer
+    c = perf.coef.get(model)
+    if c is None:
+        return None
+    t = c.active_ms(batch, share)
+    if not t > 0:
+        return None
+    h = 1000.0 * batch / t
+    l2 = c.l2[0] + c.l2[1] * h
+    return (l2, c.power[0] + c.power[1] * h) if l2 >= 0 else None
+
+
+def presses_on(perf: PerfModel, running: Sequence[Running]) -> bool:
+    """Whether each of `running`, judged with one newcomer more (its share in its own, nothing
+    over-subscribed), has a latency that never falls as the newcomer's `pressure` grows: a newcomer
+    with no less L2 and no less power than one under which a server missed its budget makes it
+    miss too (burst_memo.py prunes such trials).
+
+    With shares summing to 100 % at most, each server keeps its share and active time t; the
+    newcomer's count is the same for every newcomer, so delta(|S|) is too; the newcomer, judged
+    last, adds its L2 line c last to the sum each neighbour reads (sum(L2) - own) and its power p
+    last to the GPU's power. Then a neighbour's
+
+        t_gpu = (n_k delta + t_idle + t (1 + alpha (sum(L2) - own))) / ratio(P)
+
+    has a numerator that grows with c (alpha >= 0, t > 0: each float operation is monotone in its
+    operands) and is not negative (n_k, delta, t_idle >= 0, every L2 line >= 0 so the sum less its
+    own part is too, `pressure` returns none below 0), and a ratio that falls as p grows (a clock
+    slope <= 0; 1.0 up to the cap, at most 1.0 above it); so t_gpu, and the latency t_gpu plus its
+    transfer time, grow with (c, p) in both. The verdict compares that latency with a budget that
+    reads no newcomer. None of this holds off these conditions: then False."""
+    if perf.clock_slope > 0 or perf.delta(len(running) + 1) < 0:
+        return False
+    for model, batch, share in running:
+        c = perf.coef.get(model)
+        if c is None or c.alpha_cache < 0 or c.kernels < 0 or c.idle_ms < 0:
+            return False
+        t = c.active_ms(batch, share)
+        if not t > 0 or c.l2[0] + c.l2[1] * (1000.0 * batch / t) < 0:
+            return False
+    return True
