@@ -195,21 +195,31 @@ def _open(
     model: MigModel,
 ) -> list[Unplaced]:
     """New GPUs of type `where[0]` for `segs` (redundant workloads' spares in `where[1]`) on new
-    instances; workloads the caps cannot hold are unplaced, the most compute first."""
-    gpu = where[0]
+    instances; workloads the caps cannot hold are unplaced, the most compute first (ties: by name).
+    While the slices left need more GPUs than the caps hold (compute and memory units summed: no
+    packing does better), the packing is not tried: it would fail (issue 50: one HiGHS solve and
+    fill per dropped workload made a capped fleet's plan quadratic)."""
+    gpu, geo = where[0], model.geometry
     opts = [o for o in options if o.gpu == gpu]
     used = Counter(i.option.key for i in insts)
     limits = [None if o.max_instances is None else max(0, o.max_instances - used[o.key]) for o in opts]
+    room = None if not opts or None in limits else sum(o.gpus * (n or 0) for o, n in zip(opts, limits))
+    took: dict[str, tuple[int, int]] = {}
+    for d, s in segs:
+        c, u = took.get(d.workload, (0, 0))
+        took[d.workload] = (c + s.compute, u + s.units)
+    compute, units = sum(c for c, _ in took.values()), sum(u for _, u in took.values())
     dropped: list[Unplaced] = []
-    while segs:
-        cuts = fewest_gpus(model.geometry, Counter(s.slice for _, s in segs))
-        got = _held(model, cuts, segs, where, (opts, limits))
-        if got is None:
-            segs, gone = _drop_largest(segs)
-            dropped.append(Unplaced(gone, f"no capacity: the {gpu} instance types are at max_instances"))
-            continue
-        _fill(got[0], got[1], insts)
-        break
+    for gone in sorted(took, key=lambda w: (-took[w][0], w)):
+        if room is None or max(-(-compute // geo.compute_slices), -(-units // geo.memory_units)) <= room:
+            out = {u.workload for u in dropped}
+            live = [(d, s) for d, s in segs if d.workload not in out]
+            got = _held(model, fewest_gpus(geo, Counter(s.slice for _, s in live)), live, where, (opts, limits))
+            if got is not None:
+                _fill(got[0], got[1], insts)
+                return dropped
+        dropped.append(Unplaced(gone, f"no capacity: the {gpu} instance types are at max_instances"))
+        compute, units = compute - took[gone][0], units - took[gone][1]
     return dropped
 
 
@@ -231,14 +241,6 @@ def _held(
             if not any(d.redundant for d, _ in segs):
                 return None
     return None
-
-
-def _drop_largest(segs: list[tuple[Demand, Segment]]) -> tuple[list[tuple[Demand, Segment]], str]:
-    need = Counter[str]()
-    for d, s in segs:
-        need[d.workload] += s.compute
-    gone = max(sorted(need), key=lambda w: need[w])
-    return [(d, s) for d, s in segs if d.workload != gone], gone
 
 
 def _fill(gpus: list[Gpu], mix: list[tuple[InstanceOption, int]], insts: list[Inst]) -> None:
