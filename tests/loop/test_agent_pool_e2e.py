@@ -184,7 +184,9 @@ def test_one_hung_agent_costs_its_deadline_not_the_round(agents, sshd: Sshd) -> 
     assert len(meanwhile) >= cfg.max_concurrency - 1  # the others answered while it hung (one at a time: none)
     others = [timed.spans[i.id] for i in instances if i is not hung]
     in_flight = max(sum(b <= start < e for b, e in others) for start, _ in others)
-    assert in_flight == cfg.max_concurrency  # the hung call held none of the pool's slots (in it: 7 at most)
+    # The hung call held none of the pool's slots: in the pool it would leave 7 until its grace (0.5 s),
+    # longer than these reads take. More than 8 only if a healthy read itself outlived the grace.
+    assert in_flight >= cfg.max_concurrency
     assert took < (ended - began) + warm  # the round: the hung call's deadline, plus a normal round at most
     assert acted.failed == [] and acted.notes == [
         f"configure {hung.slot} waits: its agent did not answer this tick's status"
