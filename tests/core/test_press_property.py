@@ -3,24 +3,25 @@ issue 50): on the MPS model a neighbour's latency never falls as a newcomer's L2
 grow, so a trial whose newcomer presses no less than one under which a server within budget
 missed is refused without a judgement. Random neighbours on the V100 and T4 models keep that
 order, and random V100 fleets on paper, stepped with the bound and with the same judge without
-it, give the same diffs step by step while the bound refuses trials."""
+it, give the same diffs step by step while the bound refuses trials; so does the one on floors
+and planned rates a burst broke (bursting.py `_floored`)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from functools import partial
 
 import pytest
 
 from autoscaler.config.policy import Workload
 from autoscaler.core.layout.layout_types import PlannedServer, SlotSpec
-from autoscaler.core.rollout import burst_memo, crowding
+from autoscaler.core.rollout import burst_memo, bursting, crowding
 from autoscaler.core.rollout.colocation import ModelJudge
 from autoscaler.core.rollout.reconcile import Limits
 from autoscaler.core.rollout.rollout import Gpu, RolloutInput, Tick
 from autoscaler.model.perfmodel import PerfModel
-from tests.core.test_bounds_property import MODELS as V100_MODELS
 from tests.core.test_bounds_property import P3, SLOS, Unbounded, model_fleet, v100_judge
 from tests.core.test_burst_memo import POLICY
 from tests.kit.paperfleet import PaperFleet, fleet
@@ -32,7 +33,7 @@ MODELS = ("alexnet", "resnet50", "vgg19", "ssd")
 
 class Unpressed(Unbounded):
     """The same judge with its most hopeful verdict too, but not colocation.ModelJudge itself:
-    burst_memo takes no pressure from it, so every trial the pressure would refuse is judged."""
+    burst_memo takes no pressure from it, so every trial the pressure bounds would refuse is tried."""
 
     def hopeful(self, instance_type: str, servers: Sequence[PlannedServer]) -> Sequence[tuple[bool, float]] | None:
         return self.judge.hopeful(instance_type, servers)
@@ -50,6 +51,21 @@ def refused(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         return out
 
     monkeypatch.setattr(burst_memo._Press, "refuses", counting)
+    yield seen
+
+
+@pytest.fixture
+def floored(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """Counts the trials the floors bound refuses (bursting._beaten saying True)."""
+    seen = [0]
+    inner = bursting._beaten
+
+    def counting(push: tuple[float, float] | None, failed: list[tuple[float, float]]) -> bool:
+        out = inner(push, failed)
+        seen[0] += out
+        return out
+
+    monkeypatch.setattr(bursting, "_beaten", counting)
     yield seen
 
 
@@ -118,8 +134,8 @@ def test_a_neighbour_is_never_faster_under_more_pressure() -> None:
     assert compared > 500 and decisive > 50  # not a test that passes by comparing nothing
 
 
-def _tight(rng: random.Random, judge: ModelJudge, names: list[str]) -> tuple[PlannedServer, ...]:
-    """Up to three servers of distinct workloads, each at the least share that meets its budget
+def _tight(rng: random.Random, judge: ModelJudge, names: list[str], models: int) -> tuple[PlannedServer, ...]:
+    """Up to three servers of distinct workloads (any of the V100's four models), each at the least share that meets its budget
     alone or a little more (most miss it beside a newcomer that presses hard enough), room left."""
     perf = judge.perfs["v100"]
     assert isinstance(perf, PerfModel)
@@ -127,7 +143,7 @@ def _tight(rng: random.Random, judge: ModelJudge, names: list[str]) -> tuple[Pla
     used = 0.0
     for w in rng.sample(range(12), rng.randint(1, 3)):
         batch = rng.choice((1, 2, 4, 8))
-        least = perf.min_share(V100_MODELS[w % 2], batch, SLOS[w % len(SLOS)] / 2.0)
+        least = perf.min_share(MODELS[w % models], batch, SLOS[w % len(SLOS)] / 2.0)
         if least is None or used + least > 80.0:
             continue
         share = min(least + rng.choice((0.0, 0.0, 2.5, 5.0)), 80.0 - used)
@@ -136,7 +152,7 @@ def _tight(rng: random.Random, judge: ModelJudge, names: list[str]) -> tuple[Pla
         s = PlannedServer(
             name=names[-1],
             workload=f"w{w}",
-            model=V100_MODELS[w % 2],
+            model=MODELS[w % models],
             gpu_index=0,
             index=len(out),
             batch=batch,
@@ -147,21 +163,23 @@ def _tight(rng: random.Random, judge: ModelJudge, names: list[str]) -> tuple[Pla
     return tuple(out)
 
 
-def tight_fleet(rng: random.Random, n: int, judge: object) -> PaperFleet:
+def tight_fleet(rng: random.Random, n: int, judge: object, models: int = 2, low: float = 1.0) -> PaperFleet:
     """n ready V100s at rest with servers near their budgets, new instances booting for most
-    workloads, rates above the plan: short workloads' late servers burst into the free share."""
+    workloads, rates above the plan: short workloads' late servers burst into the free share.
+    `models`: how many of the V100's models run (with all four, newcomers' L2 and power rank
+    apart); `low`: the least rate over the plan (below 1, some floors have slack)."""
     model = judge.judge if isinstance(judge, Unbounded) else judge
     assert isinstance(model, ModelJudge)
     names: list[str] = []
-    applied = {f"s{i}": _tight(rng, model, names) for i in range(n)}
+    applied = {f"s{i}": _tight(rng, model, names, models) for i in range(n)}
     layout = [SlotSpec(f"s{i}", "p3", 3.0, ("v100",), applied[f"s{i}"]) for i in range(n)]
     for i in range(n, n + rng.randint(2, max(2, n // 2))):
-        layout.append(SlotSpec(f"s{i}", "p3", 3.0, ("v100",), _tight(rng, model, names)))
+        layout.append(SlotSpec(f"s{i}", "p3", 3.0, ("v100",), _tight(rng, model, names, models)))
     planned: dict[str, float] = {}
     for spec in layout:
         for v in spec.servers:
             planned[v.workload] = planned.get(v.workload, 0.0) + v.predicted_throughput_rps
-    rates = {w: c * rng.uniform(1.0, 1.5) for w, c in planned.items()}
+    rates = {w: c * rng.uniform(low, 1.5) for w, c in planned.items()}
     limits = Limits(types=P3, max_surge=rng.choice((0, 1, None)), judge=judge)  # type: ignore[arg-type]
     return fleet(layout, applied, limits=limits, rates=rates, judge=judge)  # type: ignore[arg-type]
 
@@ -181,12 +199,15 @@ def same_diffs(seed: int, n: int, steps: int, make: Callable[..., PaperFleet] = 
     return bursts
 
 
-def test_the_pressure_prunes_no_burst(refused: list[int]) -> None:
-    """Random V100 fleets on paper: the same diffs with and without the bound, and it refuses
-    trials (not a test that passes by pruning nothing)."""
+def test_the_pressure_prunes_no_burst(refused: list[int], floored: list[int]) -> None:
+    """Random V100 fleets on paper: the same diffs with and without the bounds, and both refuse
+    trials (not a test that passes by pruning nothing): a neighbour's miss (burst_memo) and a
+    floor or planned rate broken (bursting.py `_floored`)."""
     bursts = sum(same_diffs(seed, random.Random(seed).randint(6, 24), 6) for seed in range(2))
     bursts += sum(same_diffs(seed, random.Random(seed).randint(6, 16), 3, tight_fleet) for seed in range(8))
-    assert bursts > 0 and refused[0] > 0
+    slack = partial(tight_fleet, models=4, low=0.7)  # 35: a floor with slack, L2 and power ranked apart
+    bursts += sum(same_diffs(seed, random.Random(seed).randint(6, 16), 3, slack) for seed in (0, 1, 35))
+    assert bursts > 0 and refused[0] > 0 and floored[0] > 0
 
 
 def test_a_miss_under_a_split_share_prunes_nothing() -> None:

@@ -51,6 +51,7 @@ class _Press:
     loaded: list[PlannedServer]
     shares: list[float]
     before: frozenset[str]
+    thr_falls: bool  # crowding.carries_less: each one's throughput never rises with the pressure
     missed: list[tuple[float, float]] = field(default_factory=list)
 
     def refuses(self, push: tuple[float, float]) -> bool:
@@ -129,6 +130,22 @@ def passing_batches(
     return hit
 
 
+def pushes(tick: Tick, key: GpuKey, name: str, pressing: tuple[str, float], top: int) -> dict[int, tuple[float, float]]:
+    """Per batch from `top` down to 1, the pressure (crowding.pressure) of a candidate named `name`
+    of `pressing`'s model and MPS share, an MPS server that replaces nothing, on what `key` runs,
+    where every server there is judged as in `_Press` and carries no more the harder it is
+    pressed (crowding.carries_less); {} where that does not hold (bursting.py's floors bound)."""
+    memo = _memo(tick.inp.judge)
+    if memo is None or any(name in (s.name, s.replaces) for s in tick.on[key]):
+        return {}
+    press = _press(memo, tick, key, _content_id(memo, tick, key))
+    share = round(pressing[1], 6)
+    if press is None or not press.thr_falls or sum([*press.shares, share]) > 100.0 + REL:
+        return {}
+    out = {b: crowding.pressure(press.perf, (pressing[0], b, share)) for b in range(top, 0, -1)}
+    return {b: p for b, p in out.items() if p is not None}
+
+
 def _ok(
     tick: Tick,
     key: GpuKey,
@@ -169,7 +186,7 @@ def _press(memo: _Memo, tick: Tick, key: GpuKey, content: int) -> _Press | None:
         if crowding.presses_on(perf, running):
             before = tick.content(key)[-1]
             assert isinstance(before, frozenset)
-            out = _Press(perf, loaded, [r for _, _, r in running], before)
+            out = _Press(perf, loaded, [r for _, _, r in running], before, crowding.carries_less(perf, running))
     memo.press[content] = out
     return out
 

@@ -150,3 +150,10 @@ def presses_on(perf: PerfModel, running: Sequence[Running]) -> bool:
         if not t > 0 or c.l2[0] + c.l2[1] * (1000.0 * batch / t) < 0:
             return False
     return True
+
+
+def carries_less(perf: PerfModel, running: Sequence[Running]) -> bool:
+    """Where `presses_on` holds, whether each of `running` also carries no more as the newcomer's
+    pressure grows: its throughput 1000 b / (t_gpu + d_out b) falls as t_gpu grows, t_gpu being
+    positive (its active time is) and d_out not negative, so the denominator positive."""
+    return all((c := perf.coef.get(model)) is not None and c.out_ms_per_item >= 0 for model, _, _ in running)
