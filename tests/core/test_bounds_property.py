@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from autoscaler.config.policy import InstanceType, Workload
+from autoscaler.config.policy import InstanceType, Policy, Workload
 from autoscaler.core.layout.layout_types import PlannedServer, SlotSpec
 from autoscaler.core.rollout.colocation import ModelJudge
 from autoscaler.core.rollout.reconcile import Limits
@@ -24,6 +24,14 @@ from tests.kit.paperfleet import PaperFleet, fleet
 pytestmark = pytest.mark.property
 
 SLOS = (6.0, 8.0, 10.0, 15.0, 25.0, 40.0)
+
+
+def slo_policy() -> Policy:
+    """The burst tests' policy with one workload per budget of SLOS (w0 to w5), all on alexnet."""
+    workloads = [Workload(name=f"w{i}", model="alexnet", slo_ms=slo, rate_rps=100.0) for i, slo in enumerate(SLOS)]
+    return POLICY.model_copy(update={"workloads": workloads})
+
+
 MODELS = ("alexnet", "resnet50")
 P3 = {"p3": TypeInfo(name="p3", gpu="v100", gpus=1, price_per_hour=3.0)}
 
@@ -133,15 +141,7 @@ def test_a_hopeful_verdict_is_never_beaten() -> None:
     """Random servers on the V100 and T4 models, shares often over 100 % (MPS splits them): where
     the hopeful verdict says a server misses, the judgement says so, and no server carries more
     than it says; and it rules out most of the over-subscribed misses."""
-    judge = Counting(
-        POLICY.model_copy(
-            update={
-                "workloads": [
-                    Workload(name=f"w{i}", model="alexnet", slo_ms=slo, rate_rps=100.0) for i, slo in enumerate(SLOS)
-                ]
-            }
-        )
-    )
+    judge = Counting(slo_policy())
     rng = random.Random(58)
     said = missed = 0
     for k in range(500):

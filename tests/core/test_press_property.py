@@ -15,15 +15,13 @@ from functools import partial
 
 import pytest
 
-from autoscaler.config.policy import Workload
 from autoscaler.core.layout.layout_types import PlannedServer, SlotSpec
 from autoscaler.core.rollout import burst_memo, bursting, crowding
 from autoscaler.core.rollout.colocation import ModelJudge
 from autoscaler.core.rollout.reconcile import Limits
 from autoscaler.core.rollout.rollout import Gpu, RolloutInput, Tick
 from autoscaler.model.perfmodel import PerfModel
-from tests.core.test_bounds_property import P3, SLOS, Unbounded, model_fleet, v100_judge
-from tests.core.test_burst_memo import POLICY
+from tests.core.test_bounds_property import P3, SLOS, Unbounded, model_fleet, slo_policy, v100_judge
 from tests.kit.paperfleet import PaperFleet, fleet
 
 pytestmark = pytest.mark.property
@@ -85,15 +83,7 @@ def test_a_neighbour_is_never_faster_under_more_pressure() -> None:
     `presses_on` holds and the second presses no less in L2 and power, every neighbour's predicted
     latency is no lower beside it, and a neighbour the judge says misses beside the first misses
     beside the second."""
-    judge = ModelJudge(
-        POLICY.model_copy(
-            update={
-                "workloads": [
-                    Workload(name=f"w{i}", model="alexnet", slo_ms=slo, rate_rps=100.0) for i, slo in enumerate(SLOS)
-                ]
-            }
-        )
-    )
+    judge = ModelJudge(slo_policy())
     rng = random.Random(50)
     compared = decisive = 0
     for _ in range(3000):

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from autoscaler.config.mig import Slot
-from autoscaler.model.perfmodel import PerfModel
+from autoscaler.model.perfmodel import ModelCoefficients, PerfModel
 
 REL = 1e-6  # colocation.REL: the verdict's tolerance on a share sum
 Running = tuple[str, int, float]  # what the MPS model reads of a server: model, batch, share (rounded as judged)
@@ -62,13 +62,19 @@ def only_slow(perf: PerfModel, beside: Sequence[Running], room: float) -> bool:
         c = perf.coef.get(model)
         if c is None:
             return False
-        t = c.active_ms(batch, share)
-        if not t > 0:
-            return False
-        h = 1000.0 * batch / t
-        if c.power[0] + c.power[1] * h < 0 or c.l2[0] + c.l2[1] * h < 0:
+        if not _lines_hold(c, batch, share):
             return False
     return True
+
+
+def _lines_hold(c: ModelCoefficients, batch: int, share: float) -> bool:
+    """A server runs (a positive active time) and its power and L2 lines at that throughput are
+    not negative: then it can only add to its neighbours' power and cache pressure."""
+    t = c.active_ms(batch, share)
+    if not t > 0:
+        return False
+    h = 1000.0 * batch / t
+    return not (c.power[0] + c.power[1] * h < 0 or c.l2[0] + c.l2[1] * h < 0)
 
 
 def at_best(perf: PerfModel, running: Sequence[Running], budgets: Sequence[float]) -> list[tuple[bool, float]] | None:
@@ -82,11 +88,7 @@ def at_best(perf: PerfModel, running: Sequence[Running], budgets: Sequence[float
         c = perf.coef.get(model)
         if c is None or c.alpha_cache < 0 or c.kernels < 0 or c.idle_ms < 0 or c.out_ms_per_item < 0:
             return None
-        t = c.active_ms(batch, share)
-        if not t > 0:
-            return None
-        h = 1000.0 * batch / t
-        if c.power[0] + c.power[1] * h < 0 or c.l2[0] + c.l2[1] * h < 0:
+        if not _lines_hold(c, batch, share):
             return None
     out = []
     for (model, batch, share), budget in zip(running, budgets, strict=True):
