@@ -23,7 +23,6 @@ missed it, and a later candidate pressing no less in both is refused without a j
 from __future__ import annotations
 
 import itertools
-import sys
 import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from autoscaler.core.layout.layout_types import PlannedServer
 from autoscaler.core.rollout import crowding
 from autoscaler.core.rollout.judged import loading
 from autoscaler.core.rollout.rollout import GpuKey, Judge, Tick
-from autoscaler.core.rollout.rollout_types import shape_of
+from autoscaler.core.rollout.rollout_types import modelled_of, shape_of
 from autoscaler.model.perfmodel import PerfModel
 
 MAX_ENTRIES = 1 << 15  # then all forgotten at once: some 7 ticks of 1,000 workloads, tens of MB
@@ -192,15 +191,9 @@ def _press(memo: _Memo, tick: Tick, key: GpuKey, content: int) -> _Press | None:
 
 
 def _perf(judge: Judge, instance_type: str) -> PerfModel | None:
-    """The MPS model whose verdict `judge` gives on `instance_type`: only colocation.ModelJudge's
-    own (a judge that merely looks like it may judge otherwise). Looked up, not imported: colocation
-    imports reconcile, which imports this module's users, and it is loaded wherever a ModelJudge is."""
-    model_judge = getattr(sys.modules.get("autoscaler.core.rollout.colocation"), "ModelJudge", None)
-    if model_judge is None or not isinstance(judge, model_judge) or type(judge).__call__ is not model_judge.__call__:
-        return None
-    gpu = judge.gpu_of.get(instance_type)
-    perf = judge.perfs.get(gpu) if gpu is not None else None
-    return perf if isinstance(perf, PerfModel) else None
+    """The MPS model whose verdict `judge` gives on `instance_type` (rollout_types.Modelled)."""
+    modelled = modelled_of(judge)
+    return modelled.mps_model(instance_type) if modelled is not None else None
 
 
 def _shape(

@@ -23,6 +23,7 @@ from autoscaler.core.rollout import crowding
 from autoscaler.core.rollout.reconcile import GpuFits, shares_fit
 from autoscaler.core.rollout.rollout import Judge, shares_judge
 from autoscaler.model.mig import GpuModel, MigModel, load_gpu_model
+from autoscaler.model.perfmodel import PerfModel
 
 MigSlice = tuple[str, int, int]  # (slice profile, start, MPS processes) of a server on a MIG GPU
 # (workload, model, batch, mps_percent[, its MIG slice]): the slice only on a MIG GPU
@@ -129,6 +130,16 @@ class ModelJudge:
             for gpu, perf in self.perfs.items()
             if isinstance(perf, MigModel)
         }
+
+    def mps_model(self, instance_type: str) -> PerfModel | None:
+        """The MPS model this verdict on `instance_type` comes from (rollout_types.Modelled); None
+        on MIG, for a type the policy does not list, and for a subclass that judges otherwise (its
+        own __call__: a judge that merely looks like this one may not be this model's verdict)."""
+        if type(self).__call__ is not ModelJudge.__call__:
+            return None
+        gpu = self.gpu_of.get(instance_type)
+        perf = self.perfs.get(gpu) if gpu is not None else None
+        return perf if isinstance(perf, PerfModel) else None
 
     def __call__(self, instance_type: str, servers: Sequence[PlannedServer]) -> Sequence[tuple[bool, float]]:
         gpu = self.gpu_of.get(instance_type)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from autoscaler.core.layout.layout_types import STAND_IN, PlannedServer
+from autoscaler.model.perfmodel import PerfModel
 
 Judge = Callable[[str, Sequence[PlannedServer]], Sequence[tuple[bool, float]]]  # per server: (meets budget, req/s)
 GpuKey = tuple[str, int]  # (slot, GPU index)
@@ -58,6 +59,21 @@ class Bounds(Protocol):
         """Per server, what `judge(instance_type, servers)` says of it at best: False only where
         that verdict surely misses the budget, and a throughput it never exceeds; None where the
         judge cannot say."""
+
+
+@runtime_checkable
+class Modelled(Protocol):
+    """A judge whose verdict on an MPS GPU is the performance model's own (colocation.ModelJudge):
+    bursting reasons on that model directly (burst_memo.py, crowding.presses_on)."""
+
+    def mps_model(self, instance_type: str) -> PerfModel | None:
+        """The MPS model this judge's verdict on `instance_type` comes from; None where it judges
+        otherwise (a MIG GPU, an unknown type, a judge that changed the verdict)."""
+
+
+def modelled_of(judge: Judge) -> Modelled | None:
+    """The judge itself where its verdict is the MPS model's own (`Modelled`), else None."""
+    return judge if isinstance(judge, Modelled) else None
 
 
 def bounds_of(judge: Judge) -> Bounds | None:
