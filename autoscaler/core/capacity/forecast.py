@@ -35,7 +35,9 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+import numpy as np
 
 Method = Literal["last", "ewma", "holt", "seasonal", "auto"]
 Point = tuple[float, float]  # (time_s, rate_rps)
@@ -75,6 +77,12 @@ def forecast(
         base = holt(points, cfg.tau_s, cfg.trend_tau_s, cfg.horizon_s)
     else:
         base = ewma(points, cfg.tau_s)
+    return _finish(base, last, cfg, past, ahead)
+
+
+def _finish(base: float, last: float, cfg: ForecastConfig, past: Sequence[Point], ahead: float) -> float:
+    """The method's level raised to the seasons' busiest rate (seasonal, auto) and the rise ahead
+    (auto), never below the latest rate, times 1 + headroom."""
     if cfg.method in ("seasonal", "auto"):
         level = base
         base = max([base, *(v for _, v in past if math.isfinite(v) and v >= 0)])
@@ -158,3 +166,157 @@ def holt(points: Sequence[Point], tau_s: float, trend_tau_s: float, horizon_s: f
         level = a * x + (1 - a) * (level + trend * dt)
         trend = b * (level - prev) / dt + (1 - b) * trend
     return max(0.0, level + max(trend, 0.0) * horizon_s)
+
+
+Matrix = np.ndarray[Any, np.dtype[np.float64]]
+
+
+@dataclass(frozen=True, eq=False)
+class Columns:
+    """The rates of many workloads read at the same times (issue 50: 1,000 workloads' hour of
+    reads a tick): `values[i, j]` is `names[j]`'s rate read at `times[i]`, NaN where it was not
+    read; rows oldest first. `points` is one workload's history as `forecast` takes it."""
+
+    times: Matrix
+    names: tuple[str, ...]
+    values: Matrix
+
+    def points(self, j: int) -> list[Point]:
+        """Column j's (time, rate) pairs, NaN skipped, in row order."""
+        return [(t, v) for t, v in zip(self.times.tolist(), self.values[:, j].tolist(), strict=True) if v == v]
+
+    def read(self) -> list[bool]:
+        """Per column: whether any row holds a rate (not NaN) for it."""
+        seen: list[bool] = np.any(~np.isnan(self.values), axis=0).tolist()
+        return seen
+
+    def with_row(self, now: float, row: Mapping[str, float]) -> Columns:
+        """One more row at `now` (workloads not named yet get new columns, NaN before)."""
+        have = set(self.names)
+        new = sorted(w for w in row if w not in have)
+        names = self.names + tuple(new)
+        index = {w: j for j, w in enumerate(names)}
+        values = np.full((len(self.times) + 1, len(names)), np.nan)
+        values[:-1, : len(self.names)] = self.values
+        for w, v in row.items():
+            values[-1, index[w]] = v
+        return Columns(np.append(self.times, now), names, values)
+
+    def increasing(self) -> bool:
+        """Times strictly increasing: each column's points are then in `_valid`'s order as read."""
+        return bool(np.all(self.times[1:] > self.times[:-1]))
+
+
+def forecast_columns(
+    cols: Columns,
+    cfg: ForecastConfig,
+    past: Mapping[str, Sequence[Point]] | None = None,
+    ahead: Mapping[str, float] | None = None,
+) -> dict[str, float | None]:
+    """forecast_all on every column's points, with the same floats: the ewma runs across the
+    workloads at once (ewma_columns: the same products and sums, elementwise); `last` and `holt`,
+    or times that do not strictly increase, take forecast_all itself."""
+    past, ahead = past or {}, ahead or {}
+    if cfg.method not in ("ewma", "seasonal", "auto") or not cols.increasing():
+        return forecast_all({w: cols.points(j) for j, w in enumerate(cols.names)}, cfg, past, ahead)
+    level, last, count = (a.tolist() for a in ewma_columns(cols.times, cols.values, cfg.tau_s))
+    return {
+        w: _finish(level[j], last[j], cfg, past.get(w, ()), ahead.get(w, 0.0)) if count[j] else None
+        for j, w in enumerate(cols.names)
+    }
+
+
+def ewma_columns(times: Matrix, values: Matrix, tau_s: float) -> tuple[Matrix, Matrix, Matrix]:
+    """Per column: `ewma` of its valid points (a finite rate of at least 0; times strictly
+    increasing), the latest valid rate and how many there are (level and last NaN where none).
+    Row by row each column whose point is valid steps as `ewma` steps it, a * x + (1 - a) * level
+    with `_alpha`'s weight of its own gap (math.exp, once per distinct gap): IEEE products and sums
+    elementwise, so the floats are those of the loop per workload."""
+    n = values.shape[1] if values.ndim == 2 else 0
+    level, last, since = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    started, count = np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64)
+    weights: dict[float, tuple[float, float]] = {}
+    aligned = False  # every column started, its latest valid point at `prev` (`since` not kept)
+    prev = math.nan
+    with np.errstate(all="ignore"):
+        for t, x in zip(times.tolist(), values, strict=True):
+            ok = (x >= 0.0) & (x < math.inf)
+            if aligned and ok.all():
+                a, b = _weights(weights, t - prev, tau_s)
+                level = a * x + b * level
+                last = x
+                count += 1
+            else:
+                if aligned:
+                    since = np.full(n, prev)
+                step = ok & started
+                if step.any():
+                    level = np.where(step, _stepped(weights, t - since, step, x, level, tau_s), level)
+                level = np.where(ok & ~started, x, level)
+                since = np.where(ok, t, since)
+                last = np.where(ok, x, last)
+                started |= ok
+                count += ok
+                aligned = bool(ok.all())
+            prev = t
+    return level, last, count
+
+
+def _stepped(
+    memo: dict[float, tuple[float, float]], gaps: Matrix, step: Matrix, x: Matrix, level: Matrix, tau_s: float
+) -> Matrix:
+    """a * x + (1 - a) * level with each stepping column's own gap's weights (the others: junk)."""
+    mine = gaps[step]
+    lo, hi = float(mine.min()), float(mine.max())
+    if lo == hi:  # one gap (the usual case: a few workloads missed the same reads)
+        a, b = _weights(memo, lo, tau_s)
+        return a * x + b * level
+    a_s, b_s = np.zeros(len(x)), np.zeros(len(x))
+    for gap in np.unique(mine).tolist():
+        at = step & (gaps == gap)
+        a_s[at], b_s[at] = _weights(memo, gap, tau_s)
+    return a_s * x + b_s * level
+
+
+def _weights(memo: dict[float, tuple[float, float]], gap: float, tau_s: float) -> tuple[float, float]:
+    w = memo.get(gap)
+    if w is None:
+        a = _alpha(gap, tau_s)
+        w = memo[gap] = (a, 1 - a)
+    return w
+
+
+def ramp_columns(cols: Columns, horizon_s: float, reads: int) -> dict[str, float]:
+    """`ramp` of every column's points, with the same floats: where a column's last reads + 1 rows
+    are all valid (times strictly increasing), those rows are its tail, and the slopes, their
+    least and the floor are computed across such columns at once (elementwise, as `ramp` does
+    them; the least of equal slopes may differ only in a zero's sign, which `least > 0` ignores);
+    any other column takes `ramp` itself."""
+    names = cols.names
+    if reads <= 0:
+        return dict.fromkeys(names, 0.0)
+    m = reads + 1
+    if not cols.increasing() or len(cols.times) < m:
+        return {w: ramp(cols.points(j), horizon_s, reads) for j, w in enumerate(names)}
+    tail, t = cols.values[-m:], cols.times[-m:]
+    full: Matrix = np.all((tail >= 0.0) & (tail < math.inf), axis=0)
+    v = tail[:, full]
+    with np.errstate(all="ignore"):
+        slopes = (v[1:] - v[:-1]) / (t[1:] - t[:-1])[:, None]
+        least = slopes.min(axis=0)
+        lastv = v[-1]
+        floor = lastv + least * horizon_s
+        rises = np.where((least > 0) & (floor > lastv), floor, 0.0).tolist()
+    out: dict[str, float] = {}
+    it = iter(rises)
+    valid = None
+    for j, (w, whole) in enumerate(zip(names, full.tolist(), strict=True)):
+        if whole:
+            out[w] = next(it)
+            continue
+        if valid is None:
+            valid = (cols.values >= 0.0) & (cols.values < math.inf)
+        rows = np.flatnonzero(valid[:, j])[-m:]  # its last valid points: `ramp`'s tail, in time order
+        points = list(zip(cols.times[rows].tolist(), cols.values[rows, j].tolist(), strict=True))
+        out[w] = ramp(points, horizon_s, reads)
+    return out

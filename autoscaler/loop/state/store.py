@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from autoscaler.core.capacity.forecast import Columns
 from autoscaler.core.fleet.lifecycle import OPEN, Change, Record, State
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, layout_from_json
 from autoscaler.loop.state import statefile, store_history
@@ -476,14 +477,25 @@ class Store:
         planned: Mapping[str, float | None],
         keep_s: float = 86400.0,
     ) -> None:
-        """The tick's rates, one row (store_history.Rates); those older than `keep_s` go."""
-        with self._tx("tick_rates", "rate_names") as db:
-            self._rates.add(db, now, observed, planned, keep_s)
+        """The tick's rates, one row (store_history.Rates); those older than `keep_s` go. A write
+        that fails drops the rows Rates holds in memory (they may be ahead of the file)."""
+        try:
+            with self._tx("tick_rates", "rate_names") as db:
+                self._rates.add(db, now, observed, planned, keep_s)
+        except BaseException:
+            self._rates.forget()
+            raise
 
     def rate_history(self, since: float, until: float = math.inf) -> dict[str, list[tuple[float, float]]]:
         """Observed (time, rate) per workload in [since, until], oldest first (missing samples skipped)."""
         with self._lock:
             return self._rates.history(self._db, since, until)
+
+    def rate_window(self, since: float) -> Columns:
+        """The observed rates from `since` on as columns (NaN: missing), from the rows Rates keeps
+        in memory: what each tick's forecast reads (store_history.Rates.window)."""
+        with self._lock:
+            return self._rates.window(self._db, since)
 
 
 def _parse_servers(body: str) -> tuple[PlannedServer, ...]:

@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 
 from autoscaler.config.policy import Policy
 from autoscaler.core.capacity.error_window import Recent, WindowConfig, Windows
-from autoscaler.core.capacity.forecast import ForecastConfig, forecast, forecast_all, ramp, season_windows
+from autoscaler.core.capacity.forecast import (
+    Columns,
+    ForecastConfig,
+    forecast,
+    forecast_columns,
+    ramp_columns,
+    season_windows,
+)
 from autoscaler.core.capacity.headroom import HeadroomConfig, HeadroomState, TickInput, update
 from autoscaler.core.capacity.periods import Fit, Period, PeriodConfig, decompose, refit_after
 from autoscaler.core.fleet.lifecycle import LIVE, State
@@ -241,10 +248,12 @@ def planned_rates(policy: Policy, store: Store, headroom: HeadroomState, obs: Ob
         season_s=sc.season_s,
         seasons=sc.seasons,
     )
-    history = store.rate_history(obs.now - max(3600.0, 20 * sc.interval_s))
-    for w, v in obs.reading.rates.items():
-        fresh = w in obs.reading.fresh
-        history.setdefault(w, []).extend([(obs.now, v)] if fresh or not history.get(w) else [])
+    window = store.rate_window(obs.now - max(3600.0, 20 * sc.interval_s))
+    read = dict(zip(window.names, window.read(), strict=True))
+    rates = obs.reading.rates
+    # this tick's rate: where fresh, or where the window holds none (a stale rate is all there is)
+    cols = window.with_row(obs.now, {w: v for w, v in rates.items() if w in obs.reading.fresh or not read.get(w)})
+    keys = [w for w in cols.names if read.get(w) or w in rates]  # the workloads with a point
     past: dict[str, list[tuple[float, float]]] = {}
     for lo, hi in season_windows(obs.now, cfg):
         for w, pts in store.rate_history(lo, hi).items():
@@ -252,11 +261,13 @@ def planned_rates(policy: Policy, store: Store, headroom: HeadroomState, obs: Ob
     current = store.current_layout()
     fallback = dict(current.rates) if current else {}
     capacity = ready_capacity(store, obs.statuses, contact)
-    rises = {w: ramp(h, cfg.horizon_s, sc.ramp_reads) for w, h in history.items()}
+    every = ramp_columns(cols, cfg.horizon_s, sc.ramp_reads)
+    rises = {w: every[w] for w in keys}
     fits = period_fits(policy, store, obs.now)
     seasonal = {w: f.rise(obs.now) for w, f in fits.items() if f.periods}
-    base = forecast_all(history, cfg, past, seasonal)
-    ahead = {w: r for w, r in seasonal.items() if r > 0 and (base.get(w) or 0.0) > _without(history, cfg, past, w)}
+    found = forecast_columns(cols, cfg, past, seasonal)
+    base = {w: found[w] for w in keys}
+    ahead = {w: r for w, r in seasonal.items() if r > 0 and (base.get(w) or 0.0) > _without(cols, cfg, past, w)}
     seen = Seen(obs.reading.fresh, base, capacity, fallback, obs.reading.peaks, rises)
     tuned = tune(headroom, policy, obs.now, seen)
     planned = {w.name: _first(tuned.planned.get(w.name), fallback.get(w.name), w.rate_rps) for w in policy.workloads}
@@ -268,14 +279,10 @@ def planned_rates(policy: Policy, store: Store, headroom: HeadroomState, obs: Ob
     return Planned(planned, tuned, {w: f.periods for w, f in fits.items()}, ahead, recent)
 
 
-def _without(
-    history: Mapping[str, list[tuple[float, float]]],
-    cfg: ForecastConfig,
-    past: Mapping[str, list[tuple[float, float]]],
-    w: str,
-) -> float:
+def _without(cols: Columns, cfg: ForecastConfig, past: Mapping[str, list[tuple[float, float]]], w: str) -> float:
     """The forecast with no seasonal rise (`seasonal`'s): what `auto` raised, where it did."""
-    return forecast(history.get(w, []), cfg, past.get(w, ())) or 0.0
+    points = cols.points(cols.names.index(w)) if w in cols.names else []
+    return forecast(points, cfg, past.get(w, ())) or 0.0
 
 
 def _first(*values: float | None) -> float:

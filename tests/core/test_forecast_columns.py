@@ -1,0 +1,84 @@
+"""core/capacity/forecast.py's column forecasts (issue 50: 1,000 workloads' hour of reads a tick)
+give, bit for bit, what forecast and ramp give on each column's points: rates missing (NaN),
+negative, infinite or -0.0, workloads that start late or miss reads (their own gaps), irregular
+ticks, repeated times (the fallback), every method, seasonal past and auto's rise ahead."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoscaler.core.capacity.forecast import (
+    Columns,
+    ForecastConfig,
+    forecast,
+    forecast_columns,
+    ramp,
+    ramp_columns,
+)
+
+pytestmark = [pytest.mark.unit, pytest.mark.property]
+
+RATE = st.one_of(
+    st.floats(min_value=0.0, max_value=1e4, allow_subnormal=False),
+    st.sampled_from([math.nan, math.nan, math.nan, -1.0, math.inf, -0.0, 0.0, 5.0]),
+)
+METHOD = st.sampled_from(["last", "ewma", "holt", "seasonal", "auto"])
+
+
+@st.composite
+def columns(draw: st.DrawFn) -> Columns:
+    """A matrix of reads at increasing times (gaps of a few kinds; or, sometimes, a repeated time)."""
+    n = draw(st.integers(0, 5))
+    rows = draw(st.integers(0, 14))
+    gaps = draw(st.lists(st.sampled_from([15.0, 15.0, 30.0, 7.5, 0.1, 1e-7, 0.0]), min_size=rows, max_size=rows))
+    if not draw(st.booleans()):
+        gaps = [g or 15.0 for g in gaps]  # strictly increasing: the column path
+    times = np.cumsum([100.0, *gaps])[:rows]
+    values = np.array(draw(st.lists(st.lists(RATE, min_size=n, max_size=n), min_size=rows, max_size=rows)))
+    return Columns(times.astype(np.float64), tuple(f"w{j}" for j in range(n)), values.reshape(rows, n))
+
+
+def bits(x: float | None) -> bytes | None:
+    return None if x is None else struct.pack("<d", x)
+
+
+@settings(max_examples=60, deadline=None)
+@given(cols=columns(), method=METHOD, tau=st.sampled_from([60.0, 120.0, 0.0]), data=st.data())
+def test_column_forecasts_are_those_of_each_workload(
+    cols: Columns, method: str, tau: float, data: st.DataObject
+) -> None:
+    cfg = ForecastConfig(method, 210.0, data.draw(st.sampled_from([0.0, 0.1])), tau_s=tau)  # type: ignore[arg-type]
+    past = {w: [(0.0, data.draw(RATE))] for w in cols.names if data.draw(st.booleans())}
+    ahead = {w: data.draw(st.sampled_from([0.0, 3.0, math.nan])) for w in cols.names}
+    got = forecast_columns(cols, cfg, past, ahead)
+    want = {w: forecast(cols.points(j), cfg, past.get(w, ()), ahead[w]) for j, w in enumerate(cols.names)}
+    assert {w: bits(v) for w, v in got.items()} == {w: bits(v) for w, v in want.items()}
+
+
+@settings(max_examples=60, deadline=None)
+@given(cols=columns(), reads=st.integers(0, 4), horizon=st.sampled_from([210.0, 1e-300, 1e300]))
+def test_column_ramps_are_those_of_each_workload(cols: Columns, reads: int, horizon: float) -> None:
+    got = ramp_columns(cols, horizon, reads)
+    want = {w: ramp(cols.points(j), horizon, reads) for j, w in enumerate(cols.names)}
+    assert {w: bits(v) for w, v in got.items()} == {w: bits(v) for w, v in want.items()}
+
+
+def test_a_workload_missing_reads_steps_over_its_own_gap() -> None:
+    """Column 1 misses the middle read: its second step weighs a 30 s gap, column 0's two 15 s ones."""
+    cols = Columns(np.array([0.0, 15.0, 30.0]), ("a", "b"), np.array([[4.0, 4.0], [2.0, math.nan], [1.0, 1.0]]))
+    cfg = ForecastConfig("ewma", 210.0, 0.0, tau_s=60.0)
+    got = forecast_columns(cols, cfg)
+    assert got == {"a": forecast(cols.points(0), cfg), "b": forecast([(0.0, 4.0), (30.0, 1.0)], cfg)}
+    assert got["a"] != got["b"]
+
+
+def test_with_row_adds_a_read_and_new_workloads() -> None:
+    cols = Columns(np.array([0.0]), ("a",), np.array([[1.0]])).with_row(15.0, {"b": 2.0})
+    assert cols.names == ("a", "b") and cols.points(0) == [(0.0, 1.0)] and cols.points(1) == [(15.0, 2.0)]
+    assert cols.read() == [True, True] and cols.increasing()
