@@ -483,7 +483,8 @@ class Store:
             with self._tx("tick_rates", "rate_names") as db:
                 self._rates.add(db, now, observed, planned, keep_s)
         except BaseException:
-            self._rates.forget()
+            with self._lock:
+                self._rates.forget()
             raise
 
     def rate_history(self, since: float, until: float = math.inf) -> dict[str, list[tuple[float, float]]]:
