@@ -14,7 +14,11 @@ p <= m (1 - g)^(m - 1) for m Fourier frequencies (the first term of Fisher's exa
 bound that needs no permutations); it is significant where p < alpha. A significant frequency
 within tolerance of a multiple of a lower one is a harmonic (a burst's shape, not a period of its
 own) and joins it. Each period is refined to a fraction of a step by the autocorrelation's peak
-near it (the periodogram's bins are 1/span apart: 2 % at an hour over two days).
+near it (the periodogram's bins are 1/span apart: 2 % at an hour over two days). A period found
+is then planned with only where it recurs out of sample (`proven`, core/capacity/period_skill.py):
+its profile, built from the history before a held-out last stretch, must forecast that stretch
+with a skill of `min_skill` at least (1 - its squared error / the level's, beside the periods kept
+before it); a smooth day's shape fitted by a few cycles of some period does not.
 
 Forecasting (`decompose`, then `rise` each tick): trend = a moving mean over the longest period;
 seasonal = per period, the detrended rate folded by phase and averaged over the last
@@ -36,6 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from autoscaler.core.capacity.period_skill import skill
 
 Array = npt.NDArray[np.float64]
 Point = tuple[float, float]  # (time_s, rate_rps)
@@ -61,6 +67,8 @@ class PeriodConfig:
     lead_s: float = 180.0
     max_spread_s: float = 0.0  # the most the onsets' spread widens the look (_spread); 0: off, the default
     quantiles: tuple[float, float] = (0.1, 0.9)
+    holdout_share: float = 0.25  # the share of the history a period's skill is measured on, one cycle at least
+    min_skill: float = 0.15  # the out-of-sample skill a period must show to be planned with (period_skill.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +320,7 @@ def decompose(points: Sequence[Point], now: float, horizon_s: float, cfg: Period
     """Find the periods of one workload's history up to `now` and tabulate the rise ahead for the
     next refit_s (see the module doc). No significant period: a Fit with none, whose rise is 0."""
     times, rates = grid(points, cfg.step_s, now)
-    periods = find_periods(times, rates, cfg)
+    periods = proven(times, rates, find_periods(times, rates, cfg), cfg)
     if not periods:
         return Fit(now, cfg.step_s, ())
     longest = max(p.period_s for p in periods)
@@ -341,6 +349,20 @@ def decompose(points: Sequence[Point], now: float, horizon_s: float, cfg: Period
         tuple(path[back:].tolist()),
         tuple(ahead.tolist()),
     )
+
+
+def proven(times: Array, rates: Array, periods: Sequence[Period], cfg: PeriodConfig) -> tuple[Period, ...]:
+    """The periods that recur out of sample, strongest first: each one's profile, built from the
+    history before a held-out stretch, forecasts that stretch with a skill of min_skill at least
+    beside the periods kept before it (core/capacity/period_skill.py); the others are dropped."""
+    kept: list[Period] = []
+    for per in periods:
+        score = skill(
+            times, rates, [k.period_s for k in kept], per.period_s, cfg.holdout_share, cfg.step_s, cfg.occurrences
+        )
+        if score >= cfg.min_skill:
+            kept.append(per)
+    return tuple(kept)
 
 
 def _ahead(path: Array, back: int, look: int, count: int) -> Array:

@@ -1,0 +1,78 @@
+"""core/capacity/period_skill.py: a found period is planned with only where it recurs out of sample."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autoscaler.core.capacity.period_skill import holdout_steps, skill
+from autoscaler.core.capacity.periods import PeriodConfig, decompose, find_periods, grid, proven
+
+pytestmark = pytest.mark.unit
+
+_SPEC = importlib.util.spec_from_file_location(
+    "burst_traces", Path(__file__).resolve().parents[2] / "benchmarks" / "burst_traces.py"
+)
+assert _SPEC and _SPEC.loader
+bt = importlib.util.module_from_spec(_SPEC)
+sys.modules["burst_traces"] = bt
+_SPEC.loader.exec_module(bt)
+
+CFG = PeriodConfig()
+
+
+def gridded(rates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return grid([(i * 60.0, float(v)) for i, v in enumerate(rates)], 60.0, (len(rates) - 1) * 60.0)
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_a_burst_that_recurs_keeps_its_period(seed: int) -> None:
+    """Six hours of a jittered hourly burst: the period is found, forecasts the held-out stretch
+    (the last 90 minutes, built from the hours before) far better than the level, and is kept."""
+    times, rates = gridded(bt.make({"a": bt.Bursts()}, 6.0, seed=seed).rates["a"])
+    found = find_periods(times, rates, CFG)
+    assert found and abs(found[0].period_s - 3600.0) < 0.03 * 3600.0
+    assert skill(times, rates, [], found[0].period_s, CFG.holdout_share, 60.0, CFG.occurrences) > 0.8
+    assert proven(times, rates, found, CFG)[0] == found[0]
+    assert decompose([(float(t), float(v)) for t, v in zip(times, rates, strict=True)], times[-1], 240.0, CFG).periods
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_a_burst_that_stops_recurring_is_dropped(seed: int) -> None:
+    """Hourly bursts for six hours, then two quiet ones: the periodogram still finds the hour (six
+    cycles of eight), but its profile forecasts bursts in the held-out last two hours that never
+    come, worse than the level: the period is dropped and the fit plans with none."""
+    rates = bt.make({"a": bt.Bursts()}, 8.0, seed=seed).rates["a"].copy()
+    quiet = bt.make({"a": bt.Bursts(amplitude=1.0)}, 8.0, seed=seed).rates["a"]
+    rates[360:] = quiet[360:]
+    times, values = gridded(rates)
+    found = find_periods(times, values, CFG)
+    assert any(abs(p.period_s - 3600.0) < 0.03 * 3600.0 for p in found)
+    assert skill(times, values, [], found[0].period_s, CFG.holdout_share, 60.0, CFG.occurrences) < 0.0
+    assert proven(times, values, found, CFG) == ()
+    assert (
+        decompose([(float(t), float(v)) for t, v in zip(times, values, strict=True)], times[-1], 240.0, CFG).periods
+        == ()
+    )
+
+
+def test_a_period_that_adds_nothing_beside_a_kept_one_is_dropped() -> None:
+    """Beside a kept hourly period, its own double (two hours: every phase already forecast by the
+    hour) adds nothing but noise and is dropped; alone, the double has skill."""
+    times, rates = gridded(bt.make({"a": bt.Bursts(noise=0.0, jitter_s=0.0)}, 8.0, seed=1).rates["a"])
+    alone = skill(times, rates, [], 7200.0, CFG.holdout_share, 60.0, CFG.occurrences)
+    beside = skill(times, rates, [3600.0], 7200.0, CFG.holdout_share, 60.0, CFG.occurrences)
+    assert alone > 0.8 and beside < CFG.min_skill
+
+
+def test_the_holdout_is_a_cycle_at_least_and_leaves_one() -> None:
+    """One cycle at least, the share where more, never more than leaves a cycle to learn from."""
+    assert holdout_steps(480, 60, 0.25) == 120
+    assert holdout_steps(480, 200, 0.25) == 200
+    assert holdout_steps(120, 60, 0.25) == 60
+    assert holdout_steps(100, 60, 0.25) == 40
+    assert holdout_steps(50, 60, 0.25) == 0
