@@ -30,7 +30,7 @@ on each half, and with `auto, spread`.
 
     python benchmarks/forecast_auto.py [--replay]
     python benchmarks/forecast_auto.py --warm   # the shipped replays with the warm pool on
-    ... --jobs N                                # the shipped replays in N processes (same figures)
+    ... --jobs N                                # the traces and replays in N processes (same figures)
 """
 
 from __future__ import annotations
@@ -111,21 +111,40 @@ def run_one(tmp: Path, run: str, trace: Trace) -> SimResult:
         return simulate(policy(tmp, forecast, "warm pool" in run), trace, SimOptions())
 
 
-def generated(res: Results, tmp: Path) -> None:
+def scored(name: str, seed: int) -> list[tuple[int, int, int, float]]:
+    """One generated trace (SPECS[name], seed) replayed as each of RUNS: (short rows, bursts 3+
+    short at their start, bursts 3+, cost) per run."""
+    spec = SPECS[name]
+    trace = make({"a": spec}, 8.0, seed=seed)
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in RUNS:
+            r = run_one(Path(tmp), run, trace)
+            n, missed = late_misses(r, spec.base_rps)
+            short = int((r.capacity["a"] < trace.rates["a"] - 1e-9).sum())
+            out.append((short, missed, n, float(r.summary()["cost_total_usd"])))
+    return out
+
+
+def generated(res: Results, jobs: int = 1) -> None:
+    """Every spec and seed as each of RUNS; `jobs` > 1: the traces in that many processes."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    todo = [(name, seed) for seeds in SEEDS.values() for name in SPECS for seed in seeds]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as pool:
+            done = dict(zip(todo, pool.map(scored, *zip(*todo, strict=True)), strict=True))
+    else:
+        done = {t: scored(*t) for t in todo}
     res.line("generated", "| trace | set | seed | run | short rows | bursts 3+ short at their start | cost |")
     res.line("generated", "| --- | --- | --- | --- | --- | --- | --- |")
     res.line("totals", "| set | run | short rows | bursts 3+ short at their start | cost |")
     res.line("totals", "| --- | --- | --- | --- | --- |")
     for part, seeds in SEEDS.items():
         totals = {run: [0, 0, 0, 0.0] for run in RUNS}
-        for name, spec in SPECS.items():
+        for name in SPECS:
             for seed in seeds:
-                trace = make({"a": spec}, 8.0, seed=seed)
-                for run in RUNS:
-                    r = run_one(tmp, run, trace)
-                    n, missed = late_misses(r, spec.base_rps)
-                    short = int((r.capacity["a"] < trace.rates["a"] - 1e-9).sum())
-                    cost = float(r.summary()["cost_total_usd"])
+                for run, (short, missed, n, cost) in zip(RUNS, done[(name, seed)], strict=True):
                     key = f"{slug(name)}/s{seed}/{slug(run)}"
                     res.figure(f"{key}/short", short)
                     res.figure(f"{key}/late_missed", missed)
@@ -225,13 +244,14 @@ def main() -> None:
     jobs = int(args[args.index("--jobs") + 1]) if "--jobs" in args else 1
     if "--warm" in args:
         res = Results("forecast_auto_warm", "python benchmarks/forecast_auto.py --warm")
+        res.doc["jobs"] = jobs
         replay(res, warm=True, jobs=jobs)
         res.write()
         return
     replaying = "--replay" in args
     res = Results("forecast_auto", "python benchmarks/forecast_auto.py" + (" --replay" if replaying else ""))
-    with tempfile.TemporaryDirectory() as tmp:
-        generated(res, Path(tmp))
+    res.doc["jobs"] = jobs  # the processes the runs were spread over (cpu_seconds: this process's only)
+    generated(res, jobs)
     shipped(res)
     if replaying:
         replay(res, jobs=jobs)
