@@ -13,7 +13,8 @@ import yaml
 
 from autoscaler.config.policy import Workload, load_policy
 from autoscaler.core.layout.layout_types import PlannedServer
-from autoscaler.core.rollout.colocation import ModelJudge
+from autoscaler.core.rollout import crowding
+from autoscaler.core.rollout.colocation import REL, ModelJudge, split
 from autoscaler.core.rollout.rollout_types import refusal_of, shares_judge
 from autoscaler.model.mig import MigModel
 from tests.kit.control import REPO
@@ -180,3 +181,53 @@ def test_a_mig_refusal_is_the_judgements(mig_judge: ModelJudge) -> None:
             taken += 1
             assert not geo.valid([*slots, (r.slice, start)])
     assert taken > 50 and refused > taken
+
+
+def old_hopeful(judge: ModelJudge, itype: str, servers: Sequence[PlannedServer]) -> list[tuple[bool, float]] | None:
+    """ModelJudge.hopeful before it remembered its answers."""
+    gpu = judge.gpu_of.get(itype)
+    perf = judge.perfs.get(gpu) if gpu is not None else None
+    if perf is None or isinstance(perf, MigModel) or not servers:
+        return None
+    shares = split([round(s.mps_percent, 6) for s in servers])
+    budgets = [judge.slo.get(s.workload, float("inf")) / 2.0 * (1 + REL) for s in servers]
+    running = [(s.model, s.batch, r) for s, r in zip(servers, shares, strict=True)]
+    return crowding.at_best(perf, running, budgets)
+
+
+def alike(rng: random.Random, name: str) -> PlannedServer:
+    """A server from few workloads, models, batches and shares (two a hair apart): near-alike."""
+    share = rng.choice((5.0, 10.0, 10.0000001, 20.0, 45.0))
+    return server(name, f"w{rng.randrange(len(SLOS))}", rng.choice(MODELS[:2]), rng.randint(1, 12), share)
+
+
+@pytest.mark.property
+def test_remembered_answers_are_asked_ones(mig_judge: ModelJudge) -> None:
+    """batches_missing_alone and hopeful, remembered across calls (ticks), say what misses_alone at
+    each batch and the bound computed afresh say, on one judge asked of near-alike servers
+    (workloads of different SLOs, shares and batches that differ a little) in random order."""
+    judge, rng = mps_judge(), random.Random(59)
+    missing = hopeless = 0
+    for k in range(1500):
+        itype = rng.choice(("p3.2xlarge", "g4dn.xlarge", "p9.unknown"))
+
+        s = alike(rng, f"s{k}")
+        alone = frozenset(b for b in range(s.batch, 0, -1) if judge.misses_alone(itype, replace(s, batch=b)))
+        assert judge.batches_missing_alone(itype, s) == alone
+        missing += bool(alone) and len(alone) < s.batch
+        servers = [alike(rng, f"s{k}-{i}") for i in range(rng.randint(0, 4))]
+        got, want = judge.hopeful(itype, servers), old_hopeful(judge, itype, servers)
+        assert (None if got is None else list(got)) == want
+        hopeless += want is not None and not all(ok for ok, _ in want)
+    assert missing > 100 and hopeless > 100  # not a test that passes on empty answers
+    for k in range(300):  # MIG: each batch's slice judged alone
+        cand = replace(
+            server(
+                f"c{k}", f"m{rng.randrange(3)}", "resnet50", rng.randint(1, 9), 0.0, ("2g.20gb", rng.choice((0, 2)))
+            ),
+            processes=rng.randint(1, 2),
+        )
+        alone = frozenset(
+            b for b in range(cand.batch, 0, -1) if mig_judge.misses_alone("a2-ultragpu-1g", replace(cand, batch=b))
+        )
+        assert mig_judge.batches_missing_alone("a2-ultragpu-1g", cand) == alone

@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import replace
+from unittest.mock import patch
 
 import pytest
 from hypothesis import given, settings
@@ -14,9 +16,11 @@ from hypothesis import strategies as st
 from autoscaler.config.offerings import offering_key
 from autoscaler.core.layout.layout_types import Layout, LayoutInput, PlannedServer, SlotSpec, WorkloadInfo
 from autoscaler.core.layout.slots import match_slots
-from autoscaler.core.rollout.blocking import Blockage, Progress, resolve
+from autoscaler.core.rollout import blocking
+from autoscaler.core.rollout.blocking import Blockage, Pick, Progress, resolve
+from autoscaler.core.rollout.judged import Judged, Part
 from autoscaler.core.rollout.reconcile import Limits
-from autoscaler.core.rollout.rollout import Judge, shares_judge
+from autoscaler.core.rollout.rollout import GpuKey, Judge, shares_judge
 from autoscaler.core.rollout.surge import TypeInfo
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 from tests.kit import reference
@@ -169,6 +173,18 @@ def test_blocked_moves_resolve_as_before(seed: int, n: int) -> None:
     assert resolve(blockages, progress) == reference.resolve(blockages, progress)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(0, 30))
+def test_progress_is_the_iterated_fixed_point(seed: int, n: int) -> None:
+    """blocking._progressing counts where the rule was iterated: the same workloads, with any
+    GPUs picked."""
+    rng = random.Random(seed)
+    blockages, progress = paper_blockages(rng, n)
+    at = {t.name: b for b in blockages for t in b.waiting}
+    picked = {b.key: Pick(blockage=b) for b in blockages if rng.random() < 0.2}
+    assert blocking._progressing(progress, at, picked) == reference.progressing(progress, at, picked)
+
+
 def test_blocked_moves_resolve_as_before_at_fleet_scale() -> None:
     blockages, progress = paper_blockages(random.Random(7), 300)
     assert resolve(blockages, progress) == reference.resolve(blockages, progress)
@@ -289,6 +305,23 @@ def same_moves(seed: int, n: int, steps: int, judge: Judge = shares_judge) -> in
         if not d.actions and d.converged:
             break
     return stand_ins
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 16))
+def test_the_running_index_follows_every_commit(seed: int, n: int) -> None:
+    """Judged.runs (which servers run, by name and agent key: rollout.Tick._waiting_for asks it)
+    is the count over every GPU after each change a paper fleet's steps make."""
+    commit = Judged._commit
+
+    def checked(self: Judged, key: GpuKey, servers: list[PlannedServer], part: Part) -> None:
+        commit(self, key, servers, part)
+        assert self.runs == Counter((s.name, s.agent_key()) for on in self.on.values() for s in on)
+
+    fleet_ = paper_fleet(random.Random(seed), n, REFUSING_CROWD)
+    with patch.object(Judged, "_commit", checked):
+        for _ in range(4):
+            fleet_.step()
 
 
 @settings(max_examples=60, deadline=None)

@@ -5,13 +5,13 @@ GPU scanned. Kept only for the property tests that check the indexed ones give t
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 from autoscaler.core.layout import slots
-from autoscaler.core.layout.layout_types import LayoutInput, PlannedServer
+from autoscaler.core.layout.layout_types import LayoutInput, PlannedServer, is_stand_in
 from autoscaler.core.rollout import blocking, bursting, moves, rollout, surge
 from autoscaler.core.rollout.blocking import Blockage, Pick, Progress, Resolution
 from autoscaler.core.rollout.rollout import EPS, Amounts, GpuKey
@@ -42,12 +42,12 @@ def match_slots(plan: Plan, inp: LayoutInput) -> dict[int, str]:
 
 def resolve(blockages: Sequence[Blockage], progress: Progress) -> Resolution:
     """blocking.resolve before its fixed point was carried from one pick to the next: found from
-    nothing again after each pick."""
+    nothing again after each pick, by iterating the rule (`progressing`)."""
     at = {t.name: b for b in blockages for t in b.waiting}
     picked: dict[GpuKey, Pick] = {}
     stuck: dict[GpuKey, str] = {}
     while True:
-        moving = blocking._progressing(progress, at, picked, set())
+        moving = progressing(progress, at, picked)
         open_ = [b for b in blockages if b.key not in picked and not blocking._waits(b, moving, progress.leaving)]
         for b in open_:
             if b.key not in stuck and (why := blocking._hopeless(b, progress, moving)) is not None:
@@ -65,12 +65,58 @@ def resolve(blockages: Sequence[Blockage], progress: Progress) -> Resolution:
     )
 
 
+def progressing(progress: Progress, at: Mapping[str, Blockage], picked: Mapping[GpuKey, Pick]) -> set[str]:
+    """blocking._progressing before it counted: the rule iterated from nothing to its least fixed
+    point, every pending server judged again each round."""
+    moving: set[str] = set()
+    while True:
+        now = {
+            w
+            for w, names in progress.pending.items()
+            if names and all(_moves(n, progress, at, picked, moving) for n in names)
+        }
+        if now == moving:
+            return moving
+        moving = now
+
+
+def _moves(
+    name: str, progress: Progress, at: Mapping[str, Blockage], picked: Mapping[GpuKey, Pick], moving: set[str]
+) -> bool:
+    if name in progress.coming:
+        return True
+    b = at.get(name)
+    return b is not None and (b.key in picked or blocking._waits(b, moving, progress.leaving))
+
+
 class Tick(rollout.Tick):
-    """rollout.Tick as it judged before the index: the whole fleet scanned for a name, each GPU
-    judged twice per candidate, the stand-ins' relief summed over every GPU."""
+    """rollout.Tick as it judged before the index: the whole fleet scanned for a name (also for a
+    stand-in's planned server), each GPU judged twice per candidate, the stand-ins' relief summed
+    over every GPU, every GPU asked what it wants and whether a planned server waits there."""
 
     def _relief(self, name: str) -> float:
         return sum(p.stand_ins.get(name, 0.0) for p in self.parts.values())
+
+    def _retiring(self, stand_ins: bool) -> list[tuple[GpuKey, PlannedServer]]:
+        out = []
+        for key, servers in self.on.items():
+            wanted = {v.agent_key() for v in self.gpus[key].wanted}
+            in_way = bool(self.unstarted(key))
+            out += [
+                (not in_way, key, s.name, s)
+                for s in servers
+                if s.agent_key() not in wanted and s.name not in self.draining and is_stand_in(s.name) == stand_ins
+            ]
+        return [(key, s) for _, key, _, s in sorted(out, key=lambda t: t[:3])]
+
+    def _waiting_for(self, s: PlannedServer, key: GpuKey) -> bool:
+        orig = rollout.original_of(s.name)
+        if orig is None or orig not in self.planned_names:
+            return False
+        if any(v.name == orig for v in self.unstarted(key)):
+            return False
+        agent = self.planned_keys.get(orig)
+        return not any(v.name == orig and v.agent_key() == agent for servers in self.on.values() for v in servers)
 
     def _slows(self, key: GpuKey, verdict: Sequence[tuple[PlannedServer, bool, float]], guest: str) -> bool:
         wanted = {v.agent_key(): v for v in self.gpus[key].wanted}

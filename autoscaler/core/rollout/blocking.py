@@ -27,6 +27,7 @@ move waits, noted.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -77,9 +78,8 @@ def resolve(blockages: Sequence[Blockage], progress: Progress) -> Resolution:
     at = {t.name: b for b in blockages for t in b.waiting}
     picked: dict[GpuKey, Pick] = {}
     stuck: dict[GpuKey, str] = {}
-    moving: set[str] = set()
     while True:
-        moving = _progressing(progress, at, picked, moving)
+        moving = _progressing(progress, at, picked)
         open_ = [b for b in blockages if b.key not in picked and not _waits(b, moving, progress.leaving)]
         for b in open_:
             if b.key not in stuck and (why := _hopeless(b, progress, moving)) is not None:
@@ -97,32 +97,54 @@ def resolve(blockages: Sequence[Blockage], progress: Progress) -> Resolution:
     )
 
 
-def _progressing(
-    progress: Progress, at: Mapping[str, Blockage], picked: Mapping[GpuKey, Pick], seed: set[str]
-) -> set[str]:
+def _progressing(progress: Progress, at: Mapping[str, Blockage], picked: Mapping[GpuKey, Pick]) -> set[str]:
     """The least fixed point of: a workload progresses when each of its pending servers is coming,
-    or blocked on a picked GPU, or blocked only by servers of workloads that progress. `seed`: the
-    fixed point for fewer picks, where the iteration may start (a pick only adds to what
-    progresses, so it reaches the same least fixed point in fewer rounds)."""
-    moving = seed
-    while True:
-        now = {
-            w
-            for w, names in progress.pending.items()
-            if names and all(_moves(n, progress, at, picked, moving) for n in names)
-        }
-        if now == moving:
-            return moving
-        moving = now
-
-
-def _moves(
-    name: str, progress: Progress, at: Mapping[str, Blockage], picked: Mapping[GpuKey, Pick], moving: set[str]
-) -> bool:
-    if name in progress.coming:
-        return True
-    b = at.get(name)
-    return b is not None and (b.key in picked or _waits(b, moving, progress.leaving))
+    or blocked on a picked GPU, or blocked only by servers of workloads that progress (`_waits`).
+    Found in one pass by counting (a worklist): each workload counts its servers not known to
+    move, each blocked GPU its blockers that neither leave nor progress yet; a GPU whose count
+    reaches 0 moves the servers waiting on it, a workload whose count reaches 0 progresses and
+    lowers the count of each GPU it blocks. Iterating the rule from nothing took a pass over every
+    server per round, and a round per link of the longest chain of waits."""
+    left: dict[str, int] = {}  # workload -> its pending servers not known to move
+    waiting: dict[int, list[str]] = {}  # id(blocked GPU) -> the workload of each server waiting there
+    need: dict[int, int] = {}  # id(blocked GPU) -> its blockers that neither leave nor progress yet
+    held: dict[str, list[int]] = defaultdict(list)  # workload -> id(the GPU) each of its blockers holds
+    for w, names in progress.pending.items():
+        if not names:
+            continue  # nothing pending: not progress (`resolve` calls it still needing its servers)
+        left[w] = 0
+        for n in names:
+            b = at.get(n)
+            if n in progress.coming or (b is not None and b.key in picked):
+                continue
+            left[w] += 1
+            if b is None or not b.blockers:
+                continue  # it never moves
+            if id(b) not in need:
+                waiting[id(b)] = []
+                need[id(b)] = 0
+                for s in b.blockers:
+                    if s.name not in progress.leaving:
+                        need[id(b)] += 1
+                        held[s.workload].append(id(b))
+            waiting[id(b)].append(w)
+    workloads = [w for w, k in left.items() if k == 0]
+    gpus = [g for g, k in need.items() if k == 0]
+    moving: set[str] = set()
+    while workloads or gpus:
+        if gpus:
+            for w in waiting[gpus.pop()]:
+                left[w] -= 1
+                if left[w] == 0:
+                    workloads.append(w)
+            continue
+        w = workloads.pop()
+        moving.add(w)
+        for g in held.get(w, ()):
+            need[g] -= 1
+            if need[g] == 0:
+                gpus.append(g)
+    return moving
 
 
 def _waits(b: Blockage, moving: set[str], leaving: frozenset[str] = frozenset()) -> bool:

@@ -194,8 +194,11 @@ class Bursting(Borrowing):
         at = (t, itype, share)
         if at not in self.alone:
             probe = replace(t, replaces="", mps_percent=share, predicted_throughput_rps=scaled)
-            self.alone[at] = frozenset(
-                b for b in range(t.batch, 0, -1) if refusal.misses_alone(itype, replace(probe, batch=b))
+            batches = getattr(refusal, "batches_missing_alone", None)  # colocation.ModelJudge's, remembered
+            self.alone[at] = (
+                batches(itype, probe)
+                if callable(batches)
+                else frozenset(b for b in range(t.batch, 0, -1) if refusal.misses_alone(itype, replace(probe, batch=b)))
             )
         self.keep_alive.append(t)  # its id stays its own while the entry lives
         mine = self.alone_by_id[id(t), itype, share] = self.alone[at]

@@ -15,6 +15,7 @@ only case the fitted model can speak for.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
 from functools import lru_cache
 
 from autoscaler.config.policy import Policy
@@ -130,6 +131,10 @@ class ModelJudge:
             for gpu, perf in self.perfs.items()
             if isinstance(perf, MigModel)
         }
+        # `batches_missing_alone` and `hopeful`, remembered: a burst or a stand-in asks them of the
+        # same shapes on every GPU with room, tick after tick (bounded like `cached_judge`)
+        self._alone = lru_cache(maxsize=1 << 16)(self._missing_alone)
+        self._hopeful = lru_cache(maxsize=1 << 16)(self._at_best)
 
     def mps_model(self, instance_type: str) -> PerfModel | None:
         """The MPS model this verdict on `instance_type` comes from (rollout_types.Modelled); None
@@ -176,6 +181,33 @@ class ModelJudge:
         budget = self.slo.get(s.workload, float("inf")) / 2.0 * (1 + REL)
         return crowding.misses_alone(perf, (s.model, s.batch, round(s.mps_percent, 6)), budget)
 
+    def batches_missing_alone(self, instance_type: str, s: PlannedServer) -> frozenset[int]:
+        """The batches b from s.batch down to 1 at which s, at batch b, `misses_alone`: that answer
+        for each, read of what it reads of s (the workload's SLO, model, batch, rounded share,
+        MIG slice) and remembered across ticks; asked of each batch for a subclass that judges
+        alone otherwise."""
+        if type(self).misses_alone is not ModelJudge.misses_alone:
+            return frozenset(b for b in range(s.batch, 0, -1) if self.misses_alone(instance_type, replace(s, batch=b)))
+        mig = (
+            (s.mig_profile, s.mig_start, s.processes) if s.mig_profile is not None and s.mig_start is not None else None
+        )
+        return self._alone(instance_type, s.workload, s.model, s.batch, round(s.mps_percent, 6), mig)  # server_tuple's
+
+    def _missing_alone(
+        self, instance_type: str, workload: str, model: str, top: int, share: float, mig: MigSlice | None
+    ) -> frozenset[int]:
+        """`batches_missing_alone` from what `misses_alone` reads (server_tuple(s, 6) at each batch)."""
+        gpu = self.gpu_of.get(instance_type)
+        if gpu is None:
+            return frozenset()
+        perf = self.perfs[gpu]
+        if isinstance(perf, MigModel):
+            return frozenset(
+                b for b in range(top, 0, -1) if not self.cached(gpu, ((workload, model, b, share, mig),))[0][0]
+            )
+        budget = self.slo.get(workload, float("inf")) / 2.0 * (1 + REL)
+        return frozenset(b for b in range(top, 0, -1) if crowding.misses_alone(perf, (model, b, share), budget))
+
     def only_slow(self, instance_type: str, beside: Sequence[PlannedServer], room: float) -> bool:
         """Each of `beside` can only slow down a newcomer of at most `room` MPS share (always on
         MIG: a slice's neighbours do not slow it, `units_taken` says where they are in its way)."""
@@ -194,10 +226,16 @@ class ModelJudge:
         perf = self.perfs.get(gpu) if gpu is not None else None
         if perf is None or isinstance(perf, MigModel) or not servers:
             return None
-        tuples = [server_tuple(s, 6) for s in servers]
+        return self._hopeful(gpu, tuple(server_tuple(s, 6) for s in servers))
+
+    def _at_best(self, gpu: str, tuples: tuple[Server, ...]) -> tuple[tuple[bool, float], ...] | None:
+        """`hopeful` on an MPS `gpu` from what it reads of each server (its server_tuple)."""
+        perf = self.perfs[gpu]
+        assert isinstance(perf, PerfModel)
         shares = split([t[3] for t in tuples])
         budgets = [self.slo.get(t[0], float("inf")) / 2.0 * (1 + REL) for t in tuples]
-        return crowding.at_best(perf, [(t[1], t[2], r) for t, r in zip(tuples, shares, strict=True)], budgets)
+        best = crowding.at_best(perf, [(t[1], t[2], r) for t, r in zip(tuples, shares, strict=True)], budgets)
+        return None if best is None else tuple(best)
 
     def units_taken(self, instance_type: str, s: PlannedServer, beside: Sequence[PlannedServer]) -> bool:
         """On a MIG GPU, a slice of `beside` shares a memory unit with s's slice: no valid cut."""

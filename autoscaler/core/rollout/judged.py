@@ -7,7 +7,8 @@ force out), are rollout.py's."""
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from autoscaler.core.layout.layout_types import PlannedServer
@@ -56,6 +57,9 @@ class Judged:
         self.wanted: dict[GpuKey, frozenset[tuple[object, ...]]] = {}
         self.planned_names = {t.name for g in inp.gpus for t in g.wanted} | inp.elsewhere
         self.on: dict[GpuKey, list[PlannedServer]] = {g.key: list(g.running) for g in inp.gpus}
+        self.runs: Counter[tuple[str, object]] = Counter()  # (name, agent_key) -> servers so on any GPU
+        for servers in self.on.values():
+            self._count(servers, 1)
         self.draining: set[str] = set()
         self.started: set[str] = set()
         self.stopped: set[str] = set()
@@ -193,9 +197,20 @@ class Judged:
         self.cap = self.cap.minus(self.parts[key].capacity).plus(part.capacity)
         self._index(key, self.parts[key], add=False)
         self._index(key, part, add=True)
+        self._count(self.on[key], -1)
+        self._count(servers, 1)
         self.on[key], self.parts[key] = servers, part
         self.version[key] += 1
         self.commits += 1
+
+    def _count(self, servers: Iterable[PlannedServer], by: int) -> None:
+        """`runs` as `servers` join (1) or leave (-1) a GPU: an index by name and agent key, so
+        whether a server runs somewhere is not a scan of the fleet."""
+        for s in servers:
+            at = (s.name, s.agent_key())
+            self.runs[at] += by
+            if not self.runs[at]:
+                del self.runs[at]
 
     # -- what a trial reads of a GPU ----------------------------------------------------------------
     def refuses(self, key: GpuKey, t: PlannedServer) -> bool:

@@ -116,13 +116,15 @@ class Tick(Judged):
         """Servers the layout does not want where they run, those in a planned server's way first."""
         out = []
         for key, servers in self.on.items():
-            wanted = {v.agent_key() for v in self.gpus[key].wanted}
-            in_way = bool(self.unstarted(key))
-            out += [
-                (not in_way, key, s.name, s)
+            wanted = self._wanted(key)
+            mine = [
+                s
                 for s in servers
                 if s.agent_key() not in wanted and s.name not in self.draining and is_stand_in(s.name) == stand_ins
             ]
+            if mine:  # whether they are in a planned server's way, asked only of GPUs with some
+                in_way = bool(self.unstarted(key))
+                out += [(not in_way, key, s.name, s) for s in mine]
         return [(key, s) for _, key, _, s in sorted(out, key=lambda t: t[:3])]
 
     def _release(self, key: GpuKey, s: PlannedServer) -> bool:
@@ -153,7 +155,7 @@ class Tick(Judged):
         if any(v.name == orig for v in self.unstarted(key)):
             return False
         agent = self.planned_keys.get(orig)
-        return not any(v.name == orig and v.agent_key() == agent for servers in self.on.values() for v in servers)
+        return not self.runs.get((orig, agent))  # no server named so runs it anywhere
 
     def force_out(self, names: Iterable[str]) -> None:
         """Break-before-make: these servers leave now, floors or not (a limit left no other way)."""
