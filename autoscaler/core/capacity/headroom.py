@@ -75,10 +75,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from autoscaler.core.capacity import coverage
+from autoscaler.core.capacity import coverage, headroom_codec
 
 BINS = 48  # geometric bins between ratio 1 and 1 + cap (about 1.5 % wide for cap 1.0)
 MIN_RPS = 1e-6  # a reference rate below this is none: no multiple of it covers anything
+_FIELDS = ("forecasts", "weights", "observed_at", "samples_s", "attain", "peaks", "allowance")  # to_json's order
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +121,21 @@ class WorkloadErrors:
         return sum(self.weights)
 
 
+class _Unpacked:
+    """The workloads the last to_json packed whose strings unpack as themselves (every value a
+    float, every sequence a tuple: headroom_codec.pack), by their strings: from_json gives such a
+    string's workload without unpacking it. A save reads back what it wrote (loop/state/
+    controller_state.py Decoded), and unpacking 1,000 workloads cost ~15 ms a tick. Keyed by the
+    string itself, so whatever holds it is what unpacking gives, whoever packed it; it holds one
+    to_json's workloads, replaced by the next."""
+
+    def __init__(self) -> None:
+        self.kept: dict[str, WorkloadErrors] = {}
+
+
+_UNPACKED = _Unpacked()
+
+
 @dataclass(frozen=True, slots=True)
 class HeadroomState:
     """Every workload's estimator (see the module docstring); JSON round-trips exactly."""
@@ -127,29 +143,37 @@ class HeadroomState:
     workloads: Mapping[str, WorkloadErrors] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """For json.dumps, which writes a tuple as the array a list gives: the tuples go as they
-        are (copying each into a list cost 0.16 s a tick at 1,000 workloads, issue 50)."""
-        return {
-            w: {
-                "forecasts": e.forecasts,
-                "weights": e.weights,
-                "observed_at": e.observed_at,
-                "samples_s": e.samples_s,
-                "attain": e.attain,
-                "peaks": e.peaks,
-                "allowance": e.allowance,
-            }
-            for w, e in sorted(self.workloads.items())
-        }
+        """For json.dumps: each workload's numbers packed in one string (core/capacity/
+        headroom_codec.py: formatting ~210 floats a workload as JSON cost 0.05 s a tick at 1,000
+        workloads, issue 50); one that will not pack goes as JSON arrays, as before (its tuples
+        as they are: json.dumps writes a tuple as the array a list gives). The workloads whose
+        strings unpack as themselves are remembered by their strings (_Unpacked)."""
+        out: dict[str, Any] = {}
+        kept: dict[str, WorkloadErrors] = {}
+        for w, e in sorted(self.workloads.items()):
+            fields = (e.forecasts, e.weights, e.observed_at, e.samples_s, e.attain, e.peaks, e.allowance)
+            packed = headroom_codec.pack(*fields)
+            if packed is None:
+                out[w] = dict(zip(_FIELDS, fields, strict=True))
+                continue
+            out[w] = packed[0]
+            if packed[1]:
+                kept[packed[0]] = e
+        _UNPACKED.kept = kept
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> HeadroomState:
-        """The state saved by to_json; anything unreadable starts that workload afresh. The
+        """The state saved by to_json, a workload packed (headroom_codec) or as JSON arrays (as
+        every state written before was); anything unreadable starts that workload afresh. The
         numbers are converted by map and list comprehensions, not generators (a save decodes
         the whole state once a tick: ~14 -> ~7 ms at 1,000 workloads, issue 50)."""
         out: dict[str, WorkloadErrors] = {}
         for w, d in (data or {}).items():
             try:
+                if isinstance(d, str):
+                    out[w] = _UNPACKED.kept.get(d) or WorkloadErrors(**headroom_codec.unpack(d))
+                    continue
                 out[w] = WorkloadErrors(
                     forecasts=tuple(map(_plan, d.get("forecasts", ()))),
                     weights=tuple(map(float, d.get("weights", ()))),

@@ -24,7 +24,7 @@ from typing import Any
 from autoscaler.core.capacity.headroom import HeadroomState
 from autoscaler.core.capacity.slo_guard import GuardState
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 BACKOFF_BASE_S = 15.0  # the first wait after a throttled or unauthorised provider call
 BACKOFF_MAX_S = 300.0  # the longest: doubling stops here (bounded exponential)
 
@@ -141,7 +141,15 @@ def _from_v0(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "version": 1}
 
 
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _from_v0}
+def _from_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """v1 -> v2: v2 writes each workload's headroom estimator packed in one string
+    (core/capacity/headroom_codec.py), which HeadroomState.from_json reads beside v1's JSON
+    arrays: the data stays as it is. The version says that an igniter reading only arrays
+    would lose the estimator's history, so it refuses the file instead."""
+    return {**data, "version": 2}
+
+
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {0: _from_v0, 1: _from_v1}
 
 
 def _keyed_out(values: Mapping[Key, Any]) -> dict[str, Any]:
