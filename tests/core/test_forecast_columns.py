@@ -33,12 +33,17 @@ METHOD = st.sampled_from(["last", "ewma", "holt", "seasonal", "auto"])
 
 @st.composite
 def columns(draw: st.DrawFn) -> Columns:
-    """A matrix of reads at increasing times (gaps of a few kinds; or, sometimes, a repeated time)."""
+    """A matrix of reads at increasing times (gaps of a few kinds); or, sometimes, with repeated
+    times (two ticks at one time: Columns.ordered) or a time going back (each column's own path)."""
     n = draw(st.integers(0, 5))
     rows = draw(st.integers(0, 14))
-    gaps = draw(st.lists(st.sampled_from([15.0, 15.0, 30.0, 7.5, 0.1, 1e-7, 0.0]), min_size=rows, max_size=rows))
+    gaps = draw(
+        st.lists(st.sampled_from([15.0, 15.0, 30.0, 7.5, 0.1, 1e-7, 0.0, 0.0, 0.0, -5.0]), min_size=rows, max_size=rows)
+    )
     if not draw(st.booleans()):
-        gaps = [g or 15.0 for g in gaps]  # strictly increasing: the column path
+        gaps = [g if g > 0 else 15.0 for g in gaps]  # strictly increasing
+    elif draw(st.booleans()):
+        gaps = [abs(g) for g in gaps]  # never back
     times = np.cumsum([100.0, *gaps])[:rows]
     values = np.array(draw(st.lists(st.lists(RATE, min_size=n, max_size=n), min_size=rows, max_size=rows)))
     return Columns(times.astype(np.float64), tuple(f"w{j}" for j in range(n)), values.reshape(rows, n))
@@ -81,4 +86,17 @@ def test_a_workload_missing_reads_steps_over_its_own_gap() -> None:
 def test_with_row_adds_a_read_and_new_workloads() -> None:
     cols = Columns(np.array([0.0]), ("a",), np.array([[1.0]])).with_row(15.0, {"b": 2.0})
     assert cols.names == ("a", "b") and cols.points(0) == [(0.0, 1.0)] and cols.points(1) == [(15.0, 2.0)]
-    assert cols.read() == [True, True] and cols.increasing()
+    assert cols.read() == [True, True] and cols.ordered() is cols
+
+
+def test_rates_read_twice_at_one_time_are_taken_in_order_of_rate() -> None:
+    """The first tick of a replay runs twice at time 0: _valid sorts (time, rate), so the lower
+    rate comes first, whichever row it was in; NaN and invalid rates are skipped."""
+    values = np.array([[5.0, 1.0, -1.0], [2.0, math.nan, 3.0], [4.0, 4.0, 4.0], [3.0, 3.0, 3.0]])
+    cols = Columns(np.array([0.0, 0.0, 15.0, 30.0]), ("a", "b", "c"), values)
+    cfg = ForecastConfig("seasonal", 210.0, 0.0, tau_s=60.0)
+    want = {w: forecast(cols.points(j), cfg) for j, w in enumerate(cols.names)}
+    assert forecast_columns(cols, cfg) == want
+    assert want["a"] == forecast([(0.0, 2.0), (0.0, 5.0), (15.0, 4.0), (30.0, 3.0)], cfg)
+    ordered = cols.ordered()
+    assert ordered is not None and ordered.values[:2, 0].tolist() == [2.0, 5.0]

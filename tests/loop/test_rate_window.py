@@ -92,3 +92,20 @@ def test_rows_of_other_workloads_make_one_matrix() -> None:
     cols = store.rate_window(0.0)
     assert cols.names == ("a", "b", "c")
     assert np.array_equal(cols.values, [[np.nan, 1.0, np.nan], [2.0, np.nan, np.nan]], equal_nan=True)
+
+
+def test_a_kept_window_leaves_the_older_rows_held() -> None:
+    """The reach watch reads [now - 1 h, now] after the forecast's longer window: the rows before
+    its `since` stay in memory (the next tick's forecast window reads no SQLite)."""
+    store = Store(":memory:")
+    for n in range(10):
+        store.add_rates(15.0 * n, {"a": float(n)}, {"a": 1.0}, keep_s=3600.0)
+    store.rate_window(0.0)
+    reads: list[str] = []
+    store._db.set_trace_callback(lambda sql: reads.append(sql) if "FROM tick_rates" in sql else None)
+    kept = store.rate_window(60.0, 105.0, keep=True)
+    assert kept.times.tolist() == [60.0, 75.0, 90.0, 105.0] and _from_sqlite(store, 60.0, 105.0) == {
+        "a": kept.points(0)
+    }
+    reads.clear()
+    assert store.rate_window(15.0).times.tolist() == [15.0 * k for k in range(1, 10)] and not reads

@@ -202,9 +202,22 @@ class Columns:
             values[-1, index[w]] = v
         return Columns(np.append(self.times, now), names, values)
 
-    def increasing(self) -> bool:
-        """Times strictly increasing: each column's points are then in `_valid`'s order as read."""
-        return bool(np.all(self.times[1:] > self.times[:-1]))
+    def ordered(self) -> Columns | None:
+        """The columns with each column's valid rates in `_valid`'s order, row by row: as they are
+        where times strictly increase; where times repeat (two ticks at one time), each run of
+        equal times with its valid rates sorted up (the rest NaN), as `_valid`'s sort of (time,
+        rate) orders them; None where a time goes back (the callers then take each column)."""
+        steps = self.times[1:] - self.times[:-1]
+        if bool(np.all(steps > 0)):
+            return self
+        if not bool(np.all(steps >= 0)):
+            return None
+        values = np.where((self.values >= 0.0) & (self.values < math.inf), self.values, np.nan)
+        edges = np.flatnonzero(steps > 0) + 1
+        for lo, hi in zip([0, *edges.tolist()], [*edges.tolist(), len(self.times)], strict=True):
+            if hi - lo > 1:
+                values[lo:hi] = np.sort(values[lo:hi], axis=0, kind="stable")  # NaN last
+        return Columns(self.times, self.names, values)
 
 
 def forecast_columns(
@@ -217,9 +230,10 @@ def forecast_columns(
     workloads at once (ewma_columns: the same products and sums, elementwise); `last` and `holt`,
     or times that do not strictly increase, take forecast_all itself."""
     past, ahead = past or {}, ahead or {}
-    if cfg.method not in ("ewma", "seasonal", "auto") or not cols.increasing():
+    ordered = cols.ordered()
+    if cfg.method not in ("ewma", "seasonal", "auto") or ordered is None:
         return forecast_all({w: cols.points(j) for j, w in enumerate(cols.names)}, cfg, past, ahead)
-    level, last, count = (a.tolist() for a in ewma_columns(cols.times, cols.values, cfg.tau_s))
+    level, last, count = (a.tolist() for a in ewma_columns(ordered.times, ordered.values, cfg.tau_s))
     return {
         w: _finish(level[j], last[j], cfg, past.get(w, ()), ahead.get(w, 0.0)) if count[j] else None
         for j, w in enumerate(cols.names)
@@ -227,8 +241,8 @@ def forecast_columns(
 
 
 def ewma_columns(times: Matrix, values: Matrix, tau_s: float) -> tuple[Matrix, Matrix, Matrix]:
-    """Per column: `ewma` of its valid points (a finite rate of at least 0; times strictly
-    increasing), the latest valid rate and how many there are (level and last NaN where none).
+    """Per column: `ewma` of its valid points (a finite rate of at least 0; times never going
+    back, a column's rates at one time in `_valid`'s order: Columns.ordered), the latest valid rate and how many there are (level and last NaN where none).
     Row by row each column whose point is valid steps as `ewma` steps it, a * x + (1 - a) * level
     with `_alpha`'s weight of its own gap (math.exp, once per distinct gap): IEEE products and sums
     elementwise, so the floats are those of the loop per workload."""
@@ -288,7 +302,7 @@ def _weights(memo: dict[float, tuple[float, float]], gap: float, tau_s: float) -
 
 def ramp_columns(cols: Columns, horizon_s: float, reads: int) -> dict[str, float]:
     """`ramp` of every column's points, with the same floats: where a column's last reads + 1 rows
-    are all valid (times strictly increasing), those rows are its tail, and the slopes, their
+    are all valid (Columns.ordered), those rows are its tail (a slope over no time is 0, as there), and the slopes, their
     least and the floor are computed across such columns at once (elementwise, as `ramp` does
     them; the least of equal slopes may differ only in a zero's sign, which `least > 0` ignores);
     any other column takes `ramp` itself."""
@@ -296,13 +310,16 @@ def ramp_columns(cols: Columns, horizon_s: float, reads: int) -> dict[str, float
     if reads <= 0:
         return dict.fromkeys(names, 0.0)
     m = reads + 1
-    if not cols.increasing() or len(cols.times) < m:
+    ordered = cols.ordered()
+    if ordered is None or len(cols.times) < m:
         return {w: ramp(cols.points(j), horizon_s, reads) for j, w in enumerate(names)}
+    cols = ordered
     tail, t = cols.values[-m:], cols.times[-m:]
     full: Matrix = np.all((tail >= 0.0) & (tail < math.inf), axis=0)
     v = tail[:, full]
     with np.errstate(all="ignore"):
-        slopes = (v[1:] - v[:-1]) / (t[1:] - t[:-1])[:, None]
+        gaps = (t[1:] - t[:-1])[:, None]
+        slopes = np.where(gaps > 0, (v[1:] - v[:-1]) / gaps, 0.0)
         least = slopes.min(axis=0)
         lastv = v[-1]
         floor = lastv + least * horizon_s

@@ -492,11 +492,12 @@ class Store:
         with self._lock:
             return self._rates.history(self._db, since, until)
 
-    def rate_window(self, since: float) -> Columns:
-        """The observed rates from `since` on as columns (NaN: missing), from the rows Rates keeps
-        in memory: what each tick's forecast reads (store_history.Rates.window)."""
+    def rate_window(self, since: float, until: float = math.inf, keep: bool = False) -> Columns:
+        """The observed rates in [since, until] as columns (NaN: missing), from the rows Rates keeps
+        in memory: what each tick's forecast reads (store_history.Rates.window; `keep`: the rows
+        before `since` stay held)."""
         with self._lock:
-            return self._rates.window(self._db, since)
+            return self._rates.window(self._db, since, until, keep)
 
 
 def _parse_servers(body: str) -> tuple[PlannedServer, ...]:

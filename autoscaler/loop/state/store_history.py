@@ -185,16 +185,18 @@ class Rates:
             del self._rows[: bisect.bisect_left(self._rows, cut, key=_AT)]
             self._lo = cut
 
-    def window(self, db: sqlite3.Connection, since: float) -> Columns:
-        """The observed rates of the rows from `since` on, as columns (NaN: not observed), from
-        the rows held (filled from SQLite when they do not cover `since`); the rows before
-        `since` are dropped from memory: a tick reads from a later `since` each time."""
+    def window(self, db: sqlite3.Connection, since: float, until: float = math.inf, keep: bool = False) -> Columns:
+        """The observed rates of the rows in [since, until], as columns (NaN: not observed), from
+        the rows held (filled from SQLite when they do not cover `since`); unless `keep`, the
+        rows before `since` are dropped from memory: the forecast reads from a later `since`
+        each tick (the reach watch, reading a shorter stretch after it, keeps them)."""
         if not self._held(db, since):
             self._fill(db, since)
         start = bisect.bisect_left(self._rows, since, key=_AT)
-        del self._rows[:start]
-        self._lo = since
-        return _columns(self._rows)
+        if not keep:
+            del self._rows[:start]
+            self._lo, start = since, 0
+        return _columns(self._rows[start : bisect.bisect_right(self._rows, until, key=_AT)])
 
     def add(
         self,

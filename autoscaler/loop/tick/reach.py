@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from autoscaler.config.policy import Policy
+from autoscaler.core.capacity.forecast import Columns
 from autoscaler.core.capacity.reach import WITHIN, Reach, ReachInput, judge
 from autoscaler.loop.state.store import Store
 from autoscaler.loop.tick.tuning import headroom_config
@@ -32,19 +33,25 @@ class ReachWatch:
     ) -> dict[str, Reach]:
         sc = policy.scaling
         cap = _cap(policy)
-        history: dict[str, list[tuple[float, float]]] | None = None
+        history: Columns | None = None
+        column: dict[str, int] = {}
         out: dict[str, Reach] = {}
         for w in policy.workloads:
             h, got = headroom.get(w.name, 0.0), attainment.get(w.name)
-            if got is not None and got < sc.target_attainment and history is None:
-                history = store.rate_history(now - HISTORY_S, now)  # read only when a rise may decide
+            rates: list[tuple[float, float]] = []
+            if got is not None and got < sc.target_attainment:  # read only when a rise may decide
+                if history is None:
+                    # the rows the forecast holds (keep: its window may reach further back)
+                    history = store.rate_window(now - HISTORY_S, now, keep=True)
+                    column = {n: j for j, n in enumerate(history.names)}
+                rates = history.points(column[w.name]) if w.name in column else []
             inp = ReachInput(
                 target=sc.target_attainment,
                 headroom=h,
                 cap=cap,
                 attainment=got,
                 reaction_s=sc.interval_s + sc.boot_s,
-                rates=(history or {}).get(w.name, ()),
+                rates=rates,
             )
             out[w.name] = judge(inp)
             self._say(w.name, out[w.name])
