@@ -72,7 +72,8 @@ def try_gpu(fleet: GpuPool, g: Gpu, task: Task, cfg: Config) -> Trial | None:
     """
     size = task.sizes[g.gpu]
     model = fleet.models[g.gpu]
-    res = settle(model, [*g.sizes, size], [*g.shares, size.lower], model.unit if cfg.unit_steps else None)
+    step = model.unit if cfg.unit_steps else None
+    res = settle(model, [*g.sizes, size], [*g.shares, size.lower], step, mix=(*g.mix, (size.model, size.batch)))
     if res is None:
         return None
     shares, preds = res
@@ -87,11 +88,12 @@ def try_gpu(fleet: GpuPool, g: Gpu, task: Task, cfg: Config) -> Trial | None:
 def best_trial(fleet: GpuPool, task: Task, cfg: Config, exclude: frozenset[int] = frozenset()) -> Trial | None:
     """The open GPU whose total share (in dollars) grows least when `task` joins it."""
     best: Trial | None = None
+    redundant = task.demand.redundant  # shares_domain is False for all others
     for size in task.sizes.values():
         found = 0
         floor = size.lower * fleet.prices[size.gpu] / 100.0  # growth if no neighbour needs more
         for g in islice(fleet.candidates(size, exclude, cfg.per_level), cfg.tries):
-            t = None if fleet.shares_domain(g, task) else try_gpu(fleet, g, task, cfg)
+            t = None if redundant and fleet.shares_domain(g, task) else try_gpu(fleet, g, task, cfg)
             if t is None:
                 continue
             found += 1

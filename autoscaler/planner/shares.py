@@ -20,15 +20,22 @@ from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.tasks import Size
 
 EPS = 1e-9
+HI, LO = 1 + EPS, 1 - EPS  # violated's tolerances (the same floats as computing them each time)
 Prediction = tuple[float, float]
+Mix = tuple[tuple[str, int], ...]  # (model, batch) of each placement on a GPU
 PREDICTIONS_KEPT = 1 << 16  # GPUs' predictions remembered (predict), all forgotten beyond
-_predictions: dict[tuple[PerfModel, tuple[tuple[str, int, float], ...]], list[Prediction]] = {}
+_predictions: dict[tuple[PerfModel, Mix, tuple[float, ...]], tuple[Prediction, ...]] = {}
 
 
 def violated(size: Size, pred: Prediction) -> bool:
     """Whether a placement misses its latency budget or the throughput its rate share needs."""
     lat, thr = pred
-    return lat > size.budget_ms * (1 + EPS) or thr < size.need_rps * (1 - EPS)
+    return lat > size.budget_ms * HI or thr < size.need_rps * LO
+
+
+def mix_of(sizes: Sequence[Size]) -> Mix:
+    """What of each placement the model reads besides its share: model and batch."""
+    return tuple([(s.model, s.batch) for s in sizes])
 
 
 def predict(model: PerfModel, sizes: Sequence[Size], shares: Sequence[float]) -> list[Prediction]:
@@ -36,13 +43,20 @@ def predict(model: PerfModel, sizes: Sequence[Size], shares: Sequence[float]) ->
     (by identity: a fitted model never changes) and exact (model, batch, share) list: a plan
     predicts the same few GPU mixes over and over (settling, trying GPUs, the final check), and
     the ServeGen replay's plans asked 24 times per mix they predicted."""
-    key = (model, tuple([(s.model, s.batch, r) for s, r in zip(sizes, shares)]))
+    return list(predicted(model, mix_of(sizes), tuple(shares)))
+
+
+def predicted(model: PerfModel, mix: Mix, shares: tuple[float, ...]) -> tuple[Prediction, ...]:
+    """`predict` on a mix already built: the remembered tuple itself (immutable, so a caller may
+    keep it). The key holds every item predict_raw reads (model, batch, share) as the
+    (model, batch, share) tuples did, split in two so that settle builds the mix once."""
+    key = (model, mix, shares)
     out = _predictions.get(key)
     if out is None:
         if len(_predictions) >= PREDICTIONS_KEPT:
             _predictions.clear()
-        out = _predictions[key] = model.predict_raw(key[1])
-    return list(out)
+        out = _predictions[key] = tuple(model.predict_raw([(m, b, r) for (m, b), r in zip(mix, shares)]))
+    return out
 
 
 def settle(
@@ -51,28 +65,35 @@ def settle(
     shares: Sequence[float],
     step: float | None = None,
     pinned: Sequence[bool] | None = None,
+    mix: Mix | None = None,
 ) -> tuple[list[float], list[Prediction]] | None:
     """Raise shares from `shares` until every placement is feasible; None if that needs > 100 %.
 
     `step` = None jumps to the estimated need (same result as Algorithm 2, faster); a number
     raises each violating placement by exactly that much per round, as the prototype does.
     A `pinned` placement (kept from the current plan) may not change: its violation is a failure.
+    `mix`: mix_of(sizes) where the caller has it. The planner's innermost loop (~13,000 calls a
+    tick at 1,000 workloads), so violated and the remembered predictions are inlined here.
     """
     out = list(shares)
+    if mix is None:
+        mix = mix_of(sizes)
+    unit = model.unit
     while True:
-        preds = predict(model, sizes, out)
+        preds = predicted(model, mix, tuple(out))
         raised = False
-        for i, (size, pred) in enumerate(zip(sizes, preds)):
-            if not violated(size, pred):
-                continue
-            if pinned is not None and pinned[i]:
-                return None
-            nxt = out[i] + step if step is not None else jump(size, out[i], pred, model.unit)
-            if nxt is None or nxt > 100.0 + EPS:
-                return None
-            out[i], raised = nxt, True
+        i = 0
+        for size, (lat, thr) in zip(sizes, preds):
+            if lat > size.budget_ms * HI or thr < size.need_rps * LO:
+                if pinned is not None and pinned[i]:
+                    return None
+                nxt = out[i] + step if step is not None else jump(size, out[i], (lat, thr), unit)
+                if nxt is None or nxt > 100.0 + EPS:
+                    return None
+                out[i], raised = nxt, True
+            i += 1
         if not raised:
-            return out, preds
+            return out, list(preds)
         if sum(out) > 100.0 + EPS:
             return None
 

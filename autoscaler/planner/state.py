@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autoscaler.model.perfmodel import PerfModel
-from autoscaler.planner.shares import EPS, Prediction
+from autoscaler.planner.shares import EPS, Mix, Prediction, mix_of
 from autoscaler.planner.tasks import Size, Task
 from autoscaler.planner.types import InstanceOption
 
@@ -36,6 +36,7 @@ class Gpu:
     pinned: list[bool] = field(default_factory=list)
     total: float = 0.0
     memory: float = 0.0
+    mix: Mix = ()  # shares.mix_of(sizes), kept in step by GpuPool.set: every trial here starts from it
 
     @property
     def free(self) -> float:
@@ -98,6 +99,7 @@ class GpuPool:
         g.tasks, g.sizes, g.shares, g.preds, g.pinned = tasks, sizes, shares, preds, pinned
         g.total = sum(shares)
         g.memory = sum(s.memory_mb for s in sizes)
+        g.mix = mix_of(sizes)
         insort(self._index[g.gpu], (g.free, g.gid))
 
     def drop(self, g: Gpu) -> None:

@@ -72,16 +72,22 @@ class Task:
 
 def make_size(model: PerfModel, gpu: str, d: Demand, batch: int, lower: float, rate: float) -> Size:
     """Bundle a (batch, lower bound) with the constants the share solver needs."""
-    c = model.coef[d.model]
+    return _make_size(model, gpu, d.model, d.slo_ms, d.correction, batch, lower, rate)
+
+
+def _make_size(
+    model: PerfModel, gpu: str, name: str, slo_ms: float, correction: float, batch: int, lower: float, rate: float
+) -> Size:
+    c = model.coef[name]
     k1, k2, k3, k4, k5 = c.k
     return Size(
         gpu,
-        d.model,
+        name,
         batch,
         lower,
-        d.slo_ms / 2.0 / d.correction,
-        rate * d.correction,
-        model.memory(d.model, batch),
+        slo_ms / 2.0 / correction,
+        rate * correction,
+        model.memory(name, batch),
         k1 * batch * batch + k2 * batch + k3,
         k4,
         k5,
@@ -90,29 +96,45 @@ def make_size(model: PerfModel, gpu: str, d: Demand, batch: int, lower: float, r
     )
 
 
-@lru_cache(maxsize=SIZES_KEPT)
 def size_on(model: PerfModel, gpu: str, d: Demand, rate: float, search: bool = True) -> Size | None:
     """Batch and lower bound for `rate` of `d` on one GPU type; None if it needs more than one GPU.
-    Remembered per exact arguments (a pure function; Size is frozen): the repair pass and the
-    stability check ask it again for demands already decomposed, many times a plan.
+    Remembered per exact arguments that it reads (a pure function; Size is frozen): of the demand
+    only model, SLO and correction, never its own rate, so a kept placement's size (stability.py,
+    at the rate it carried) is found again on the next tick although the workload's rate moved.
+    The repair pass and the stability check ask it again for demands already decomposed."""
+    return _sized(model, gpu, d.model, d.slo_ms, d.correction, rate, search)
+
+
+def _size_on(model: PerfModel, gpu: str, d: Demand, rate: float, search: bool = True) -> Size | None:
+    return _sized.__wrapped__(model, gpu, d.model, d.slo_ms, d.correction, rate, search)
+
+
+size_on.__wrapped__ = _size_on  # type: ignore[attr-defined]  # the answer without the cache, as lru_cache's
+
+
+@lru_cache(maxsize=SIZES_KEPT)
+def _sized(
+    model: PerfModel, gpu: str, name: str, slo_ms: float, correction: float, rate: float, search: bool
+) -> Size | None:
+    """size_on on what it reads of the demand.
 
     The paper's rule takes the smallest batch that fills within half the SLO. It rounds up, and
     the rounding can cost a lot: one request more per batch must finish in the same half-SLO.
     With `search`, the planner also tries a few smaller batches (which fill sooner, so the SLO's
     batching half still holds) and keeps the one with the smallest lower bound.
     """
-    slo_eff, need = d.slo_ms / 2.0 / d.correction, rate * d.correction
-    rule = model.batch_size(d.model, d.slo_ms, rate)
-    top = max_batch(model, d.model, slo_eff)
+    slo_eff, need = slo_ms / 2.0 / correction, rate * correction
+    rule = model.batch_size(name, slo_ms, rate)
+    top = max_batch(model, name, slo_eff)
     first = min(rule, top) if top else rule
     best: tuple[float, int] | None = None
     for batch in range(first, max(0, first - (BATCH_SEARCH if search else 1)), -1):
-        share = min_share(model, d.model, batch, slo_eff, need) if _fits_memory(model, d.model, batch) else None
+        share = min_share(model, name, batch, slo_eff, need) if _fits_memory(model, name, batch) else None
         if share is not None and (best is None or share < best[0]):
             best = (share, batch)
     if best is None:
         return None
-    return make_size(model, gpu, d, best[1], best[0], rate)
+    return _make_size(model, gpu, name, slo_ms, correction, best[1], best[0], rate)
 
 
 def min_share(model: PerfModel, name: str, batch: int, budget_ms: float, need_rps: float) -> float | None:
