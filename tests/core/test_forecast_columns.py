@@ -21,6 +21,7 @@ from autoscaler.core.capacity.forecast import (
     ramp,
     ramp_columns,
 )
+from autoscaler.core.capacity.reach import fastest_rise, fastest_rises
 
 pytestmark = [pytest.mark.unit, pytest.mark.property]
 
@@ -72,6 +73,18 @@ def test_column_ramps_are_those_of_each_workload(cols: Columns, reads: int, hori
     got = ramp_columns(cols, horizon, reads)
     want = {w: ramp(cols.points(j), horizon, reads) for j, w in enumerate(cols.names)}
     assert {w: bits(v) for w, v in got.items()} == {w: bits(v) for w, v in want.items()}
+
+
+@settings(max_examples=60, deadline=None)
+@given(cols=columns(), within=st.sampled_from([0.0, 15.0, 20.0, 210.0]))
+def test_column_rises_are_those_of_each_workload(cols: Columns, within: float) -> None:
+    """core/capacity/reach.py's fastest_rises: the reach watch's hour of reads, all columns at once."""
+    got = fastest_rises(cols, within)
+    if got is None:
+        assert cols.ordered() is None
+        return
+    want = [fastest_rise(cols.points(j), within) for j in range(len(cols.names))]
+    assert [bits(v) for v in got] == [bits(v) for v in want]
 
 
 def test_a_workload_missing_reads_steps_over_its_own_gap() -> None:

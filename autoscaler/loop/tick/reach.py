@@ -8,7 +8,7 @@ import logging
 
 from autoscaler.config.policy import Policy
 from autoscaler.core.capacity.forecast import Columns
-from autoscaler.core.capacity.reach import WITHIN, Reach, ReachInput, judge
+from autoscaler.core.capacity.reach import WITHIN, Reach, ReachInput, fastest_rises, judge
 from autoscaler.loop.state.store import Store
 from autoscaler.loop.tick.tuning import headroom_config
 
@@ -33,25 +33,32 @@ class ReachWatch:
     ) -> dict[str, Reach]:
         sc = policy.scaling
         cap = _cap(policy)
+        reaction_s = sc.interval_s + sc.boot_s
         history: Columns | None = None
-        column: dict[str, int] = {}
+        rises: dict[str, float] | None = None
         out: dict[str, Reach] = {}
         for w in policy.workloads:
             h, got = headroom.get(w.name, 0.0), attainment.get(w.name)
             rates: list[tuple[float, float]] = []
+            rise: float | None = None
             if got is not None and got < sc.target_attainment:  # read only when a rise may decide
                 if history is None:
                     # the rows the forecast holds (keep: its window may reach further back)
                     history = store.rate_window(now - HISTORY_S, now, keep=True)
-                    column = {n: j for j, n in enumerate(history.names)}
-                rates = history.points(column[w.name]) if w.name in column else []
+                    found = fastest_rises(history, reaction_s)
+                    rises = None if found is None else dict(zip(history.names, found, strict=True))
+                if rises is not None:
+                    rise = rises.get(w.name, 1.0)  # no reads: fastest_rise of none
+                elif w.name in history.names:
+                    rates = history.points(history.names.index(w.name))
             inp = ReachInput(
                 target=sc.target_attainment,
                 headroom=h,
                 cap=cap,
                 attainment=got,
-                reaction_s=sc.interval_s + sc.boot_s,
+                reaction_s=reaction_s,
                 rates=rates,
+                rise=rise,
             )
             out[w.name] = judge(inp)
             self._say(w.name, out[w.name])
