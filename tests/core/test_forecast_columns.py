@@ -62,7 +62,7 @@ def test_column_forecasts_are_those_of_each_workload(
     cfg = ForecastConfig(method, 210.0, data.draw(st.sampled_from([0.0, 0.1])), tau_s=tau)  # type: ignore[arg-type]
     past = {w: [(0.0, data.draw(RATE))] for w in cols.names if data.draw(st.booleans())}
     ahead = {w: data.draw(st.sampled_from([0.0, 3.0, math.nan])) for w in cols.names}
-    got = forecast_columns(cols, cfg, past, ahead)
+    got = forecast_columns(cols, cfg, past, ahead, wide_from=0)
     want = {w: forecast(cols.points(j), cfg, past.get(w, ()), ahead[w]) for j, w in enumerate(cols.names)}
     assert {w: bits(v) for w, v in got.items()} == {w: bits(v) for w, v in want.items()}
 
@@ -70,7 +70,7 @@ def test_column_forecasts_are_those_of_each_workload(
 @settings(max_examples=60, deadline=None)
 @given(cols=columns(), reads=st.integers(0, 4), horizon=st.sampled_from([210.0, 1e-300, 1e300]))
 def test_column_ramps_are_those_of_each_workload(cols: Columns, reads: int, horizon: float) -> None:
-    got = ramp_columns(cols, horizon, reads)
+    got = ramp_columns(cols, horizon, reads, wide_from=0)
     want = {w: ramp(cols.points(j), horizon, reads) for j, w in enumerate(cols.names)}
     assert {w: bits(v) for w, v in got.items()} == {w: bits(v) for w, v in want.items()}
 
@@ -91,7 +91,7 @@ def test_a_workload_missing_reads_steps_over_its_own_gap() -> None:
     """Column 1 misses the middle read: its second step weighs a 30 s gap, column 0's two 15 s ones."""
     cols = Columns(np.array([0.0, 15.0, 30.0]), ("a", "b"), np.array([[4.0, 4.0], [2.0, math.nan], [1.0, 1.0]]))
     cfg = ForecastConfig("ewma", 210.0, 0.0, tau_s=60.0)
-    got = forecast_columns(cols, cfg)
+    got = forecast_columns(cols, cfg, wide_from=0)
     assert got == {"a": forecast(cols.points(0), cfg), "b": forecast([(0.0, 4.0), (30.0, 1.0)], cfg)}
     assert got["a"] != got["b"]
 
@@ -109,7 +109,7 @@ def test_rates_read_twice_at_one_time_are_taken_in_order_of_rate() -> None:
     cols = Columns(np.array([0.0, 0.0, 15.0, 30.0]), ("a", "b", "c"), values)
     cfg = ForecastConfig("seasonal", 210.0, 0.0, tau_s=60.0)
     want = {w: forecast(cols.points(j), cfg) for j, w in enumerate(cols.names)}
-    assert forecast_columns(cols, cfg) == want
+    assert forecast_columns(cols, cfg, wide_from=0) == want == forecast_columns(cols, cfg)
     assert want["a"] == forecast([(0.0, 2.0), (0.0, 5.0), (15.0, 4.0), (30.0, 3.0)], cfg)
     ordered = cols.ordered()
     assert ordered is not None and ordered.values[:2, 0].tolist() == [2.0, 5.0]

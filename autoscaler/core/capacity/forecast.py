@@ -41,6 +41,10 @@ import numpy as np
 
 Method = Literal["last", "ewma", "holt", "seasonal", "auto"]
 Point = tuple[float, float]  # (time_s, rate_rps)
+# Columns at least this many take the across-workloads path (forecast_columns, ramp_columns): a
+# numpy step a row pays for itself only across many workloads; with a handful (the shipped
+# examples' 2 or 3) the loop per workload is the cheaper of the two, with the same floats.
+COLUMNS_FROM = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,12 +229,14 @@ def forecast_columns(
     cfg: ForecastConfig,
     past: Mapping[str, Sequence[Point]] | None = None,
     ahead: Mapping[str, float] | None = None,
+    wide_from: int = COLUMNS_FROM,
 ) -> dict[str, float | None]:
     """forecast_all on every column's points, with the same floats: the ewma runs across the
     workloads at once (ewma_columns: the same products and sums, elementwise); `last` and `holt`,
-    or times that do not strictly increase, take forecast_all itself."""
+    times that do not strictly increase, or fewer than `wide_from` columns take forecast_all
+    itself."""
     past, ahead = past or {}, ahead or {}
-    ordered = cols.ordered()
+    ordered = cols.ordered() if len(cols.names) >= wide_from else None
     if cfg.method not in ("ewma", "seasonal", "auto") or ordered is None:
         return forecast_all({w: cols.points(j) for j, w in enumerate(cols.names)}, cfg, past, ahead)
     level, last, count = (a.tolist() for a in ewma_columns(ordered.times, ordered.values, cfg.tau_s))
@@ -300,17 +306,17 @@ def _weights(memo: dict[float, tuple[float, float]], gap: float, tau_s: float) -
     return w
 
 
-def ramp_columns(cols: Columns, horizon_s: float, reads: int) -> dict[str, float]:
+def ramp_columns(cols: Columns, horizon_s: float, reads: int, wide_from: int = COLUMNS_FROM) -> dict[str, float]:
     """`ramp` of every column's points, with the same floats: where a column's last reads + 1 rows
     are all valid (Columns.ordered), those rows are its tail (a slope over no time is 0, as there), and the slopes, their
     least and the floor are computed across such columns at once (elementwise, as `ramp` does
     them; the least of equal slopes may differ only in a zero's sign, which `least > 0` ignores);
-    any other column takes `ramp` itself."""
+    any other column, and every column where there are fewer than `wide_from`, takes `ramp` itself."""
     names = cols.names
     if reads <= 0:
         return dict.fromkeys(names, 0.0)
     m = reads + 1
-    ordered = cols.ordered()
+    ordered = cols.ordered() if len(names) >= wide_from else None
     if ordered is None or len(cols.times) < m:
         return {w: ramp(cols.points(j), horizon_s, reads) for j, w in enumerate(names)}
     cols = ordered
