@@ -3,25 +3,18 @@ figure with --plot, JSON with --json; bad input exits 2 with one line."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from autoscaler.cli.forecast import _duration
+from tests.kit import benchmod
 
 pytestmark = pytest.mark.unit
 
-_SPEC = importlib.util.spec_from_file_location(
-    "burst_traces", Path(__file__).resolve().parents[2] / "benchmarks" / "burst_traces.py"
-)
-assert _SPEC and _SPEC.loader
-bt = importlib.util.module_from_spec(_SPEC)
-sys.modules.setdefault("burst_traces", bt)
-_SPEC.loader.exec_module(bt)
+bt = benchmod.load("burst_traces")
 
 POLICY = {
     "fleet": "forecastcli",

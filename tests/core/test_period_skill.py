@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from autoscaler.core.capacity.period_skill import holdout_steps, skill
 from autoscaler.core.capacity.periods import PeriodConfig, decompose, find_periods, grid, proven
+from tests.kit import benchmod
 
 pytestmark = pytest.mark.unit
 
-_SPEC = importlib.util.spec_from_file_location(
-    "burst_traces", Path(__file__).resolve().parents[2] / "benchmarks" / "burst_traces.py"
-)
-assert _SPEC and _SPEC.loader
-bt = importlib.util.module_from_spec(_SPEC)
-sys.modules["burst_traces"] = bt
-_SPEC.loader.exec_module(bt)
+bt = benchmod.load("burst_traces")
 
 CFG = PeriodConfig()
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,16 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.core.capacity.periods import PeriodConfig, decompose, find_periods, grid
+from tests.kit import benchmod
 
 pytestmark = pytest.mark.unit
 
-_SPEC = importlib.util.spec_from_file_location(
-    "burst_traces", Path(__file__).resolve().parents[2] / "benchmarks" / "burst_traces.py"
-)
-assert _SPEC and _SPEC.loader
-bt = importlib.util.module_from_spec(_SPEC)
-sys.modules["burst_traces"] = bt
-_SPEC.loader.exec_module(bt)
+bt = benchmod.load("burst_traces")
 
 CFG = PeriodConfig()
 

@@ -6,25 +6,16 @@ burst one boot late. A wrong forecast's extra capacity leaves on the normal scal
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from autoscaler.core.capacity.periods import PeriodConfig, decompose
 from autoscaler.sim.engine import simulate
+from tests.kit import benchmod
 
 pytestmark = pytest.mark.unit
 
-_SPEC = importlib.util.spec_from_file_location(
-    "burst_traces", Path(__file__).resolve().parents[2] / "benchmarks" / "burst_traces.py"
-)
-assert _SPEC and _SPEC.loader
-bt = importlib.util.module_from_spec(_SPEC)
-sys.modules.setdefault("burst_traces", bt)
-_SPEC.loader.exec_module(bt)
+bt = benchmod.load("burst_traces")
 
 
 def burst_starts(trace, base: float) -> list[int]:

@@ -22,18 +22,35 @@ from __future__ import annotations
 
 import array
 import binascii
+import functools
 import math
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec
 
 HEAD = 7  # the counts (4), observed_at, samples_s, allowance
 NONES = (4, 6)  # the head's positions that may hold None
 
 
 Packed = tuple[str, bool]  # the string, and whether unpacking it gives back the very values packed
+P = ParamSpec("P")
 
 
+def _none_on_bad_values(fn: Callable[P, Packed | None]) -> Callable[P, Packed | None]:
+    """`fn`, answering None where it meets a value that is not a number (TypeError) or a
+    sequence not of its size (ValueError: zip strict)."""
+
+    @functools.wraps(fn)
+    def guarded(*args: P.args, **kwargs: P.kwargs) -> Packed | None:
+        try:
+            return fn(*args, **kwargs)
+        except (TypeError, ValueError):
+            return None
+
+    return guarded
+
+
+@_none_on_bad_values
 def pack(
     forecasts: Sequence[tuple[Any, ...]],
     weights: Sequence[float],
@@ -48,21 +65,6 @@ def pack(
     their types (the caller may keep them instead of unpacking). None where a sequence's entries
     are not all of their size (plans of 4, buckets of 3, peaks of 2) or a value is not a number:
     the caller writes that workload as JSON arrays instead."""
-    try:
-        return _pack(forecasts, weights, observed_at, samples_s, attain, peaks, allowance)
-    except (TypeError, ValueError):
-        return None
-
-
-def _pack(
-    forecasts: Sequence[tuple[Any, ...]],
-    weights: Sequence[float],
-    observed_at: float | None,
-    samples_s: float,
-    attain: Sequence[tuple[Any, ...]],
-    peaks: Sequence[tuple[Any, ...]],
-    allowance: float | None,
-) -> Packed | None:
     cols = list(zip(*forecasts, strict=True)) if forecasts else [(), (), (), ()]
     buckets = list(zip(*attain, strict=True)) if attain else [(), (), ()]
     times = list(zip(*peaks, strict=True)) if peaks else [(), ()]
