@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 import time
@@ -66,9 +67,11 @@ def _spins_for(served: Served, seconds: float) -> int:
     with httpx.Client() as client:
         for _ in range(3):  # TorchScript's profiling executor settles over the first calls
             infer(client, served, torch.tensor([[0.0]]))
-        started = time.perf_counter()
-        assert infer(client, served, torch.tensor([[5000.0]])).status_code == 200
-        took = time.perf_counter() - started
+        took = math.inf
+        for _ in range(3):  # the fastest of three: a timing slowed by a busy machine would ask too few spins
+            started = time.perf_counter()
+            assert infer(client, served, torch.tensor([[5000.0]])).status_code == 200
+            took = min(took, time.perf_counter() - started)
     return max(1, int(5000 * seconds / max(took, 1e-6)))
 
 
