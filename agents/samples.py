@@ -81,6 +81,12 @@ def sample_for(model: str, input_bytes: int, output_bytes: int) -> Sample:
     return Sample((Tensor("input", (n_in,)),), (Tensor("output", (n_out,)),))
 
 
+def sample_unsized(model: str) -> Sample:
+    """A model whose profile gives no tensor sizes (a measured MIG table has latencies, not
+    tensors): its known tensors by name, else TINY, the cheapest sample that still serves."""
+    return KNOWN.get(model, TINY)
+
+
 def _bytes(tensors: tuple[Tensor, ...]) -> int:
     return sum(t.nbytes for t in tensors)
 

@@ -52,11 +52,11 @@ def cmd_init(args: argparse.Namespace) -> int:
 def _wanted(policy_path: Path | None) -> dict[str, Any]:
     """Model name -> Sample: the bundled profiles' models, or the models a policy's workloads use."""
     from autoscaler.config.policy import BUNDLED_PROFILES, load_policy, load_profiles
-    from autoscaler.config.profile import load_profile
+    from autoscaler.config.profile import load_any_profile
     from autoscaler.fleet.samples import samples
 
     if policy_path is None:
-        return samples(load_profile(p) for p in sorted(BUNDLED_PROFILES.glob("*.yaml")))
+        return samples(load_any_profile(p) for p in sorted(BUNDLED_PROFILES.glob("*.yaml")))
     policy = load_policy(policy_path)
     every = samples(load_profiles(policy).values())
     return {w.model: every[w.model] for w in policy.workloads}

@@ -15,9 +15,9 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from agents.samples import Sample, sample_for, write
+from agents.samples import Sample, sample_for, sample_unsized, write
 from autoscaler.config.policy import CLOUD_MODEL_ROOT, Policy, load_profiles
-from autoscaler.config.profile import Profile
+from autoscaler.config.profile import AnyProfile, MeasuredProfile
 
 log = logging.getLogger(__name__)
 SAMPLE_MARK = ".igniter-sample"  # written beside a sample, so nobody mistakes it for a real model
@@ -30,10 +30,15 @@ def model_root(policy: Policy, state_path: Path) -> str:
     return str(state_path.parent.resolve() / "models") if policy.provider.kind == "local" else CLOUD_MODEL_ROOT
 
 
-def samples(profiles: Iterable[Profile]) -> dict[str, Sample]:
-    """A sample per profiled model (the first profile that has it gives its sizes)."""
+def samples(profiles: Iterable[AnyProfile]) -> dict[str, Sample]:
+    """A sample per profiled model (the first profile that has it gives its sizes; a measured MIG
+    profile gives none: agents/samples.py sample_unsized)."""
     out: dict[str, Sample] = {}
     for profile in profiles:
+        if isinstance(profile, MeasuredProfile):
+            for name in profile.models:
+                out.setdefault(name, sample_unsized(name))
+            continue
         for name, m in profile.models.items():
             out.setdefault(name, sample_for(name, int(m.input_bytes_per_request), int(m.output_bytes_per_request)))
     return out

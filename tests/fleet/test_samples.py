@@ -14,8 +14,9 @@ import torch
 from agents.samples import KNOWN, TINY, Sample, Tensor, sample_for, write
 from agents.spec import load_model_config
 from autoscaler.cli import main
+from autoscaler.config.measured import MeasuredRow
 from autoscaler.config.policy import BUNDLED_PROFILES, CLOUD_MODEL_ROOT, load_policy
-from autoscaler.config.profile import load_profile
+from autoscaler.config.profile import MeasuredProfile, load_any_profile
 from autoscaler.fleet.samples import SAMPLE_MARK, ensure_local_samples, model_root, samples
 from tests.kit.control import BASE_POLICY, write_policy
 
@@ -24,11 +25,25 @@ pytestmark = pytest.mark.unit
 
 def test_every_bundled_profiled_model_gets_its_real_tensors() -> None:
     for path in sorted(BUNDLED_PROFILES.glob("*.yaml")):
-        for name, m in load_profile(path).models.items():
+        profile = load_any_profile(path)
+        if isinstance(profile, MeasuredProfile):  # imported MIG tables (docs/planner.md): no tensor sizes
+            continue
+        for name, m in profile.models.items():
             sample = sample_for(name, int(m.input_bytes_per_request), int(m.output_bytes_per_request))
             assert sample is KNOWN[name], f"{path.name}: {name} sizes differ from its known tensors"
             assert sum(t.nbytes for t in sample.inputs) == m.input_bytes_per_request
             assert sum(t.nbytes for t in sample.outputs) == m.output_bytes_per_request
+
+
+def test_a_measured_mig_profile_gives_known_tensors_by_name_else_the_tiny_sample() -> None:
+    """A measured profile has latencies, no tensor sizes: `models init` and the local fleet's
+    samples once stopped on it (an AttributeError, or exit 2 once it sat in the profiles dir)."""
+    row = MeasuredRow(slice="1g.10gb", batch=1, processes=1, throughput_rps=50.0, latency_ms=20.0)
+    measured = MeasuredProfile(
+        kind="measured", gpu="a100-80gb", geometry="a100-80gb", models={"resnet50": (row,), "bert": (row,)}
+    )
+    got = samples([measured])
+    assert got == {"resnet50": KNOWN["resnet50"], "bert": TINY}
 
 
 def test_a_model_of_unknown_tensors_gets_flat_ones_of_its_sizes() -> None:
@@ -92,7 +107,9 @@ def test_models_init_writes_keeps_and_never_overwrites_your_own(tmp_path: Path, 
     assert main(["models", "init", str(root), "--force"]) == 0
     assert (root / "vgg19" / "model.pt").read_bytes() == b"my own model"  # not a sample: never rewritten
     assert (root / "ssd" / "model.pt").stat().st_mtime_ns != before
-    assert set(samples(load_profile(p) for p in BUNDLED_PROFILES.glob("*.yaml"))) == {p.name for p in root.iterdir()}
+    assert set(samples(load_any_profile(p) for p in BUNDLED_PROFILES.glob("*.yaml"))) == {
+        p.name for p in root.iterdir()
+    }
 
 
 def test_models_init_with_a_bad_policy_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
