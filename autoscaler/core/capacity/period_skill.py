@@ -14,10 +14,16 @@ A period's skill is 1 - SSE(with it) / SSE(without it), the periods kept before 
 perfect forecast, 0 no better than the level, below 0 worse (a profile that says a burst comes
 where none does). `decompose` plans only with periods whose skill reaches PeriodConfig.min_skill.
 
-Two cycles are enough to test: the profile of the first forecasts the second (the period was
-measured on both, so this shows the shape recurs at that phase, not that the length does; the
-third cycle's refit tests that). The arithmetic is a few folds of the history: nothing next to
-the periodogram's cost at a refit.
+Two cycles are enough to test a period up to PeriodConfig.quick_period_s: the profile of the
+first forecasts the second (the period was measured on both, so this shows the shape recurs at
+that phase, not that the length does; the third cycle's refit tests that), and a burst's third
+occurrence is planned for. A longer period is tested on the profile the forecast will plan with
+(`trains_full_profile`): `occurrences` full cycles before the held-out stretch, so the history must
+hold occurrences / (1 - holdout_share) of them (5.33: 5.3 days for a daily period). On ServeGen a
+period of 4.6 to 5 hours passed the test on a day's history (5.2 cycles, its profile built from
+3.9 of them) for four hourly refits and then stopped recurring; the fleet it left behind cost
+more than the defaults in two replayed cells (docs/simulate.md). The arithmetic is a few folds of
+the history: nothing next to the periodogram's cost at a refit.
 """
 
 from __future__ import annotations
@@ -35,6 +41,12 @@ def holdout_steps(n: int, period_steps: int, share: float) -> int:
     `n` points if more, and never so many that less than one cycle is left to build it from (0:
     too short a history to test)."""
     return max(0, min(max(period_steps, round(share * n)), n - period_steps))
+
+
+def trains_full_profile(n: int, period_steps: int, share: float, occurrences: int) -> bool:
+    """Whether the `n` points before the held-out stretch of a period of `period_steps` hold
+    `occurrences` full cycles: the test then judges a profile built as the forecast's is."""
+    return n - holdout_steps(n, period_steps, share) >= occurrences * period_steps
 
 
 def _phase(times: Array, period_s: float, bins: int) -> npt.NDArray[np.int64]:

@@ -18,7 +18,9 @@ near it (the periodogram's bins are 1/span apart: 2 % at an hour over two days).
 is then planned with only where it recurs out of sample (`proven`, core/capacity/period_skill.py):
 its profile, built from the history before a held-out last stretch, must forecast that stretch
 with a skill of `min_skill` at least (1 - its squared error / the level's, beside the periods kept
-before it); a smooth day's shape fitted by a few cycles of some period does not.
+before it); a smooth day's shape fitted by a few cycles of some period does not. A period longer
+than `quick_period_s` is tested only once `occurrences` full cycles precede the held-out stretch
+(5.33 cycles of history: a day holds them up to 4.5 hours).
 
 Forecasting (`decompose`, then `rise` each tick): trend = a moving mean over the longest period;
 seasonal = per period, the detrended rate folded by phase and averaged over the last
@@ -41,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from autoscaler.core.capacity.period_skill import skill
+from autoscaler.core.capacity.period_skill import skill, trains_full_profile
 
 Array = npt.NDArray[np.float64]
 Point = tuple[float, float]  # (time_s, rate_rps)
@@ -354,9 +356,16 @@ def decompose(points: Sequence[Point], now: float, horizon_s: float, cfg: Period
 def proven(times: Array, rates: Array, periods: Sequence[Period], cfg: PeriodConfig) -> tuple[Period, ...]:
     """The periods that recur out of sample, strongest first: each one's profile, built from the
     history before a held-out stretch, forecasts that stretch with a skill of min_skill at least
-    beside the periods kept before it (core/capacity/period_skill.py); the others are dropped."""
+    beside the periods kept before it (core/capacity/period_skill.py); the others are dropped. A
+    period longer than quick_period_s is tested only on `occurrences` full cycles before that
+    stretch (the profile the forecast plans with: period_skill.trains_full_profile), else dropped."""
     kept: list[Period] = []
     for per in periods:
+        steps = max(1, round(per.period_s / cfg.step_s))
+        if per.period_s > cfg.quick_period_s and not trains_full_profile(
+            len(rates), steps, cfg.holdout_share, cfg.occurrences
+        ):
+            continue
         score = skill(
             times, rates, [k.period_s for k in kept], per.period_s, cfg.holdout_share, cfg.step_s, cfg.occurrences
         )
