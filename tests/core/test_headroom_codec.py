@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.core.capacity import headroom_codec
-from autoscaler.core.capacity.headroom import _FIELDS, _UNPACKED, HeadroomState, WorkloadErrors
+from autoscaler.core.capacity.headroom import _FIELDS, HeadroomState, WorkloadErrors
 from autoscaler.loop.state.controller_state import SCHEMA_VERSION, ControllerState
 
 NUMBER = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(2**60), 2**60), st.just(-0.0))
@@ -47,14 +47,13 @@ def through_text(data: object) -> HeadroomState:
 def test_packed_reads_back_as_the_arrays_did(workloads: dict[str, WorkloadErrors]) -> None:
     """Every number the float it was (ints as floats, as JSON's reading made them), a None a None
     and a NaN a NaN (repr tells them and 1 from 1.0 apart), and each workload is packed; the
-    same with the workloads to_json remembered (_UNPACKED) as without them."""
+    same with the workloads packed() says read back as themselves (`known`) as without them."""
     state = HeadroomState(workloads)
-    data = state.to_json()
-    assert all(isinstance(v, str) for v in data.values())
+    data, known = state.packed()
+    assert data == state.to_json() and all(isinstance(v, str) for v in data.values())
     arrays = repr(through_text(as_arrays(state)))
-    assert repr(through_text(data)) == repr(HeadroomState.from_json(data)) == arrays  # remembered
-    _UNPACKED.kept = {}
-    assert repr(through_text(data)) == repr(HeadroomState.from_json(data)) == arrays  # unpacked
+    assert repr(through_text(data)) == repr(HeadroomState.from_json(data, known)) == arrays  # known
+    assert repr(HeadroomState.from_json(data)) == arrays  # unpacked
 
 
 @pytest.mark.unit
@@ -65,9 +64,9 @@ def test_a_workload_of_floats_is_read_back_without_unpacking() -> None:
     ints = WorkloadErrors(weights=(0.5,), samples_s=3)
     plans = WorkloadErrors(forecasts=([1.0, 2.0, 0.1, None],))  # type: ignore[arg-type]
     peaks = WorkloadErrors(peaks=([1.0, 2.0],))  # type: ignore[arg-type]
-    data = HeadroomState({"f": floats, "i": ints, "l": plans, "p": peaks}).to_json()
-    back = HeadroomState.from_json(data)
-    assert back.workloads["f"] is floats
+    data, known = HeadroomState({"f": floats, "i": ints, "l": plans, "p": peaks}).packed()
+    back = HeadroomState.from_json(data, known)
+    assert back.workloads["f"] is floats and HeadroomState.from_json(data).workloads["f"] is not floats
     assert type(back.workloads["l"].forecasts[0]) is tuple and type(back.workloads["p"].peaks[0]) is tuple
     assert (
         back.workloads["i"] is not ints and back.workloads["i"] == ints and type(back.workloads["i"].samples_s) is float

@@ -121,21 +121,6 @@ class WorkloadErrors:
         return sum(self.weights)
 
 
-class _Unpacked:
-    """The workloads the last to_json packed whose strings unpack as themselves (every value a
-    float, every sequence a tuple: headroom_codec.pack), by their strings: from_json gives such a
-    string's workload without unpacking it. A save reads back what it wrote (loop/state/
-    controller_state.py Decoded), and unpacking 1,000 workloads cost ~15 ms a tick. Keyed by the
-    string itself, so whatever holds it is what unpacking gives, whoever packed it; it holds one
-    to_json's workloads, replaced by the next."""
-
-    def __init__(self) -> None:
-        self.kept: dict[str, WorkloadErrors] = {}
-
-
-_UNPACKED = _Unpacked()
-
-
 @dataclass(frozen=True, slots=True)
 class HeadroomState:
     """Every workload's estimator (see the module docstring); JSON round-trips exactly."""
@@ -146,10 +131,16 @@ class HeadroomState:
         """For json.dumps: each workload's numbers packed in one string (core/capacity/
         headroom_codec.py: formatting ~210 floats a workload as JSON cost 0.05 s a tick at 1,000
         workloads, issue 50); one that will not pack goes as JSON arrays, as before (its tuples
-        as they are: json.dumps writes a tuple as the array a list gives). The workloads whose
-        strings unpack as themselves are remembered by their strings (_Unpacked)."""
+        as they are: json.dumps writes a tuple as the array a list gives)."""
+        return self.packed()[0]
+
+    def packed(self) -> tuple[dict[str, Any], dict[str, WorkloadErrors]]:
+        """to_json's object, and the workloads whose strings unpack as themselves (every value a
+        float, every sequence a tuple: headroom_codec.pack) by their strings: given back to
+        from_json as `known`, a save reads back what it wrote (loop/state/controller_state.py
+        Decoded) without unpacking it (~15 ms a tick at 1,000 workloads)."""
         out: dict[str, Any] = {}
-        kept: dict[str, WorkloadErrors] = {}
+        known: dict[str, WorkloadErrors] = {}
         for w, e in sorted(self.workloads.items()):
             fields = (e.forecasts, e.weights, e.observed_at, e.samples_s, e.attain, e.peaks, e.allowance)
             packed = headroom_codec.pack(*fields)
@@ -158,21 +149,24 @@ class HeadroomState:
                 continue
             out[w] = packed[0]
             if packed[1]:
-                kept[packed[0]] = e
-        _UNPACKED.kept = kept
-        return out
+                known[packed[0]] = e
+        return out, known
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> HeadroomState:
+    def from_json(
+        cls, data: Mapping[str, Any] | None, known: Mapping[str, WorkloadErrors] | None = None
+    ) -> HeadroomState:
         """The state saved by to_json, a workload packed (headroom_codec) or as JSON arrays (as
-        every state written before was); anything unreadable starts that workload afresh. The
+        every state written before was); anything unreadable starts that workload afresh.
+        `known`: packed's strings that need no unpacking, by string (whatever holds the string
+        is what unpacking it gives, whoever packed it). The
         numbers are converted by map and list comprehensions, not generators (a save decodes
         the whole state once a tick: ~14 -> ~7 ms at 1,000 workloads, issue 50)."""
         out: dict[str, WorkloadErrors] = {}
         for w, d in (data or {}).items():
             try:
                 if isinstance(d, str):
-                    out[w] = _UNPACKED.kept.get(d) or WorkloadErrors(**headroom_codec.unpack(d))
+                    out[w] = (known or {}).get(d) or WorkloadErrors(**headroom_codec.unpack(d))
                     continue
                 out[w] = WorkloadErrors(
                     forecasts=tuple(map(_plan, d.get("forecasts", ()))),

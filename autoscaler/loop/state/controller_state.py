@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from autoscaler.core.capacity.headroom import HeadroomState
+from autoscaler.core.capacity.headroom import HeadroomState, WorkloadErrors
 from autoscaler.core.capacity.slo_guard import GuardState
 
 SCHEMA_VERSION = 2
@@ -109,20 +109,33 @@ class ControllerState:
     )  # server -> when the gateway began draining it (core/routing/routes.py drain_progress)
 
     def to_json(self) -> dict[str, Any]:
+        return self.encoded()[0]
+
+    def encoded(self) -> tuple[dict[str, Any], Mapping[str, WorkloadErrors]]:
+        """to_json's object, and the headroom workloads that read back as themselves
+        (HeadroomState.packed): from_json's `known`, so a save's read-back unpacks none of them."""
         out: dict[str, Any] = {"version": SCHEMA_VERSION}
         for f in fields(self):
-            out[f.name] = _CODECS[f.name][0](getattr(self, f.name))
-        return out
+            if f.name != "headroom":
+                out[f.name] = _CODECS[f.name][0](getattr(self, f.name))
+        out["headroom"], known = self.headroom.packed()
+        return out, known
 
     @staticmethod
-    def from_json(data: Mapping[str, Any] | None) -> ControllerState:
-        """Read any known version (migrating it first); missing fields take their defaults."""
+    def from_json(data: Mapping[str, Any] | None, known: Mapping[str, WorkloadErrors] | None = None) -> ControllerState:
+        """Read any known version (migrating it first); missing fields take their defaults.
+        `known`: see encoded."""
         if data is None:
             return ControllerState()
         if not isinstance(data, Mapping):
             raise StateError(f"controller state is not an object: {str(data)[:100]}")
         current = migrate(dict(data))
-        return ControllerState(**{k: dec(current[k]) for k, (_, dec) in _CODECS.items() if current.get(k) is not None})
+        decoded = {
+            k: dec(current[k]) for k, (_, dec) in _CODECS.items() if k != "headroom" and current.get(k) is not None
+        }
+        if current.get("headroom") is not None:
+            decoded["headroom"] = HeadroomState.from_json(current["headroom"], known)
+        return ControllerState(**decoded)
 
 
 def migrate(data: dict[str, Any]) -> dict[str, Any]:
@@ -184,7 +197,7 @@ _CODECS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
     ),
     "backoff": (lambda b: b.to_json(), Backoff.from_json),
     "rejected": (_keyed_out, _keyed_in(str)),
-    "headroom": (lambda h: h.to_json(), HeadroomState.from_json),
+    "headroom": (lambda h: h.to_json(), HeadroomState.from_json),  # ControllerState.encoded packs it once
     "rollout_baseline": (lambda v: None if v is None else dict(v), lambda d: {str(k): float(v) for k, v in d.items()}),
     "gateway_drains": (dict, lambda d: {str(k): float(v) for k, v in d.items()}),
 }
@@ -216,10 +229,11 @@ class Decoded:
         self._kept = (text, state)
         return state
 
-    def wrote(self, text: str, data: Mapping[str, Any]) -> None:
-        """`text` (json.dumps of `data`, a to_json) was written; one that would not read back is
-        not kept, so the next read decodes it and fails as it always did."""
+    def wrote(self, text: str, data: Mapping[str, Any], known: Mapping[str, WorkloadErrors] | None = None) -> None:
+        """`text` (json.dumps of `data`, a to_json; `known` from the same ControllerState.encoded)
+        was written; one that would not read back is not kept, so the next read decodes it and
+        fails as it always did."""
         try:
-            self._kept = (text, ControllerState.from_json(data))
+            self._kept = (text, ControllerState.from_json(data, known))
         except (StateError, TypeError, ValueError, KeyError, AttributeError):
             self._kept = None

@@ -186,7 +186,7 @@ class Store:
 
     def save_state(self, state: ControllerState) -> None:
         """Replace the state object (and drop the legacy keys it was migrated from)."""
-        data = state.to_json()
+        data, known = state.encoded()
         text = json.dumps(data)
         with self._tx("meta") as db:
             db.execute(
@@ -194,7 +194,7 @@ class Store:
                 (STATE_KEY, text),
             )
             db.execute(f"DELETE FROM meta WHERE key IN ({','.join('?' * len(LEGACY_STATE_KEYS))})", LEGACY_STATE_KEYS)
-        self._state.wrote(text, data)  # kept by its text: a write that did not land is decoded as before
+        self._state.wrote(text, data, known)  # kept by its text: a write that did not land is decoded as before
 
     @property
     def epoch(self) -> str:
