@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import curve_fit
 
 from autoscaler.config.profile import ModelProfile, Profile, load_profile
 
@@ -95,6 +94,9 @@ def _fit_active(
     design = np.stack([x[0] ** 2, x[0], np.ones_like(x[0])], axis=1) / x[1][:, None]
     start = np.linalg.lstsq(design, t_act.ravel(), rcond=None)[0]
     lower = [-np.inf, -np.inf, -np.inf, -0.99 * min(profile.grid.mps_percent), -np.inf]
+    # here, not at import: scipy.optimize costs every igniter process ~0.5 s of CPU; only a fit needs it
+    from scipy.optimize import curve_fit
+
     k, _ = curve_fit(_tact_surface, x, t_act.ravel(), p0=[*start, 0.0, 0.0], bounds=(lower, [np.inf] * 5), maxfev=20000)
     k1, k2, k3, k4, k5 = (float(v) for v in k)
     return t_act, (k1, k2, k3, k4, k5)

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_array
 
 from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.build import build
@@ -33,6 +32,9 @@ from autoscaler.planner.shares import Prediction, settle
 from autoscaler.planner.state import GpuPool
 from autoscaler.planner.tasks import Task
 from autoscaler.planner.types import Demand, InstanceOption, Plan
+
+if TYPE_CHECKING:
+    from scipy.sparse import coo_array
 
 MAX_WORKLOADS = 16
 MAX_TASKS = 24
@@ -121,6 +123,8 @@ def _matrices(
 
 
 def _coo(entries: list[tuple[int, int, float]], shape: tuple[int, int]) -> coo_array:
+    from scipy.sparse import coo_array  # as milp in solve: only the exact planner needs it
+
     r, c, v = zip(*entries)
     return coo_array((v, (r, c)), shape=shape)
 
@@ -146,6 +150,9 @@ def solve(
             counts,
         ]
     )
+    # here, not at import: scipy.optimize costs every igniter process ~0.5 s of CPU
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
     cover, capacity = _matrices(cols, counts, options)
     res = milp(
         cost,

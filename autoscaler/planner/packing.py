@@ -12,7 +12,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from autoscaler.planner.types import InstanceOption
 
@@ -49,6 +48,9 @@ def _cover_dp(n: int, options: list[InstanceOption]) -> list[tuple[InstanceOptio
 
 
 def _cover_milp(n: int, pairs: list[tuple[InstanceOption, int | None]]) -> list[tuple[InstanceOption, int]]:
+    # here, not at import: scipy.optimize costs every igniter process ~0.5 s of CPU
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
     price = np.array([o.price_per_hour for o, _ in pairs])
     gpus = np.array([[o.gpus for o, _ in pairs]], dtype=float)
     upper = np.array([np.inf if lim is None else lim for _, lim in pairs], dtype=float)

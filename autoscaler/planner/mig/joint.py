@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from autoscaler.config.mig import MigGeometry
 from autoscaler.model.mig import cuts
@@ -68,6 +67,9 @@ def _chosen(
             slots[names.index(name), ny + k] -= 1.0
     upper[ny:] = sum(upper[:ny])
     cost = np.concatenate([np.zeros(ny), np.ones(nx)])
+    # here, not at import: scipy.optimize costs every igniter process ~0.5 s of CPU
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
     res = milp(
         c=cost,
         constraints=[

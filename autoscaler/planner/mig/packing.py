@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
 
 from autoscaler.config.mig import MigGeometry, Slot
 from autoscaler.model.mig import cuts
@@ -47,6 +46,9 @@ def _packed(geometry: MigGeometry, counted: tuple[tuple[str, int], ...]) -> tupl
     names = sorted(slices)
     counts = np.array([[sum(1 for n, _ in pat if n == name) for pat in patterns] for name in names], dtype=float)
     need = np.array([slices[n] for n in names], dtype=float)
+    # here, not at import: scipy.optimize costs every igniter process ~0.5 s of CPU
+    from scipy.optimize import Bounds, LinearConstraint, milp
+
     res = milp(
         c=np.ones(len(patterns)),
         constraints=LinearConstraint(counts, lb=need, ub=np.inf),
