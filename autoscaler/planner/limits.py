@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 from autoscaler.config.errors import InputError
 from autoscaler.config.offerings import ON_DEMAND
 from autoscaler.config.policy import Policy
 from autoscaler.model.mig import GpuModel, MigModel, best_slice_rps_per_gpu
+from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.tasks import max_batch
 from autoscaler.planner.types import Demand, InstanceOption, Plan
 
@@ -46,12 +48,20 @@ def gpus_needed(demand: Demand, models: Mapping[str, GpuModel]) -> float:
         if isinstance(model, MigModel):
             best = max(best, best_slice_rps_per_gpu(model, demand.model, demand.slo_ms, demand.correction))
             continue
-        if demand.model not in model.coef:
-            continue
-        top = max_batch(model, demand.model, demand.slo_ms / 2.0 / demand.correction)
-        if top:
-            best = max(best, model.solo(demand.model, top, 100.0)[1] / demand.correction)
+        best = max(best, gpu_rps(model, demand.model, demand.slo_ms, demand.correction))
     return demand.rate_rps / best if best > 0 else 0.0
+
+
+@lru_cache(maxsize=4096)
+def gpu_rps(model: PerfModel, name: str, slo_ms: float, correction: float) -> float:
+    """The most one whole GPU of `model` serves of `name` within the budget (0.0: none; never
+    below 0, so a max over types is as if the type were skipped). Remembered per exact argument
+    (a pure function; a PerfModel is hashed by identity): the bound is checked on every plan, for
+    every workload, with rates that move but models, SLOs and corrections that mostly do not."""
+    if name not in model.coef:
+        return 0.0
+    top = max_batch(model, name, slo_ms / 2.0 / correction)
+    return model.solo(name, top, 100.0)[1] / correction if top else 0.0
 
 
 def min_instances(

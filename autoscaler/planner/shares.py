@@ -73,25 +73,49 @@ def settle(
     raises each violating placement by exactly that much per round, as the prototype does.
     A `pinned` placement (kept from the current plan) may not change: its violation is a failure.
     `mix`: mix_of(sizes) where the caller has it. The planner's innermost loop (~13,000 calls a
-    tick at 1,000 workloads), so violated and the remembered predictions are inlined here.
+    tick at 1,000 workloads), so violated, the remembered predictions' lookup and `jump` are
+    inlined here (tests/planner/test_settle_inline.py holds it to the loop that calls them).
     """
     out = list(shares)
     if mix is None:
         mix = mix_of(sizes)
     unit = model.unit
+    kept = _predictions
     while True:
-        preds = predicted(model, mix, tuple(out))
+        key = (model, mix, tuple(out))
+        preds = kept.get(key)
+        if preds is None:
+            preds = predicted(model, mix, key[2])
         raised = False
-        i = 0
-        for size, (lat, thr) in zip(sizes, preds):
+        for i, (size, (lat, thr)) in enumerate(zip(sizes, preds)):
             if lat > size.budget_ms * HI or thr < size.need_rps * LO:
                 if pinned is not None and pinned[i]:
                     return None
-                nxt = out[i] + step if step is not None else jump(size, out[i], (lat, thr), unit)
-                if nxt is None or nxt > 100.0 + EPS:
+                share = out[i]
+                if step is not None:
+                    nxt = share + step
+                else:  # jump(size, share, (lat, thr), unit), written out: the same floats
+                    io = size.io_ms
+                    t_gpu = lat - io
+                    target = size.budget_ms - io
+                    if size.need_rps > 0:
+                        alt = 1000.0 * size.batch / size.need_rps - size.out_ms
+                        if alt < target:  # min(target, alt): the first on a tie
+                            target = alt
+                    if target <= 0 or t_gpu <= 0:
+                        return None
+                    k5 = size.k5
+                    t_act = size.work / (share + size.k4) + k5
+                    ratio = target / t_gpu
+                    allowed = t_act * ratio if ratio < 1.0 else t_act  # t_act * min(1.0, ratio)
+                    if allowed <= k5:
+                        return None
+                    nxt = math.ceil((size.work / (allowed - k5) - size.k4) / unit - 1e-9) * unit
+                    if not nxt > share + unit:  # max(share + unit, nxt): the first on a tie
+                        nxt = share + unit
+                if nxt > 100.0 + EPS:
                     return None
                 out[i], raised = nxt, True
-            i += 1
         if not raised:
             return out, list(preds)
         if sum(out) > 100.0 + EPS:

@@ -71,8 +71,10 @@ class Task:
 
 
 def make_size(model: PerfModel, gpu: str, d: Demand, batch: int, lower: float, rate: float) -> Size:
-    """Bundle a (batch, lower bound) with the constants the share solver needs."""
-    return _make_size(model, gpu, d.model, d.slo_ms, d.correction, batch, lower, rate)
+    """Bundle a (batch, lower bound) with the constants the share solver needs. Remembered per
+    exact argument and its type (a pure function; Size is frozen): a kept placement (stability.py)
+    is sized again on every plan, mostly for the same rate it carried the plan before."""
+    return _made(model, gpu, d.model, d.slo_ms, d.correction, batch, lower, rate)
 
 
 def _make_size(
@@ -94,6 +96,9 @@ def _make_size(
         (c.in_ms_per_item + c.out_ms_per_item) * batch,
         c.out_ms_per_item * batch,
     )
+
+
+_made = lru_cache(maxsize=SIZES_KEPT, typed=True)(_make_size)
 
 
 def size_on(model: PerfModel, gpu: str, d: Demand, rate: float, search: bool = True) -> Size | None:

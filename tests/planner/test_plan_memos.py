@@ -1,0 +1,101 @@
+"""The planner's per-plan work remembered across plans (issue 50), held to the uncached answers:
+the lower bound's best whole-GPU rate (limits.gpu_rps) and a kept placement's size
+(tasks.make_size). Each test varies every argument the memo is keyed on, one at a time, so a key
+that left one out hands back another argument's answer and fails."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autoscaler.model.perfmodel import PerfModel
+from autoscaler.planner import Demand
+from autoscaler.planner.limits import gpu_rps, gpus_needed
+from autoscaler.planner.tasks import _make_size, make_size, max_batch
+
+NAMES = st.sampled_from(["alexnet", "resnet50", "vgg19", "ssd", "no-such-model"])
+
+
+def plain_gpus_needed(demand: Demand, models: dict[str, PerfModel]) -> float:
+    """gpus_needed as written before the memo (fitted models only)."""
+    if demand.rate_rps <= 0:
+        return 0.0
+    best = 0.0
+    for model in models.values():
+        if demand.model not in model.coef:
+            continue
+        top = max_batch(model, demand.model, demand.slo_ms / 2.0 / demand.correction)
+        if top:
+            best = max(best, model.solo(demand.model, top, 100.0)[1] / demand.correction)
+    return demand.rate_rps / best if best > 0 else 0.0
+
+
+@pytest.mark.property
+@settings(max_examples=60, deadline=None)
+@given(NAMES, NAMES, st.floats(2.0, 300.0), st.floats(1.0, 1.5), st.floats(0.0, 5000.0))
+def test_gpus_needed_is_the_uncached_bound(models, name, other, slo, corr, rate) -> None:
+    """The same float as the bound computed afresh, for demands that differ from each other in
+    the model, the SLO, the correction or the GPU type only (asked one after the other)."""
+    d = Demand("w", name, slo, rate, corr)
+    for dd in (d, replace(d, model=other), replace(d, slo_ms=slo * 1.7), replace(d, correction=1.0)):
+        for ms in (models, {"v100": models["v100"]}, {"t4-synthetic": models["t4-synthetic"]}):
+            assert gpus_needed(dd, ms) == plain_gpus_needed(dd, ms)
+
+
+@pytest.mark.unit
+def test_gpu_rps_tells_models_slos_and_corrections_apart(models) -> None:
+    """Every argument changes the answer somewhere (else the test above could not see a key
+    without it), and the remembered answer is the computed one."""
+    v100, t4 = models["v100"], models["t4-synthetic"]
+    base = gpu_rps(v100, "resnet50", 40.0, 1.0)
+    assert base > 0
+    assert gpu_rps(t4, "resnet50", 40.0, 1.0) != base
+    assert gpu_rps(v100, "alexnet", 40.0, 1.0) != base
+    assert gpu_rps(v100, "resnet50", 80.0, 1.0) != base
+    assert gpu_rps(v100, "resnet50", 40.0, 1.25) != base
+    assert gpu_rps(v100, "no-such-model", 40.0, 1.0) == 0.0
+    assert gpu_rps(v100, "resnet50", 40.0, 1.0) == gpu_rps.__wrapped__(v100, "resnet50", 40.0, 1.0)
+
+
+@pytest.mark.property
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["alexnet", "resnet50", "vgg19", "ssd"]),
+    st.floats(15.0, 200.0),
+    st.floats(1.0, 1.3),
+    st.integers(1, 64),
+    st.sampled_from([5.0, 12.5, 40.0, 100.0]),
+    st.floats(0.5, 900.0),
+)
+def test_make_size_is_the_uncached_size(models, name, slo, corr, batch, lower, rate) -> None:
+    """make_size remembers per every argument: each one varied alone gives the uncached Size."""
+    v100 = models["v100"]
+    d = Demand("w", name, slo, 1.0, corr)
+    cases = [
+        (d, batch, lower, rate),
+        (replace(d, model="alexnet" if name != "alexnet" else "vgg19"), batch, lower, rate),
+        (replace(d, slo_ms=slo + 3.0), batch, lower, rate),
+        (replace(d, correction=corr + 0.2), batch, lower, rate),
+        (d, batch + 1, lower, rate),
+        (d, batch, lower + 2.5, rate),
+        (d, batch, lower, rate * 1.5),
+    ]
+    for gpu in ("v100", "v100@spot"):
+        for dd, b, low, r in cases:
+            want = _make_size(v100, gpu, dd.model, dd.slo_ms, dd.correction, b, low, r)
+            assert make_size(v100, gpu, dd, b, low, r) == want
+
+
+@pytest.mark.unit
+def test_make_size_keeps_the_type_of_what_it_was_given(models) -> None:
+    """1 and 1.0 are equal keys to an untyped cache: the Size of a lower bound given as an int
+    must not come back for one given as a float (its repr, and what is serialised, differ)."""
+    v100 = models["v100"]
+    d = Demand("w", "resnet50", 40.0, 1.0)
+    as_int = make_size(v100, "v100", d, 4, 100, 30.0)
+    as_float = make_size(v100, "v100", d, 4, 100.0, 30.0)
+    assert type(as_int.lower) is int and type(as_float.lower) is float
+    assert make_size(v100, "v100", d, 4, 100.0, 30.0) is as_float  # remembered
