@@ -19,9 +19,9 @@ from itertools import islice
 
 from autoscaler.config.offerings import SPOT_SUFFIX
 from autoscaler.model.perfmodel import PerfModel
-from autoscaler.planner.shares import Prediction, predict, settle, spend_idle, violated
+from autoscaler.planner.shares import Prediction, predict, predicted, settle, spend_idle, violated
 from autoscaler.planner.state import Gpu, GpuPool, price_per_gpu
-from autoscaler.planner.tasks import Task, decompose, option_on
+from autoscaler.planner.tasks import Size, Task, decompose, option_on
 from autoscaler.planner.types import Demand, InstanceOption, Unplaced
 
 
@@ -73,27 +73,47 @@ def try_gpu(fleet: GpuPool, g: Gpu, task: Task, cfg: Config) -> Trial | None:
     size = task.sizes[g.gpu]
     model = fleet.models[g.gpu]
     step = model.unit if cfg.unit_steps else None
-    res = settle(model, [*g.sizes, size], [*g.shares, size.lower], step, mix=(*g.mix, (size.model, size.batch)))
+    return _trial(g, task, size, model, step, (size.model, size.batch), fleet.prices[g.gpu], cfg.move_penalty)
+
+
+def _trial(
+    g: Gpu,
+    task: Task,
+    size: Size,
+    model: PerfModel,
+    step: float | None,
+    new: tuple[str, int],
+    price: float,
+    penalty: float,
+) -> Trial | None:
+    """try_gpu with what is the same for every GPU of a type worked out by the caller once
+    (best_trial: a plan at 1,000 workloads tries ~7,000 GPUs). `new`: (size.model, size.batch)."""
+    res = settle(model, [*g.sizes, size], [*g.shares, size.lower], step, mix=(*g.mix, new))
     if res is None:
         return None
     shares, preds = res
     total = sum(shares)
     changed = sum(p and a != b for p, a, b in zip(g.pinned, g.shares, shares))
-    price = fleet.prices[g.gpu]
-    return Trial(
-        g, task, shares, preds, ((total - g.total) * price / 100.0 + changed * cfg.move_penalty * price, 100.0 - total)
-    )
+    return Trial(g, task, shares, preds, ((total - g.total) * price / 100.0 + changed * penalty * price, 100.0 - total))
 
 
 def best_trial(fleet: GpuPool, task: Task, cfg: Config, exclude: frozenset[int] = frozenset()) -> Trial | None:
     """The open GPU whose total share (in dollars) grows least when `task` joins it."""
     best: Trial | None = None
     redundant = task.demand.redundant  # shares_domain is False for all others
+    penalty = cfg.move_penalty
     for size in task.sizes.values():
         found = 0
-        floor = size.lower * fleet.prices[size.gpu] / 100.0  # growth if no neighbour needs more
+        model, price = fleet.models[size.gpu], fleet.prices[size.gpu]  # candidates are GPUs of size.gpu
+        step = model.unit if cfg.unit_steps else None
+        new = (size.model, size.batch)
+        floor = size.lower * price / 100.0  # growth if no neighbour needs more
         for g in islice(fleet.candidates(size, exclude, cfg.per_level), cfg.tries):
-            t = None if redundant and fleet.shares_domain(g, task) else try_gpu(fleet, g, task, cfg)
+            t = (
+                None
+                if redundant and fleet.shares_domain(g, task)
+                else _trial(g, task, size, model, step, new, price, penalty)
+            )
             if t is None:
                 continue
             found += 1
@@ -151,7 +171,7 @@ def final_check(fleet: GpuPool) -> tuple[int, list[Task]]:
     that then found no GPU at all."""
     fixed, lost = 0, []
     for g in fleet.open_gpus():
-        preds = predict(fleet.models[g.gpu], g.sizes, g.shares)
+        preds = list(predicted(fleet.models[g.gpu], g.mix, tuple(g.shares)))  # predict(): g.mix is mix_of(g.sizes)
         if not any(violated(s, p) for s, p in zip(g.sizes, preds)):
             g.preds = preds
             continue

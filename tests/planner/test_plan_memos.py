@@ -5,6 +5,7 @@ that left one out hands back another argument's answer and fails."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
 import pytest
@@ -12,9 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.model.perfmodel import PerfModel
-from autoscaler.planner import Demand
+from autoscaler.planner import Demand, api
+from autoscaler.planner.igniter import Config, final_check
 from autoscaler.planner.limits import gpu_rps, gpus_needed
-from autoscaler.planner.tasks import _make_size, make_size, max_batch
+from autoscaler.planner.shares import forget_oldest, mix_of
+from autoscaler.planner.state import GpuPool
+from autoscaler.planner.tasks import Task, _make_size, make_size, max_batch
+from tests.planner.conftest import P3, P3X4
 
 NAMES = st.sampled_from(["alexnet", "resnet50", "vgg19", "ssd", "no-such-model"])
 
@@ -99,3 +104,60 @@ def test_make_size_keeps_the_type_of_what_it_was_given(models) -> None:
     as_float = make_size(v100, "v100", d, 4, 100.0, 30.0)
     assert type(as_int.lower) is int and type(as_float.lower) is float
     assert make_size(v100, "v100", d, 4, 100.0, 30.0) is as_float  # remembered
+
+
+@pytest.mark.unit
+def test_forget_oldest_keeps_the_newest_in_order() -> None:
+    """Only the first-put entries go, the rest keep their order (the next eviction takes the
+    next oldest), and a key already gone is no error."""
+    kept = {k: k * 10 for k in range(8)}
+    forget_oldest(kept, 3)
+    assert list(kept.items()) == [(k, k * 10) for k in range(3, 8)]
+    forget_oldest(kept, 10)
+    assert kept == {}
+
+
+@pytest.mark.unit
+def test_predictions_past_the_limit_are_the_models(models, monkeypatch) -> None:
+    """With room for 4 mixes, predicting 12 (and the first ones again, after they were forgotten)
+    gives the model's own predictions each time, and never more than 4 are kept."""
+    from autoscaler.planner import shares as sh
+
+    v100 = models["v100"]
+    monkeypatch.setattr(sh, "PREDICTIONS_KEPT", 4)
+    monkeypatch.setattr(sh, "_predictions", {})
+    mixes = [((("alexnet", b), ("resnet50", 4)), (30.0 + k, 40.0)) for b in (1, 2, 4) for k in range(4)]
+    for mix, shares in [*mixes, *mixes[:3]]:
+        want = tuple(v100.predict_raw([(m, b, r) for (m, b), r in zip(mix, shares)]))
+        assert sh.predicted(v100, mix, shares) == want
+        assert len(sh._predictions) <= 4
+
+
+@pytest.mark.property
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10_000))
+def test_every_open_gpu_keeps_its_mix_in_step(models, seed) -> None:
+    """final_check predicts a GPU from Gpu.mix instead of its sizes: GpuPool.set keeps the two
+    in step through a whole plan (placing, repairing, the kept placements of a current plan)."""
+    rng = random.Random(seed)
+    v100 = {"v100": models["v100"]}
+    demands = [
+        Demand(f"w{i}", rng.choice(["alexnet", "resnet50", "vgg19", "ssd"]), rng.uniform(30, 200), rng.uniform(5, 900))
+        for i in range(rng.randint(1, 12))
+    ]
+    seen: list[GpuPool] = []
+
+    def checked(fleet: GpuPool) -> tuple[int, list[Task]]:
+        for g in fleet.open_gpus():
+            assert g.mix == mix_of(g.sizes)
+        seen.append(fleet)
+        return final_check(fleet)
+
+    saved, api.final_check = api.final_check, checked  # hypothesis: no function-scoped monkeypatch
+    try:
+        first = api._igniter(demands, [P3, P3X4], v100, None, Config(), "igniter")
+        again = [replace(d, rate_rps=d.rate_rps * rng.uniform(0.7, 1.3)) for d in demands]
+        api._igniter(again, [P3, P3X4], v100, first, Config(), "igniter")
+    finally:
+        api.final_check = saved
+    assert len(seen) == 2
