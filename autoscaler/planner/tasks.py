@@ -15,6 +15,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import islice
+from typing import Any
 
 from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner.types import Demand, Unplaced
@@ -243,16 +245,52 @@ def decompose(
     tasks: list[Task] = []
     unplaced: list[Unplaced] = []
     allowed = list(gpus if gpus is not None else prices)
+    ctx = (tuple(models.items()), tuple(prices.items()), tuple(allowed), search)
     for d in demands:
         if d.rate_rps <= 0:
             continue
-        mine = [g for g in allowed if d.gpus is None or g in d.gpus]
-        opts = [o for g in mine if (o := option_on(models[g], g, d, prices[g], search)) is not None]
-        if not opts:
-            unplaced.append(Unplaced(d.workload, unplaced_reason({g: models[g] for g in mine}, d)))
+        key = (d, type(d.rate_rps), type(d.slo_ms), type(d.correction), ctx)
+        got = _decomposed.get(key)
+        if got is None:
+            got = _decomposed[key] = _decompose_one(d, models, prices, allowed, search)
+            if len(_decomposed) > DECOMPOSED_KEPT:
+                forget_oldest(_decomposed, DECOMPOSED_KEPT // 2)
+        if isinstance(got, str):
+            unplaced.append(Unplaced(d.workload, got))
             continue
-        tasks.extend(_tasks_for(d, opts, models, prices, len(tasks), search))
+        start = len(tasks)
+        tasks.extend(
+            Task(start + i, d, rate, dict(sizes), pref, full, carries)
+            for i, (rate, sizes, pref, full, carries) in enumerate(got)
+        )
     return tasks, unplaced
+
+
+DECOMPOSED_KEPT = 8192  # demands' decompositions remembered (decompose); beyond, the older half is forgotten
+Pieces = tuple[tuple[float, dict[str, Size], str, bool, float | None], ...]
+_decomposed: dict[tuple[object, ...], Pieces | str] = {}
+
+
+def _decompose_one(
+    d: Demand, models: Mapping[str, PerfModel], prices: Mapping[str, float], allowed: Sequence[str], search: bool
+) -> Pieces | str:
+    """One demand's tasks, as (rate, sizes, pref, full, carries) without their ids, or why no type
+    serves it. decompose remembers it per demand (every field, and the type of each number, so an
+    int rate never hands back a float's), models (by identity), prices, allowed types and `search`:
+    a pure function of those. A plan at 1,000 workloads decomposes every demand each tick, and
+    about half of a tick's demands are those of the tick before (a forecast that held)."""
+    mine = [g for g in allowed if d.gpus is None or g in d.gpus]
+    opts = [o for g in mine if (o := option_on(models[g], g, d, prices[g], search)) is not None]
+    if not opts:
+        return unplaced_reason({g: models[g] for g in mine}, d)
+    return tuple((t.rate, t.sizes, t.pref, t.full, t.carries) for t in _tasks_for(d, opts, models, prices, 0, search))
+
+
+def forget_oldest(kept: dict[Any, Any], count: int) -> None:
+    """Drop the `count` entries put in first (a dict keeps its order of insertion), so the newest
+    stay: the next plans ask mostly what the last ones asked (a fleet changes a little a tick)."""
+    for key in list(islice(kept, count)):
+        kept.pop(key, None)  # pop: another thread may have dropped it already
 
 
 def _tasks_for(

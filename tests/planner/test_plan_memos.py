@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 
 from autoscaler.model.perfmodel import PerfModel
 from autoscaler.planner import Demand, api
+from autoscaler.planner import tasks as tk
 from autoscaler.planner.igniter import Config, final_check
 from autoscaler.planner.limits import gpu_rps, gpus_needed
-from autoscaler.planner.shares import forget_oldest, mix_of
+from autoscaler.planner.shares import mix_of
 from autoscaler.planner.state import GpuPool
-from autoscaler.planner.tasks import Task, _make_size, make_size, max_batch
+from autoscaler.planner.tasks import Task, _make_size, decompose, forget_oldest, make_size, max_batch
 from tests.planner.conftest import P3, P3X4
 
 NAMES = st.sampled_from(["alexnet", "resnet50", "vgg19", "ssd", "no-such-model"])
@@ -161,3 +162,70 @@ def test_every_open_gpu_keeps_its_mix_in_step(models, seed) -> None:
     finally:
         api.final_check = saved
     assert len(seen) == 2
+
+
+def task_fields(tasks: list[Task]) -> list[tuple[object, ...]]:
+    """Everything of a task, with each number's type (an int rate is not a float's)."""
+    return [(t.tid, t.demand, t.rate, type(t.rate), t.sizes, t.pref, t.full, t.carries, type(t.carries)) for t in tasks]
+
+
+@pytest.mark.property
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(["alexnet", "resnet50", "vgg19", "ssd"]),
+    st.floats(8.0, 200.0),
+    st.floats(1.0, 1.3),
+    st.floats(1.0, 3000.0),
+    st.booleans(),
+)
+def test_decompose_remembers_on_everything_it_reads(models, name, slo, corr, rate, search) -> None:
+    """decompose's remembered answers are the uncached ones for demands that differ from each
+    other in one field at a time (rate, its type, model, SLO, correction, GPU types, redundancy),
+    and for other models, prices, allowed types and batch search: a key without any of them
+    hands back another demand's tasks and fails here."""
+    d = Demand("w", name, slo, rate, corr)
+    variants = [
+        d,
+        replace(d, rate_rps=rate * 1.3),
+        replace(d, rate_rps=float(int(rate) + 1)),
+        replace(d, rate_rps=int(rate) + 1),
+        replace(d, model="ssd" if name != "ssd" else "vgg19"),
+        replace(d, slo_ms=slo * 1.5),
+        replace(d, correction=corr + 0.1),
+        replace(d, gpus=frozenset({"t4-synthetic"})),
+        replace(d, min_servers=2),
+        replace(d, workload="other"),
+    ]
+    prices = {"v100": 3.06, "t4-synthetic": 0.526}
+    contexts = [
+        (models, prices, None, search),
+        (models, {**prices, "v100": 1.0}, None, search),
+        (models, prices, ["v100"], search),
+        (models, prices, None, not search),
+        ({"v100": models["t4-synthetic"], "t4-synthetic": models["v100"]}, prices, None, search),
+    ]
+    for _ in range(2):  # the second round's answers are all remembered ones
+        for ms, ps, gpus, srch in contexts:
+            for dd in variants:
+                got = decompose([dd, dd], ms, ps, gpus, srch)  # one memo for every context and variant
+                want = uncached_decompose([dd, dd], ms, ps, gpus, srch)
+                assert task_fields(got[0]) == task_fields(want[0]) and got[1] == want[1]
+
+
+def uncached_decompose(*args: object) -> tuple[list[Task], list[object]]:
+    saved, tk._decomposed = tk._decomposed, {}
+    try:
+        return decompose(*args)  # type: ignore[arg-type]
+    finally:
+        tk._decomposed = saved
+
+
+@pytest.mark.unit
+def test_decomposed_tasks_are_new_each_time(models) -> None:
+    """Remembered tasks come back as new Task objects with their own sizes dict, numbered from
+    where the list stands: changing one (as the planner's repair may) changes no later answer."""
+    d = Demand("w", "resnet50", 40.0, 2500.0)
+    first, _ = decompose([d], models, {"v100": 3.06, "t4-synthetic": 0.526})
+    first[0].sizes.clear()
+    again, _ = decompose([Demand("x", "alexnet", 40.0, 10.0), d], models, {"v100": 3.06, "t4-synthetic": 0.526})
+    assert again[1].sizes and again[1].tid == 1 and again[1] is not first[0]
