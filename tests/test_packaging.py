@@ -279,7 +279,6 @@ def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path, trace: Path) -> N
     plot = tmp_path / "out.png"
     cases = [
         ([_script("igniter"), "plan", policy], ("scipy",), "service"),
-        ([_script("igniter"), "--help"], ("scipy",), "service"),
         ([_script("igniter"), "simulate", policy, "--trace", str(trace), "--plot", str(plot)], ("matplotlib",), "plot"),
     ]
     for argv, blocked, extra in cases:
@@ -287,6 +286,8 @@ def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path, trace: Path) -> N
         assert done.returncode == 2, f"{argv[1:]}: exit {done.returncode}\n{done.stderr[-2000:]}"
         assert done.stderr.count("\n") == 1 and f"pip install 'igniter-autoscaler[{extra}]'" in done.stderr, done.stderr
     assert not plot.exists()
+    helped = _run_blocked(tmp_path, _script("igniter"), "--help", blocked=("scipy",))  # loads no profile: no scipy
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: igniter"), helped.stderr[-2000:]
 
 
 @pytest.mark.unit
