@@ -64,18 +64,6 @@ class Trial:
     score: tuple[float, float]
 
 
-def try_gpu(fleet: GpuPool, g: Gpu, task: Task, cfg: Config) -> Trial | None:
-    """Add `task` at its lower bound and raise shares until every budget holds (or give up).
-
-    The score is the growth of the GPU's total share in dollars, plus `move_penalty` of a GPU's
-    price for each kept placement (from the current plan) whose share would have to change.
-    """
-    size = task.sizes[g.gpu]
-    model = fleet.models[g.gpu]
-    step = model.unit if cfg.unit_steps else None
-    return _trial(g, task, size, model, step, (size.model, size.batch), fleet.prices[g.gpu], cfg.move_penalty)
-
-
 def _trial(
     g: Gpu,
     task: Task,
@@ -86,8 +74,12 @@ def _trial(
     price: float,
     penalty: float,
 ) -> Trial | None:
-    """try_gpu with what is the same for every GPU of a type worked out by the caller once
-    (best_trial: a plan at 1,000 workloads tries ~7,000 GPUs). `new`: (size.model, size.batch)."""
+    """Add `task` (`size`: its size on g's type) to `g` at its lower bound and raise shares until
+    every budget holds (or give up). The score is the growth of the GPU's total share in dollars,
+    plus `penalty` of a GPU's price for each kept placement (from the current plan) whose share
+    would have to change. What is the same for every GPU of a type (model, unit step, `new` =
+    (size.model, size.batch), price) the caller works out once: best_trial tries ~7,000 GPUs a
+    plan at 1,000 workloads."""
     res = settle(model, [*g.sizes, size], [*g.shares, size.lower], step, mix=(*g.mix, new))
     if res is None:
         return None

@@ -74,7 +74,7 @@ def settle(
     A `pinned` placement (kept from the current plan) may not change: its violation is a failure.
     `mix`: mix_of(sizes) where the caller has it. The planner's innermost loop (~13,000 calls a
     tick at 1,000 workloads), so violated, the remembered predictions' lookup and `jump` are
-    inlined here (tests/planner/test_settle_inline.py holds it to the loop that calls them).
+    inlined here (tests/planner/test_settle_exact.py holds it to the plain loop that calls them).
     """
     out = list(shares)
     if mix is None:
