@@ -71,7 +71,8 @@ XDIST   := -n $(WORKERS) --dist loadgroup
 # hundreds of Python processes (agents, servers, `igniter run`), and with it set each one compiled
 # the project's modules again and each worker rewrote every test module again (collection: 13 s of
 # CPU without the bytecode, 7 s with it).
-PYTEST_ENV := env -u PYTHONDONTWRITEBYTECODE CHECKOV=$(abspath $(TOOLS))/bin/checkov
+BYTECODE   := env -u PYTHONDONTWRITEBYTECODE
+PYTEST_ENV := $(BYTECODE) CHECKOV=$(abspath $(TOOLS))/bin/checkov
 
 # The whole suite: lint, types, then every tier (unit, property, e2e, slow) in parallel. The run ends
 # with its 25 slowest tests (setup and teardown counted apart), so a CI log shows where the time went.
@@ -102,7 +103,7 @@ budget: $(STAMP) $(TSTAMP) debs
 # suite once: on 2 CPUs, 4 workers took 150 s and 70 s of CPU, 2 workers 106 s and 52 s).
 CHECK_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 check: $(STAMP) lint
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -m "not e2e and not slow" -n $(CHECK_WORKERS) -q
+	$(BYTECODE) $(BIN)/python -m pytest -m "not e2e and not slow" -n $(CHECK_WORKERS) -q
 
 demo: $(STAMP) debs
 	$(BIN)/python -m autoscaler.demo
