@@ -15,6 +15,7 @@ import numpy as np
 import yaml
 
 from agents.samples import TINY, write
+from autoscaler.fleet.local import port_is_free
 from autoscaler.sim.traces import Trace, read_wide, window
 
 REPO = Path(__file__).resolve().parents[2]
@@ -45,24 +46,18 @@ def tiny_model(directory: Path) -> Path:
     return write(directory, TINY)
 
 
-def free_port_base(span: int = 1000, start: int = 21000, stop: int = 60000) -> int:
-    """A port range start whose first ports are free on 127.0.0.1 (instances use base + 100 k + i)."""
+def free_port_base(span: int = 1000, start: int = 10000, stop: int = 20000) -> int:
+    """A port range start whose first ports are free on 127.0.0.1 (instances use base + 100 k + i).
+
+    Below Linux's ephemeral range (32768-60999), which every outgoing connection and every server
+    bound to port 0 draws from: a port checked free here is bound only when its instance launches,
+    maybe minutes later. (The local provider checks again then and skips a range taken meanwhile.)"""
     rng = np.random.default_rng()
     for _ in range(50):
         base = int(rng.integers(start, stop - span)) // 100 * 100
         if all(port_is_free(base + k * 100 + i) for k in range(5) for i in range(3)):
             return base
     raise RuntimeError("no free port range on 127.0.0.1 for the demo's servers")
-
-
-def port_is_free(port: int) -> bool:
-    """Whether 127.0.0.1:port can be bound right now."""
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def gateway_port(preferred: int = 8000) -> int:

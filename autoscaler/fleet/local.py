@@ -2,7 +2,10 @@
 
 Each instance gets its own state directory under `state_root` (holding instance.json, the agent's
 state and its log) and its own range of server ports, 100 ports apart. Both are typed fields of
-the Instance (`state_dir`, `port_base`; also shown as `igniter:*` tags for an operator).
+the Instance (`state_dir`, `port_base`; also shown as `igniter:*` tags for an operator). A range
+is taken only when its ports can be bound at launch: a port held by any other process (a server of
+another fleet, an outgoing connection's ephemeral port) would fail that instance's servers on every
+apply until it is retired.
 Instances outlive the autoscaler, as VMs do; a later run rediscovers them from their directories.
 An instance is `running` while its agent holds the state directory's lock, `pending` while the
 process lives but has not taken it yet; a dead agent is not listed (the controller sees it vanish).
@@ -19,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -208,11 +212,12 @@ class LocalProvider:
         return [m for d in sorted(self.root.iterdir()) if (m := self._read(d)) is not None]
 
     def _free_port_base(self) -> int:
+        """The first range not held by a live instance of this provider whose ports are free now."""
         used = {int(m["port_base"]) for m in self._metas() if not m.get("terminated")}
-        k = 0
-        while self.base_port + k * PORT_STRIDE in used:
-            k += 1
-        return self.base_port + k * PORT_STRIDE
+        for base in range(self.base_port, 65536 - PORT_STRIDE, PORT_STRIDE):
+            if base not in used and all(port_is_free(base + i) for i in range(PORT_STRIDE)):
+                return base
+        raise PermanentError(f"no free range of {PORT_STRIDE} ports on 127.0.0.1 from {self.base_port}")
 
     @staticmethod
     def _read(state_dir: Path) -> dict[str, Any] | None:
@@ -227,6 +232,18 @@ class LocalProvider:
         tmp = state_dir / (META + ".tmp")
         tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
         os.replace(tmp, state_dir / META)
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a server could bind 127.0.0.1:port right now, with the SO_REUSEADDR it sets
+    (agents/server/guard.py): a port a closed server left in TIME_WAIT counts as free."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def fake_mig_flags(policy: Policy) -> dict[str, tuple[str, ...]]:
