@@ -14,7 +14,7 @@ from rich.console import Console
 from autoscaler.config.policy import load_policy
 from autoscaler.demo.loadgen import LoadGen, OfferedRates
 from autoscaler.demo.procs import pids_with, sweep
-from autoscaler.demo.setup import DemoConfig, slice_trace, tiny_model, write_policy
+from autoscaler.demo.setup import DemoConfig, free_port_base, slice_trace, tiny_model, write_policy
 from autoscaler.demo.stats import Router
 from autoscaler.demo.view import Frame, InstanceRow, WorkloadRow, one_line, render
 from tests.kit.httpserve import serving
@@ -94,6 +94,16 @@ def test_router_reads_ready_servers_from_status_files(tmp_path):
         router.refresh()
         assert router.endpoints("w") == ["http://127.0.0.1:18101"] and router.p99("w") == 3.5
         assert router.ready_names() == {"w-0"}
+
+
+@pytest.mark.unit
+def test_the_demo_port_ranges_lie_below_the_ephemeral_range():
+    """A demo's servers bind their ports minutes after the range is chosen: in the ephemeral range
+    an outgoing connection or a port-0 server could take one meanwhile (the CI failure at 1dae69f)."""
+    low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    for _ in range(20):
+        base = free_port_base()
+        assert 1024 <= base and base + 1000 <= min(low, 20000)  # and below tests/kit's free_base band
 
 
 @pytest.mark.e2e
