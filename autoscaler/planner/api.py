@@ -21,6 +21,7 @@ from autoscaler.planner.igniter import (
     plan_tasks,
     spend_idle_share,
 )
+from autoscaler.planner.kept import Kept
 from autoscaler.planner.limits import check_bound, check_plan_size
 from autoscaler.planner.mixed import plan_mixed
 from autoscaler.planner.offerings import plan_offerings
@@ -34,8 +35,9 @@ PlannerFn = Callable[[Sequence[Demand], Sequence[InstanceOption], Mapping[str, P
 
 
 STABILITY_TOLERANCE = 0.03  # a plan that keeps placements may cost this much more than a fresh one
-FRESH_KEPT = 1024  # fresh plans remembered (_fresh)
-_fresh_plans: dict[tuple[Any, ...], Plan] = {}
+FRESH_KEPT = 1024  # fresh plans remembered (_fresh) ...
+FRESH_DEMANDS_KEPT = 1 << 16  # ... with this many demands among them at most (planner/kept.py)
+_fresh_plans: Kept[tuple[Any, ...], Plan] = Kept(FRESH_KEPT, FRESH_DEMANDS_KEPT, lambda key: len(key[0]))
 
 
 def igniter(
@@ -70,16 +72,16 @@ def _fresh(
     cfg: Config,
     name: str,
 ) -> Plan:
-    """The plan from scratch, remembered per exact inputs (FRESH_KEPT of them, oldest forgotten
-    first): every re-plan needs it beside the one that keeps placements, and while rates hold
-    the same inputs come back tick after tick with another current plan. The planner is
-    deterministic and its inputs are frozen, so the remembered plan is the one it would make."""
+    """The plan from scratch, remembered per exact inputs (FRESH_KEPT of them and
+    FRESH_DEMANDS_KEPT demands at most, oldest forgotten first): every re-plan needs it beside the
+    one that keeps placements, and while rates hold the same inputs come back tick after tick with
+    another current plan. The planner is deterministic and its inputs are frozen, so the
+    remembered plan is the one it would make."""
     key = (tuple(demands), tuple(options), tuple(models.items()), cfg, name)
     plan = _fresh_plans.get(key)
     if plan is None:
-        plan = _fresh_plans[key] = _igniter(demands, options, models, None, cfg, name)
-        if len(_fresh_plans) > FRESH_KEPT:
-            _fresh_plans.pop(next(iter(_fresh_plans)))
+        plan = _igniter(demands, options, models, None, cfg, name)
+        _fresh_plans.put(key, plan)
     return plan
 
 

@@ -7,7 +7,10 @@ from typing import Any
 
 from autoscaler.config.policy import Policy
 from autoscaler.loop.tick.records import PlanFn
+from autoscaler.planner.kept import Kept
 from autoscaler.planner.types import Plan
+
+PLANNED_WORKLOADS_KEPT = 1 << 16  # PlanMemo: workloads in all the questions kept at most
 
 # What `--compare` varies that no plan function reads: the forecast and the headroom only change
 # the rates a tick asks for, and the rates are part of every key.
@@ -15,16 +18,17 @@ NOT_PLANNED_WITH = {"scaling": {"forecast", "headroom"}}
 
 
 class PlanMemo:
-    """Plans by question, oldest forgotten first beyond `size`. One replay has its own; the replays
+    """Plans by question, oldest forgotten first beyond `size` of them or `weight` workloads
+    among their questions (planner/kept.py: a plan of 1,000 workloads holds some 0.4 MB, and its
+    key the current plan besides). One replay has its own; the replays
     of a `--compare` in one process share one (and start from the plans the parent made, e.g. the
     static peak's), so a question one strategy asked is not planned again for the next. Sharing
     never changes a number: a key holds everything the plan function is given (its identity, the
     policy less NOT_PLANNED_WITH, rates, corrections, caps and the current plan), and plan
     functions are pure (docs/planner.md)."""
 
-    def __init__(self, size: int = 256) -> None:
-        self.size = size
-        self.plans: dict[tuple[Any, ...], Plan] = {}
+    def __init__(self, size: int = 256, weight: int = PLANNED_WORKLOADS_KEPT) -> None:
+        self.plans: Kept[tuple[Any, ...], Plan] = Kept(size, weight, lambda key: len(key[1]))
         self.hits = self.misses = 0
 
     def get(self, key: tuple[Any, ...]) -> Plan | None:
@@ -36,14 +40,12 @@ class PlanMemo:
         return plan
 
     def put(self, key: tuple[Any, ...], plan: Plan) -> None:
-        self.plans[key] = plan
-        if len(self.plans) > self.size:
-            self.plans.pop(next(iter(self.plans)))
+        """Keep `plan`; `key` is (scope, rates, corrections, caps, current) as MemoPlanner makes it."""
+        self.plans.put(key, plan)
 
     def update(self, other: Mapping[tuple[Any, ...], Plan]) -> None:
         """Plans made elsewhere (the parent's, for a worker process)."""
-        for key, plan in other.items():
-            self.put(key, plan)
+        self.plans.update(other)
 
 
 def scope_of(fn: PlanFn, policy: Policy) -> tuple[Hashable, str]:

@@ -41,7 +41,7 @@ from autoscaler.sim.watch import Watcher
 
 log = logging.getLogger(__name__)
 
-PLAN_MEMO_SIZE = 4096  # plans a worker remembers across its replays (a few KiB each)
+PLAN_MEMO_SIZE = 4096  # plans a worker remembers across its replays (and PlanMemo's weight)
 STEP = 0.01  # a worker reports a replay's progress at most once per 1 % of the trace
 PRELOAD = ["autoscaler.sim.parallel"]  # imported once by the fork server, inherited by every worker
 
@@ -80,7 +80,7 @@ def workers_for(runs: int, asked: int | None = None) -> int:
 
 
 def shared(policy: Policy, trace: Trace, plan_fn: PlanFn | None, plans: PlanMemo) -> Shared:
-    return Shared(policy, trace, plan_fn, fitted_perf_models(), dict(plans.plans))
+    return Shared(policy, trace, plan_fn, fitted_perf_models(), dict(plans.plans.items()))
 
 
 def picklable(value: object) -> bool:

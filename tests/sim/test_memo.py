@@ -68,6 +68,19 @@ def test_memo_forgets_the_oldest_beyond_its_size(make_policy):
     assert planner.misses == 4
 
 
+def test_memo_keeps_few_plans_of_large_fleets(make_policy):
+    """Bounded by the workloads in its questions too (planner/kept.py): two-workload questions
+    under a weight of 5 keep two plans, whatever the count allows."""
+    policy = make_policy()
+    memo = PlanMemo(size=100, weight=5)
+    planner = MemoPlanner(default_plan_fn(policy), policy, memo)
+    for rate in (100.0, 200.0, 300.0):
+        planner(policy, {"a": rate, "b": rate}, {}, {}, None)
+    assert len(memo.plans) == 2 and memo.plans.total() == 4
+    planner(policy, {"a": 300.0, "b": 300.0}, {}, {}, None)
+    assert planner.hits == 1
+
+
 def test_the_remembered_fresh_plan_is_the_plan_made_afresh(make_policy):
     policy = make_policy(workloads=[{"name": "a", "model": "resnet50", "slo_ms": 40, "rate_rps": 2600}])
     demands, options, models = planning_inputs(policy)
