@@ -25,6 +25,7 @@ import io
 import json
 import os
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -160,6 +161,9 @@ def run_one(
         "cost_total_usd": summary.get("cost_total_usd"),
         "slo_attainment": summary.get("slo_attainment"),
         "load_average": [round(x, 2) for x in os.getloadavg()],
+        "peak_rss_mb": round(
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
+        ),  # the process's, all sizes run
     }
 
 
