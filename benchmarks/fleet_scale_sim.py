@@ -9,9 +9,10 @@ Run: nice .venv/bin/python benchmarks/fleet_scale_sim.py --workloads 200 400 --r
 
 `--profile OUT` writes a cProfile of the last size to OUT (read it with pstats). `--json` prints
 one line per size. `--per-tick OUT` writes one JSON line per tick of the last size (its simulated
-time, CPU, actions, and the CPU of the controller's steps: forecast, plan with the planner in it,
-diff, record) and prints their means per `--window-s` of simulated time: what grows with the
-replay's history shows there (issue 50: the forecast step's hour of rate history). Run it from an
+time, CPU, actions, the layout's slots and servers, and the CPU of the controller's steps:
+forecast, plan with the planner in it, diff, record) and prints their means per `--window-s` of
+simulated time: what grows with the replay's history shows there (issue 50: the forecast step's
+hour of rate history; the closed instance records read each tick). Run it from an
 exported older revision (`git archive REV | tar -x -C DIR`, then `cd DIR && python
 /path/to/fleet_scale_sim.py`) to time the code before a change the same way.
 """
@@ -84,14 +85,15 @@ def timed_steps(acc: dict[str, float]) -> list[tuple[Any, str, Any]]:
 def windows(lines: list[dict[str, Any]], window_s: float) -> str:
     """Mean CPU per tick (in all and by step) per window of simulated time."""
     keys = ["cpu", "forecast", "plan", "planner", "diff", "record"]
-    out = ["from_s ticks " + " ".join(f"{k:>8}" for k in keys) + "  actions"]
+    out = ["from_s ticks " + " ".join(f"{k:>8}" for k in keys) + "  actions    slots  servers"]
     groups: dict[int, list[dict[str, Any]]] = {}
     for line in lines:
         groups.setdefault(int(line["now"] // window_s), []).append(line)
     for g, w in sorted(groups.items()):
-        mean = {k: sum(x.get(k, 0.0) for x in w) / len(w) for k in [*keys, "actions"]}
+        mean = {k: sum(x.get(k, 0.0) for x in w) / len(w) for k in [*keys, "actions", "slots", "servers"]}
         cells = " ".join(f"{mean[k]:8.3f}" for k in keys)
-        out.append(f"{g * window_s:6.0f} {len(w):5d} {cells} {mean['actions']:8.1f}")
+        counts = " ".join(f"{mean[k]:8.1f}" for k in ["actions", "slots", "servers"])
+        out.append(f"{g * window_s:6.0f} {len(w):5d} {cells} {counts}")
     return "\n".join(out)
 
 
@@ -124,8 +126,10 @@ def run_one(
         if per_tick:
             cpu = time.process_time() - c
             acts = len(report.outcome.done) + len(report.outcome.failed)
+            lay = report.layout
+            size = {"slots": len(lay.slots), "servers": len(lay.servers())} if lay is not None else {}
             lines.append(
-                {"now": now, "cpu": round(cpu, 4), "actions": acts, **{k: round(v, 4) for k, v in acc.items()}}
+                {"now": now, "cpu": round(cpu, 4), "actions": acts, **size, **{k: round(v, 4) for k, v in acc.items()}}
             )
         return report
 

@@ -16,6 +16,7 @@ from autoscaler.core.fleet.lifecycle import (
     new_record,
     sync,
     transition,
+    unclaimed,
 )
 from autoscaler.fleet.base import Instance, Notice, fleet_tags
 
@@ -129,6 +130,16 @@ def test_discovers_fleet_instances_without_records() -> None:
 def test_closed_attempt_is_an_orphan_not_rediscovered() -> None:
     changes, orphans = run([], [inst()], closed=frozenset({("f-p3-0", 0)}))
     assert changes == [] and [o.id for o in orphans] == ["i-1"]
+
+
+def test_only_the_listed_keys_no_open_record_names_are_asked_about() -> None:
+    """sync and adoptable need a closed record only for an instance no open record names; the
+    store looks up those few keys instead of reading every closed record (Store.closed_among)."""
+    listed = [inst("i-1", "f-p3-0"), inst("i-2", "f-p3-1"), inst("i-3", "f-p3-1", attempt=1), inst("i-4", slot="")]
+    assert unclaimed(listed, [rec(State.READY, "f-p3-0"), rec(State.PENDING, "f-p3-1", iid="i-2")]) == {("f-p3-1", 1)}
+    closed = {("f-p3-1", 1)} & unclaimed(listed, [])
+    changes, orphans = run([rec(State.READY, "f-p3-0")], listed[:1] + listed[2:3], closed=frozenset(closed))
+    assert changes == [] and [o.id for o in orphans] == ["i-3"]
 
 
 def test_terminating_record_still_running_is_an_orphan() -> None:

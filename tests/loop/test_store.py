@@ -40,8 +40,10 @@ def test_closed_records_leave_open_set(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.sqlite")
     rec = transition(new_record("s0", 0, "p3", 1.0), Reason.REQUEST, 1.0).record
     store.apply([transition(rec, Reason.SCALE_IN, 2.0)])
-    assert store.open_records() == [] and store.closed_keys() == {("s0", 0)}
+    assert store.open_records() == [] and store.closed_among([("s0", 0), ("s0", 1), ("s1", 0)]) == {("s0", 0)}
     assert [r.state for r in store.all_records()] == [State.TERMINATED]
+    store.apply([transition(new_record("s0", 1, "p3", 3.0), Reason.REQUEST, 3.0)])
+    assert store.closed_among([("s0", 1)]) == frozenset() and store.closed_among([]) == frozenset()
 
 
 def test_generation_is_monotonic(tmp_path: Path) -> None:
@@ -124,14 +126,13 @@ def _truth(store: Store) -> tuple[object, ...]:
     """What SQLite holds now, read past any remembered reads."""
     return (
         store._read_records("1=1", ()),
-        store._read_closed_keys(),
         store._read_max_attempts(),
         store._read_applied(),
     )
 
 
 def _seen(store: Store) -> tuple[object, ...]:
-    return store.all_records(), store.closed_keys(), store.max_attempts(), store.applied()
+    return store.all_records(), store.max_attempts(), store.applied()
 
 
 @pytest.mark.parametrize("where", [":memory:", "file"])

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.fleet.lifecycle import Reason, new_record, transition
-from autoscaler.loop.state.store import PRUNE_EVERY_S, Store
+from autoscaler.core.fleet.lifecycle import Reason, Record, State, new_record, transition
+from autoscaler.loop.state.store import OPEN_WHERE, PRUNE_EVERY_S, Store
 from autoscaler.sim.engine import Replay, SimOptions, default_plan_fn
 from autoscaler.sim.traces import Trace
 
@@ -57,3 +57,32 @@ def test_a_slot_keeps_its_newest_attempt_and_the_fleet_its_first_launch() -> Non
     assert sorted(r.attempt for r in store.all_records()) == [0, 2]
     assert store.max_attempts() == {"s": 2} and store.first_launch() == 0.0
     assert store.row_counts()["instance_history"] == 0 and store.row_counts()["ticks"] == 1
+
+
+@pytest.mark.e2e
+def test_a_tick_reads_the_open_records_only(
+    make_policy: Callable[..., Policy], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The closed records a fleet's history leaves (each slot's newest attempt stays: its launch
+    token is derived from it) are never read by a tick: its work does not grow with the fleet's
+    age. Slot names come from max_attempts; a listed instance no open record names is looked up
+    by its key (Store.closed_among)."""
+    policy = make_policy(scaling={"headroom": 0.1, "fast_path": {"enabled": False}})
+    trace = _waves(3)
+    replay = Replay(policy, trace, SimOptions(), default_plan_fn(policy))
+    replay.warm_start()
+    t0 = float(trace.times[0])
+    for row in range(1, 121):
+        replay.tick(t0 + row * 60.0)
+    closed = [r for r in replay.store.all_records() if r.state is State.TERMINATED]
+    assert closed  # a history that a tick must not read
+    reads: list[str] = []
+    read = Store._read_records
+
+    def counted(store: Store, where: str, args: tuple[object, ...]) -> list[Record]:
+        reads.append(where)
+        return read(store, where, args)
+
+    monkeypatch.setattr(Store, "_read_records", counted)
+    made = sum(len(replay.tick(t0 + row * 60.0).outcome.done) for row in range(121, 180))
+    assert made > 0 and reads and set(reads) == {OPEN_WHERE}

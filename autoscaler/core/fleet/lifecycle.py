@@ -164,10 +164,18 @@ def new_record(
 class SyncInput:
     records: Sequence[Record]  # open records
     instances: Sequence[Instance]  # what the provider lists now
-    closed_keys: frozenset[tuple[str, int]]  # (slot, attempt) of records already terminated
+    closed_keys: frozenset[tuple[str, int]]  # (slot, attempt) of records already terminated (of the
+    # listed instances' keys at least: unclaimed)
     agents_ok: frozenset[str]  # slots whose agent answered this tick
     contact: bool  # False: agents are not contacted, running means ready
     pending_grace_s: float = 120.0  # eventual consistency: how long a pending id may be unlisted
+
+
+def unclaimed(instances: Iterable[Instance], records: Iterable[Record]) -> set[tuple[str, int]]:
+    """(slot, attempt) of the listed fleet instances that no open record names: the only keys
+    whose closed record sync and adoptable ask about (SyncInput.closed_keys)."""
+    open_keys = {r.key for r in records}
+    return {(i.slot, i.attempt) for i in instances if i.slot and (i.slot, i.attempt) not in open_keys}
 
 
 def sync(inp: SyncInput, now: float) -> tuple[list[Change], list[Instance]]:

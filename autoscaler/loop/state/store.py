@@ -16,7 +16,7 @@ import math
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,7 @@ CREATE INDEX IF NOT EXISTS actions_by_time ON actions (started_at);
 CREATE INDEX IF NOT EXISTS actions_by_tick ON actions (tick);
 CREATE INDEX IF NOT EXISTS history_by_time ON instance_history (at);
 CREATE INDEX IF NOT EXISTS instances_by_update ON instances (updated_at);
+CREATE INDEX IF NOT EXISTS instances_by_state ON instances (state);
 """
 HISTORY_S = 7 * 86400.0  # policy state.history_s's default: what end_tick keeps of the past
 PRUNE_EVERY_S = 600.0  # how far the cut-off moves between two prunes
@@ -254,13 +255,18 @@ class Store:
             for r in rows
         ]
 
-    def closed_keys(self) -> frozenset[tuple[str, int]]:
+    def closed_among(self, keys: Iterable[tuple[str, int]]) -> frozenset[tuple[str, int]]:
+        """Which of `keys` (slot, attempt) name a terminated record. Callers ask only about the
+        instances listed that no open record names (few: a lost state file's, a terminate that
+        did not finish), so a tick looks up those and never reads the closed records, which grow
+        with the fleet's history (every slot's newest attempt is kept: PRUNE_CLOSED)."""
+        sql = "SELECT 1 FROM instances WHERE slot=? AND attempt=? AND state=?"
         with self._lock:
-            return self._reads.get("instances", "closed", self._read_closed_keys)
-
-    def _read_closed_keys(self) -> frozenset[tuple[str, int]]:
-        rows = self._db.execute("SELECT slot, attempt FROM instances WHERE state=?", (State.TERMINATED.value,))
-        return frozenset((r[0], r[1]) for r in rows.fetchall())
+            return frozenset(
+                (slot, attempt)
+                for slot, attempt in set(keys)
+                if self._db.execute(sql, (slot, attempt, State.TERMINATED.value)).fetchone() is not None
+            )
 
     def max_attempts(self) -> dict[str, int]:
         with self._lock:

@@ -16,7 +16,7 @@ from typing import Any
 from autoscaler.config.offerings import offering_prices
 from autoscaler.config.policy import Policy
 from autoscaler.core.fleet.adopt import Adopted, AdoptInput, GatewayAddress, adopt, adoptable
-from autoscaler.core.fleet.lifecycle import State
+from autoscaler.core.fleet.lifecycle import State, unclaimed
 from autoscaler.core.layout.layout_types import Judge
 from autoscaler.core.rollout.surge_types import is_surge_slot
 from autoscaler.core.routing.routes import GatewayView, gateway_name
@@ -42,7 +42,8 @@ def adopt_step(deps: Deps, policy: Policy, judge: Judge, state: ControllerState,
     """Adopt the instances no record knows; write what was adopted; return the observation and
     state the rest of the tick goes on with."""
     store = deps.store
-    found = adoptable(obs.instances.values(), store.open_records(), store.closed_keys())
+    records = store.open_records()
+    found = adoptable(obs.instances.values(), records, store.closed_among(unclaimed(obs.instances.values(), records)))
     if not found:
         return AdoptResult(obs, state, None)
     raw, state = _statuses(deps, state, [i for i in found if i.state == "running"])

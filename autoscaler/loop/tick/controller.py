@@ -24,7 +24,7 @@ from autoscaler.config.policy import Policy
 from autoscaler.core.capacity.scaling import choose, hold_rates, newly_placed, next_wake
 from autoscaler.core.capacity.slo_guard import update as guard_update
 from autoscaler.core.fleet.adopt import ADOPTED_PLANNER, hold_adopted
-from autoscaler.core.fleet.lifecycle import BOOTING, Record, State, SyncInput, going_away, sync
+from autoscaler.core.fleet.lifecycle import BOOTING, Record, State, SyncInput, going_away, sync, unclaimed
 from autoscaler.core.layout.layout_types import Layout, layout_to_plan
 from autoscaler.core.rollout.colocation import server_judge
 from autoscaler.core.rollout.fast_path import additive, no_less
@@ -172,10 +172,11 @@ class Controller:
     def sync(self, obs: Observation) -> list[Instance]:
         """Lifecycle transitions implied by the observation; returns orphan instances."""
         agents_ok = frozenset(s for s, st in obs.statuses.items() if st.running)
+        records = self.store.open_records()
         inp = SyncInput(
-            self.store.open_records(),
+            records,
             list(obs.instances.values()),
-            self.store.closed_keys(),
+            self.store.closed_among(unclaimed(obs.instances.values(), records)),
             agents_ok,
             self.deps.contact,
         )

@@ -1,0 +1,114 @@
+"""A tick's reads of instance records as the closed ones pile up (issue 50 item 3).
+
+Every slot's newest attempt is kept after it closes (a new attempt numbers above it: its launch
+token is derived from it; loop/state/store.py PRUNE_CLOSED), so a fleet that has run for months
+holds far more closed records than open ones. A tick used to read them all: the layout input read
+every record for the slot names taken, sync and adoption read every closed key, and the open
+records were found by scanning the table. Now a tick reads the open records through an index on
+their state, the slot names from `max_attempts` (one covering-index scan, no records built), and
+looks up only the keys of listed instances that no open record names (`Store.closed_among`).
+
+Measured on an SQLite state file (what `igniter run` keeps: it remembers no read, store_reads.py)
+holding 2,000 open records (READY) and K closed ones, each on a slot of its own. `before` runs the
+reads the controller made before, on the schema before (no index on state); `after` the reads it
+makes now. Median of --runs, milliseconds a tick.
+
+    nice .venv/bin/python benchmarks/closed_records.py [--closed 0 10000 100000] [--runs 9] [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from _results import Results
+
+from autoscaler.core.fleet.lifecycle import Reason, State, new_record, transition, unclaimed
+from autoscaler.fleet.base import Instance
+from autoscaler.loop.state.store import Store
+
+OPEN = 2000
+
+
+def fill(store: Store, closed: int) -> list[Instance]:
+    """`closed` terminated records and OPEN ready ones; returns the instances a listing shows."""
+    changes = []
+    for i in range(closed):
+        rec = transition(new_record(f"f-p3-{i}", 0, "p3", float(i)), Reason.REQUEST, float(i)).record
+        changes.append(transition(rec, Reason.SCALE_IN, float(i) + 1))
+    listed = []
+    for i in range(closed, closed + OPEN):
+        rec = new_record(f"f-p3-{i}", 0, "p3", float(i))
+        for reason in (Reason.REQUEST, Reason.LAUNCHED, Reason.BOOTED, Reason.AGENT_READY):
+            ch = transition(rec, reason, float(i), instance_id=f"i-{i}" if reason is Reason.LAUNCHED else None)
+            changes.append(ch)
+            rec = ch.record
+        listed.append(Instance(id=f"i-{i}", instance_type="p3", slot=rec.slot, state="running", launched_at=float(i)))
+    store.apply(changes)
+    return listed
+
+
+def before(store: Store, listed: list[Instance]) -> None:
+    """The reads of a tick before: every record (layout input), the open ones (sync, the view),
+    every closed key (sync, adoption), the newest attempts (the view)."""
+    store.all_records()
+    records = store.open_records()
+    rows = store._db.execute("SELECT slot, attempt FROM instances WHERE state=?", (State.TERMINATED.value,))
+    frozenset((r[0], r[1]) for r in rows.fetchall())
+    store.max_attempts()
+    assert len(records) == OPEN and listed
+
+
+def after(store: Store, listed: list[Instance]) -> None:
+    """The reads of a tick now: the open records, the slot names, the unclaimed keys looked up."""
+    records = store.open_records()
+    store.max_attempts()
+    store.closed_among(unclaimed(listed, records))
+    assert len(records) == OPEN
+
+
+def median_ms(fn: Callable[[], None], runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        start = time.process_time()
+        fn()
+        samples.append(time.process_time() - start)
+    return 1000 * statistics.median(samples)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--closed", type=int, nargs="+", default=[0, 10_000, 100_000])
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--write", action="store_true", help="write benchmarks/results/closed_records.json")
+    args = ap.parse_args()
+    res = Results("closed_records", "nice .venv/bin/python benchmarks/closed_records.py " + " ".join(sys.argv[1:]))
+    res.line("reads", "| closed records | before: ms a tick | after: ms a tick |")
+    res.line("reads", "| --- | --- | --- |")
+    for k in args.closed:
+        with tempfile.TemporaryDirectory(prefix="closed-records-") as tmp:
+            old, new = Store(Path(tmp) / "before.sqlite"), Store(Path(tmp) / "after.sqlite")
+            old._db.execute("DROP INDEX instances_by_state")  # the schema before
+            listed = fill(old, k)
+            fill(new, k)
+            b = median_ms(functools.partial(before, old, listed), args.runs)
+            a = median_ms(functools.partial(after, new, listed), args.runs)
+            old.close()
+            new.close()
+        res.figure(f"before_ms_{k}", round(b, 1))
+        res.figure(f"after_ms_{k}", round(a, 1))
+        res.line("reads", f"| {k:,} | {b:.1f} | {a:.1f} |")
+    res.figure("open_records", OPEN)
+    res.figure("runs", args.runs)
+    if args.write:
+        res.write()
+
+
+if __name__ == "__main__":
+    main()
