@@ -8,6 +8,11 @@ records were found by scanning the table. Now a tick reads the open records thro
 their state, the slot names from `max_attempts` (one covering-index scan, no records built), and
 looks up only the keys of listed instances that no open record names (`Store.closed_among`).
 
+A new slot's number is one above the highest of its type's names, every name ever used counted
+(none is used again). That was a pass over all the names for each new slot; `SlotNames` now makes
+one pass per prefix and keeps it up (core/layout/slots.py). The second table times 100 new slots
+named among K names, before (a pass each, as new_slot did) and after.
+
 Measured on an SQLite state file (what `igniter run` keeps: it remembers no read, store_reads.py)
 holding 2,000 open records (READY) and K closed ones, each on a slot of its own. `before` runs the
 reads the controller made before, on the schema before (no index on state); `after` the reads it
@@ -30,10 +35,12 @@ from pathlib import Path
 from _results import Results
 
 from autoscaler.core.fleet.lifecycle import Reason, State, new_record, transition, unclaimed
+from autoscaler.core.layout.slots import SlotNames, _ordinal
 from autoscaler.fleet.base import Instance
 from autoscaler.loop.state.store import Store
 
 OPEN = 2000
+NEW_SLOTS = 100
 
 
 def fill(store: Store, closed: int) -> list[Instance]:
@@ -73,6 +80,30 @@ def after(store: Store, listed: list[Instance]) -> None:
     assert len(records) == OPEN
 
 
+def name_before(taken: set[str], prefix: str) -> str:
+    """How new_slot named a slot before SlotNames: a pass over every name taken."""
+    n = 1 + max((_ordinal(s) for s in taken if s.startswith(prefix)), default=-1)
+    taken.add(prefix + str(n))
+    return prefix + str(n)
+
+
+def names_ms(closed: int, runs: int) -> tuple[float, float]:
+    """100 new slots named among `closed` names: before and after, median ms."""
+    names = [f"f-p3-{i}" for i in range(closed)]
+
+    def old() -> None:
+        taken = set(names)
+        for _ in range(NEW_SLOTS):
+            name_before(taken, "f-p3-")
+
+    def new() -> None:
+        taken = SlotNames(names)
+        for _ in range(NEW_SLOTS):
+            taken.take("f-p3-")
+
+    return median_ms(old, runs), median_ms(new, runs)
+
+
 def median_ms(fn: Callable[[], None], runs: int) -> float:
     samples = []
     for _ in range(runs):
@@ -104,6 +135,15 @@ def main() -> None:
         res.figure(f"before_ms_{k}", round(b, 1))
         res.figure(f"after_ms_{k}", round(a, 1))
         res.line("reads", f"| {k:,} | {b:.1f} | {a:.1f} |")
+    res.line("names", "")
+    res.line("names", f"| names taken | before: ms for {NEW_SLOTS} new slots | after: ms for {NEW_SLOTS} new slots |")
+    res.line("names", "| --- | --- | --- |")
+    for k in args.closed:
+        b, a = names_ms(k, args.runs)
+        res.figure(f"names_before_ms_{k}", round(b, 1))
+        res.figure(f"names_after_ms_{k}", round(a, 1))
+        res.line("names", f"| {k:,} | {b:.1f} | {a:.1f} |")
+    res.figure("new_slots", NEW_SLOTS)
     res.figure("open_records", OPEN)
     res.figure("runs", args.runs)
     if args.write:

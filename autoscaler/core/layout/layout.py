@@ -26,14 +26,14 @@ from autoscaler.core.layout.layout_types import (
     is_stand_in,
 )
 from autoscaler.core.layout.resize import hand_over, rejudged, stay_as_running
-from autoscaler.core.layout.slots import match_slots, new_slot
+from autoscaler.core.layout.slots import SlotNames, match_slots, new_slot
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 
 
 def layout_from_plan(plan: Plan, inp: LayoutInput) -> Layout:
     """Give each planned instance a stable slot and each placement a stable server name."""
     matches = match_slots(plan, inp)
-    taken = set(inp.taken_slots) | set(matches.values())
+    taken = SlotNames([*inp.taken_slots, *matches.values()])
     names = {n for srvs in inp.reserved_servers.values() for n, _ in srvs}
     names |= {s.replaces for srvs in inp.running.values() for s in srvs if s.replaces}  # see _fresh_name
     prev = {s.slot: s for s in (inp.previous.slots if inp.previous else ())}

@@ -12,7 +12,7 @@ core/layout/layout.py.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -300,10 +300,34 @@ def _ordinal(slot: str) -> int:
     return int(tail) if tail.isdigit() else -1
 
 
-def new_slot(fleet: str, inst: InstanceOut, taken: set[str]) -> str:
+class SlotNames:
+    """The slot names taken (every name a slot ever had: none is used again, a launch token is
+    derived from it) and the next number per prefix. A prefix's highest number is found by one
+    pass over the names the first time it is asked, then kept up as names are taken: a layout or
+    a rollout that opens many slots in a fleet with a long history passes over the names once per
+    prefix, not once per new slot (100 new slots among 100,000 names took 4 s of CPU that way)."""
+
+    def __init__(self, names: Iterable[str], number: Callable[[str], int] = _ordinal) -> None:
+        self._names = set(names)
+        self._number = number  # a name's number, -1 for none
+        self._top: dict[str, int] = {}  # prefix asked -> highest number of a name that starts with it
+
+    def take(self, prefix: str) -> str:
+        """`prefix` and one above the highest number of the names that start with it (0 if
+        none), now taken."""
+        top = self._top.get(prefix)
+        if top is None:
+            top = self._top[prefix] = max((self._number(s) for s in self._names if s.startswith(prefix)), default=-1)
+        name = prefix + str(top + 1)
+        self._names.add(name)
+        n = self._number(name)
+        for p, high in self._top.items():
+            if n > high and name.startswith(p):
+                self._top[p] = n
+        return name
+
+
+def new_slot(fleet: str, inst: InstanceOut, taken: SlotNames) -> str:
     """`<fleet>-<type>-<n>`, or `<fleet>-<type>-spot-<n>` for spot: the name says how it is bought."""
     spot = "spot-" if inst.capacity_type == SPOT else ""
-    prefix = f"{fleet}-{inst.instance_type}-{spot}"
-    n = 1 + max((_ordinal(s) for s in taken if s.startswith(prefix)), default=-1)
-    taken.add(prefix + str(n))
-    return prefix + str(n)
+    return taken.take(f"{fleet}-{inst.instance_type}-{spot}")

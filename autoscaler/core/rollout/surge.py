@@ -65,7 +65,6 @@ from autoscaler.core.rollout.borrowing import Virtual
 from autoscaler.core.rollout.bursting import Bursting
 from autoscaler.core.rollout.rollout import EPS, Amounts, GpuKey, Tick
 from autoscaler.core.rollout.surge_types import (
-    SURGE_SLOT,
     Breach,
     SurgeInput,
     SurgePlan,
@@ -199,12 +198,7 @@ class _Allocator(Bursting):
         return why
 
     def _open(self, t: TypeInfo, b: PlannedServer, blocked: GpuKey) -> None:
-        prefix = f"{self.inp.fleet}-{t.name}-surge"
-        n = 1 + max(
-            (int(m.group(1)) for s in self.taken if s.startswith(prefix) and (m := SURGE_SLOT.search(s))), default=-1
-        )
-        slot = f"{prefix}{n}"
-        self.taken.add(slot)
+        slot = self.taken.take(f"{self.inp.fleet}-{t.name}-surge")
         self.virtual.append(Virtual(slot, t, [[] for _ in range(t.gpus)]))
         self.live_surge += 1
         self.live_by_type[t.name] = self.live_by_type.get(t.name, 0) + 1
