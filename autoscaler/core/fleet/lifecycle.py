@@ -164,8 +164,7 @@ def new_record(
 class SyncInput:
     records: Sequence[Record]  # open records
     instances: Sequence[Instance]  # what the provider lists now
-    closed_keys: frozenset[tuple[str, int]]  # (slot, attempt) of records already terminated (of the
-    # listed instances' keys at least: unclaimed)
+    closed_keys: frozenset[tuple[str, int]]  # (slot, attempt) of terminated records, of `unclaimed` at least
     agents_ok: frozenset[str]  # slots whose agent answered this tick
     contact: bool  # False: agents are not contacted, running means ready
     pending_grace_s: float = 120.0  # eventual consistency: how long a pending id may be unlisted
