@@ -4,14 +4,18 @@ Every slot's newest attempt is kept after it closes (a new attempt numbers above
 token is derived from it; loop/state/store.py PRUNE_CLOSED), so a fleet that has run for months
 holds far more closed records than open ones. A tick used to read them all: the layout input read
 every record for the slot names taken, sync and adoption read every closed key, and the open
-records were found by scanning the table. Now a tick reads the open records through an index on
-their state, the slot names from `max_attempts` (one covering-index scan, no records built), and
-looks up only the keys of listed instances that no open record names (`Store.closed_among`).
+records were found by scanning the table (`before`). Then (`scan`, 7764b40) a tick read the open
+records through an index on their state, the slot names from `max_attempts` (one covering-index
+scan of every slot ever used, no records built), and looked up only the keys of listed instances
+that no open record names (`Store.closed_among`). Now (`after`) the slot names come from the
+highest number per stem the store keeps (`Store.slot_tops`, loop/state/store_slots.py: a few
+rows), and the newest attempts only of the slots a tick may launch (the open ones here).
 
 A new slot's number is one above the highest of its type's names, every name ever used counted
-(none is used again). That was a pass over all the names for each new slot; `SlotNames` now makes
-one pass per prefix and keeps it up (core/layout/slots.py). The second table times 100 new slots
-named among K names, before (a pass each, as new_slot did) and after.
+(none is used again). That was a pass over all the names for each new slot (`before`);
+`SlotNames` then made one pass per prefix and kept it up (`scan`, 3177f14); now it starts from the
+stems' highest numbers the store keeps (`after`). The second table times 100 new slots named
+among K names.
 
 Measured on an SQLite state file (what `igniter run` keeps: it remembers no read, store_reads.py)
 holding 2,000 open records (READY) and K closed ones, each on a slot of its own. `before` runs the
@@ -35,7 +39,7 @@ from pathlib import Path
 from _results import Results
 
 from autoscaler.core.fleet.lifecycle import Reason, State, new_record, transition, unclaimed
-from autoscaler.core.layout.slots import SlotNames, _ordinal
+from autoscaler.core.layout.slots import SlotNames, _ordinal, top_numbers
 from autoscaler.fleet.base import Instance
 from autoscaler.loop.state.store import Store
 
@@ -72,10 +76,21 @@ def before(store: Store, listed: list[Instance]) -> None:
     assert len(records) == OPEN and listed
 
 
-def after(store: Store, listed: list[Instance]) -> None:
-    """The reads of a tick now: the open records, the slot names, the unclaimed keys looked up."""
+def scan(store: Store, listed: list[Instance]) -> None:
+    """The reads of a tick at 7764b40: the open records, every slot's newest attempt (the names
+    taken), the unclaimed keys looked up."""
     records = store.open_records()
     store.max_attempts()
+    store.closed_among(unclaimed(listed, records))
+    assert len(records) == OPEN
+
+
+def after(store: Store, listed: list[Instance]) -> None:
+    """The reads of a tick now: the open records, the stems' highest numbers, the newest attempts
+    of the slots it may launch, the unclaimed keys looked up."""
+    records = store.open_records()
+    store.slot_tops()
+    store.max_attempts({r.slot for r in records})
     store.closed_among(unclaimed(listed, records))
     assert len(records) == OPEN
 
@@ -87,21 +102,27 @@ def name_before(taken: set[str], prefix: str) -> str:
     return prefix + str(n)
 
 
-def names_ms(closed: int, runs: int) -> tuple[float, float]:
-    """100 new slots named among `closed` names: before and after, median ms."""
+def names_ms(closed: int, runs: int) -> tuple[float, float, float]:
+    """100 new slots named among `closed` names: before, scan and after, median ms."""
     names = [f"f-p3-{i}" for i in range(closed)]
+    tops = top_numbers(names)  # what the store keeps of them
 
     def old() -> None:
         taken = set(names)
         for _ in range(NEW_SLOTS):
             name_before(taken, "f-p3-")
 
-    def new() -> None:
+    def scanned() -> None:
         taken = SlotNames(names)
         for _ in range(NEW_SLOTS):
             taken.take("f-p3-")
 
-    return median_ms(old, runs), median_ms(new, runs)
+    def new() -> None:
+        taken = SlotNames(tops=tops)
+        for _ in range(NEW_SLOTS):
+            taken.take("f-p3-")
+
+    return median_ms(old, runs), median_ms(scanned, runs), median_ms(new, runs)
 
 
 def median_ms(fn: Callable[[], None], runs: int) -> float:
@@ -120,8 +141,8 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="write benchmarks/results/closed_records.json")
     args = ap.parse_args()
     res = Results("closed_records", "nice .venv/bin/python benchmarks/closed_records.py " + " ".join(sys.argv[1:]))
-    res.line("reads", "| closed records | before: ms a tick | after: ms a tick |")
-    res.line("reads", "| --- | --- | --- |")
+    res.line("reads", "| closed records | before: ms a tick | scan: ms a tick | after: ms a tick |")
+    res.line("reads", "| --- | --- | --- | --- |")
     for k in args.closed:
         with tempfile.TemporaryDirectory(prefix="closed-records-") as tmp:
             old, new = Store(Path(tmp) / "before.sqlite"), Store(Path(tmp) / "after.sqlite")
@@ -129,20 +150,23 @@ def main() -> None:
             listed = fill(old, k)
             fill(new, k)
             b = median_ms(functools.partial(before, old, listed), args.runs)
+            s = median_ms(functools.partial(scan, new, listed), args.runs)
             a = median_ms(functools.partial(after, new, listed), args.runs)
             old.close()
             new.close()
         res.figure(f"before_ms_{k}", round(b, 1))
+        res.figure(f"scan_ms_{k}", round(s, 1))
         res.figure(f"after_ms_{k}", round(a, 1))
-        res.line("reads", f"| {k:,} | {b:.1f} | {a:.1f} |")
+        res.line("reads", f"| {k:,} | {b:.1f} | {s:.1f} | {a:.1f} |")
     res.line("names", "")
-    res.line("names", f"| names taken | before: ms for {NEW_SLOTS} new slots | after: ms for {NEW_SLOTS} new slots |")
-    res.line("names", "| --- | --- | --- |")
+    res.line("names", f"| names taken | ms for {NEW_SLOTS} new slots: before | scan | after |")
+    res.line("names", "| --- | --- | --- | --- |")
     for k in args.closed:
-        b, a = names_ms(k, args.runs)
+        b, s, a = names_ms(k, args.runs)
         res.figure(f"names_before_ms_{k}", round(b, 1))
+        res.figure(f"names_scan_ms_{k}", round(s, 1))
         res.figure(f"names_after_ms_{k}", round(a, 1))
-        res.line("names", f"| {k:,} | {b:.1f} | {a:.1f} |")
+        res.line("names", f"| {k:,} | {b:.1f} | {s:.1f} | {a:.1f} |")
     res.figure("new_slots", NEW_SLOTS)
     res.figure("open_records", OPEN)
     res.figure("runs", args.runs)

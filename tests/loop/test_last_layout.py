@@ -45,6 +45,7 @@ def judge(*_: object) -> bool:
 CHANGES = {
     "fleet": {"fleet": "g"},
     "taken slots": {"taken_slots": frozenset({"f-p3-0", "f-p3-1"})},
+    "a slot number used": {"slot_tops": {"f-p3-": 4}},
     "reserved servers": {"reserved_servers": {"f-p3-0": frozenset({("a-0", 0), ("a-1", 1)})}},
     "extra slots": {"extra_slots": {"f-p3-5": "p3"}},
     "a rate": {"rates": {"a": 201.0, "b": 100.0}},

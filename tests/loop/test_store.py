@@ -8,6 +8,7 @@ import pytest
 
 from autoscaler.core.fleet.lifecycle import Reason, State, new_record, transition
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, SlotSpec
+from autoscaler.loop.state import store_slots
 from autoscaler.loop.state.store import Store
 
 pytestmark = pytest.mark.unit
@@ -100,6 +101,32 @@ def test_identical_layout_is_not_saved_again(tmp_path: Path) -> None:
     assert count == 2
 
 
+def _launched(store: Store, slot: str, attempt: int, at: float) -> None:
+    rec = new_record(slot, attempt, "p3", at, 1)
+    store.apply([transition(rec, Reason.REQUEST, at, "")])
+
+
+def test_slot_tops_are_each_stems_highest_number_and_an_older_file_gets_them_filled(tmp_path: Path) -> None:
+    """What SlotNames needs of every slot name ever used, kept as records are written; a state
+    file from before the table gets it from its records when opened (once: a flag in meta)."""
+    path = tmp_path / "state.sqlite"
+    store = Store(path)
+    slots = ["f-p3-0", "f-p3-7", "f-p3-spot-2", "f-p3-surge3", "f-p3-surge1", "odd"]
+    for i, slot in enumerate(slots):
+        _launched(store, slot, 0, float(i))
+    _launched(store, "f-p3-7", 1, 9.0)
+    tops = {"f-p3-": 7, "f-p3-spot-": 2, "f-p3-surge": 3}
+    assert store.slot_tops() == tops
+    assert store.max_attempts(["f-p3-7", "f-p3-0", "never"]) == {"f-p3-7": 1, "f-p3-0": 0}
+    store._db.executescript(f"DROP TABLE slot_tops; DELETE FROM meta WHERE key='{store_slots.FILLED_KEY}';")
+    store.close()
+    again = Store(path)  # as a file written before slot_tops existed
+    assert again.slot_tops() == tops
+    again._db.execute("DELETE FROM slot_tops")  # filled once: not again at the next opening
+    again.close()
+    assert Store(path).slot_tops() == {}
+
+
 def test_a_going_records_deadline_is_kept_and_old_files_gain_the_column(tmp_path: Path) -> None:
     import sqlite3
 
@@ -128,11 +155,12 @@ def _truth(store: Store) -> tuple[object, ...]:
         store._read_records("1=1", ()),
         store._read_max_attempts(),
         store._read_applied(),
+        store_slots.read(store._db),
     )
 
 
 def _seen(store: Store) -> tuple[object, ...]:
-    return store.all_records(), store.max_attempts(), store.applied()
+    return store.all_records(), store.max_attempts(), store.applied(), store.slot_tops()
 
 
 @pytest.mark.parametrize("where", [":memory:", "file"])

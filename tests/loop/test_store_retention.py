@@ -10,6 +10,7 @@ import pytest
 
 from autoscaler.config.policy import Policy
 from autoscaler.core.fleet.lifecycle import Reason, Record, State, new_record, transition
+from autoscaler.core.layout.slots import top_numbers
 from autoscaler.loop.state.store import OPEN_WHERE, PRUNE_EVERY_S, Store
 from autoscaler.sim.engine import Replay, SimOptions, default_plan_fn
 from autoscaler.sim.traces import Trace
@@ -65,8 +66,9 @@ def test_a_tick_reads_the_open_records_only(
 ) -> None:
     """The closed records a fleet's history leaves (each slot's newest attempt stays: its launch
     token is derived from it) are never read by a tick: its work does not grow with the fleet's
-    age. Slot names come from max_attempts; a listed instance no open record names is looked up
-    by its key (Store.closed_among)."""
+    age. New slot names come from the highest number per stem (Store.slot_tops), the attempts
+    from the slots a tick may launch; a listed instance no open record names is looked up by its
+    key (Store.closed_among)."""
     policy = make_policy(scaling={"headroom": 0.1, "fast_path": {"enabled": False}})
     trace = _waves(3)
     replay = Replay(policy, trace, SimOptions(), default_plan_fn(policy))
@@ -83,6 +85,13 @@ def test_a_tick_reads_the_open_records_only(
         reads.append(where)
         return read(store, where, args)
 
+    def every_slot(store: Store) -> dict[str, int]:
+        raise AssertionError("a tick passed over every slot the fleet ever had")
+
     monkeypatch.setattr(Store, "_read_records", counted)
-    made = sum(len(replay.tick(t0 + row * 60.0).outcome.done) for row in range(121, 180))
-    assert made > 0 and reads and set(reads) == {OPEN_WHERE}
+    monkeypatch.setattr(Store, "_read_max_attempts", every_slot)
+    reports = [replay.tick(t0 + row * 60.0) for row in range(121, 180)]
+    assert all(r.ok for r in reports), [r.error for r in reports if not r.ok]
+    assert sum(len(r.outcome.done) for r in reports) > 0 and reads and set(reads) == {OPEN_WHERE}
+    monkeypatch.undo()
+    assert replay.store.slot_tops() == top_numbers(r.slot for r in replay.store.all_records())

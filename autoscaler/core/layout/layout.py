@@ -33,7 +33,7 @@ from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 def layout_from_plan(plan: Plan, inp: LayoutInput) -> Layout:
     """Give each planned instance a stable slot and each placement a stable server name."""
     matches = match_slots(plan, inp)
-    taken = SlotNames([*inp.taken_slots, *matches.values()])
+    taken = SlotNames([*inp.taken_slots, *matches.values()], tops=inp.slot_tops)
     names = {n for srvs in inp.reserved_servers.values() for n, _ in srvs}
     names |= {s.replaces for srvs in inp.running.values() for s in srvs if s.replaces}  # see _fresh_name
     prev = {s.slot: s for s in (inp.previous.slots if inp.previous else ())}

@@ -203,7 +203,10 @@ class LayoutInput:
     fleet: str
     previous: Layout | None
     extra_slots: Mapping[str, str]  # slot -> offering (offering_key): live slots the previous layout lacks
-    taken_slots: frozenset[str]  # every slot name ever used (never reused: launch tokens)
+    # The slot names ever used (none is used again: launch tokens), as the highest number per stem
+    # (slots.top_numbers: what the store keeps) and as names besides (a test's, the layout's own)
+    slot_tops: Mapping[str, int] = field(default_factory=dict)
+    taken_slots: frozenset[str] = frozenset()
     reserved_servers: Mapping[str, frozenset[tuple[str, int]]]  # slot -> (name, index) still running
     workloads: Mapping[str, WorkloadInfo]
     rates: Mapping[str, float]

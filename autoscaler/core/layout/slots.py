@@ -20,6 +20,8 @@ from autoscaler.config.offerings import SPOT
 from autoscaler.core.layout.layout_types import LayoutInput, PlannedServer, is_stand_in
 from autoscaler.planner.types import InstanceOut, Plan
 
+DIGITS = "0123456789"
+
 
 @dataclass(frozen=True, slots=True)
 class _Candidate:
@@ -300,29 +302,64 @@ def _ordinal(slot: str) -> int:
     return int(tail) if tail.isdigit() else -1
 
 
+def numbered(name: str) -> tuple[str, int] | None:
+    """A slot name's stem and number: the name up to its trailing digits, and those digits (None
+    without any). `f-p3-spot-7` is (`f-p3-spot-`, 7), `f-p3-surge2` (`f-p3-surge`, 2)."""
+    stem = name.rstrip(DIGITS)
+    return None if len(stem) == len(name) else (stem, int(name[len(stem) :]))
+
+
+def top_numbers(names: Iterable[str], into: Mapping[str, int] | None = None) -> dict[str, int]:
+    """The highest number per stem among `names` (`numbered`), merged into `into`'s: all that
+    SlotNames needs of the names ever taken, a few stems a fleet, however long its history."""
+    tops = dict(into or {})
+    for name in names:
+        if (got := numbered(name)) is not None and got[1] > tops.get(got[0], -1):
+            tops[got[0]] = got[1]
+    return tops
+
+
+def ordinal_stem(stem: str) -> bool:
+    """A stem whose number `_ordinal` reads (`<...>-<n>`, or a bare number): a layout slot's."""
+    return not stem or stem.endswith("-")
+
+
+def surge_stem(stem: str) -> bool:
+    """A stem whose number surge_types.surge_number reads (`<...>-surge<n>`): a surge slot's."""
+    return stem.endswith("-surge")
+
+
 class SlotNames:
     """The slot names taken (every name a slot ever had: none is used again, a launch token is
-    derived from it) and the next number per prefix. A prefix's highest number is found by one
-    pass over the names the first time it is asked, then kept up as names are taken: a layout or
-    a rollout that opens many slots in a fleet with a long history passes over the names once per
-    prefix, not once per new slot (100 new slots among 100,000 names took 4 s of CPU that way)."""
+    derived from it) and the next number per prefix, known from the highest number per stem
+    (`top_numbers`: the store keeps them, so a tick never reads the names of a long history). A
+    prefix's highest number is the highest of the stems that start with it and whose numbers
+    `counts` reads (the layout's `<n>` or the surge slots' `surge<n>`): what a pass over every name
+    gave, as tests/core/test_slot_names.py checks. Kept up as names are taken."""
 
-    def __init__(self, names: Iterable[str], number: Callable[[str], int] = _ordinal) -> None:
-        self._names = set(names)
-        self._number = number  # a name's number, -1 for none
+    def __init__(
+        self,
+        names: Iterable[str] = (),
+        counts: Callable[[str], bool] = ordinal_stem,
+        tops: Mapping[str, int] | None = None,
+    ) -> None:
+        self._tops = top_numbers(names, tops)  # stem -> highest number
+        self._counts = counts
         self._top: dict[str, int] = {}  # prefix asked -> highest number of a name that starts with it
 
     def take(self, prefix: str) -> str:
         """`prefix` and one above the highest number of the names that start with it (0 if
-        none), now taken."""
+        none), now taken. A prefix ends in a non-digit (`<fleet>-<type>-`, `...-surge`): a name
+        starts with it exactly when its stem does."""
         top = self._top.get(prefix)
         if top is None:
-            top = self._top[prefix] = max((self._number(s) for s in self._names if s.startswith(prefix)), default=-1)
+            top = max((n for s, n in self._tops.items() if s.startswith(prefix) and self._counts(s)), default=-1)
+            self._top[prefix] = top
         name = prefix + str(top + 1)
-        self._names.add(name)
-        n = self._number(name)
+        stem, n = numbered(name) or (name, -1)
+        self._tops[stem] = max(n, self._tops.get(stem, -1))
         for p, high in self._top.items():
-            if n > high and name.startswith(p):
+            if n > high and stem.startswith(p) and self._counts(stem):
                 self._top[p] = n
         return name
 

@@ -64,7 +64,8 @@ class FleetView:
     applied: Mapping[str, tuple[PlannedServer, ...]]  # slot -> servers last applied to its agent
     stale_agents: frozenset[str] = frozenset()  # slots whose agent reports an older assignment generation
     ready_servers: frozenset[str] = frozenset()  # server names that report ready
-    max_attempt: Mapping[str, int] = field(default_factory=dict)  # slot -> highest attempt ever used
+    max_attempt: Mapping[str, int] = field(default_factory=dict)  # slot -> highest attempt (slots it may launch)
+    slot_tops: Mapping[str, int] = field(default_factory=dict)  # stem -> highest number (slots.top_numbers)
     orphans: Sequence[tuple[str, str]] = ()  # (slot, instance id): ours, listed, no record
     prices: Mapping[str, float] = field(default_factory=dict)  # offering (offering_key) -> $/h
     agent_seen: Mapping[tuple[str, int], float] = field(default_factory=dict)  # last answer per (slot, attempt)

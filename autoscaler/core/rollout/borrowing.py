@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from autoscaler.core.layout.layout_types import PlannedServer
-from autoscaler.core.layout.slots import SlotNames
+from autoscaler.core.layout.slots import SlotNames, surge_stem
 from autoscaler.core.rollout.rollout import EPS, Amounts, GpuKey, Tick, original_of
-from autoscaler.core.rollout.surge_types import Breach, SurgeInput, TypeInfo, is_surge_slot, surge_number
+from autoscaler.core.rollout.surge_types import Breach, SurgeInput, TypeInfo, is_surge_slot
 
 __all__ = ["Borrowing", "Virtual"]
 
@@ -72,7 +72,7 @@ class Borrowing:
         self.notes: list[str] = []
         self.started: list[str] = []
         self.bursts: list[str] = []  # stand-ins started in free share for capacity that serves sooner
-        self.taken = SlotNames(inp.taken_slots, surge_number)  # the surge slots' names: Surge._open
+        self.taken = SlotNames(inp.taken_slots, surge_stem, inp.slot_tops)  # the surge slots' names: Surge._open
         self.lenders = self._lenders()
         self.at_rest: dict[GpuKey, tuple[int, bool]] = {}  # per GPU: (Tick.version, at rest then)
         self.roomy: dict[str, tuple[int, list[GpuKey]]] = {}  # per GPU type: (Tick.commits, `_roomy`)

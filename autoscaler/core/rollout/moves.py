@@ -301,6 +301,7 @@ def _surge_input(
         max_instances=limits.max_instances,
         cost_per_hour=cost,
         max_cost_per_hour=limits.max_cost_per_hour,
+        slot_tops=view.slot_tops,
         taken_slots=frozenset(view.max_attempt) | frozenset(current),
         names=frozenset(names),
         judge=judge,

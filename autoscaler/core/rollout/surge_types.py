@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autoscaler.core.layout.layout_types import PlannedServer
 from autoscaler.core.rollout.rollout_types import EPS, Judge
@@ -92,7 +92,8 @@ class SurgeInput:
     max_instances: int | None = None  # the most instances the fleet may hold (scaling.max_instances)
     cost_per_hour: float  # the fleet's hourly cost, launches of this tick included
     max_cost_per_hour: float | None
-    taken_slots: frozenset[str]  # every slot name ever used
+    slot_tops: Mapping[str, int] = field(default_factory=dict)  # the slot names ever used, as LayoutInput's
+    taken_slots: frozenset[str] = frozenset()  # ... and names besides (live slots)
     names: frozenset[str]  # server names in use (layout and applied)
     judge: Judge
     frozen: bool = False  # nothing changes and nothing is on its way: a busy budget never frees up

@@ -30,6 +30,7 @@ COLUMNS = {
     "tick_rates": {"id", "at", "names", "observed", "planned"},
     "rate_names": {"id", "digest", "names"},
     "ticks": {"id", "started_at", "finished_at", "ok", "summary"},
+    "slot_tops": {"stem", "top"},
 }
 MOVE_ASIDE = "move it aside (mv {p} {p}.bad) and start again: the fleet is rediscovered from its instances' tags"
 

@@ -24,7 +24,7 @@ from typing import Any
 from autoscaler.core.capacity.forecast import Columns
 from autoscaler.core.fleet.lifecycle import OPEN, Change, Record, State
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, layout_from_json
-from autoscaler.loop.state import statefile, store_history
+from autoscaler.loop.state import statefile, store_history, store_slots
 from autoscaler.loop.state.controller_state import ControllerState, Decoded, StateError
 from autoscaler.loop.state.store_reads import TABLES, TableReads
 
@@ -109,7 +109,7 @@ class Store:
                 self._check_state(file)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA + store_history.SCHEMA)
+        self._db.executescript(SCHEMA + store_history.SCHEMA + store_slots.SCHEMA)
         self._migrate()
         with self._tx("meta", "actions") as db:
             if self._get(db, "epoch") is None:
@@ -127,6 +127,8 @@ class Store:
             self._db.execute("ALTER TABLE ticks ADD COLUMN full_summary TEXT")
         with self._tx("tick_rates", "rate_names") as db:
             self._rates.migrate(db)
+        with self._tx("meta", "slot_tops") as db:
+            store_slots.fill(db)
 
     def close(self) -> None:
         with self._lock:
@@ -268,9 +270,19 @@ class Store:
                 if self._db.execute(sql, (slot, attempt, State.TERMINATED.value)).fetchone() is not None
             )
 
-    def max_attempts(self) -> dict[str, int]:
+    def max_attempts(self, slots: Iterable[str] | None = None) -> dict[str, int]:
+        """Slot -> its newest attempt: of `slots` (the ones a tick may launch: a lookup each), or
+        of every slot the fleet ever had (None: a pass that grows with its history)."""
         with self._lock:
+            if slots is not None:
+                return store_slots.max_attempts(self._db, slots)
             return dict(self._reads.get("instances", "max_attempts", self._read_max_attempts))
+
+    def slot_tops(self) -> dict[str, int]:
+        """The highest number per slot-name stem ever used (store_slots.py; core/layout/slots.py
+        SlotNames names new slots above them)."""
+        with self._lock:
+            return dict(self._reads.get("slot_tops", "all", lambda: store_slots.read(self._db)))
 
     def _read_max_attempts(self) -> dict[str, int]:
         rows = self._db.execute("SELECT slot, MAX(attempt) FROM instances GROUP BY slot").fetchall()
@@ -280,7 +292,8 @@ class Store:
         """Persist transitions (record + history row each) in one transaction."""
         if not changes:
             return
-        with self._tx("instances", "instance_history") as db:
+        with self._tx("instances", "instance_history", "slot_tops") as db:
+            store_slots.raise_tops(db, (ch.record.slot for ch in changes))
             for ch in changes:
                 r = ch.record
                 db.execute(

@@ -17,7 +17,18 @@ T = TypeVar("T")
 
 # Every table of the schema: what a write transaction that names none is taken to write.
 TABLES = frozenset(
-    {"meta", "instances", "instance_history", "layouts", "applied", "actions", "tick_rates", "rate_names", "ticks"}
+    {
+        "meta",
+        "instances",
+        "instance_history",
+        "layouts",
+        "applied",
+        "actions",
+        "tick_rates",
+        "rate_names",
+        "ticks",
+        "slot_tops",
+    }
 )
 
 

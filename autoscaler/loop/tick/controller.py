@@ -355,13 +355,21 @@ class Controller:
             log.info("new layout: %d slot(s), %.2f/h (%s)", len(layout.slots), layout.cost_per_hour, kind)
         self.store.save_layout(layout, kind, now)
 
-    def view(self, obs: Observation, orphans: list[Instance], names: GatewayNames | None = None) -> FleetView:
+    def view(
+        self, obs: Observation, orphans: list[Instance], names: GatewayNames | None = None, layout: Layout | None = None
+    ) -> FleetView:
         """The fleet for reconcile (loop/tick/fleet_view.py): what is serving now. `names`: the
-        gateway's names of the applied servers, where the caller has them already."""
+        gateway's names of the applied servers, where the caller has them already. The newest
+        attempts read are those of the slots a launch may name: `layout`'s and the open records'
+        (a surge slot's new name has none: the store's slot tops put it above every name used)."""
+        records = self.store.open_records()
         inp = ViewInput(
-            records=self.store.open_records(),
+            records=records,
             applied_all=self.store.applied(),
-            max_attempt=self.store.max_attempts(),
+            max_attempt=self.store.max_attempts(
+                {r.slot for r in records} | {s.slot for s in (layout.slots if layout else ())}
+            ),
+            slot_tops=self.store.slot_tops(),
             orphans=[(i.slot, i.id) for i in orphans],
             prices=offering_prices(self.policy),
             state=self.state,
@@ -377,7 +385,7 @@ class Controller:
         successors serve already) begin draining, which the drain book in the controller state
         remembers across ticks."""
         names = self._gateway_names() if self.routing is not None else None  # read once for both (thousands of servers)
-        view = self.view(obs, orphans, names)
+        view = self.view(obs, orphans, names, layout)
         limits = inputs.limits(
             self.policy, self.store, self.judge, contact=self.deps.contact, gated=self.routing is not None
         )

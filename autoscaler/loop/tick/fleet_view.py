@@ -119,7 +119,8 @@ class ViewInput:
 
     records: list[Record]
     applied_all: Applied
-    max_attempt: Mapping[str, int]
+    max_attempt: Mapping[str, int]  # of the slots the tick may launch (the layout's, the open records')
+    slot_tops: Mapping[str, int]  # the slot names ever used (store_slots.py)
     orphans: list[tuple[str, str]]  # (slot, instance id) of live instances no record owns
     prices: Mapping[str, float]
     state: ControllerState
@@ -141,6 +142,7 @@ def fleet_view(obs: Observation, inp: ViewInput) -> FleetView:
         stale_agents=stale_agents(fleet, inp.applied_all, obs),
         ready_servers=ready_servers(fleet, obs, contact=inp.contact, names=inp.names),
         max_attempt=dict(inp.max_attempt),
+        slot_tops=dict(inp.slot_tops),
         orphans=inp.orphans,
         prices=dict(inp.prices),
         agent_seen=inp.state.agent_seen,

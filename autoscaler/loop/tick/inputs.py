@@ -36,7 +36,7 @@ def layout_input(
     """Slots the fleet holds (surge ones apart), server names and ports still taken, what each
     live slot's agent runs, and which slots still boot (`warm`: those a pool member started) and
     what is short now (`short`): what naming a new layout must respect."""
-    records = store.open_records()  # the closed ones only name slots: max_attempts has every name
+    records = store.open_records()  # the closed ones only name slots: slot_tops has their numbers
     live = {r.slot: r.offering for r in records if r.state in LIVE and not is_surge_slot(r.slot)}
     reserved: dict[str, set[tuple[str, int]]] = {}
     running: dict[str, tuple[PlannedServer, ...]] = {}
@@ -49,7 +49,7 @@ def layout_input(
         fleet=policy.fleet,
         previous=previous,
         extra_slots=live,
-        taken_slots=frozenset(store.max_attempts()),
+        slot_tops=store.slot_tops(),
         reserved_servers={k: frozenset(v) for k, v in reserved.items()},
         workloads=workload_info(policy, model_root),
         rates=dict(rates),

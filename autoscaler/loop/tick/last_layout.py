@@ -60,6 +60,7 @@ COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "fleet": operator.eq,
     "previous": operator.is_,
     "extra_slots": operator.eq,
+    "slot_tops": operator.eq,
     "taken_slots": operator.eq,
     "reserved_servers": operator.eq,
     "workloads": _same_copied,
