@@ -17,6 +17,7 @@ from autoscaler.core.routing.routes import (
     DelServer,
     GatewayView,
     Readiness,
+    Renames,
     ServerSeen,
     SetState,
     SetWeight,
@@ -152,6 +153,24 @@ def test_gateway_names_tell_a_going_instance_from_its_replacement() -> None:
     assert names.going_servers([("s0", 0)]) == {"w-0"}
     assert names.going_drained(frozenset({"w-0.a1"})) == frozenset()
     assert names.going_drained(frozenset({"w-0"})) == {("s0", 0)}
+
+
+@pytest.mark.unit
+def test_renames_copy_an_applied_tuple_once_and_forget_it_two_calls_after_its_last() -> None:
+    """The controller names the fleet twice a tick from the store's same parsed tuples: the
+    gateway's copies are made once per tuple (the same answer as a fresh copy), again for another
+    tuple or attempt, and an entry no call asked for in the last two goes."""
+    a, b = (srv("w-0", 100, address="10.0.0.1:8100"),), (srv("v-0", 50, address="10.0.0.2:8100"),)
+    renames = Renames()
+    first = gateway_names({"s0": (1, a), "s1": (0, b)}, {}, renames)
+    assert first == gateway_names({"s0": (1, a), "s1": (0, b)}, {})  # what a fresh copy gives
+    again = gateway_names({"s0": (1, a)}, {("s1", 0): b}, renames)
+    assert again.applied["s0#1"] is first.applied["s0#1"] and again.applied["s1#0"] is first.applied["s1#0"]
+    assert gateway_names({"s0": (2, a)}, {}, renames).applied["s0#2"][0].name == "w-0.a2"  # another attempt
+    assert gateway_names({"s0": (2, a)}, {}, renames).applied["s0#2"] is not first.applied["s0#1"]
+    equal = tuple(replace(s) for s in b)  # an equal tuple that is another object: copied afresh, same answer
+    assert gateway_names({"s1": (0, equal)}, {}, renames).applied["s1#0"] == first.applied["s1#0"]
+    assert len(renames._asked) == 0 and set(renames._before) == {id(equal)}  # b, a: not asked in two calls
 
 
 @pytest.mark.unit

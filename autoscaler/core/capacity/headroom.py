@@ -241,18 +241,18 @@ def error_bin(x: float, cfg: HeadroomConfig) -> int:
 Plan = tuple[float, float, float, float | None]  # (time, base forecast, headroom, rate the layout planned)
 
 
-def judged(e: WorkloadErrors, now: float, cfg: HeadroomConfig) -> Plan | None:
+def judged(forecasts: tuple[Plan, ...], now: float, cfg: HeadroomConfig) -> Plan | None:
     """The newest plan at least lead_s old: the one a sample judges."""
-    older = [p for p in e.forecasts if p[0] <= now - cfg.lead_s + 1e-6]
+    older = [p for p in forecasts if p[0] <= now - cfg.lead_s + 1e-6]
     return older[-1] if older else None
 
 
 def sample(
-    e: WorkloadErrors, now: float, rate: float, floor_rps: float, held: float | None, cfg: HeadroomConfig
+    forecasts: tuple[Plan, ...], now: float, rate: float, floor_rps: float, held: float | None, cfg: HeadroomConfig
 ) -> float | None:
     """The ratio x this observation gives (see the module docstring), or None when it gives none.
     `held`: the rate the layout in force now was planned for."""
-    plan = judged(e, now, cfg)
+    plan = judged(forecasts, now, cfg)
     if plan is None or not math.isfinite(rate) or rate < 0:
         return None
     if rate <= floor_rps:
@@ -266,58 +266,65 @@ def sample(
     return rate / ref
 
 
-def forecast_error(e: WorkloadErrors, now: float, rate: float, cfg: HeadroomConfig) -> float | None:
+def forecast_error(forecasts: tuple[Plan, ...], now: float, rate: float, cfg: HeadroomConfig) -> float | None:
     """observed / the judged plan's base forecast - 1 (how far the forecast alone was off)."""
-    plan = judged(e, now, cfg)
+    plan = judged(forecasts, now, cfg)
     return None if plan is None or plan[1] <= MIN_RPS else rate / plan[1] - 1.0
 
 
-def learn(e: WorkloadErrors, x: float, dt: float, cfg: HeadroomConfig) -> WorkloadErrors:
-    """Add sample x with weight dt (seconds) to the histogram, every older weight decayed over dt."""
+# The steps below give a workload's new fields, not a new WorkloadErrors each: `update` builds one
+# record per workload from them (a dataclasses.replace per step was a tenth of a steady tick's
+# CPU at 2,000 MIG instances, 8,500 workloads: benchmarks/fleet_scale.py).
+def learn(
+    weights: tuple[float, ...], samples_s: float, x: float, dt: float, cfg: HeadroomConfig
+) -> tuple[tuple[float, ...], float]:
+    """Add sample x with weight dt (seconds) to the histogram, every older weight decayed over
+    dt: the weights, and the seconds of samples."""
     decay = math.exp(-dt / cfg.window_s) if cfg.window_s > 0 else 0.0
-    weights = [w * decay for w in e.weights] if len(e.weights) == BINS + 2 else [0.0] * (BINS + 2)
-    weights[error_bin(x, cfg)] += dt
-    return replace(e, weights=tuple(weights), samples_s=e.samples_s + dt)
+    out = [w * decay for w in weights] if len(weights) == BINS + 2 else [0.0] * (BINS + 2)
+    out[error_bin(x, cfg)] += dt
+    return tuple(out), samples_s + dt
 
 
 def remember(
-    e: WorkloadErrors, now: float, forecast: float | None, headroom: float, cfg: HeadroomConfig
-) -> WorkloadErrors:
+    forecasts: tuple[Plan, ...], now: float, forecast: float | None, headroom: float, cfg: HeadroomConfig
+) -> tuple[Plan, ...]:
     """Keep this tick's plan (base forecast, headroom; its layout's rate comes next tick), those
     younger than lead_s, and the newest older one."""
-    kept = list(e.forecasts)
+    kept = list(forecasts)
     if forecast is not None and math.isfinite(forecast):
         kept.append((now, max(forecast, 0.0), headroom, None))
     old = [k for k, p in enumerate(kept) if p[0] <= now - cfg.lead_s + 1e-6]
-    return replace(e, forecasts=tuple(kept[old[-1] :] if old else kept))
+    return tuple(kept[old[-1] :] if old else kept)
 
 
-def settle(e: WorkloadErrors, held: float | None) -> WorkloadErrors:
+def settle(forecasts: tuple[Plan, ...], held: float | None) -> tuple[Plan, ...]:
     """Record on the newest remembered plan the rate its tick's layout was planned for (`held`,
     read a tick later: the hold on scale-in may have kept it above forecast * (1 + headroom))."""
-    if held is None or not e.forecasts or e.forecasts[-1][3] is not None:
-        return e
-    t, f, h, _ = e.forecasts[-1]
-    return replace(e, forecasts=(*e.forecasts[:-1], (t, f, h, float(held))))
+    if held is None or not forecasts or forecasts[-1][3] is not None:
+        return forecasts
+    t, f, h, _ = forecasts[-1]
+    return (*forecasts[:-1], (t, f, h, float(held)))
 
 
-def adapt(e: WorkloadErrors, dt: float, covered: bool, cfg: HeadroomConfig) -> WorkloadErrors:
+def adapt(allowance: float | None, samples_s: float, dt: float, covered: bool, cfg: HeadroomConfig) -> float | None:
     """Move the allowance by dt seconds of coverage (see Feedback); nothing while warming up."""
-    if cfg.feedback_s <= 0 or e.samples_s < cfg.warmup_s:
-        return e
-    a = coverage.allowance_after(
-        e.allowance, dt, covered, goal=1.0 - cfg.target, cap=cfg.allowance_cap, time_s=cfg.feedback_s
+    if cfg.feedback_s <= 0 or samples_s < cfg.warmup_s:
+        return allowance
+    return coverage.allowance_after(
+        allowance, dt, covered, goal=1.0 - cfg.target, cap=cfg.allowance_cap, time_s=cfg.feedback_s
     )
-    return replace(e, allowance=a)
 
 
 # -- the burst floor -----------------------------------------------------------------------------------
-def note_peak(e: WorkloadErrors, now: float, peak: float, cfg: HeadroomConfig) -> WorkloadErrors:
+def note_peak(
+    peaks: tuple[tuple[float, float], ...], now: float, peak: float, cfg: HeadroomConfig
+) -> tuple[tuple[float, float], ...]:
     """Keep this tick's peak and those of the last burst_window_s."""
     if cfg.burst_window_s <= 0:
-        return replace(e, peaks=())
-    kept = tuple(p for p in e.peaks if p[0] > now - cfg.burst_window_s)
-    return replace(e, peaks=(*kept, (now, peak)))
+        return ()
+    kept = tuple(p for p in peaks if p[0] > now - cfg.burst_window_s)
+    return (*kept, (now, peak))
 
 
 def burst_floor(e: WorkloadErrors, now: float, cfg: HeadroomConfig) -> float:
@@ -366,32 +373,53 @@ def update(state: HeadroomState, inp: TickInput, cfg: HeadroomConfig) -> Step:
     errors: dict[str, float] = {}
     floor: dict[str, float] = {}
     for w, fc in inp.forecast.items():
-        e = settle(out.get(w, WorkloadErrors()), inp.held.get(w))
+        e = out.get(w, _NONE)
+        forecasts = settle(e.forecasts, inp.held.get(w))
         rate = inp.observed.get(w)
         if rate is not None:
-            e = _observe(e, inp, w, rate, cfg, errors)
+            e = _observe(e, forecasts, inp, w, rate, cfg, errors)
         room[w] = headroom_of(e, cfg) if inp.fixed is None else inp.fixed
         floor[w] = burst_floor(e, inp.now, cfg) if inp.fixed is None else 0.0
-        out[w] = remember(e, inp.now, fc, room[w], cfg)
+        out[w] = replace(e, forecasts=remember(forecasts, inp.now, fc, room[w], cfg))
     return Step(HeadroomState(out), room, errors, floor)
 
 
+_NONE = WorkloadErrors()
+
+
 def _observe(
-    e: WorkloadErrors, inp: TickInput, w: str, rate: float, cfg: HeadroomConfig, errors: dict[str, float]
+    e: WorkloadErrors,
+    forecasts: tuple[Plan, ...],
+    inp: TickInput,
+    w: str,
+    rate: float,
+    cfg: HeadroomConfig,
+    errors: dict[str, float],
 ) -> WorkloadErrors:
     """A fresh rate: its seconds (since the previous fresh rate, at most a horizon) count towards
     attainment and weigh its sample, both judged on the peak (what capacity had to carry); the
-    forecast error is of the rate read (what the forecast forecasts)."""
+    forecast error is of the rate read (what the forecast forecasts). `forecasts`: e's, settled."""
     dt = inp.interval_s if e.observed_at is None else min(max(inp.now - e.observed_at, 0.0), cfg.horizon_s)
     peak = max(rate, inp.peak.get(w, rate))
     capacity = inp.capacity.get(w)
+    attain, allowance = e.attain, e.allowance
     if capacity is not None:
         covered = capacity >= peak - 1e-9
-        e = adapt(replace(e, attain=coverage.record(e.attain, inp.now, dt, covered)), dt, covered, cfg)
-    error = forecast_error(e, inp.now, rate, cfg)
+        attain = coverage.record(e.attain, inp.now, dt, covered)
+        allowance = adapt(allowance, e.samples_s, dt, covered, cfg)
+    error = forecast_error(forecasts, inp.now, rate, cfg)
     if error is not None:
         errors[w] = error
-    x = sample(e, inp.now, peak, inp.floor.get(w, 0.0), inp.held.get(w), cfg)
+    x = sample(forecasts, inp.now, peak, inp.floor.get(w, 0.0), inp.held.get(w), cfg)
+    weights, samples_s = e.weights, e.samples_s
     if x is not None and dt > 0:
-        e = learn(e, x, dt, cfg)
-    return replace(note_peak(e, inp.now, peak, cfg), observed_at=inp.now)
+        weights, samples_s = learn(weights, samples_s, x, dt, cfg)
+    return WorkloadErrors(
+        forecasts=forecasts,
+        weights=weights,
+        observed_at=inp.now,
+        samples_s=samples_s,
+        attain=attain,
+        peaks=note_peak(e.peaks, inp.now, peak, cfg),
+        allowance=allowance,
+    )

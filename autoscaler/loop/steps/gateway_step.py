@@ -37,6 +37,7 @@ from autoscaler.core.routing.routes import (
     GatewayNames,
     GatewayView,
     Readiness,
+    Renames,
     Route,
     Sample,
     SetWeight,
@@ -209,15 +210,19 @@ class GatewayStep:
 
 
 def fleet_names(
-    records: Sequence[Record], applied: Mapping[Key, tuple[int, tuple[PlannedServer, ...]]]
+    records: Sequence[Record],
+    applied: Mapping[Key, tuple[int, tuple[PlannedServer, ...]]],
+    renames: Renames | None = None,
 ) -> GatewayNames:
     """The servers the gateway should know, under its names: those applied to each slot's newest
-    live record that is not going away, and those of every going one (`applied`: Store.applied)."""
+    live record that is not going away, and those of every going one (`applied`: Store.applied;
+    `renames`: the caller's copies, routes.Renames)."""
     live = sorted((r for r in records if r.state in LIVE), key=lambda r: r.attempt)
     current = {r.slot: r for r in live if r.state is not State.GOING_AWAY}
     return gateway_names(
         {s: (r.attempt, applied[r.key][1]) for s, r in current.items() if r.key in applied},
         {r.key: applied[r.key][1] for r in live if r.state is State.GOING_AWAY and r.key in applied},
+        renames,
     )
 
 

@@ -29,7 +29,7 @@ from autoscaler.core.layout.layout_types import Layout, layout_to_plan
 from autoscaler.core.rollout.colocation import server_judge
 from autoscaler.core.rollout.fast_path import additive, no_less
 from autoscaler.core.rollout.reconcile import Diff, FleetView, diff
-from autoscaler.core.routing.routes import GatewayNames
+from autoscaler.core.routing.routes import GatewayNames, Renames
 from autoscaler.fleet.base import Instance, ProviderError, Retry
 from autoscaler.leader.base import NotLeader
 from autoscaler.loop.state.controller_state import ControllerState, StateError
@@ -70,6 +70,7 @@ class Controller:
         self.last_obs: Observation | None = None  # what the last tick observed (loop/service/ready_watch.py)
         self.pool = PoolStep(policy, deps.provider, deps.store, deps.transport, deps.contact, deps.clock)
         self.layouts = LastLayout()  # layout_from_plan, the tick before's answer kept (loop/tick/last_layout.py)
+        self.renames = Renames()  # the applied servers under the gateway's names, kept (core/routing/routes.py)
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
@@ -402,7 +403,7 @@ class Controller:
         return replace(out, actions=tuple(additive(out.actions, view.applied))) if self.fast else out
 
     def _gateway_names(self) -> GatewayNames:
-        return fleet_names(self.store.open_records(), self.store.applied())
+        return fleet_names(self.store.open_records(), self.store.applied(), self.renames)
 
     def route(self, obs: Observation, report: TickReport) -> None:
         """The gateway follows what the agents were told to run this tick (see gateway_step)."""
@@ -412,7 +413,7 @@ class Controller:
         fleet = live_records(self.store.open_records(), applied_all)
         report.gateway = self.routing.route_fleet(
             layout=report.layout,
-            names=fleet_names(fleet.serving, applied_all),
+            names=fleet_names(fleet.serving, applied_all, self.renames),
             applied=fleet.applied,
             asked=frozenset(obs.statuses),
             ready=agent_ready(fleet, obs, contact=self.deps.contact),
