@@ -127,7 +127,7 @@ class Store:
             self._db.execute("ALTER TABLE ticks ADD COLUMN full_summary TEXT")
         with self._tx("tick_rates", "rate_names") as db:
             self._rates.migrate(db)
-        with self._tx("meta", "slot_tops") as db:
+        with self._tx("slot_tops") as db:
             store_slots.fill(db)
 
     def close(self) -> None:

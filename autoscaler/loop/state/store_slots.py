@@ -6,8 +6,9 @@ would hand EC2 a token it already answered. A tick used to read every slot's new
 learn the names, a pass that grew with the fleet's history (each slot's newest record is kept for
 good: store.PRUNE_CLOSED). The store now keeps `slot_tops`, a row per stem (`f-p3-`, `f-p3-spot-`,
 `f-p3-surge`: a few a fleet), raised as records are written, and a tick reads those rows and the
-attempts of the slots it may launch (Store.max_attempts(slots)). A state file written before this
-table existed gets it filled from its records once, when it is opened.
+attempts of the slots it may launch (Store.max_attempts(slots)). Opening a state file raises the
+rows to its records once (a pass over the slot names at start, none a tick), so a file written
+before this table existed, or by an older igniter that does not keep it, names no slot twice.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from autoscaler.core.layout.slots import numbered, top_numbers
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS slot_tops (stem TEXT PRIMARY KEY, top INTEGER NOT NULL);
 """
-FILLED_KEY = "slot_tops_filled"  # meta: the table holds every record's slot (set once, by `fill`)
 RAISE = "INSERT INTO slot_tops(stem, top) VALUES(?, ?) ON CONFLICT(stem) DO UPDATE SET top=MAX(top, excluded.top)"
 
 
@@ -30,12 +30,9 @@ def raise_tops(db: sqlite3.Connection, slots: Iterable[str]) -> None:
 
 
 def fill(db: sqlite3.Connection) -> None:
-    """Fill the table from the records once (a state file from before it: one pass at opening)."""
-    if db.execute("SELECT 1 FROM meta WHERE key=?", (FILLED_KEY,)).fetchone() is not None:
-        return
+    """Raise the table to the records' slots (at opening: see the module docstring)."""
     slots = (r[0] for r in db.execute("SELECT DISTINCT slot FROM instances"))
     db.executemany(RAISE, list(top_numbers(slots).items()))
-    db.execute("INSERT INTO meta(key, value) VALUES(?, '1')", (FILLED_KEY,))
 
 
 def read(db: sqlite3.Connection) -> dict[str, int]:
