@@ -1,6 +1,6 @@
 """SlotNames: a new slot's number is the scanning answer (one above the highest of every name ever
-taken that starts with its prefix), found once per prefix and kept up as names are taken, from
-names or from the highest number per stem that the store keeps of them (store_slots.py)."""
+taken that starts with its prefix), from names or from the highest number per stem that the
+store keeps of them (store_slots.py)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,15 @@ import random
 import pytest
 
 from autoscaler.core.layout.slots import SlotNames, _ordinal, numbered, surge_stem, top_numbers
-from autoscaler.core.rollout.surge_types import surge_number
+from autoscaler.core.rollout.surge_types import SURGE_SLOT
 
 pytestmark = pytest.mark.unit
+
+
+def surge_number(slot: str) -> int:
+    """A surge slot's number (`<fleet>-<type>-surge<n>`), -1 for any other slot: how the scan read it."""
+    m = SURGE_SLOT.search(slot)
+    return int(m.group(1)) if m else -1
 
 
 def scanned(taken: set[str], prefix: str, number=_ordinal) -> str:

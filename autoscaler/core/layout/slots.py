@@ -325,17 +325,17 @@ def ordinal_stem(stem: str) -> bool:
 
 
 def surge_stem(stem: str) -> bool:
-    """A stem whose number surge_types.surge_number reads (`<...>-surge<n>`): a surge slot's."""
+    """A stem whose number is a surge slot's (`<fleet>-<type>-surge<n>`, surge_types.SURGE_SLOT)."""
     return stem.endswith("-surge")
 
 
 class SlotNames:
     """The slot names taken (every name a slot ever had: none is used again, a launch token is
     derived from it) and the next number per prefix, known from the highest number per stem
-    (`top_numbers`: the store keeps them, so a tick never reads the names of a long history). A
-    prefix's highest number is the highest of the stems that start with it and whose numbers
-    `counts` reads (the layout's `<n>` or the surge slots' `surge<n>`): what a pass over every name
-    gave, as tests/core/test_slot_names.py checks. Kept up as names are taken."""
+    (`top_numbers`: the store keeps them, so a tick never reads the names of a long history; a
+    fleet has a few stems). A prefix's highest number is the highest of the stems that start
+    with it and whose numbers `counts` reads (the layout's `<n>` or the surge slots' `surge<n>`):
+    what a pass over every name gave, as tests/core/test_slot_names.py checks."""
 
     def __init__(
         self,
@@ -345,23 +345,14 @@ class SlotNames:
     ) -> None:
         self._tops = top_numbers(names, tops)  # stem -> highest number
         self._counts = counts
-        self._top: dict[str, int] = {}  # prefix asked -> highest number of a name that starts with it
 
     def take(self, prefix: str) -> str:
         """`prefix` and one above the highest number of the names that start with it (0 if
         none), now taken. A prefix ends in a non-digit (`<fleet>-<type>-`, `...-surge`): a name
-        starts with it exactly when its stem does."""
-        top = self._top.get(prefix)
-        if top is None:
-            top = max((n for s, n in self._tops.items() if s.startswith(prefix) and self._counts(s)), default=-1)
-            self._top[prefix] = top
-        name = prefix + str(top + 1)
-        stem, n = numbered(name) or (name, -1)
-        self._tops[stem] = max(n, self._tops.get(stem, -1))
-        for p, high in self._top.items():
-            if n > high and stem.startswith(p) and self._counts(stem):
-                self._top[p] = n
-        return name
+        starts with it exactly when its stem does, and the new name's stem is the prefix."""
+        top = max((n for s, n in self._tops.items() if s.startswith(prefix) and self._counts(s)), default=-1)
+        self._tops[prefix] = top + 1
+        return prefix + str(top + 1)
 
 
 def new_slot(fleet: str, inst: InstanceOut, taken: SlotNames) -> str:

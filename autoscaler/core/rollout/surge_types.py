@@ -18,12 +18,6 @@ def is_surge_slot(slot: str) -> bool:
     return SURGE_SLOT.search(slot) is not None
 
 
-def surge_number(slot: str) -> int:
-    """A surge slot's number (`<fleet>-<type>-surge<n>`), -1 for any other slot."""
-    m = SURGE_SLOT.search(slot)
-    return int(m.group(1)) if m else -1
-
-
 def surge_budget(setting: int | str | None, fleet_size: int) -> int:
     """Surge instances allowed at once: an int, "N%" of the planned fleet (rounded up, as
     Kubernetes rounds maxSurge), or None for the default max(1, 10 %)."""
