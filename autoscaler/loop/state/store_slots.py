@@ -16,7 +16,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
-from autoscaler.core.layout.slots import numbered, top_numbers
+from autoscaler.core.layout.slots import top_numbers
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS slot_tops (stem TEXT PRIMARY KEY, top INTEGER NOT NULL);
@@ -26,13 +26,12 @@ RAISE = "INSERT INTO slot_tops(stem, top) VALUES(?, ?) ON CONFLICT(stem) DO UPDA
 
 def raise_tops(db: sqlite3.Connection, slots: Iterable[str]) -> None:
     """Raise each slot's stem to its number (a slot without one names no stem)."""
-    db.executemany(RAISE, [got for s in set(slots) if (got := numbered(s)) is not None])
+    db.executemany(RAISE, list(top_numbers(slots).items()))
 
 
 def fill(db: sqlite3.Connection) -> None:
     """Raise the table to the records' slots (at opening: see the module docstring)."""
-    slots = (r[0] for r in db.execute("SELECT DISTINCT slot FROM instances"))
-    db.executemany(RAISE, list(top_numbers(slots).items()))
+    raise_tops(db, [r[0] for r in db.execute("SELECT DISTINCT slot FROM instances")])
 
 
 def read(db: sqlite3.Connection) -> dict[str, int]:
