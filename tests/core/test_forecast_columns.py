@@ -68,6 +68,17 @@ def test_column_forecasts_are_those_of_each_workload(
 
 
 @settings(max_examples=60, deadline=None)
+@given(cols=columns())
+def test_all_points_are_each_columns_points(cols: Columns) -> None:
+    """Columns.all_points converts the matrix once: the same pairs, floats and order as points(j)."""
+    got = cols.all_points()
+    assert list(got) == list(cols.names)
+    for j, w in enumerate(cols.names):
+        want = cols.points(j)
+        assert [(bits(t), bits(v)) for t, v in got[w]] == [(bits(t), bits(v)) for t, v in want]
+
+
+@settings(max_examples=60, deadline=None)
 @given(cols=columns(), reads=st.integers(0, 4), horizon=st.sampled_from([210.0, 1e-300, 1e300]))
 def test_column_ramps_are_those_of_each_workload(cols: Columns, reads: int, horizon: float) -> None:
     got = ramp_columns(cols, horizon, reads, wide_from=0)

@@ -89,3 +89,25 @@ def test_another_plan_or_previous_layout_makes_it_afresh() -> None:
     assert layouts(_plan(), _input()) is not other  # an equal plan that is another object: made again
     again = layouts(plan, _input(previous=kept))
     assert again == layout_from_plan(plan, _input(previous=kept))
+
+
+def test_the_same_policy_gives_the_same_workload_facts_so_a_held_layout_is_kept() -> None:
+    """loop/tick/inputs.py workload_info: one mapping per policy object and root, so two ticks'
+    layout inputs compare equal by identity; another policy or root gets its own facts."""
+    from autoscaler.config.policy import load_policy
+    from autoscaler.loop.tick.inputs import workload_info
+    from tests.conftest import ROOT
+
+    policy = load_policy(ROOT / "policies" / "example.yaml")
+    first = workload_info(policy, "/m")
+    assert workload_info(policy, "/m") is first
+    assert set(first) == {w.name for w in policy.workloads}
+    other_root = workload_info(policy, "/n")
+    assert other_root is not first and all(i.model_dir.startswith("/n/") for i in other_root.values())
+    again = load_policy(ROOT / "policies" / "example.yaml")
+    fresh = workload_info(again, "/m")
+    assert fresh is not first and fresh == first
+    plan, inp = _plan(), _input()
+    layouts = LastLayout()
+    made = layouts(plan, replace(inp, workloads=workload_info(again, "/m")))
+    assert layouts(plan, replace(inp, workloads=workload_info(again, "/m"))) is made

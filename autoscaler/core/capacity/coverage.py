@@ -31,10 +31,16 @@ def record(buckets: tuple[Bucket, ...], now: float, dt: float, covered: bool) ->
 
 
 def attained(buckets: tuple[Bucket, ...], now: float) -> float | None:
-    """The covered fraction of the last hour (None: no seconds in it)."""
-    live = [b for b in buckets if b[0] > now - WINDOW_S]
-    total = sum(n for _, _, n in live)
-    return sum(c for _, c, _ in live) / total if total > 0 else None
+    """The covered fraction of the last hour (None: no seconds in it). One pass, summed in the
+    buckets' order (every workload's, every tick)."""
+    cut = now - WINDOW_S
+    covered: float = 0  # int 0, as sum() starts: the same floats as summing the live buckets
+    total: float = 0
+    for start, c, n in buckets:
+        if start > cut:
+            covered += c
+            total += n
+    return covered / total if total > 0 else None
 
 
 def allowance_after(

@@ -70,9 +70,10 @@ the status endpoint exports both.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from autoscaler.core.capacity import coverage, headroom_codec
@@ -100,7 +101,14 @@ class HeadroomConfig:
 
     def edges(self) -> tuple[float, ...]:
         """Upper ratio edge of each bin: bin 0 is x <= 1, bin k <= (1 + cap)^(k / BINS)."""
-        return (1.0, *((1.0 + self.cap) ** (k / BINS) for k in range(1, BINS + 1)))
+        return _edges(self.cap)
+
+
+@functools.lru_cache(maxsize=16)
+def _edges(cap: float) -> tuple[float, ...]:
+    """HeadroomConfig.edges, worked out once per cap (every workload's headroom reads them each
+    tick: 49 powers a workload were a fifth of the estimator's tick, issue 50)."""
+    return (1.0, *((1.0 + cap) ** (k / BINS) for k in range(1, BINS + 1)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -183,15 +191,15 @@ class HeadroomState:
 
     def headroom(self, workload: str, cfg: HeadroomConfig) -> float:
         """The headroom to plan `workload` with now (cold_start for a workload never sampled)."""
-        return headroom_of(self.workloads.get(workload, WorkloadErrors()), cfg)
+        return headroom_of(self.workloads.get(workload, _NONE), cfg)
 
     def level(self, workload: str, cfg: HeadroomConfig) -> float:
         """The quantile the headroom is sized at now: the target, moved by the feedback."""
-        return level_of(self.workloads.get(workload, WorkloadErrors()), cfg)
+        return level_of(self.workloads.get(workload, _NONE), cfg)
 
     def attainment(self, workload: str, now: float) -> float | None:
         """Fraction of the last hour whose ready capacity covered the observed rate (None: no data)."""
-        return coverage.attained(self.workloads.get(workload, WorkloadErrors()).attain, now)
+        return coverage.attained(self.workloads.get(workload, _NONE).attain, now)
 
 
 def _plan(p: Any) -> Plan:
@@ -243,7 +251,8 @@ Plan = tuple[float, float, float, float | None]  # (time, base forecast, headroo
 
 def judged(forecasts: tuple[Plan, ...], now: float, cfg: HeadroomConfig) -> Plan | None:
     """The newest plan at least lead_s old: the one a sample judges."""
-    older = [p for p in forecasts if p[0] <= now - cfg.lead_s + 1e-6]
+    cut = now - cfg.lead_s + 1e-6
+    older = [p for p in forecasts if p[0] <= cut]
     return older[-1] if older else None
 
 
@@ -252,7 +261,11 @@ def sample(
 ) -> float | None:
     """The ratio x this observation gives (see the module docstring), or None when it gives none.
     `held`: the rate the layout in force now was planned for."""
-    plan = judged(forecasts, now, cfg)
+    return _sample(judged(forecasts, now, cfg), rate, floor_rps, held, cfg)
+
+
+def _sample(plan: Plan | None, rate: float, floor_rps: float, held: float | None, cfg: HeadroomConfig) -> float | None:
+    """sample, given the judged plan."""
     if plan is None or not math.isfinite(rate) or rate < 0:
         return None
     if rate <= floor_rps:
@@ -268,7 +281,11 @@ def sample(
 
 def forecast_error(forecasts: tuple[Plan, ...], now: float, rate: float, cfg: HeadroomConfig) -> float | None:
     """observed / the judged plan's base forecast - 1 (how far the forecast alone was off)."""
-    plan = judged(forecasts, now, cfg)
+    return _forecast_error(judged(forecasts, now, cfg), rate)
+
+
+def _forecast_error(plan: Plan | None, rate: float) -> float | None:
+    """forecast_error, given the judged plan."""
     return None if plan is None or plan[1] <= MIN_RPS else rate / plan[1] - 1.0
 
 
@@ -323,13 +340,16 @@ def note_peak(
     """Keep this tick's peak and those of the last burst_window_s."""
     if cfg.burst_window_s <= 0:
         return ()
-    kept = tuple(p for p in peaks if p[0] > now - cfg.burst_window_s)
-    return (*kept, (now, peak))
+    cut = now - cfg.burst_window_s
+    kept = [p for p in peaks if p[0] > cut]
+    kept.append((now, peak))
+    return tuple(kept)
 
 
 def burst_floor(e: WorkloadErrors, now: float, cfg: HeadroomConfig) -> float:
     """The busiest peak of the last burst_window_s (0 when none): the least rate to plan for."""
-    return max((v for t, v in e.peaks if t > now - cfg.burst_window_s), default=0.0)
+    cut = now - cfg.burst_window_s
+    return max([v for t, v in e.peaks if t > cut], default=0.0)
 
 
 # -- one tick ----------------------------------------------------------------------------------------
@@ -380,11 +400,25 @@ def update(state: HeadroomState, inp: TickInput, cfg: HeadroomConfig) -> Step:
             e = _observe(e, forecasts, inp, w, rate, cfg, errors)
         room[w] = headroom_of(e, cfg) if inp.fixed is None else inp.fixed
         floor[w] = burst_floor(e, inp.now, cfg) if inp.fixed is None else 0.0
-        out[w] = replace(e, forecasts=remember(forecasts, inp.now, fc, room[w], cfg))
+        out[w] = _planned(e, remember(forecasts, inp.now, fc, room[w], cfg))
     return Step(HeadroomState(out), room, errors, floor)
 
 
 _NONE = WorkloadErrors()
+
+
+def _planned(e: WorkloadErrors, forecasts: tuple[Plan, ...]) -> WorkloadErrors:
+    """`e` with these plans remembered (built directly: dataclasses.replace looks its fields up
+    on every call, and this runs for every workload every tick)."""
+    return WorkloadErrors(
+        forecasts=forecasts,
+        weights=e.weights,
+        observed_at=e.observed_at,
+        samples_s=e.samples_s,
+        attain=e.attain,
+        peaks=e.peaks,
+        allowance=e.allowance,
+    )
 
 
 def _observe(
@@ -407,10 +441,11 @@ def _observe(
         covered = capacity >= peak - 1e-9
         attain = coverage.record(e.attain, inp.now, dt, covered)
         allowance = adapt(allowance, e.samples_s, dt, covered, cfg)
-    error = forecast_error(forecasts, inp.now, rate, cfg)
+    plan = judged(forecasts, inp.now, cfg)
+    error = _forecast_error(plan, rate)
     if error is not None:
         errors[w] = error
-    x = sample(forecasts, inp.now, peak, inp.floor.get(w, 0.0), inp.held.get(w), cfg)
+    x = _sample(plan, peak, inp.floor.get(w, 0.0), inp.held.get(w), cfg)
     weights, samples_s = e.weights, e.samples_s
     if x is not None and dt > 0:
         weights, samples_s = learn(weights, samples_s, x, dt, cfg)
