@@ -23,7 +23,9 @@ against that revision exported with `git archive` (its own fakes, its own contro
         [--old 2c6ca41] [--cap 300] [--repeat 3] [--write]
 
 --write saves benchmarks/results/fleet_scale.json (docs/operations.md quotes it); without it the
-figures are printed only. Wall times from a loaded machine are inflated: every run records its
+figures are printed only. `--name NAME` writes NAME.json instead: `--name fleet_scale_ab --old REV`
+compares this code with REV on one machine in one run (fleet_scale_ab.json: each size's new/old
+CPU ratio as a figure, `*_cpu_new_over_old_*`), without touching the reference run's file. Wall times from a loaded machine are inflated: every run records its
 load average.
 """
 
@@ -213,6 +215,11 @@ def targets(runs: dict[str, dict[str, Any]], res: Any) -> None:
                 res.figure(f"{prefix}steady_wall_s_{name}", r["steady"]["wall_s"])
                 res.figure(f"{prefix}replan_wall_s_{name}", r["replan"]["wall_s"])
                 res.figure(f"{prefix}peak_rss_mb_{name}", max(r["steady"]["peak_rss_mb"], r["replan"]["peak_rss_mb"]))
+            old = runs.get(f"old/{kind}/{name}", {})
+            if "steady" in r and "steady" in old:  # the new code's CPU over the old's, same run
+                for tick in ("steady", "replan"):
+                    ratio = r[tick]["cpu_s"] / max(old[tick]["cpu_s"], 1e-3)
+                    res.figure(f"{prefix}{tick}_cpu_new_over_old_{name}", ratio)
 
 
 def order(item: tuple[str, Any]) -> tuple[int, int, int]:
@@ -244,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--name", default="fleet_scale", help="the results file: benchmarks/results/NAME.json")
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker is not None:
@@ -252,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(HERE))
     from _results import Results, commit
 
-    res = Results("fleet_scale", "nice .venv/bin/python benchmarks/fleet_scale.py " + " ".join(argv or sys.argv[1:]))
+    res = Results(args.name, "nice .venv/bin/python benchmarks/fleet_scale.py " + " ".join(argv or sys.argv[1:]))
     roots = {"new": (commit(), ROOT), "old": (args.old, export(args.old) if "old" in args.codes else None)}
     before = json.loads(res.path.read_text()) if args.merge and res.path.is_file() else {}
     kept = before.get("runs", {})

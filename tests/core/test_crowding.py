@@ -231,3 +231,40 @@ def test_remembered_answers_are_asked_ones(mig_judge: ModelJudge) -> None:
             b for b in range(cand.batch, 0, -1) if mig_judge.misses_alone("a2-ultragpu-1g", replace(cand, batch=b))
         )
         assert mig_judge.batches_missing_alone("a2-ultragpu-1g", cand) == alone
+
+
+@pytest.mark.property
+def test_a_mig_room_stands_for_all_a_refusal_reads(mig_judge: ModelJudge) -> None:
+    """ModelJudge.room_of (rollout_types.Rooms): two GPUs holding the same slices, whatever runs in
+    them, in any order, give the same room and the same refusals; an MPS GPU gives no room."""
+    perf = mig_judge.perfs["a100-80gb"]
+    assert isinstance(perf, MigModel)
+    geo, rng, itype = perf.geometry, random.Random(11), "a2-ultragpu-1g"
+    rows = [(m, r) for m, rs in perf.profile.models.items() for r in rs]
+    workloads = ("m0", "m1", "m2")
+
+    def slice_at(name: str, p: str, start: int) -> PlannedServer:
+        m, r = rng.choice(rows)
+        return replace(server(name, rng.choice(workloads), m, r.batch, 0.0, (p, start)), processes=r.processes)
+
+    agreed = 0
+    for k in range(300):
+        cut = [(p.name, rng.choice(p.starts)) for p in rng.sample(geo.profiles, rng.randint(0, 3))]
+        a = [slice_at(f"a{i}", p, s) for i, (p, s) in enumerate(cut)]
+        b = [slice_at(f"b{i}", p, s) for i, (p, s) in enumerate(rng.sample(cut, len(cut)))]
+        assert mig_judge.room_of(itype, a) == mig_judge.room_of(itype, b) is not None
+        for _ in range(5):
+            m, r = rng.choice(rows)
+            cand = replace(
+                server(
+                    f"c{k}", rng.choice(workloads), m, r.batch, 0.0, (r.slice, rng.choice(geo.profile(r.slice).starts))
+                ),
+                processes=r.processes,
+            )
+            assert mig_judge.refuses(itype, cand, a) == mig_judge.refuses(itype, cand, b)
+            agreed += mig_judge.refuses(itype, cand, a)
+    assert agreed > 100
+    judge = mps_judge()
+    itype = next(iter(judge.gpu_of))
+    assert judge.room_of(itype, [server("x", "w", "resnet50", 4, 50.0)]) is None
+    assert mig_judge.room_of("no-such-type", []) is None

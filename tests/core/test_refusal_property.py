@@ -89,13 +89,61 @@ def mig_paper_fleet(rng: random.Random, n: int, judge: Judge) -> PaperFleet:
     return fleet(layout, applied, limits=limits, rates=rates, judge=judge, drained=frozenset())
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.integers(0, 2**32 - 1), st.integers(2, 16))
-def test_refusals_change_no_mig_move(seed: int, n: int) -> None:
-    with_, without = (mig_paper_fleet(random.Random(seed), n, j) for j in (RefusingMig(), mig_judge))
+def same_steps(with_: PaperFleet, without: PaperFleet) -> None:
+    """Step both fleets until at rest (10 steps at most): every step's diff is the same."""
     for _ in range(10):
         d = with_.step()
         assert without.step() == d
         with_.drained = without.drained = frozenset(d.step.draining) if d.step is not None else frozenset()
         if not d.actions and d.converged:
             break
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 16))
+def test_refusals_change_no_mig_move(seed: int, n: int) -> None:
+    with_, without = (mig_paper_fleet(random.Random(seed), n, j) for j in (RefusingMig(), mig_judge))
+    same_steps(with_, without)
+
+
+class RoomedMig(RefusingMig):
+    """RefusingMig that also names a GPU's kind of room (rollout_types.Rooms): the slices it holds,
+    all its `refuses` reads of the GPU. Counts the refusals it was asked."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def room_of(self, instance_type: str, beside: Sequence[PlannedServer]) -> frozenset[tuple[str, int]]:
+        return frozenset((b.mig_profile, b.mig_start) for b in beside if b.mig_profile and b.mig_start is not None)
+
+    def refuses(self, instance_type: str, s: PlannedServer, beside: Sequence[PlannedServer]) -> bool:
+        self.asked += 1
+        return super().refuses(instance_type, s, beside)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(2, 16))
+def test_a_refusal_read_by_kind_of_room_changes_no_mig_move(seed: int, n: int) -> None:
+    """judged.py refuses_all: a refusal found on one GPU read for every GPU with the same slices
+    (the answer found again once a GPU's slices change) gives the diffs of asking each GPU."""
+    roomed = RoomedMig()
+    with_, without = (mig_paper_fleet(random.Random(seed), n, j) for j in (roomed, RefusingMig()))
+    same_steps(with_, without)
+
+
+def test_a_gpus_room_is_found_again_once_its_slices_change() -> None:
+    """A refusal read by kind of room follows a GPU's change within the tick: the 3g slice at
+    start 0 is refused while a slice holds those units, and not once the GPU's slices were freed
+    (Tick version), though the probes are the same list object."""
+    from autoscaler.core.rollout.rollout import Gpu, RolloutInput, Tick
+
+    judge = RoomedMig()
+    held = sl("a-0", "a", "4g.40gb", 0)
+    gpu = Gpu(key=("s0", 0), instance_type="p3", running=(held,), wanted=(held,))
+    tick = Tick(RolloutInput(gpus=(gpu,), ready=frozenset({"a-0"}), demand={}, judge=judge))
+    probes = [sl("b-0-s0", "b", "3g.40gb", 0)]
+    assert tick.refuses_all(("s0", 0), probes)
+    asked = judge.asked
+    assert tick.refuses_all(("s0", 0), probes) and judge.asked == asked  # read, not asked again
+    tick._commit(("s0", 0), [], tick._judge(("s0", 0), []))
+    assert not tick.refuses_all(("s0", 0), probes)

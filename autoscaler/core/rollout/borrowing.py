@@ -76,7 +76,7 @@ class Borrowing:
         self.lenders = self._lenders()
         self.at_rest: dict[GpuKey, tuple[int, bool]] = {}  # per GPU: (Tick.version, at rest then)
         self.roomy: dict[str, tuple[int, list[GpuKey]]] = {}  # per GPU type: (Tick.commits, `_roomy`)
-        self.probes: dict[tuple[PlannedServer, str], list[PlannedServer]] = {}  # `_probes`
+        self.probes: dict[tuple[int, str], tuple[PlannedServer, list[PlannedServer]]] = {}  # `_probes`, by id(t)
         self.misses: dict[tuple[PlannedServer, str, float], bool] = {}  # `_refused`: missed alone, per share
         self.at_share: dict[tuple[PlannedServer, float], PlannedServer] = {}  # `_short`: b's probe per share
         self.alone: dict[
@@ -227,10 +227,12 @@ class Borrowing:
     def _probes(self, t: PlannedServer, itype: str) -> list[PlannedServer]:
         """t's slice at each start `_shapes` tries on `itype`, made once a tick: a refusal reads no
         name, GPU index, port index or predecessor (rollout_types.Refusals), so one probe per
-        start stands for the stand-in on every GPU."""
-        at = (t, itype)
-        if at not in self.probes:
-            self.probes[at] = (
-                [replace(c, replaces="") for c in self._shapes(t, itype, 0.0)] if self.tick.refusal else []
-            )
-        return self.probes[at]
+        start stands for the stand-in on every GPU. Found by t's identity (t held beside them):
+        a burst asks once for each GPU it tries, and hashing a server's fields each time cost more
+        than the refusal read by kind of room (judged.py refuses_all) it leads to."""
+        at = (id(t), itype)
+        seen = self.probes.get(at)
+        if seen is None or seen[0] is not t:
+            made = [replace(c, replaces="") for c in self._shapes(t, itype, 0.0)] if self.tick.refusal else []
+            seen = self.probes[at] = (t, made)
+        return seen[1]

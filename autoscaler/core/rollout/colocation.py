@@ -237,6 +237,19 @@ class ModelJudge:
         best = crowding.at_best(perf, [(t[1], t[2], r) for t, r in zip(tuples, shares, strict=True)], budgets)
         return None if best is None else tuple(best)
 
+    def room_of(self, instance_type: str, beside: Sequence[PlannedServer]) -> Hashable | None:
+        """What `refuses` reads of `beside` (rollout_types.Rooms): on a MIG GPU the slices it holds
+        (`units_taken`; `misses_alone` reads no neighbour, and `only_slow` holds for any), None
+        elsewhere (an MPS refusal reads the neighbours' models, batches and shares)."""
+        if any(getattr(type(self), m) is not getattr(ModelJudge, m) for m in _REFUSING):
+            return None  # a subclass that refuses otherwise may read more of the GPU
+        gpu = self.gpu_of.get(instance_type)
+        if gpu is None or self.units.get(gpu) is None or not isinstance(self.perfs[gpu], MigModel):
+            return None
+        return frozenset(
+            (b.mig_profile, b.mig_start) for b in beside if b.mig_profile is not None and b.mig_start is not None
+        )
+
     def units_taken(self, instance_type: str, s: PlannedServer, beside: Sequence[PlannedServer]) -> bool:
         """On a MIG GPU, a slice of `beside` shares a memory unit with s's slice: no valid cut."""
         gpu = self.gpu_of.get(instance_type)
@@ -245,6 +258,9 @@ class ModelJudge:
             return False
         slices = [(b.mig_profile, b.mig_start) for b in beside if b.mig_profile is not None and b.mig_start is not None]
         return crowding.units_taken(units, (s.mig_profile, s.mig_start), slices)
+
+
+_REFUSING = ("refuses", "units_taken", "misses_alone", "only_slow")  # what `room_of` stands for
 
 
 def server_judge(policy: Policy) -> Judge:

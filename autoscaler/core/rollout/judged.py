@@ -20,6 +20,7 @@ from autoscaler.core.rollout.rollout_types import (
     bounds_of,
     original_of,
     refusal_of,
+    rooms_of,
 )
 
 __all__ = ["Judged", "Part", "loading"]
@@ -42,6 +43,10 @@ class Judged:
     def __init__(self, inp: RolloutInput) -> None:
         self.inp = inp
         self.refusal = refusal_of(inp.judge)
+        self.rooms = rooms_of(inp.judge) if self.refusal is not None else None  # a room keys refusals
+        self.room_at: dict[GpuKey, tuple[int, Hashable | None]] = {}  # `_room`, per GPU version
+        # `refuses_all` by (instance type, kind of room, id of the probes), with the probes held
+        self.refused_in: dict[tuple[str, Hashable, int], tuple[Sequence[PlannedServer], bool]] = {}
         self.bounds = bounds_of(inp.judge)
         self.loaded: dict[GpuKey, tuple[int, list[PlannedServer] | None]] = {}  # `_loaded`, per GPU version
         self.gpus = {g.key: g for g in inp.gpus}
@@ -222,11 +227,33 @@ class Judged:
         )
 
     def refuses_all(self, key: GpuKey, ts: Sequence[PlannedServer]) -> bool:
-        """`refuses` for every one of `ts` (and some there are), the rest of the GPU listed once."""
+        """`refuses` for every one of `ts` (and some there are), the rest of the GPU listed once.
+        Where the judge names the GPU's kind of room (rollout_types.Rooms), the answer for `ts`
+        (the same list object: a caller's probes, made once a tick) is found once per kind of
+        room and read for every other GPU of that kind."""
         if self.refusal is None or not ts:
             return False
-        itype, beside = self.gpus[key].instance_type, [*self.on[key], *self._held(key)]
-        return all(self.refusal.refuses(itype, t, beside) for t in ts)
+        itype = self.gpus[key].instance_type
+        room = self._room(key, itype)
+        if room is None:
+            beside = [*self.on[key], *self._held(key)]
+            return all(self.refusal.refuses(itype, t, beside) for t in ts)
+        at = (itype, room, id(ts))
+        seen = self.refused_in.get(at)
+        if seen is None or seen[0] is not ts:
+            beside = [*self.on[key], *self._held(key)]
+            seen = self.refused_in[at] = (ts, all(self.refusal.refuses(itype, t, beside) for t in ts))
+        return seen[1]
+
+    def _room(self, key: GpuKey, itype: str) -> Hashable | None:
+        """The judge's kind of room of `key` (rollout_types.Rooms), found again only once what the
+        GPU runs or holds changed (a slice freed this tick commits a new version too)."""
+        if self.rooms is None:
+            return None
+        seen = self.room_at.get(key)
+        if seen is None or seen[0] != self.version[key]:
+            seen = self.room_at[key] = (self.version[key], self.rooms.room_of(itype, [*self.on[key], *self._held(key)]))
+        return seen[1]
 
     def only_slow(self, key: GpuKey, room: float) -> bool:
         """Whether what `key` runs can only slow down a newcomer of at most `room` MPS share

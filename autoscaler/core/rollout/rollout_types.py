@@ -48,6 +48,19 @@ class Refusals(Protocol):
 
 
 @runtime_checkable
+class Rooms(Protocol):
+    """A judge that says what its refusals read of a GPU (colocation.ModelJudge): on MIG, only the
+    memory units its slices hold. A burst tries every GPU of its type, thousands at fleet scale,
+    and they fall into few kinds of room: a refusal found for one kind holds for every GPU of it
+    (judged.py `refuses_all`), so a late server costs a lookup per GPU, not a judgement."""
+
+    def room_of(self, instance_type: str, beside: Sequence[PlannedServer]) -> Hashable | None:
+        """A key such that `refuses(instance_type, s, a) == refuses(instance_type, s, b)` for every
+        s wherever `room_of(instance_type, a) == room_of(instance_type, b)`; None where the judge
+        cannot say (then each GPU is asked itself)."""
+
+
+@runtime_checkable
 class Bounds(Protocol):
     """A judge's verdict at its most hopeful, said without a judgement (colocation.ModelJudge,
     crowding.at_best): a stand-in tries every ready GPU of its type (borrowing.py), and on a full
@@ -84,6 +97,11 @@ def bounds_of(judge: Judge) -> Bounds | None:
 def refusal_of(judge: Judge) -> Refusals | None:
     """The judge itself where it says what it refuses without a judgement (`Refusals`), else None."""
     return judge if isinstance(judge, Refusals) else None
+
+
+def rooms_of(judge: Judge) -> Rooms | None:
+    """The judge itself where it says what its refusals read of a GPU (`Rooms`), else None."""
+    return judge if isinstance(judge, Rooms) else None
 
 
 def original_of(name: str) -> str | None:

@@ -195,8 +195,9 @@ class GatewayStep:
         report.deferred = [m.removesuffix(": " + STILL_CONNECTED) for m in failed if deferred(m)]
         report.failed = [m for m in failed if not deferred(m)]
         report.ops = [describe(op) for op in ops]
-        report.draining = sorted(n for n in self.removing if _still_applied(n, applied))
-        report.drained = sorted(n for n in self.left if not _still_applied(n, applied))
+        still = _applied_names(applied) if self.removing or self.left else frozenset()
+        report.draining = sorted(n for n in self.removing if n in still)
+        report.drained = sorted(n for n in self.left if n not in still)
         self._settle = any(isinstance(op, AddServer) or (isinstance(op, SetWeight) and op.weight) for op in ops)
         return report
 
@@ -226,8 +227,10 @@ def fleet_names(
     )
 
 
-def _still_applied(name: str, applied: Mapping[str, Sequence[PlannedServer]]) -> bool:
-    return any(s.name == name for servers in applied.values() for s in servers)
+def _applied_names(applied: Mapping[str, Sequence[PlannedServer]]) -> frozenset[str]:
+    """The names of every server applied, gathered once a tick (asking per draining server went
+    over all of them each time: quadratic in a large move)."""
+    return frozenset(s.name for servers in applied.values() for s in servers)
 
 
 def snapshot(step: GatewayStep, policy: Policy) -> dict[str, Any]:
