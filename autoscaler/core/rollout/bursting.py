@@ -26,7 +26,7 @@ tried, judgements 56,018 -> 2,225 and full trials (`fits_beside`) 11,269 -> 482.
 refusal reads of a GPU only the slices it holds (rollout_types.Rooms): a late server's probes are
 refused once per kind of room, and every other GPU of that kind is a lookup (judged.py
 `refuses_all`; at 2,000 MIG instances a re-plan tick's 254,000 GPUs tried were 1.8 million
-refusals asked, 6 s of its 10 s of CPU).
+refusals asked, two thirds of its CPU under cProfile).
 """
 
 from __future__ import annotations
