@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import signal
+import socket
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -39,13 +41,39 @@ def send_concurrently(
     return [pool.submit(infer, client, served, x) for x in xs], pool
 
 
+def held_request(served: Served, x: torch.Tensor) -> tuple[socket.socket, bytes]:
+    """An infer request whose headers and first bytes of body are sent, the rest held back: the
+    server counts it in flight (it reads the body inside the handler), so a drain waits for it.
+    Returns the connection and the rest of the body."""
+    body = json.dumps(
+        {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32", "data": x.flatten().tolist()}]}
+    ).encode()
+    head = (
+        f"POST /v2/models/{served.workload}/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    conn = socket.create_connection(("127.0.0.1", served.port), timeout=30)
+    conn.sendall(head + body[:16])
+    return conn, body[16:]
+
+
+def status_of(conn: socket.socket) -> int:
+    """The status code of the response that comes on `conn`."""
+    line = conn.makefile("rb").readline()
+    return int(line.split()[1])
+
+
 def test_sigterm_answers_all_64_queued_requests_refuses_new_ones_and_exits_0(tmp_path: Path, cnn_dir: Path) -> None:
-    """64 requests wait in the batcher (2 s queue delay, batch 128) when SIGTERM arrives."""
-    served = start_server(tmp_path, cnn_dir, "d", batch=128, max_queue_delay_ms=2000.0)
+    """64 requests wait in the batcher (a 10 s queue delay, batch 128) when SIGTERM arrives, and a
+    65th is still arriving (its body held back by the client): the drain lasts until that one is
+    answered too, so a new connection during it is certain to meet the draining server, however
+    slowly this test gets to it."""
+    served = start_server(tmp_path, cnn_dir, "d", batch=128, max_queue_delay_ms=10000.0)
     try:
-        xs = [torch.randn(1, 3, 8, 8) for _ in range(64)]
-        futures, pool = send_concurrently(served, xs)
-        wait_until(lambda: in_flight(served.url, "d") >= 64, 20, "64 requests in flight")
+        xs = [torch.randn(1, 3, 8, 8) for _ in range(65)]
+        futures, pool = send_concurrently(served, xs[:64])
+        held, rest = held_request(served, xs[64])
+        wait_until(lambda: in_flight(served.url, "d") >= 65, 20, "65 requests in flight")
         served.proc.send_signal(signal.SIGTERM)
         with httpx.Client() as fresh:  # a new connection during the drain
             wait_until(lambda: fresh.get(f"{served.url}/v2/health/ready").status_code == 503, 5, "ready 503")
@@ -54,6 +82,9 @@ def test_sigterm_answers_all_64_queued_requests_refuses_new_ones_and_exits_0(tmp
         replies = [f.result(30) for f in futures]
         pool.shutdown()
         assert [r.status_code for r in replies] == [200] * 64
+        with held:
+            held.sendall(rest)
+            assert status_of(held) == 200  # accepted before the drain: answered
         for x, reply in zip(xs, replies):
             torch.testing.assert_close(torch.tensor(reply.json()["outputs"][0]["data"]).reshape(1, 5), served.model(x))
         assert served.proc.wait(15) == 0
