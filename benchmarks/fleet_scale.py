@@ -25,8 +25,8 @@ against that revision exported with `git archive` (its own fakes, its own contro
 --write saves benchmarks/results/fleet_scale.json (docs/operations.md quotes it); without it the
 figures are printed only. `--name NAME` writes NAME.json instead: `--name fleet_scale_ab --old REV`
 compares this code with REV on one machine in one run (fleet_scale_ab.json: each size's new/old
-CPU ratio as a figure, `*_cpu_new_over_old_*`), without touching the reference run's file. Wall times from a loaded machine are inflated: every run records its
-load average.
+CPU ratio as a figure, `*_cpu_new_over_old_*`), without touching the reference run's file. Wall
+times from a loaded machine are inflated: every run records its load average.
 """
 
 from __future__ import annotations

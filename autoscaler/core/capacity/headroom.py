@@ -256,16 +256,9 @@ def judged(forecasts: tuple[Plan, ...], now: float, cfg: HeadroomConfig) -> Plan
     return older[-1] if older else None
 
 
-def sample(
-    forecasts: tuple[Plan, ...], now: float, rate: float, floor_rps: float, held: float | None, cfg: HeadroomConfig
-) -> float | None:
-    """The ratio x this observation gives (see the module docstring), or None when it gives none.
-    `held`: the rate the layout in force now was planned for."""
-    return _sample(judged(forecasts, now, cfg), rate, floor_rps, held, cfg)
-
-
-def _sample(plan: Plan | None, rate: float, floor_rps: float, held: float | None, cfg: HeadroomConfig) -> float | None:
-    """sample, given the judged plan."""
+def sample(plan: Plan | None, rate: float, floor_rps: float, held: float | None, cfg: HeadroomConfig) -> float | None:
+    """The ratio x this observation gives of the judged plan (see the module docstring), or None
+    when it gives none. `held`: the rate the layout in force now was planned for."""
     if plan is None or not math.isfinite(rate) or rate < 0:
         return None
     if rate <= floor_rps:
@@ -279,13 +272,8 @@ def _sample(plan: Plan | None, rate: float, floor_rps: float, held: float | None
     return rate / ref
 
 
-def forecast_error(forecasts: tuple[Plan, ...], now: float, rate: float, cfg: HeadroomConfig) -> float | None:
+def forecast_error(plan: Plan | None, rate: float) -> float | None:
     """observed / the judged plan's base forecast - 1 (how far the forecast alone was off)."""
-    return _forecast_error(judged(forecasts, now, cfg), rate)
-
-
-def _forecast_error(plan: Plan | None, rate: float) -> float | None:
-    """forecast_error, given the judged plan."""
     return None if plan is None or plan[1] <= MIN_RPS else rate / plan[1] - 1.0
 
 
@@ -442,10 +430,10 @@ def _observe(
         attain = coverage.record(e.attain, inp.now, dt, covered)
         allowance = adapt(allowance, e.samples_s, dt, covered, cfg)
     plan = judged(forecasts, inp.now, cfg)
-    error = _forecast_error(plan, rate)
+    error = forecast_error(plan, rate)
     if error is not None:
         errors[w] = error
-    x = _sample(plan, peak, inp.floor.get(w, 0.0), inp.held.get(w), cfg)
+    x = sample(plan, peak, inp.floor.get(w, 0.0), inp.held.get(w), cfg)
     weights, samples_s = e.weights, e.samples_s
     if x is not None and dt > 0:
         weights, samples_s = learn(weights, samples_s, x, dt, cfg)

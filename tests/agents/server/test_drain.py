@@ -21,9 +21,12 @@ from tests.kit.agent import port_open, wait_until
 pytestmark = pytest.mark.e2e
 
 
+def infer_body(x: torch.Tensor) -> dict[str, list[dict[str, object]]]:
+    return {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32", "data": x.flatten().tolist()}]}
+
+
 def infer(client: httpx.Client, served: Served, x: torch.Tensor) -> httpx.Response:
-    body = {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32", "data": x.flatten().tolist()}]}
-    return client.post(f"{served.url}/v2/models/{served.workload}/infer", json=body, timeout=60)
+    return client.post(f"{served.url}/v2/models/{served.workload}/infer", json=infer_body(x), timeout=60)
 
 
 def in_flight(url: str, workload: str) -> float:
@@ -45,9 +48,7 @@ def held_request(served: Served, x: torch.Tensor) -> tuple[socket.socket, bytes]
     """An infer request whose headers and first bytes of body are sent, the rest held back: the
     server counts it in flight (it reads the body inside the handler), so a drain waits for it.
     Returns the connection and the rest of the body."""
-    body = json.dumps(
-        {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32", "data": x.flatten().tolist()}]}
-    ).encode()
+    body = json.dumps(infer_body(x)).encode()
     head = (
         f"POST /v2/models/{served.workload}/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
