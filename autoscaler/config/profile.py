@@ -44,15 +44,16 @@ def load_any_profile(path: str | Path) -> AnyProfile:
 
 @lru_cache(maxsize=64)
 def _load_cached(path: Path, _stamp: int) -> AnyProfile:
-    data = load_mapping(path)
+    data = load_mapping(path, fast=True)  # machine-written and large (an imported MIG profile: 150 KB)
     kind: type[Profile] | type[MeasuredProfile] = MeasuredProfile if data.get("kind") == "measured" else Profile
     try:
         profile = kind.model_validate(data)
     except ValidationError as exc:
         raise from_validation(path, exc) from None
-    bad = next(non_finite(profile.model_dump()), None)
+    dumped = profile.model_dump()
+    bad = next(non_finite(dumped), None)
     if bad is not None:
         raise InputError(path, bad, "must be a finite number (not .inf or .nan)")
-    for field, value, ceiling in above_ceiling(profile.model_dump()):
+    for field, value, ceiling in above_ceiling(dumped):
         raise InputError(path, field, f"{value:g} is above the ceiling {ceiling:g} (docs/operations.md, Limits)")
     return profile
