@@ -77,8 +77,15 @@ class FakeGateway:
         self.clears += 1
 
     def _live(self, s: ServerSeen) -> ServerSeen:
+        """`s` as a check and the session count see it now: `s` itself where they see it as it
+        was (a dataclasses.replace per server per observe was a tenth of a steady tick's CPU in
+        benchmarks/fleet_scale.py at 2,000 instances, some 9,000 servers: CPU a real gateway's
+        view does not spend)."""
         ok = s.name not in self.unhealthy and s.admin != "maint"
-        return replace(s, check_ok=ok, status="UP" if ok else "DOWN", sessions=self.sessions.get(s.name, 0))
+        status, sessions = "UP" if ok else "DOWN", self.sessions.get(s.name, 0)
+        if s.check_ok == ok and s.status == status and s.sessions == sessions:
+            return s
+        return replace(s, check_ok=ok, status=status, sessions=sessions)
 
     def apply(self, ops: Sequence[Op]) -> list[str]:
         errors = []
