@@ -217,6 +217,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     return zipfile.ZipFile(path)
 
 
+@pytest.mark.e2e  # builds a wheel or runs the installed commands: real processes
 def test_the_wheel_ships_the_bundled_profiles_policies_and_schema(wheel: zipfile.ZipFile) -> None:
     """A non-editable install has no policies/ beside the package: the wheel carries the profiles
     into <prefix>/share/igniter/profiles, where the default profiles_dir then points, and the
@@ -228,6 +229,7 @@ def test_the_wheel_ships_the_bundled_profiles_policies_and_schema(wheel: zipfile
     assert policies == {p.name for p in (ROOT / "policies").glob("*.yaml")} | {"policy.schema.json"}
 
 
+@pytest.mark.e2e  # builds a wheel or runs the installed commands: real processes
 def test_the_wheels_metadata_keeps_the_agent_install_lean(wheel: zipfile.ZipFile) -> None:
     """The built METADATA (what pip resolves from): base + [agent] names none of the service's libraries."""
     (meta,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
@@ -241,6 +243,7 @@ def test_the_wheels_metadata_keeps_the_agent_install_lean(wheel: zipfile.ZipFile
     assert not agent & {_norm(n) for n in (*NOT_ON_A_GPU_VM, "httpx", "psutil")}, agent
 
 
+@pytest.mark.e2e  # builds a wheel or runs the installed commands: real processes
 def test_agent_commands_run_without_the_service_libraries(tmp_path: Path) -> None:
     state = tmp_path / "state"
     doc = '{"generation": 1, "servers": [{"name": "a", "workload": "w", "model_dir": "/nowhere", "batch": 4, "mps_percent": 50, "port": 9}]}'
@@ -274,6 +277,7 @@ def test_agent_commands_run_without_the_service_libraries(tmp_path: Path) -> Non
         assert "is blocked" not in done.stderr
 
 
+@pytest.mark.e2e  # builds a wheel or runs the installed commands: real processes
 def test_a_missing_extra_is_one_line_naming_it(tmp_path: Path, trace: Path) -> None:
     policy = str(ROOT / "policies" / "example.yaml")
     plot = tmp_path / "out.png"

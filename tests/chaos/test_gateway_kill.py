@@ -27,6 +27,7 @@ from autoscaler.loop.service.scheduler import Service
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from tests.chaos.report import record, trials
+from tests.kit import web
 from tests.kit.agent import wait_until
 from tests.kit.fleet import BODY, FixedPlanner, Load, converged, fleet_policy, infer_url
 
@@ -40,7 +41,7 @@ SHAPE = [("p3.8xlarge", [(0, "w", 300.0), (1, "w", 100.0)])]
 
 def _served(url: str) -> bool:
     try:
-        return httpx.post(url, json=BODY, timeout=30).status_code == 200
+        return web.post(url, json=BODY, timeout=30).status_code == 200
     except httpx.HTTPError:
         return False
 

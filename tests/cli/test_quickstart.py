@@ -24,6 +24,7 @@ import torch
 import yaml
 
 from autoscaler.fleet.samples import SAMPLE_MARK
+from tests.kit import web
 from tests.kit.agent import free_port
 from tests.kit.control import REPO
 from tests.kit.fleet import free_base
@@ -100,8 +101,8 @@ def test_the_example_policy_serves_every_workload_through_the_gateway(run: Run) 
         result = client.infer(name, inputs)
         for spec, want in zip(meta["outputs"], expected):
             np.testing.assert_allclose(result.as_numpy(spec["name"]), want.numpy(), rtol=1e-4, atol=1e-5)
-    ok = wait_for(lambda: httpx.get(f"http://{run.status}/healthz", timeout=5).json()["status"] == "ok", 60, "ok")
-    assert ok and httpx.get(f"http://{run.status}/readyz", timeout=5).text == "ok\n"
+    ok = wait_for(lambda: web.get(f"http://{run.status}/healthz", timeout=5).json()["status"] == "ok", 60, "ok")
+    assert ok and web.get(f"http://{run.status}/readyz", timeout=5).text == "ok\n"
     assert "wrote sample models for alexnet, resnet50, ssd, vgg19" in run.log.read_text()
     client.close()  # as the README's curl does: an idle keep-alive connection holds haproxy's soft stop (10 s)
     run.stop()
@@ -109,4 +110,4 @@ def test_the_example_policy_serves_every_workload_through_the_gateway(run: Run) 
     down = run.down()
     assert down.returncode == 0 and re.search(r"(\d+) of \1 instance\(s\) terminated", down.stderr), down.stderr
     with pytest.raises(httpx.ConnectError):
-        httpx.get(f"http://{run.gateway}/v2/health/ready", timeout=5)
+        web.get(f"http://{run.gateway}/v2/health/ready", timeout=5)

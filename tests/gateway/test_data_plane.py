@@ -24,7 +24,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 import torch
@@ -32,7 +31,7 @@ import torch
 from autoscaler.loop.status.server import StatusServer, StatusState
 from autoscaler.loop.tick.controller import Controller
 from autoscaler.transport.base import parse_status
-from tests.kit import openapi
+from tests.kit import openapi, web
 from tests.kit.agent import load_scripted, wait_until
 from tests.kit.fleet import (
     BODY,
@@ -99,9 +98,9 @@ def test_status_endpoint_shows_the_gateway(split: Controller) -> None:
     state.publish(split, split.tick())
     server = StatusServer(state, 0).start()
     try:
-        body = httpx.get(f"http://127.0.0.1:{server.port}/v1/gateway", timeout=5).json()
-        metrics = httpx.get(f"http://127.0.0.1:{server.port}/metrics", timeout=5).text
-        doc = httpx.get(f"http://127.0.0.1:{server.port}/openapi.json", timeout=5).json()
+        body = web.get(f"http://127.0.0.1:{server.port}/v1/gateway", timeout=5).json()
+        metrics = web.get(f"http://127.0.0.1:{server.port}/metrics", timeout=5).text
+        doc = web.get(f"http://127.0.0.1:{server.port}/openapi.json", timeout=5).json()
     finally:
         server.close()
     openapi.check(doc, "/v1/gateway", body)  # the description holds for a real haproxy's answer

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import h11
-import httpx
 import pytest
 
 from autoscaler.gateway.base import GatewaySpec
 from autoscaler.gateway.config import ERROR_STATUSES, Paths, error_files, render
 from autoscaler.gateway.local import LocalHaproxy
+from tests.kit import web
 from tests.kit.agent import free_port
 
 
@@ -103,7 +103,7 @@ def _complete(raw: bytes) -> bool:
 
 @pytest.mark.e2e
 def test_a_workload_with_no_server_gets_the_json_503_errorfile(gateway: GatewaySpec) -> None:
-    answer = httpx.post(f"http://{gateway.listen}/v2/models/a/infer", json={})
+    answer = web.post(f"http://{gateway.listen}/v2/models/a/infer", json={})
     assert answer.status_code == 503
     assert answer.headers["content-type"] == "application/json"
     assert answer.headers["cache-control"] == "no-cache"  # written by the errorfile, not by http-error

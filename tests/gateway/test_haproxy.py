@@ -20,6 +20,7 @@ from autoscaler.core.routing.routes import AddServer, DelServer, SetState, SetWe
 from autoscaler.gateway.base import GatewayError, GatewaySpec
 from autoscaler.gateway.local import LocalHaproxy, alerts, socket_path
 from autoscaler.rates.gateway import GatewayRates
+from tests.kit import web
 from tests.kit.agent import free_port, wait_until
 
 
@@ -98,23 +99,23 @@ def url(spec: GatewaySpec, path: str) -> str:
 @pytest.mark.e2e
 def test_routes_by_path_and_answers_for_the_fleet(gw: tuple[LocalHaproxy, GatewaySpec], stubs: list) -> None:
     gateway, spec = gw
-    assert httpx.get(url(spec, "/v2/health/live")).status_code == 200
-    ready = httpx.get(url(spec, "/v2/health/ready"))
+    assert web.get(url(spec, "/v2/health/live")).status_code == 200
+    ready = web.get(url(spec, "/v2/health/ready"))
     assert ready.status_code == 503 and "workload a" in ready.json()["error"]
-    unknown = httpx.post(url(spec, "/v2/models/zz/infer"), json={})
+    unknown = web.post(url(spec, "/v2/models/zz/infer"), json={})
     assert unknown.status_code == 404 and unknown.json() == {"error": "unknown model zz"}
-    assert httpx.get(url(spec, "/nowhere")).json()["error"].startswith("no route GET")
-    assert "binary_tensor_data" in httpx.get(url(spec, "/v2")).json()["extensions"]
-    empty = httpx.post(url(spec, "/v2/models/a/infer"), json={})
+    assert web.get(url(spec, "/nowhere")).json()["error"].startswith("no route GET")
+    assert "binary_tensor_data" in web.get(url(spec, "/v2")).json()["extensions"]
+    empty = web.post(url(spec, "/v2/models/a/infer"), json={})
     assert empty.status_code == 503 and "error" in empty.json()  # KServe-style JSON, not HAProxy's HTML
     assert gateway.apply([AddServer("a", "a-0", addr(stubs[0])), AddServer("b", "b-0", addr(stubs[1]))]) == []
     wait_until(lambda: gateway.observe().healthy() == {"a-0", "b-0"}, 10, "health checks to pass")
     assert gateway.observe().serving() == set()  # added with weight 0: nothing routed before the weight
     assert gateway.apply([SetWeight("a", "a-0", 256), SetWeight("b", "b-0", 256)]) == []
-    assert httpx.get(url(spec, "/v2/health/ready")).status_code == 200
+    assert web.get(url(spec, "/v2/health/ready")).status_code == 200
     for path, port in (("/v2/models/a/infer", stubs[0]), ("/v2/models/b/versions/1/infer", stubs[1])):
-        assert httpx.post(url(spec, path), json={}).json()["port"] == port.server_address[1]
-    assert httpx.get(url(spec, "/v2/models/a/ready")).json()["path"] == "/v2/models/a/ready"
+        assert web.post(url(spec, path), json={}).json()["port"] == port.server_address[1]
+    assert web.get(url(spec, "/v2/models/a/ready")).json()["path"] == "/v2/models/a/ready"
 
 
 @pytest.mark.e2e
@@ -149,7 +150,7 @@ def test_a_server_that_fails_its_check_leaves_the_pool(gw: tuple[LocalHaproxy, G
     stubs[1].ready = False  # e.g. draining or reloading its model: /v2/health/ready answers 503
     wait_until(lambda: gateway.observe().servers[("a", "a-1")].status == "DOWN", 10, "a-1 to fail its checks")
     assert "a-1" not in gateway.observe().serving()
-    ports = {httpx.post(url(spec, "/v2/models/a/infer"), json={}).json()["port"] for _ in range(10)}
+    ports = {web.post(url(spec, "/v2/models/a/infer"), json={}).json()["port"] for _ in range(10)}
     assert ports == {stubs[0].server_address[1]}
     stubs[1].ready = True
     wait_until(lambda: "a-1" in gateway.observe().serving(), 10, "a-1 to pass again")

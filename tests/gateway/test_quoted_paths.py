@@ -7,12 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 import yaml
 
 from autoscaler.gateway.base import GatewaySpec
 from autoscaler.gateway.local import LocalHaproxy
+from tests.kit import web
 from tests.kit.agent import free_port
 from tests.kit.control import REPO
 
@@ -25,7 +25,7 @@ def test_a_state_directory_with_a_space_works(tmp_path: Path) -> None:
     try:
         assert gw.ensure(spec)
         assert gw.running() and gw.observe().backends.keys() == {"w"}
-        live = httpx.get(f"http://{spec.listen}/v2/health/live", timeout=5)
+        live = web.get(f"http://{spec.listen}/v2/health/live", timeout=5)
         assert live.status_code == 200
     finally:
         gw.stop()

@@ -9,7 +9,6 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from autoscaler.config.policy import AgentsConfig, GatewayConfig
@@ -20,6 +19,7 @@ from autoscaler.gateway.config import Paths, render
 from autoscaler.gateway.remote import HostKeyPin, RemoteGateway, discover_hosts, merge
 from autoscaler.transport.ssh import SshTransport
 from tests.gateway.test_haproxy import addr, stubs  # noqa: F401  (fixture)
+from tests.kit import web
 from tests.kit.agent import free_port, wait_until
 from tests.kit.backends import Moto, Sshd
 
@@ -100,7 +100,7 @@ def test_a_gateway_host_is_driven_over_ssh(host: tuple[GatewayConfig, AgentsConf
         wait_until(routed, 90, "both servers to serve (the host's checks, then weights)", poll=0.2)
         assert gw.observe().serving() == {"a-0", "a-1"}
         assert {s.name: s.weight for s in gw.observe().servers.values()} == {"a-0": 256, "a-1": 85}
-        reply = httpx.post(f"http://{cfg.listen}/v2/models/a/infer", json={}, timeout=30)
+        reply = web.post(f"http://{cfg.listen}/v2/models/a/infer", json={}, timeout=30)
         assert reply.status_code == 200
         gw.stop()
         assert gw.observe().servers == {}

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
@@ -19,6 +18,7 @@ from autoscaler.core.routing.routes import AddServer, SetWeight
 from autoscaler.gateway.base import GatewaySpec
 from autoscaler.gateway.local import LocalHaproxy
 from tests.agents.server.helpers import Served, start_server, stop_server
+from tests.kit import web
 from tests.kit.agent import free_port, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -65,6 +65,6 @@ def test_repository_index_through_the_gateway(gateway: GatewaySpec) -> None:
         {"name": "idle", "version": "1", "state": "UNAVAILABLE", "reason": "no server takes requests"},
     ]
     url = f"http://{gateway.listen}/v2/repository/index"
-    assert httpx.post(url, json={"ready": True}).json() == [{"name": "w", "version": "1", "state": "READY"}]
-    assert httpx.post(url, json={"ready": False}).json() == index
-    assert httpx.get(url).status_code == 404  # Triton's index is a POST
+    assert web.post(url, json={"ready": True}).json() == [{"name": "w", "version": "1", "state": "READY"}]
+    assert web.post(url, json={"ready": False}).json() == index
+    assert web.get(url).status_code == 404  # Triton's index is a POST

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from autoscaler.demo.setup import tiny_model
+from tests.kit import web
 from tests.kit.forkrun import ForkRunner
 
 
@@ -67,7 +67,7 @@ class Moto:
     url: str
 
     def reset(self) -> None:
-        httpx.post(f"{self.url}/moto-api/reset", timeout=10).raise_for_status()
+        web.post(f"{self.url}/moto-api/reset", timeout=10).raise_for_status()
 
 
 def _idempotent_run_instances() -> None:

@@ -23,6 +23,7 @@ from autoscaler.config.policy import load_policy
 from autoscaler.loop.service.wiring import make_provider, make_transport
 from autoscaler.transport.base import parse_status
 from tests.fleet.test_ec2 import fleet_instances
+from tests.kit import web
 from tests.kit.awscalls import AwsCalls
 from tests.kit.backends import Moto, free_port
 from tests.kit.control import REPO
@@ -44,7 +45,7 @@ class Advisor:
         self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=open(self.log, "wb"))
 
     def get(self, path: str) -> httpx.Response:
-        return httpx.get(self.url + path, timeout=5)
+        return web.get(self.url + path, timeout=5)
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -135,7 +136,7 @@ def test_advisory_beside_a_local_fleet_tells_no_agent_anything(tmp_path: Path) -
         assert deletes == [], f"it adopts the gateway's servers, and advises deleting none (issue 51): {deletes}"
         assert advisor.get("/v1/gateway").json()["ok"], "it reads the leader's gateway"
         assert agent_generations(path, state) == before  # no agent was told anything
-        assert httpx.get(f"http://127.0.0.1:{gateway}/v2/health/ready", timeout=5).status_code == 200
+        assert web.get(f"http://127.0.0.1:{gateway}/v2/health/ready", timeout=5).status_code == 200
     finally:
         if advisor is not None:
             advisor.stop()

@@ -13,6 +13,7 @@ from autoscaler.core.fleet.lifecycle import Reason, new_record, transition
 from autoscaler.loop.state.store import Store
 from autoscaler.loop.status.openapi import openapi
 from autoscaler.loop.status.server import StatusServer, StatusState, fleet_snapshot
+from tests.kit import web
 from tests.kit.control import make_controller, make_policy
 from tests.kit.openapi import check
 
@@ -91,6 +92,6 @@ def test_a_page_is_small_and_quick_next_to_the_whole_view(served) -> None:
 )
 def test_a_bad_limit_or_after_is_a_400_naming_it(served, params, named) -> None:
     url, _ = served
-    reply = httpx.get(f"{url}/v1/fleet", params=params, timeout=10)
+    reply = web.get(f"{url}/v1/fleet", params=params, timeout=10)
     assert reply.status_code == 400 and reply.json()["error"].startswith(f"{named}: ")
     check(openapi(), "/v1/fleet", reply.json(), "400")

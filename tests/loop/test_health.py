@@ -10,11 +10,11 @@ import logging
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from autoscaler.loop.status.health import HealthBook, liveness, render
 from autoscaler.loop.status.server import StatusServer, StatusState
+from tests.kit import web
 from tests.kit.control import Clock, make_controller, make_policy
 
 pytestmark = pytest.mark.unit
@@ -35,7 +35,7 @@ def health_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def metric(url: str, name: str) -> float | None:
-    for line in httpx.get(url + "/metrics", timeout=5).text.splitlines():
+    for line in web.get(url + "/metrics", timeout=5).text.splitlines():
         if line.startswith(name + " "):
             return float(line.split()[-1])
     return None
@@ -43,12 +43,12 @@ def metric(url: str, name: str) -> float | None:
 
 def test_before_the_first_tick_it_is_starting_and_not_ready(served: tuple[StatusState, str]) -> None:
     _state, url = served
-    health = httpx.get(url + "/healthz", timeout=5)
+    health = web.get(url + "/healthz", timeout=5)
     assert health.status_code == 200 and health.json()["status"] == "starting"
-    ready = httpx.get(url + "/readyz", timeout=5)
+    ready = web.get(url + "/readyz", timeout=5)
     assert ready.status_code == 503 and ready.headers["content-type"].startswith("text/plain")
     assert ready.text == "[-]last-tick failed: no tick yet\nreadyz check failed\n"
-    assert httpx.get(url + "/livez", timeout=5).text == "ok\n"
+    assert web.get(url + "/livez", timeout=5).text == "ok\n"
 
 
 def test_a_refused_assignment_degrades_naming_the_slot(
@@ -61,7 +61,7 @@ def test_a_refused_assignment_degrades_naming_the_slot(
     for _ in range(6):
         state.publish(ctl, ctl.tick())
         ctl.deps.clock.advance(30)  # type: ignore[attr-defined]
-    health = httpx.get(url + "/healthz", timeout=5)
+    health = web.get(url + "/healthz", timeout=5)
     body = health.json()
     assert health.status_code == 200 and body["status"] == "degraded", body  # 200: documented for load balancers
     agents = body["checks"]["agents"]
@@ -69,13 +69,13 @@ def test_a_refused_assignment_degrades_naming_the_slot(
     assert body["checks"]["workloads"]["reasons"] == ["alex: no ready server", "res: no ready server"]
     assert body["checks"]["last-tick"]["ok"] and body["checks"]["attainment"]["ok"]
     assert all(r.startswith(("agents: test-p3.2xlarge-", "workloads: ")) for r in body["reasons"])
-    ready = httpx.get(url + "/readyz", timeout=5)
+    ready = web.get(url + "/readyz", timeout=5)
     assert ready.status_code == 503 and "[-]agents failed: test-p3.2xlarge-" in ready.text
     assert ready.text.splitlines()[0] == "[+]last-tick ok" and ready.text.endswith("readyz check failed\n")
-    assert httpx.get(url + "/readyz/agents", timeout=5).status_code == 503
-    assert httpx.get(url + "/readyz/attainment", timeout=5).text == "ok\n"
-    assert httpx.get(url + "/readyz?exclude=agents&exclude=workloads", timeout=5).text == "ok\n"
-    nope = httpx.get(url + "/readyz/nope", timeout=5)
+    assert web.get(url + "/readyz/agents", timeout=5).status_code == 503
+    assert web.get(url + "/readyz/attainment", timeout=5).text == "ok\n"
+    assert web.get(url + "/readyz?exclude=agents&exclude=workloads", timeout=5).text == "ok\n"
+    nope = web.get(url + "/readyz/nope", timeout=5)
     assert nope.status_code == 404 and "no readyz check 'nope'" in nope.text
     assert metric(url, 'igniter_health_status{status="degraded"}') == 1.0
     assert metric(url, 'igniter_health_status{status="ok"}') == 0.0
@@ -100,24 +100,24 @@ def test_an_agent_that_stops_answering_and_a_server_not_ready(
     for _ in range(3):
         state.publish(ctl, ctl.tick())
         clock.advance(30)
-    assert httpx.get(url + "/healthz", timeout=5).json()["status"] == "ok"
+    assert web.get(url + "/healthz", timeout=5).json()["status"] == "ok"
     assert metric(url, 'igniter_ready_servers{workload="alex"}') == 2.0
     first = sorted(i.id for i in prov.list_instances())[0]
     transport.unreachable.add(first)
     for _ in range(2):
         state.publish(ctl, ctl.tick())
         clock.advance(30)
-    reasons = httpx.get(url + "/healthz", timeout=5).json()["reasons"]
+    reasons = web.get(url + "/healthz", timeout=5).json()["reasons"]
     assert any(r.startswith("agents: test-") and "agent unreachable for 60 s" in r for r in reasons), reasons
     transport.unreachable.clear()
     transport.not_ready.update(s["name"] for _, a in transport.applies for s in a["servers"] if s["workload"] == "res")
     state.publish(ctl, ctl.tick())
-    body = httpx.get(url + "/healthz", timeout=5).json()
+    body = web.get(url + "/healthz", timeout=5).json()
     assert body["status"] == "degraded" and body["reasons"] == ["workloads: res: no ready server"], body
     transport.not_ready.clear()
     clock.advance(30)
     state.publish(ctl, ctl.tick())
-    assert httpx.get(url + "/healthz", timeout=5).json()["status"] == "ok"
+    assert web.get(url + "/healthz", timeout=5).json()["status"] == "ok"
     assert [line.split(" (")[0] for line in health_lines(caplog)] == [
         "health: degraded",  # the first tick: launched, nothing ready yet
         "health: ok",
@@ -136,11 +136,11 @@ def test_attainment_below_target_degrades(tmp_path: Path, served: tuple[StatusSt
         manual.set(alex=400.0 if k >= 30 else 150.0)  # the step finds the capacity short for a while
         state.publish(ctl, ctl.tick())
         clock.advance(30)
-    body = httpx.get(url + "/healthz", timeout=5).json()
+    body = web.get(url + "/healthz", timeout=5).json()
     assert body["status"] == "degraded" and not body["checks"]["attainment"]["ok"]
     (reason,) = body["checks"]["attainment"]["reasons"]
     assert reason.startswith("alex: attainment over the last hour 0.") and reason.endswith("below the target 0.999")
-    assert "[-]attainment failed: alex: " in httpx.get(url + "/readyz?verbose", timeout=5).text
+    assert "[-]attainment failed: alex: " in web.get(url + "/readyz?verbose", timeout=5).text
 
 
 def test_a_failed_tick_is_failing_and_a_standby_is_ready(tmp_path: Path, served: tuple[StatusState, str]) -> None:
@@ -154,13 +154,13 @@ def test_a_failed_tick_is_failing_and_a_standby_is_ready(tmp_path: Path, served:
 
     prov.list_instances = outage  # type: ignore[method-assign]
     state.publish(ctl, ctl.tick())
-    health = httpx.get(url + "/healthz", timeout=5)
+    health = web.get(url + "/healthz", timeout=5)
     assert health.status_code == 503 and health.json()["status"] == "failing"
     assert "RequestLimitExceeded" in health.json()["last_error"]
     state.set_leader({"role": "standby", "token": None}, changed=True)
-    health = httpx.get(url + "/healthz", timeout=5)
+    health = web.get(url + "/healthz", timeout=5)
     assert health.status_code == 200 and health.json()["status"] == "standby" and health.json()["reasons"] == []
-    ready = httpx.get(url + "/readyz?verbose", timeout=5)
+    ready = web.get(url + "/readyz?verbose", timeout=5)
     assert ready.status_code == 200 and ready.text.startswith("[+]leader ok (standby")
     assert metric(url, 'igniter_health_status{status="standby"}') == 1.0
 

@@ -11,10 +11,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agents.samples import TINY, write
+from tests.kit import web
 from tests.kit.agent import free_port
 from tests.kit.control import REPO, write_policy
 from tests.kit.fleet import free_base
@@ -78,7 +78,7 @@ def test_a_refused_assignment_is_degraded_until_the_policy_is_fixed(
     ready = run.get("/readyz")
     assert ready.status_code == 503 and "[-]agents failed: health-" in ready.text and "missing/model.pt" in ready.text
     assert run.get("/livez").text == "ok\n"
-    assert httpx.get(f"http://127.0.0.1:{gateway}/v2/health/ready", timeout=5).status_code == 503  # the truth it tells
+    assert web.get(f"http://127.0.0.1:{gateway}/v2/health/ready", timeout=5).status_code == 503  # the truth it tells
     metrics = run.get("/metrics").text
     assert 'igniter_health_status{status="degraded"} 1.0' in metrics
     assert 'igniter_health_check{check="agents"} 0.0' in metrics
@@ -87,7 +87,7 @@ def test_a_refused_assignment_is_degraded_until_the_policy_is_fixed(
     path.write_text(path.read_text().replace(str(tmp_path / "missing"), str(tmp_path / "model")))  # reloaded
     wait_for(lambda: run.get("/healthz").json()["status"] == "ok", 180, "health to be ok once the model exists")
     assert run.get("/readyz").text == "ok\n"
-    assert httpx.get(f"http://127.0.0.1:{gateway}/v2/health/ready", timeout=5).status_code == 200
+    assert web.get(f"http://127.0.0.1:{gateway}/v2/health/ready", timeout=5).status_code == 200
     assert 'igniter_health_status{status="ok"} 1.0' in run.get("/metrics").text
     log = run.text()
     changes = [line for line in log.splitlines() if " health: " in line]

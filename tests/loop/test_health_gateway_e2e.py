@@ -13,10 +13,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agents.samples import TINY, write
+from tests.kit import web
 from tests.kit.agent import free_port
 from tests.kit.control import REPO
 from tests.loop.test_health_e2e import policy
@@ -60,7 +60,7 @@ def test_health_is_not_degraded_for_the_gateway_once_the_gateway_answers_ready(
     wait_for(lambda: run.get("/healthz").json()["status"] == "degraded", 15, "health to wait for the fleet")
 
     def gateway_ready() -> float | None:
-        return time.monotonic() if httpx.get(ready_url, timeout=2).status_code == 200 else None
+        return time.monotonic() if web.get(ready_url, timeout=2).status_code == 200 else None
 
     ready_at = wait_for(gateway_ready, 15, "the gateway to answer ready")
 

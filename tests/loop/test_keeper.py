@@ -46,8 +46,11 @@ class FakeGateway:
         return True
 
 
+QUICK = 0.05  # the keeper's waits here (1 s and 0.5 s in the service): the steps are the same, sooner
+
+
 def _keeper(gw: FakeGateway, leads: threading.Event, ticks: list[int]) -> GatewayKeeper:
-    keeper = GatewayKeeper(gw, leads.is_set, lambda: ticks.append(1))
+    keeper = GatewayKeeper(gw, leads.is_set, lambda: ticks.append(1), wait_s=QUICK, retry_s=QUICK)
     keeper.start()
     return keeper
 
@@ -71,7 +74,7 @@ def test_a_standby_starts_nothing() -> None:
     keeper = _keeper(gw, leads, ticks)
     try:
         gw.kill()
-        assert not keeper.stop.wait(1.2)
+        assert not keeper.stop.wait(6 * QUICK)  # some six looks at the lease: it leads at none
         assert gw.revives == 0 and ticks == []
         leads.set()  # it takes the lease over
         wait_until(lambda: gw.revives == 1, 5, "the new leader to start the gateway")

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import torch
 
@@ -22,6 +21,7 @@ from autoscaler.loop.tick.controller import Controller
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from autoscaler.transport.base import parse_status
+from tests.kit import web
 from tests.kit.agent import free_port
 from tests.kit.control import write_policy
 from tests.kit.fleet import free_base
@@ -140,7 +140,7 @@ def answers(ctl: Controller, model_dir: Path) -> None:
     with torch.no_grad():
         want = torch.jit.load(str(model_dir / "model.pt"))(torch.tensor([x])).flatten().tolist()
     for name, (workload, port) in servers(ctl).items():
-        reply = httpx.post(
+        reply = web.post(
             f"http://127.0.0.1:{port}/v2/models/{workload}/infer",
             timeout=20,
             json={"inputs": [{"name": "x", "shape": [1, 8], "datatype": "FP32", "data": x}]},
@@ -150,13 +150,13 @@ def answers(ctl: Controller, model_dir: Path) -> None:
         assert out["shape"] == [1, 4] and out["data"] == pytest.approx(want, abs=1e-5)
     listen = ctl.policy.gateway.listen
     for workload in ("alex", "res"):
-        reply = httpx.post(
+        reply = web.post(
             f"http://{listen}/v2/models/{workload}/infer",
             timeout=20,
             json={"inputs": [{"name": "x", "shape": [1, 8], "datatype": "FP32", "data": [0.5] * 8}]},
         )
         assert reply.status_code == 200, (workload, reply.text)
-    assert httpx.get(f"http://{listen}/v2/health/ready", timeout=5).status_code == 200
+    assert web.get(f"http://{listen}/v2/health/ready", timeout=5).status_code == 200
 
 
 def test_fleet_follows_a_rate_step_up_then_down(fleet: tuple[Controller, ManualRates], tiny_model_dir: Path) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 from jsonschema import ValidationError
 from openapi_spec_validator import validate
@@ -19,6 +18,7 @@ from autoscaler.loop.status.openapi import openapi
 from autoscaler.loop.status.server import StatusServer, StatusState
 from autoscaler.loop.tick.advisory import ADVICE_KINDS, snapshot
 from autoscaler.loop.tick.records import TickReport
+from tests.kit import web
 from tests.kit.control import Clock, make_controller, make_policy
 from tests.kit.openapi import check, check_response
 
@@ -37,7 +37,7 @@ PROBES = [
 def test_the_document_is_valid_openapi_and_covers_every_v1_route() -> None:
     server = StatusServer(StatusState(), 0).start()
     try:
-        doc = httpx.get(f"http://127.0.0.1:{server.port}/openapi.json", timeout=5).json()
+        doc = web.get(f"http://127.0.0.1:{server.port}/openapi.json", timeout=5).json()
     finally:
         server.close()
     validate(doc)
@@ -61,26 +61,26 @@ def test_real_answers_match_the_document(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{server.port}"
     auth = {"Authorization": f"Bearer {TOKEN}"}
     try:
-        doc = httpx.get(url + "/openapi.json", timeout=5).json()  # open, like /healthz
-        seen = {path: [httpx.get(url + path, headers=auth, timeout=5).json()] for path in V1}  # before a tick
-        probed = [(path, httpx.get(url + ask, timeout=5)) for ask, path in PROBES]  # open: no token
+        doc = web.get(url + "/openapi.json", timeout=5).json()  # open, like /healthz
+        seen = {path: [web.get(url + path, headers=auth, timeout=5).json()] for path in V1}  # before a tick
+        probed = [(path, web.get(url + ask, timeout=5)) for ask, path in PROBES]  # open: no token
         for k in range(6):
             manual.set(alex=400.0 if k >= 3 else 150.0)
             state.publish(ctl, ctl.tick())
             clock.advance(30)
         for path in V1:
-            seen[path].append(httpx.get(url + path, headers=auth, timeout=5).json())
-        probed += [(path, httpx.get(url + ask, timeout=5)) for ask, path in PROBES]
+            seen[path].append(web.get(url + path, headers=auth, timeout=5).json())
+        probed += [(path, web.get(url + ask, timeout=5)) for ask, path in PROBES]
         prov.list_instances = outage  # type: ignore[method-assign]  # a failed tick: 503 failing
         state.publish(ctl, ctl.tick())
-        probed += [(path, httpx.get(url + ask, timeout=5)) for ask, path in PROBES]
-        denied = httpx.get(url + "/v1/plan", timeout=5)
+        probed += [(path, web.get(url + ask, timeout=5)) for ask, path in PROBES]
+        denied = web.get(url + "/v1/plan", timeout=5)
         leadership.stop()  # gives the lease up: this process is a standby now
         state.set_leader(leadership.snapshot(), changed=True)
         assert state.leader["role"] == "standby"
         for path in V1:
-            seen[path].append(httpx.get(url + path, headers=auth, timeout=5).json())
-        probed += [(path, httpx.get(url + ask, timeout=5)) for ask, path in PROBES]
+            seen[path].append(web.get(url + path, headers=auth, timeout=5).json())
+        probed += [(path, web.get(url + ask, timeout=5)) for ask, path in PROBES]
     finally:
         server.close()
     assert denied.status_code == 401

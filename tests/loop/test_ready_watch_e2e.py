@@ -13,10 +13,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agents.samples import TINY, write
+from tests.kit import web
 from tests.kit.agent import free_port
 from tests.kit.control import REPO, write_policy
 from tests.kit.fleet import free_base
@@ -62,7 +62,7 @@ def test_each_step_of_a_bring_up_ticks_at_once_not_at_the_interval(fleet: tuple[
         wait_for(lambda: run.get("/healthz").json()["status"] == "ok", 150, "health ok long before the 600 s interval")
     except AssertionError as exc:  # say why: the health reasons and the service's log
         raise AssertionError(f"{exc}\n{run.get('/healthz').text}\n{run.text()[-6000:]}") from None
-    assert httpx.get(f"http://127.0.0.1:{gateway}/v2/health/ready", timeout=5).status_code == 200
+    assert web.get(f"http://127.0.0.1:{gateway}/v2/health/ready", timeout=5).status_code == 200
     # The gateway serving the server ticks too, at once: the tick that raised its weight observed
     # the gateway before it did, and a replaced server's drain waits on a tick that sees the new one
     # served. /healthz no longer waits for that tick (it reads the gateway after routing), so the

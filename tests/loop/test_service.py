@@ -20,6 +20,7 @@ import yaml
 
 from autoscaler.loop.state.store import Store
 from tests.fleet.test_ec2 import LOW, WORKLOADS, fleet_instances, policy_file, setup_templates
+from tests.kit import web
 from tests.kit.backends import Moto, free_port
 from tests.kit.control import REPO
 
@@ -62,7 +63,7 @@ class Running:
         return self.log.read_text(errors="replace")
 
     def get(self, path: str) -> httpx.Response:
-        return httpx.get(self.url + path, timeout=5)
+        return web.get(self.url + path, timeout=5)
 
     def stop(self, timeout: float = 30) -> int:
         if self.proc.poll() is None:

@@ -6,7 +6,6 @@ import signal
 import threading
 from pathlib import Path
 
-import httpx
 import pytest
 from prometheus_client import generate_latest
 
@@ -15,6 +14,7 @@ from autoscaler.loop.service.scheduler import Service
 from autoscaler.loop.status.server import StatusServer, StatusState
 from autoscaler.loop.tick.controller import Deps
 from autoscaler.rates.reader import RateReader
+from tests.kit import web
 from tests.kit.control import Clock, make_controller, make_policy, stub_planner, write_policy
 
 pytestmark = pytest.mark.unit
@@ -30,16 +30,16 @@ def test_endpoints_serve_the_published_snapshot(tmp_path: Path) -> None:
     server = StatusServer(state, 0).start()
     try:
         url = f"http://127.0.0.1:{server.port}"
-        assert httpx.get(url + "/v1/plan").json() == {"layout": None}
+        assert web.get(url + "/v1/plan").json() == {"layout": None}
         for _ in range(3):
             state.publish(ctl, ctl.tick())
             clock.advance(30)
-        plan = httpx.get(url + "/v1/plan").json()
+        plan = web.get(url + "/v1/plan").json()
         assert len(plan["layout"]["slots"]) == 3 and plan["forecast"] == {"alex": 150.0, "res": 50.0}
-        fleet = httpx.get(url + "/v1/fleet").json()
+        fleet = web.get(url + "/v1/fleet").json()
         assert fleet["cost_per_hour"] == 9.18 and {i["state"] for i in fleet["instances"]} == {"ready"}
         assert [i["mig"] for i in fleet["instances"]] == [mig] * 3
-        metrics = httpx.get(url + "/metrics").text
+        metrics = web.get(url + "/metrics").text
         assert "igniter_fleet_cost_per_hour 9.18" in metrics
         assert 'igniter_instances{instance_type="p3.2xlarge",state="ready"} 3.0' in metrics
         assert 'igniter_planned_capacity_rps{workload="alex"} 200.0' in metrics
@@ -47,15 +47,15 @@ def test_endpoints_serve_the_published_snapshot(tmp_path: Path) -> None:
         assert 'igniter_ticks_total{result="ok"} 3.0' in metrics
         assert "igniter_surge_instances 0.0" in metrics and "igniter_draining_servers 0.0" in metrics
         assert plan["converged"] is True and plan["breaches"] == [] and plan["surge_slots"] == []
-        assert httpx.get(url + "/healthz").status_code == 200
+        assert web.get(url + "/healthz").status_code == 200
 
         def outage() -> list:  # type: ignore[type-arg]
             raise ThrottledError("RequestLimitExceeded")
 
         prov.list_instances = outage  # type: ignore[method-assign]
         state.publish(ctl, ctl.tick())
-        assert httpx.get(url + "/healthz").status_code == 503
-        assert 'igniter_errors_total{kind="provider"} 1.0' in httpx.get(url + "/metrics").text
+        assert web.get(url + "/healthz").status_code == 503
+        assert 'igniter_errors_total{kind="provider"} 1.0' in web.get(url + "/metrics").text
     finally:
         server.close()
 
@@ -114,7 +114,7 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
             manual.set(alex=400.0 if k >= 30 else 150.0)
             state.publish(ctl, ctl.tick())
             clock.advance(30)
-        body = httpx.get(url + "/v1/headroom").json()
+        body = web.get(url + "/v1/headroom").json()
         assert body["mode"] == "auto" and body["target_attainment"] == 0.999
         alex, res = body["workloads"]["alex"], body["workloads"]["res"]
         assert res["headroom"] == 0.5  # cold start: under an hour of samples
@@ -133,9 +133,9 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
         assert alex["burst_floor_rps"] == 400.0 and res["burst_floor_rps"] == 50.0  # the busiest reads of 600 s
         assert alex["ramp_floor_rps"] == res["ramp_floor_rps"] == 0.0  # one step up is no sustained rise
         assert alex["quantile"] == res["quantile"] == 0.999  # the feedback waits for an hour of samples
-        plan = httpx.get(url + "/v1/plan").json()
+        plan = web.get(url + "/v1/plan").json()
         assert plan["headroom"] == {"alex": 1.0, "res": 0.5} and plan["forecast"] == {"alex": 800.0, "res": 75.0}
-        metrics = httpx.get(url + "/metrics").text
+        metrics = web.get(url + "/metrics").text
         assert 'igniter_headroom_ratio{workload="alex"} 1.0' in metrics
         assert f'igniter_attainment_last_hour_ratio{{workload="alex"}} {alex["attainment_1h"]}' in metrics
         assert 'igniter_attainment_last_hour_ratio{workload="res"} 1.0' in metrics
@@ -151,7 +151,7 @@ def test_headroom_and_last_hour_attainment_per_workload(tmp_path: Path) -> None:
         assert 'igniter_target_out_of_reach{cause="cap reached",workload="alex"} 1.0' in metrics
         assert 'igniter_target_out_of_reach{cause="",workload="res"} 0.0' in metrics
         state.set_leader({"role": "standby", "token": None}, changed=True)  # lost the lease: plans nothing
-        assert httpx.get(url + "/v1/headroom").json() == {"workloads": {}, "role": "standby"}
+        assert web.get(url + "/v1/headroom").json() == {"workloads": {}, "role": "standby"}
     finally:
         server.close()
 

@@ -14,6 +14,7 @@ import pytest
 
 from agents.spec import ServerLimits
 from autoscaler.loop.status.server import STATUS_LIMITS, StatusServer, StatusState
+from tests.kit import web
 
 pytestmark = pytest.mark.unit
 
@@ -67,13 +68,13 @@ def test_malformed_requests_get_a_json_400(server: StatusServer, request_bytes: 
 
 def test_unknown_routes_and_methods_answer_json(server: StatusServer) -> None:
     url = f"http://127.0.0.1:{server.port}"
-    missing = httpx.get(url + "/nope", timeout=5)
+    missing = web.get(url + "/nope", timeout=5)
     assert missing.status_code == 404 and missing.headers["content-type"] == "application/json"
     assert "/v1/plan" in missing.json()["routes"] and "/openapi.json" in missing.json()["routes"]
-    post = httpx.post(url + "/v1/plan", json={}, timeout=5)
+    post = web.post(url + "/v1/plan", json={}, timeout=5)
     assert post.status_code == 405 and post.json()["error"] == "POST /v1/plan: Method Not Allowed"
     assert sorted(m.strip() for m in post.headers["allow"].split(",")) == ["GET", "HEAD"]
-    head = httpx.head(url + "/healthz", timeout=5)
+    head = web.head(url + "/healthz", timeout=5)
     assert head.status_code == 200 and head.content == b""
 
 
@@ -103,7 +104,7 @@ def test_past_the_connection_cap_a_request_gets_a_json_503_and_a_probe_is_served
     finally:
         for sock in held:
             sock.close()
-    ok = httpx.get(f"http://127.0.0.1:{server.port}/healthz", timeout=5)  # once they are gone, served again
+    ok = web.get(f"http://127.0.0.1:{server.port}/healthz", timeout=5)  # once they are gone, served again
     assert ok.status_code == 200
 
 
@@ -114,10 +115,10 @@ def test_three_hundred_idle_connections_take_no_thread_each() -> None:
     url = f"http://127.0.0.1:{srv.port}"
     held: list[socket.socket] = []
     try:
-        assert httpx.get(url + "/healthz", timeout=5).status_code == 200
+        assert web.get(url + "/healthz", timeout=5).status_code == 200
         before = threading.active_count()
         held = [socket.create_connection(("127.0.0.1", srv.port), timeout=5) for _ in range(300)]
-        refused = httpx.get(url + "/v1/leader", timeout=5)
+        refused = web.get(url + "/v1/leader", timeout=5)
         assert refused.status_code == 503 and refused.json() == {"error": "too many open connections; try again"}
         assert threading.active_count() == before
         for sock in held:
@@ -134,7 +135,7 @@ def wait_served(url: str, timeout: float = 5.0) -> bool:
     """True once a GET is answered 200 (closed sockets leave the server's count asynchronously)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if httpx.get(url, timeout=5).status_code == 200:
+        if web.get(url, timeout=5).status_code == 200:
             return True
         time.sleep(0.05)
     return False
@@ -148,6 +149,6 @@ def test_a_port_in_use_fails_at_construction_and_close_frees_it() -> None:
     first.close()
     again = StatusServer(StatusState(), port).start()  # the port is free once closed
     try:
-        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+        assert web.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
     finally:
         again.close()

@@ -14,6 +14,7 @@ from autoscaler.config.listen import parse_listen
 from autoscaler.loop.status.server import StatusServer, StatusState
 from tests.conftest import run_cli
 from tests.fleet.test_ec2 import policy_file, setup_templates
+from tests.kit import web
 from tests.kit.backends import Moto, free_port
 from tests.kit.control import REPO, write_policy
 from tests.loop.test_service import wait_for
@@ -67,14 +68,14 @@ def test_the_token_guards_v1_only() -> None:
     url = f"http://127.0.0.1:{server.port}"
     try:
         for path in ("/v1/plan", "/v1/fleet", "/v1/leader", "/v1/nope"):
-            denied = httpx.get(url + path, timeout=5)
+            denied = web.get(url + path, timeout=5)
             assert denied.status_code == 401 and denied.headers["WWW-Authenticate"].startswith("Bearer")
-            wrong = httpx.get(url + path, headers={"Authorization": "Bearer " + TOKEN[:-1] + "x"}, timeout=5)
+            wrong = web.get(url + path, headers={"Authorization": "Bearer " + TOKEN[:-1] + "x"}, timeout=5)
             assert wrong.status_code == 401
-        ok = httpx.get(url + "/v1/plan", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
+        ok = web.get(url + "/v1/plan", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
         assert ok.status_code == 200 and ok.json()["layout"] is None
-        assert httpx.get(url + "/healthz", timeout=5).status_code == 200
-        assert "igniter_leader" in httpx.get(url + "/metrics", timeout=5).text
+        assert web.get(url + "/healthz", timeout=5).status_code == 200
+        assert "igniter_leader" in web.get(url + "/metrics", timeout=5).text
     finally:
         server.close()
 
@@ -95,17 +96,17 @@ def test_run_listens_where_the_policy_says_with_the_token(moto: Moto, tmp_path: 
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=open(log, "wb"))
     try:
         url = f"http://127.0.0.2:{port}"
-        wait_for(lambda: httpx.get(url + "/healthz", timeout=2).status_code == 200, 60, "the status endpoint")
-        assert httpx.get(url + "/v1/fleet", timeout=5).status_code == 401
+        wait_for(lambda: web.get(url + "/healthz", timeout=2).status_code == 200, 60, "the status endpoint")
+        assert web.get(url + "/v1/fleet", timeout=5).status_code == 401
         auth = {"Authorization": f"Bearer {TOKEN}"}
         fleet = wait_for(
-            lambda: (f := httpx.get(url + "/v1/fleet", headers=auth, timeout=5).json())["instances"] and f,
+            lambda: (f := web.get(url + "/v1/fleet", headers=auth, timeout=5).json())["instances"] and f,
             60,
             "the fleet",
         )
         assert fleet["fleet"] == "prod"
         with pytest.raises(httpx.ConnectError):
-            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+            web.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
         assert f"status on http://127.0.0.2:{port}" in log.read_text()
     finally:
         proc.terminate()
@@ -130,7 +131,7 @@ def test_the_older_status_port_still_binds_127_0_0_1(moto: Moto, tmp_path: Path)
     cmd = [sys.executable, "-m", "autoscaler", "run", str(path), "--state", str(tmp_path / "s.sqlite")]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200, 60, "status")
+        wait_for(lambda: web.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200, 60, "status")
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) == 0

@@ -19,6 +19,7 @@ import yaml
 
 from autoscaler.config.policy import GatewayConfig
 from autoscaler.gateway.remote import RemoteGateway
+from tests.kit import web
 from tests.kit.agent import free_port
 from tests.terraform.tfhelpers import (
     GATEWAY_DIR,
@@ -179,10 +180,8 @@ def test_the_bootstrap_configuration_is_valid_and_keeps_the_host_out_of_service(
     )
     assert started.returncode == 0, started.stderr
     try:
-        import httpx
-
-        assert httpx.get(f"http://127.0.0.1:{port}/v2/health/live").status_code == 200
-        ready = httpx.get(f"http://127.0.0.1:{port}/v2/health/ready")
+        assert web.get(f"http://127.0.0.1:{port}/v2/health/live").status_code == 200
+        ready = web.get(f"http://127.0.0.1:{port}/v2/health/ready")
         assert ready.status_code == 503 and "not configured" in ready.json()["error"]
     finally:
         subprocess.run(["kill", (tmp_path / "pid").read_text().split()[0]], check=False)

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agents.fsutil import atomic_write_json
@@ -20,6 +19,7 @@ from autoscaler.config.policy import AgentsConfig
 from autoscaler.fleet.base import Instance
 from autoscaler.transport.base import TransportError, TransportFault, parse_status
 from autoscaler.transport.ssh import SshTransport
+from tests.kit import web
 from tests.kit.backends import Sshd, free_port
 
 pytestmark = pytest.mark.e2e
@@ -98,7 +98,7 @@ def test_applies_an_assignment_to_a_real_agent_and_reads_status(
             status = parse_status(transport.status(INSTANCE))
         assert status.ready_names() == {"tiny-0"} and status.assignment_generation == 1 and status.running
         assert list(transport._pool.values()) == [client]  # one pooled connection, reused
-        reply = httpx.post(
+        reply = web.post(
             f"http://127.0.0.1:{port}/v2/models/tiny/infer",
             timeout=10,
             json={"inputs": [{"name": "x", "shape": [1, 8], "datatype": "FP32", "data": [0.5] * 8}]},

@@ -24,10 +24,19 @@ RETRY_S = 0.5  # after a start that failed, or while nothing was ensured yet
 
 
 class GatewayKeeper:
-    def __init__(self, gateway: Any, leads: Callable[[], bool], started: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        gateway: Any,
+        leads: Callable[[], bool],
+        started: Callable[[], None],
+        *,
+        wait_s: float = WAIT_S,
+        retry_s: float = RETRY_S,
+    ) -> None:
         self.gateway = gateway  # a LocalHaproxy, through the fence (revive raises NotLeader on a standby)
         self.leads = leads
         self.started = started  # called after a revive (the service books a tick)
+        self.wait_s, self.retry_s = wait_s, retry_s
         self.stop = threading.Event()
         self.revived = 0
         self._thread: threading.Thread | None = None
@@ -39,19 +48,19 @@ class GatewayKeeper:
     def close(self) -> None:
         self.stop.set()
         if self._thread is not None:
-            self._thread.join(WAIT_S + 5)
+            self._thread.join(self.wait_s + 5)
 
     def _run(self) -> None:
         while not self.stop.is_set():
             if not self.leads():
-                self.stop.wait(RETRY_S)
+                self.stop.wait(self.retry_s)
                 continue
             try:
-                if self.gateway.wait_gone(WAIT_S) and not self._revive():
-                    self.stop.wait(RETRY_S)
+                if self.gateway.wait_gone(self.wait_s) and not self._revive():
+                    self.stop.wait(self.retry_s)
             except Exception:
                 log.exception("gateway keeper: starting the gateway again failed")
-                self.stop.wait(RETRY_S)
+                self.stop.wait(self.retry_s)
 
     def _revive(self) -> bool:
         """True when the gateway runs (again) now; False when nothing can be done yet."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.kit import web
 from tests.kit.agent import Agent, agent_cmd, alive, free_port, port_open, server_spec, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -33,7 +34,7 @@ PER_SERVER = {
 
 def _infer(port: int, workload: str) -> httpx.Response:
     body = {"inputs": [{"name": "x", "shape": [1, 3, 8, 8], "datatype": "FP32", "data": [0.1] * 192}]}
-    return httpx.post(f"http://127.0.0.1:{port}/v2/models/{workload}/infer", json=body, timeout=30)
+    return web.post(f"http://127.0.0.1:{port}/v2/models/{workload}/infer", json=body, timeout=30)
 
 
 def test_apply_serves_and_status_json_has_the_contract_shape(agent: Agent, cnn_dir: Path) -> None:

@@ -15,6 +15,7 @@ from agents.node.mig_fake import FAKE_FILE, FakeMig
 from autoscaler.core.routing.routes import AddServer, DelServer, SetState, SetWeight
 from autoscaler.gateway.base import GatewaySpec
 from autoscaler.gateway.local import LocalHaproxy
+from tests.kit import web
 from tests.kit.agent import Agent, alive, free_port, wait_until
 from tests.kit.fleet import Load
 
@@ -201,8 +202,6 @@ def _two_processes_share_the_slice_and_the_port(node: Node, spec: dict[str, Any]
     """`processes: 2`: two server processes in one slice, one port (SO_REUSEPORT), one status entry."""
     import json
 
-    import httpx
-
     from tests.kit.fleet import BODY
 
     [entry] = [s for s in node.agent.status()["servers"] if s["name"] == spec["name"]]
@@ -211,7 +210,7 @@ def _two_processes_share_the_slice_and_the_port(node: Node, spec: dict[str, Any]
     for pid in entry["pids"]:
         assert f"CUDA_VISIBLE_DEVICES={uuid}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     for _ in range(60):  # a new connection each: the kernel spreads them over both processes
-        assert httpx.post(f"http://127.0.0.1:{spec['port']}/v2/models/b/infer", json=BODY).status_code == 200
+        assert web.post(f"http://127.0.0.1:{spec['port']}/v2/models/b/infer", json=BODY).status_code == 200
 
     def served() -> list[int]:
         files = [node.state / "run" / f"{spec['name']}{suffix}.stats.json" for suffix in ("", "~1")]

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import torch
 
+from tests.kit import web
 from tests.kit.agent import free_port, load_scripted, wait_until
 
 
@@ -44,7 +45,7 @@ def start_server(tmp: Path, model_dir: Path, name: str, *args: str, **extra: Any
 
 def is_ready(url: str) -> bool:
     try:
-        return httpx.get(f"{url}/v2/health/ready", timeout=1).status_code == 200
+        return web.get(f"{url}/v2/health/ready", timeout=1).status_code == 200
     except httpx.HTTPError:
         return False
 

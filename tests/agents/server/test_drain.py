@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from tests.agents.server.helpers import Served, start_server, stop_server
+from tests.kit import web
 from tests.kit.agent import port_open, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -31,7 +32,7 @@ def infer(client: httpx.Client, served: Served, x: torch.Tensor) -> httpx.Respon
 
 def in_flight(url: str, workload: str) -> float:
     """The server's own count of requests accepted and not yet answered (its /metrics gauge)."""
-    metrics = httpx.get(f"{url}/metrics", timeout=5).text
+    metrics = web.get(f"{url}/metrics", timeout=5).text
     match = re.search(rf'^igniter_requests_in_flight{{workload="{workload}"}} (\S+)$', metrics, re.M)
     return float(match.group(1)) if match else 0.0
 

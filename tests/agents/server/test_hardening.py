@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.agents.server.helpers import Served, start_server, stop_server
+from tests.kit import web
 
 # the module's tests share one costly module-scoped fixture: under --dist loadgroup they run on one worker
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_hardening")]
@@ -83,7 +84,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory, log_dir: Path) -> Iterator
 
 def _infer(served: Served, values: list[float], **extra: object) -> httpx.Response:
     body = {**_infer_body(values), **extra}
-    return httpx.post(f"{served.url}/v2/models/log/infer", json=body, timeout=10)
+    return web.post(f"{served.url}/v2/models/log/infer", json=body, timeout=10)
 
 
 def test_content_length_with_chunked_framing_is_refused_and_the_connection_closed(guarded: Served) -> None:
@@ -104,7 +105,7 @@ def test_content_length_with_chunked_framing_is_refused_and_the_connection_close
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
 def test_nan_and_inf_inputs_get_400_naming_the_input(guarded: Served, literal: str) -> None:
     body = json.dumps(_infer_body([1.0, 2.0, 3.0, 0.5])).replace("0.5", literal)
-    reply = httpx.post(f"{guarded.url}/v2/models/log/infer", content=body, timeout=10)
+    reply = web.post(f"{guarded.url}/v2/models/log/infer", content=body, timeout=10)
     assert reply.status_code == 400
     assert _strict_json(reply.content) == {
         "error": "inputs[0].data: 1 value(s) are NaN, Inf or beyond FP32's range; inputs must be finite"

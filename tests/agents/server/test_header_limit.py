@@ -8,10 +8,10 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.agents.server.helpers import Served, start_server, stop_server
+from tests.kit import web
 
 pytestmark = pytest.mark.e2e
 
@@ -44,7 +44,7 @@ def test_a_header_past_the_limit_gets_431(small_headers: Served) -> None:
 
 def test_headers_under_the_limit_and_a_large_body_are_served(small_headers: Served) -> None:
     headers = {f"x-h{i}": "v" * 100 for i in range(80)}  # about 9 KiB
-    assert httpx.get(f"{small_headers.url}/v2/health/ready", headers=headers, timeout=10).status_code == 200
+    assert web.get(f"{small_headers.url}/v2/health/ready", headers=headers, timeout=10).status_code == 200
     body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [0.5] * 4}], "pad": "p" * 200_000}
-    reply = httpx.post(f"{small_headers.url}/v2/models/log/infer", json=body, timeout=10)
+    reply = web.post(f"{small_headers.url}/v2/models/log/infer", json=body, timeout=10)
     assert reply.status_code in (200, 400), reply.text  # parsed as a request either way, not a 431

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from tests.agents.server.helpers import Served, start_server, stop_server
+from tests.kit import web
 from tests.kit.agent import alive, free_port, port_open, wait_until
 
 # the module's tests share one costly module-scoped fixture: under --dist loadgroup they run on one worker
@@ -69,7 +70,7 @@ def test_binary_tensor_request_equals_torch(cnn: Served) -> None:
             ]
         }
     ).encode()
-    reply = httpx.post(
+    reply = web.post(
         f"{cnn.url}/v2/models/cnn/infer",
         content=header + x.numpy().tobytes(),
         headers={"Inference-Header-Content-Length": str(len(header))},
@@ -77,7 +78,7 @@ def test_binary_tensor_request_equals_torch(cnn: Served) -> None:
     )
     assert reply.status_code == 200, reply.text
     torch.testing.assert_close(torch.tensor(reply.json()["outputs"][0]["data"]).reshape(2, 5), cnn.model(x))
-    bad = httpx.post(
+    bad = web.post(
         f"{cnn.url}/v2/models/cnn/infer", content=header, headers={"Inference-Header-Content-Length": "x"}, timeout=30
     )
     assert bad.status_code == 400 and "must be a number" in bad.json()["error"]
@@ -91,7 +92,7 @@ def test_multi_input_multi_output_model_equals_torch(heads: Served) -> None:
             {"name": "a", "shape": [2, 4], "datatype": "FP32", "data": a.flatten().tolist()},
         ]
     }
-    reply = httpx.post(f"{heads.url}/v2/models/heads/infer", json=body, timeout=30)
+    reply = web.post(f"{heads.url}/v2/models/heads/infer", json=body, timeout=30)
     assert reply.status_code == 200, reply.text
     mix, top = heads.model(a, b)
     outs = {o["name"]: o for o in reply.json()["outputs"]}
@@ -107,7 +108,7 @@ def test_64_concurrent_requests_are_batched_and_each_gets_its_own_answer(cnn: Se
     assert all(r.status_code == 200 for r in replies)
     for x, reply in zip(xs, replies):
         torch.testing.assert_close(torch.tensor(reply.json()["outputs"][0]["data"]).reshape(1, 5), cnn.model(x))
-    metrics = httpx.get(f"{cnn.url}/metrics").text
+    metrics = web.get(f"{cnn.url}/metrics").text
     over_one = _histogram_count(metrics, "igniter_batch_size") - _bucket(metrics, "igniter_batch_size", "1.0")
     assert over_one >= 1, "no batch larger than 1 was executed"
     stats = wait_until(lambda: _stats_after(cnn, before["requests_total"] + 64), 5, "stats file update")
@@ -171,25 +172,25 @@ def _bucket(metrics: str, name: str, le: str) -> float:
 def test_malformed_infer_requests_get_400_and_the_server_keeps_serving(
     cnn: Served, body: bytes, code: int, words: str
 ) -> None:
-    reply = httpx.post(f"{cnn.url}/v2/models/cnn/infer", content=body, timeout=10)
+    reply = web.post(f"{cnn.url}/v2/models/cnn/infer", content=body, timeout=10)
     assert reply.status_code == code and words in reply.json()["error"]
     assert _infer_cnn(httpx.Client(), cnn, torch.zeros(1, 3, 8, 8)).status_code == 200
 
 
 def test_wrong_model_route_and_missing_length(cnn: Served) -> None:
-    assert httpx.post(f"{cnn.url}/v2/models/other/infer", content=b"{}", timeout=5).status_code == 404
-    assert httpx.get(f"{cnn.url}/v2/nowhere", timeout=5).status_code == 404
+    assert web.post(f"{cnn.url}/v2/models/other/infer", content=b"{}", timeout=5).status_code == 404
+    assert web.get(f"{cnn.url}/v2/nowhere", timeout=5).status_code == 404
     with httpx.Client() as client:
         request = client.build_request("POST", f"{cnn.url}/v2/models/cnn/infer", content=iter([b"{}"]))
         assert client.send(request).status_code == 411  # chunked body, no Content-Length
 
 
 def test_health_metadata_and_metrics(cnn: Served) -> None:
-    assert httpx.get(f"{cnn.url}/v2/health/live").status_code == 200
-    assert httpx.get(f"{cnn.url}/v2/models/cnn/ready").json() == {"name": "cnn", "ready": True}
-    meta = httpx.get(f"{cnn.url}/v2/models/cnn").json()
+    assert web.get(f"{cnn.url}/v2/health/live").status_code == 200
+    assert web.get(f"{cnn.url}/v2/models/cnn/ready").json() == {"name": "cnn", "ready": True}
+    meta = web.get(f"{cnn.url}/v2/models/cnn").json()
     assert meta["inputs"] == [{"name": "x", "datatype": "FP32", "shape": [-1, 3, 8, 8]}]
-    metrics = httpx.get(f"{cnn.url}/metrics").text
+    metrics = web.get(f"{cnn.url}/metrics").text
     for family in (
         "igniter_requests_total",
         "igniter_request_latency_seconds_bucket",

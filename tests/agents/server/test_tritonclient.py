@@ -7,7 +7,6 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 import torch
@@ -15,6 +14,7 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 from tests.agents.server.helpers import Served, start_server, stop_server
+from tests.kit import web
 
 # the module's tests share one costly module-scoped fixture: under --dist loadgroup they run on one worker
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_tritonclient")]
@@ -75,11 +75,11 @@ def test_model_config_as_triton_gives_it(client: triton.InferenceServerClient, v
 
 def test_repository_index_lists_the_model_ready(heads: Served, client: triton.InferenceServerClient) -> None:
     assert client.get_model_repository_index() == [{"name": "heads", "version": "1", "state": "READY"}]
-    ready_only = httpx.post(f"{heads.url}/v2/repository/index", json={"ready": True})
+    ready_only = web.post(f"{heads.url}/v2/repository/index", json={"ready": True})
     assert ready_only.json() == [{"name": "heads", "version": "1", "state": "READY"}]
-    bad = httpx.post(f"{heads.url}/v2/repository/index", content=b"[1]")
+    bad = web.post(f"{heads.url}/v2/repository/index", content=b"[1]")
     assert bad.status_code == 400 and "ready" in bad.json()["error"]
-    assert httpx.get(f"{heads.url}/v2/repository/index").status_code == 405
+    assert web.get(f"{heads.url}/v2/repository/index").status_code == 405
 
 
 @pytest.mark.parametrize(
