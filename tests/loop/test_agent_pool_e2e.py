@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -110,15 +111,38 @@ def _actuator(store, provider, transport, by_id, state, cfg, answered) -> Actuat
     )
 
 
+class Gate:
+    """Holds each read that enters until `n` have entered (or `timeout_s` passed). A healthy read
+    takes a few ms, so on a loaded machine one may end before the pool has started the next, and
+    the overlap the pool allows would show only by chance; held here, the first `n` reads are in
+    flight at once exactly when the pool gives them `n` slots together."""
+
+    def __init__(self, n: int, timeout_s: float) -> None:
+        self.n, self.timeout_s = n, timeout_s
+        self.entered, self.lock, self.full = 0, threading.Lock(), threading.Event()
+
+    def enter(self) -> None:
+        with self.lock:
+            self.entered += 1
+            if self.entered >= self.n:
+                self.full.set()
+        self.full.wait(self.timeout_s)
+
+
 class Timed:
-    """The real transport, with when each status call began and ended (to see which overlapped)."""
+    """The real transport, with when each status call began and ended (to see which overlapped);
+    with `gate`, each call but `ungated`'s waits at it first."""
 
     def __init__(self, inner: SshTransport) -> None:
         self.inner, self.spans = inner, {}
+        self.gate: Gate | None = None
+        self.ungated: str | None = None
 
     def status(self, instance: Instance) -> dict:
         began = time.monotonic()
         try:
+            if self.gate is not None and instance.id != self.ungated:
+                self.gate.enter()
             return self.inner.status(instance)
         finally:
             self.spans[instance.id] = (began, time.monotonic())
@@ -161,6 +185,7 @@ def test_one_hung_agent_costs_its_deadline_not_the_round(agents, sshd: Sshd) -> 
         assert stopped, "no process serves the hung agent's connection"
         for pid in stopped:
             os.kill(pid, signal.SIGSTOP)
+        timed.gate, timed.ungated = Gate(cfg.max_concurrency, 0.2), hung.id
         try:
             started = time.monotonic()
             second, after = agent_statuses(deps, state, store.open_records(), by_id, cfg)
@@ -185,7 +210,7 @@ def test_one_hung_agent_costs_its_deadline_not_the_round(agents, sshd: Sshd) -> 
     others = [timed.spans[i.id] for i in instances if i is not hung]
     in_flight = max(sum(b <= start < e for b, e in others) for start, _ in others)
     # The hung call held none of the pool's slots: in the pool it would leave 7 until its grace (0.5 s),
-    # longer than these reads take. More than 8 only if a healthy read itself outlived the grace.
+    # and the gate holds them no longer than 0.2 s. More than 8 only if a healthy read outlived the grace.
     assert in_flight >= cfg.max_concurrency
     assert took < (ended - began) + warm  # the round: the hung call's deadline, plus a normal round at most
     assert acted.failed == [] and acted.notes == [
