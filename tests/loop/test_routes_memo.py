@@ -38,10 +38,6 @@ SERVERS = [
 NAMES = [s.name for s in SERVERS]
 
 
-def _call(step: GatewayStep, inputs: dict[str, Any]) -> dict[str, Any]:
-    return step._desired(**inputs)
-
-
 @pytest.mark.unit
 def test_equal_inputs_reuse_the_routes_and_a_changed_one_works_them_out_again(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
@@ -108,4 +104,4 @@ def test_the_routes_are_always_what_the_inputs_give(script: list[tuple[str, Any]
             "aliases": {n: n for n in NAMES} if now["aliases"] else None,
         }
         step.removing = now["removing"]
-        assert _call(step, inputs) == desired_routes(**inputs, draining=now["removing"])
+        assert step._desired(**inputs) == desired_routes(**inputs, draining=now["removing"])

@@ -86,7 +86,7 @@ class GatewayStep:
         self.removing: frozenset[str] = frozenset()  # draining this tick (reconcile's Diff.draining)
         self.left: frozenset[str] = frozenset()  # left the drain book this tick
         self.routes: dict[str, tuple[Route, ...]] = {}
-        self._routes_from: tuple[Any, ...] | None = None  # the inputs `routes` was worked out from (_desired)
+        self._worked_out: tuple[tuple[Any, ...], dict[str, tuple[Route, ...]]] | None = None  # `_desired`'s last
         self.rates: dict[str, float] = {}  # workload -> measured req/s between the last two reads
         self._samples: dict[str, Sample] = {}
         self._settle = False
@@ -213,12 +213,12 @@ class GatewayStep:
         servers) it was 54 ms of a 734 ms steady tick; comparing the inputs takes under 1 ms. The
         mappings are copied into the key, so a caller's later change to one cannot pass for none."""
         key = (layout, dict(applied), readiness, self.removing, None if aliases is None else dict(aliases))
-        if key != self._routes_from:
-            self.routes = desired_routes(
+        if self._worked_out is None or self._worked_out[0] != key:
+            routes = desired_routes(
                 layout=layout, applied=applied, readiness=readiness, draining=self.removing, aliases=aliases
             )
-            self._routes_from = key
-        return self.routes
+            self._worked_out = (key, routes)
+        return self._worked_out[1]
 
     def settling(self, report: GatewayReport) -> bool:
         """Another tick soon: servers just added wait for their first check, or drains go on."""
