@@ -12,8 +12,12 @@ was chosen on them; seeds 30 and 31 (`held out`) were run once, after that choic
 52, the refit schedule) the tune seeds alone chose the young history's refits (periods.py:
 refit_after), the multiples' search (sharpen_spread 0.06) and two cycles for periods up to 4 h
 (quick_period_s); the held-out seeds were run once after. `auto, spread`
-is `auto` with the ahead window widened by the spread of the onsets (PeriodConfig.max_spread_s =
-SPREAD_S; off by default); both are run with the warm pool off and with `warm_pool: {size: auto}`.
+is `auto` with the ahead window widened by the spread of the onsets (`scaling.onset_spread_s` =
+SPREAD_S; 0 by default); both are run with the warm pool off and with `warm_pool: {size: auto}`.
+Later still the widening takes all of SPREAD_S while only two cycles are known (periods.py
+`_spread`: no new constant). That rule was formed on a tune seed's miss, and the held-out seeds'
+one miss was known to be of the same kind, so neither set is held out for it; seeds 50 to 53
+(`fresh`) were first run after it, once.
 Then (issue 52, the out-of-sample test: core/capacity/period_skill.py) `min_skill` 0.15 was
 chosen on the tune seeds (0, 0.05, 0.1 and 0.15 leave the same bursts short, 0.2 and 0.35 one
 more: the largest that keeps them) and ServeGen's first halves (the skills of the periods the
@@ -41,11 +45,8 @@ on each half, and with `auto, spread`.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -53,7 +54,6 @@ import yaml
 from _results import ROOT, Results
 from burst_traces import Bursts, make
 
-import autoscaler.loop.tick.tuning as tuning
 from autoscaler.config.policy import Policy, load_policy
 from autoscaler.core.capacity.periods import PeriodConfig, decompose, find_periods, grid
 from autoscaler.sim.engine import SimOptions, SimResult, simulate
@@ -70,15 +70,16 @@ SPECS = {
     "45 min, rise 120 s": Bursts(2700.0, 900.0, rise_s=120.0, base_rps=300.0),
     "3-hourly, hold 20 min": Bursts(10800.0, 3600.0, hold_s=1200.0, base_rps=300.0),
 }
-SEEDS = {"tune": (10, 11), "held out": (30, 31)}
+SEEDS = {"tune": (10, 11), "held out": (30, 31), "fresh": (50, 51, 52, 53)}
 SPREAD_S = 300.0  # chosen on the `tune` seeds (300, 600 and 900 s alike there; the cheapest kept)
 RUNS = ("seasonal", "auto", "auto, spread", "auto, warm pool", "auto, spread, warm pool", "oracle")
 SHIPPED = ("servegen-3models-1min.csv", "azure-llm-2023-1min.csv", "servegen-3models-wide.csv")
 
 
-def policy(tmp: Path, forecast: str, warm: bool = False) -> Policy:
+def policy(tmp: Path, forecast: str, warm: bool = False, spread: bool = False) -> Policy:
     pool = {"warm_pool": {"size": "auto"}} if warm else {}
-    data = {**BASE, "scaling": {**BASE["scaling"], "forecast": forecast, **pool}}
+    widen = {"onset_spread_s": SPREAD_S} if spread else {}
+    data = {**BASE, "scaling": {**BASE["scaling"], "forecast": forecast, **pool, **widen}}
     (tmp / "policy.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
     return load_policy(tmp / "policy.yaml")
 
@@ -96,25 +97,12 @@ def slug(name: str) -> str:
     return "_".join("".join(c if c.isalnum() else " " for c in name.lower()).split())
 
 
-@contextmanager
-def spread(on: bool) -> Iterator[None]:
-    """The controller's period finder with max_spread_s = SPREAD_S (on) or as configured."""
-    plain = tuning.period_config
-    if on:
-        tuning.period_config = lambda p: dataclasses.replace(plain(p), max_spread_s=SPREAD_S)
-    try:
-        yield
-    finally:
-        tuning.period_config = plain
-
-
 def run_one(tmp: Path, run: str, trace: Trace) -> SimResult:
     """One generated trace replayed as `run` says (see RUNS)."""
     if run == "oracle":
         return simulate(policy(tmp, "seasonal"), trace, SimOptions(strategy="oracle"))
     forecast = "seasonal" if run == "seasonal" else "auto"
-    with spread("spread" in run):
-        return simulate(policy(tmp, forecast, "warm pool" in run), trace, SimOptions())
+    return simulate(policy(tmp, forecast, "warm pool" in run, "spread" in run), trace, SimOptions())
 
 
 def scored(name: str, seed: int) -> list[tuple[int, int, int, float]]:
@@ -205,8 +193,9 @@ def replayed(index: int, label: str, warm: bool) -> list[tuple[str, int, float]]
         sc = sc.model_copy(update={"warm_pool": sc.warm_pool.model_copy(update={"size": "auto"})})
     if label != "defaults":
         sc = sc.model_copy(update={"forecast": "auto"})
-    with spread(label == "auto, spread"):
-        r = simulate(case.policy.model_copy(update={"scaling": sc}), case.trace)
+    if label == "auto, spread":
+        sc = sc.model_copy(update={"onset_spread_s": SPREAD_S})
+    r = simulate(case.policy.model_copy(update={"scaling": sc}), case.trace)
     n, mid = len(case.trace.times), half(case.trace)
     out = []
     for part, lo, hi in (("first", 0, mid), ("second", mid, n)):

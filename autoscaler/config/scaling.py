@@ -248,6 +248,12 @@ class ScalingConfig(Frozen):
         description="headroom auto: where the rate rose between each of the last ramp_reads reads, plan at "
         "least for that rise going on at its least slope for boot_s + interval_s (the ramp floor; 0: off)",
     )
+    onset_spread_s: Annotated[float, Field(ge=0, le=3600, strict=True)] = Field(
+        default=0.0,
+        description="forecast auto: the most a recurring burst's onset may wander from its period; a burst's "
+        "capacity is planned that much before its predicted onset and held that much after, by the spread "
+        "the last cycles show (all of it while only two are known; docs/simulate.md); 0: off",
+    )
     season_s: Seconds = Field(default=86400.0, description="seasonal forecast: the period (a day)")
     seasons: Annotated[int, Field(ge=1, le=28)] = Field(
         default=1, description="seasonal forecast: periods to look back over"

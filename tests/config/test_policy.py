@@ -107,6 +107,10 @@ CASES = [
     ("negative ramp reads", {**GOOD, "scaling": {"ramp_reads": -1}}, "scaling.ramp_reads"),
     ("ramp reads a word", {**GOOD, "scaling": {"ramp_reads": "three"}}, "scaling.ramp_reads"),
     ("ramp reads a fraction", {**GOOD, "scaling": {"ramp_reads": 2.5}}, "scaling.ramp_reads"),
+    ("negative onset spread", {**GOOD, "scaling": {"onset_spread_s": -60}}, "scaling.onset_spread_s"),
+    ("onset spread over an hour", {**GOOD, "scaling": {"onset_spread_s": 3601}}, "scaling.onset_spread_s"),
+    ("onset spread a word", {**GOOD, "scaling": {"onset_spread_s": "5m"}}, "scaling.onset_spread_s"),
+    ("onset spread a bool", {**GOOD, "scaling": {"onset_spread_s": True}}, "scaling.onset_spread_s"),
 ]
 
 

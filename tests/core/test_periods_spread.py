@@ -60,7 +60,7 @@ def test_widening_never_lowers_the_rise(values: list[float], back: int, look: in
 def test_the_spread_is_the_largest_onset_shift() -> None:
     """Cycles alike: no spread; onsets at 0, +3, -3, +1 steps: a spread of 3 to 4 steps (each
     cycle against the others' mean: -3 is 4 from the others' centre); capped at max_spread_s; 0
-    when off or under three cycles."""
+    when off."""
     same = cycles([0, 0, 0, 0])
     prof = same[1][:60]
     assert _spread(*same, 3600.0, prof, CFG) == 0.0
@@ -68,7 +68,18 @@ def test_the_spread_is_the_largest_onset_shift() -> None:
     assert 180.0 <= _spread(*moved, 3600.0, prof, CFG) <= 240.0
     assert _spread(*moved, 3600.0, prof, dataclasses.replace(CFG, max_spread_s=60.0)) == 60.0
     assert _spread(*moved, 3600.0, prof, PeriodConfig()) == 0.0
-    assert _spread(*cycles([0, 5]), 3600.0, prof, CFG) == 0.0
+
+
+@pytest.mark.parametrize("offsets", [[0, 5], [0, 0], [2, -2]])
+def test_under_three_cycles_the_spread_is_all_that_is_allowed(offsets: list[int]) -> None:
+    """Two cycles cannot show their onsets' spread (the period is fit to their gap), so the most
+    the policy allows is taken, on the grid (max_spread_s 90 s on 60 s steps: one step); off
+    stays off."""
+    two = cycles(offsets)
+    prof = two[1][:60]
+    assert _spread(*two, 3600.0, prof, CFG) == 600.0
+    assert _spread(*two, 3600.0, prof, dataclasses.replace(CFG, max_spread_s=90.0)) == 60.0
+    assert _spread(*two, 3600.0, prof, PeriodConfig()) == 0.0
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -80,3 +80,23 @@ def test_a_burst_that_does_not_come_leaves_on_the_scale_down_rules(make_policy) 
     assert auto.capacity["a"][missing - 4 : missing + 4].max() > seasonal.capacity["a"][missing - 4 : missing + 4].max()
     assert np.array_equal(auto.capacity["a"][missing + 30 : 5 * 60], seasonal.capacity["a"][missing + 30 : 5 * 60])
     assert not short(auto) & set(range(4 * 60, 6 * 60))
+
+
+def test_onset_spread_covers_a_jittered_third_burst(make_policy) -> None:
+    """Eight hours of an hourly burst whose onsets wander +-180 s (benchmarks/forecast_auto.py's
+    `hourly, jitter 180 s`, tune seed 10). Fit on two cycles, the period is the first two onsets'
+    gap and `auto` plans the third burst where it did not come, so that burst is short at its
+    first row; with `scaling.onset_spread_s: 300` the two-cycle fit is widened by all of it (the
+    spread cannot be measured before a third cycle) and every burst from the third on is covered
+    from its first minute, for a little more money."""
+    spec = bt.Bursts(jitter_s=180.0, base_rps=300.0)
+    trace = bt.make({"a": spec}, 8.0, seed=10)
+    starts = burst_starts(trace, 300.0)[2:]
+    plain = simulate(make_policy(scaling={"forecast": "auto"}), trace)
+    wide = simulate(make_policy(scaling={"forecast": "auto", "onset_spread_s": 300.0}), trace)
+    assert [s for s in starts if s in short(plain)] == starts[:1]
+    assert not [s for s in starts if s in short(wide)]
+    assert short(wide) <= short(plain)
+    assert (
+        plain.summary()["cost_total_usd"] < wide.summary()["cost_total_usd"] < 1.1 * plain.summary()["cost_total_usd"]
+    )

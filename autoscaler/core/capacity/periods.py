@@ -28,8 +28,9 @@ seasonal = per period, the detrended rate folded by phase and averaged over the 
 residual's quantiles are the bands. At the fit the profile's path over the next `refit_s` (and one
 horizon) is tabulated, so a tick only looks one value up: the rise = the highest seasonal value
 within [now, now + horizon + lead_s] minus the value now (lead_s: room for a burst that comes
-early, its jitter). With max_spread_s > 0 (off by default: benchmarks/forecast_auto.py, docs/simulate.md)
-the window widens by the spread of the onsets measured in the history (`_spread`), both ways: the
+early, its jitter). With max_spread_s > 0 (the policy's `scaling.onset_spread_s`, 0 by default:
+benchmarks/forecast_auto.py, docs/simulate.md) the window widens by the spread of the onsets
+measured in the history (`_spread`; the whole max_spread_s while two cycles are known), both ways: the
 rise is the highest value within [now, now + horizon + lead_s + spread] minus the lowest within
 [now - spread, now], so a burst that comes early or late by that much finds its capacity.
 """
@@ -392,12 +393,16 @@ def _spread(times: Array, resid: Array, period: float, profile: Array, cfg: Peri
     the last `occurrences` full cycles is matched (cross-correlation, shifts up to max_spread_s) to
     the mean of the others (leave-one-out: a cycle inside the mean pulls its shift to 0), and the
     largest shift is the spread. Two cycles measure each other's offset only after the period
-    absorbed it, so the spread shows from the third."""
+    absorbed it, so the spread shows from the third; with two, it is not known, and the most it
+    may be is taken: two jittered onsets fix the period as their gap, and the third burst can then
+    come several times the jitter off the fold (docs/simulate.md, "Widening by the onsets' spread")."""
     shifts = int(cfg.max_spread_s // cfg.step_s)
     bins = len(profile)
     cycles = [c for c in range(cfg.occurrences) if times[-1] - (c + 1) * period >= times[0] - cfg.step_s]
-    if shifts <= 0 or len(cycles) < 3:
+    if shifts <= 0:
         return 0.0
+    if len(cycles) < 3:
+        return float(shifts * cfg.step_s)
     phase = ((np.mod(times, period) / period) * bins).astype(int) % bins
     segs = []
     for c in cycles:

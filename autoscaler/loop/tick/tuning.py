@@ -172,8 +172,10 @@ def recent_errors(policy: Policy, store: Store, now: float, errors: Mapping[str,
 
 
 def period_config(policy: Policy) -> PeriodConfig:
-    """The period finder's grid: the tick interval, at least a minute."""
-    return PeriodConfig(step_s=max(60.0, policy.scaling.interval_s))
+    """The period finder's grid (the tick interval, at least a minute) and how far it widens a
+    burst's window for its onsets' spread (`scaling.onset_spread_s`)."""
+    sc = policy.scaling
+    return PeriodConfig(step_s=max(60.0, sc.interval_s), max_spread_s=sc.onset_spread_s)
 
 
 def period_fits(policy: Policy, store: Store, now: float) -> dict[str, Fit]:
