@@ -96,3 +96,22 @@ def test_a_new_workload_reads_its_own_history_not_the_day(tmp_path: Path) -> Non
     assert store.since[1] == 86400.0 - 3600.0
     assert fits["b"].fitted_at == now + 300.0 and fits["a"].fitted_at == now
     assert set(period_fits(policy(tmp_path, ("b",)), store, now + 360.0)) == {"b"}
+
+
+def test_a_reloaded_policy_with_other_period_settings_refits_at_once(tmp_path: Path) -> None:
+    """Half a day of history, fit at 13 h: the same policy read again keeps the fit a minute on;
+    one whose `onset_spread_s`, interval or boot_s changed refits on its next tick, not up to an
+    hour later; then it keeps its own fit as before."""
+    pol, store = policy(tmp_path), Store(":memory:")
+    rng = np.random.default_rng(1)
+    for t in np.arange(0.0, 13 * 3600.0, 60.0):
+        store.add_rates(float(t), {"a": 300.0 * (1 + 0.1 * rng.standard_normal())}, {"a": 300.0})
+    now = 13 * 3600.0
+    assert period_fits(pol, store, now)["a"].fitted_at == now
+    again = policy(tmp_path)
+    assert period_fits(again, store, now + 60.0)["a"].fitted_at == now
+    for k, (change, value) in enumerate([("onset_spread_s", 300.0), ("interval_s", 120.0), ("boot_s", 240.0)], 2):
+        changed = again.model_copy(update={"scaling": again.scaling.model_copy(update={change: value})})
+        assert period_fits(changed, store, now + 60.0 * k)["a"].fitted_at == now + 60.0 * k, change
+        assert period_fits(changed, store, now + 60.0 * k + 30.0)["a"].fitted_at == now + 60.0 * k, change
+        again = changed

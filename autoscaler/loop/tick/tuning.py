@@ -151,8 +151,11 @@ class Held:
 
 
 # The period fits per store (one per controller): a fit is a pure function of the history up to
-# its time, kept until its `due` time passes (a restart refits on its first tick).
+# its time and the settings it was made with, kept until its `due` time passes (a restart refits
+# on its first tick), or until the settings change (`_MADE_WITH`: a reloaded policy's interval,
+# boot_s, seasons, season_s or onset_spread_s takes effect on the next tick, not up to an hour later).
 _FITS: weakref.WeakKeyDictionary[Store, dict[str, Held]] = weakref.WeakKeyDictionary()
+_MADE_WITH: weakref.WeakKeyDictionary[Store, tuple[PeriodConfig, float, float]] = weakref.WeakKeyDictionary()
 
 
 # The recent forecast errors per store, as the fits: the window starts afresh with the process
@@ -186,7 +189,9 @@ def period_fits(policy: Policy, store: Store, now: float) -> dict[str, Fit]:
     if sc.forecast != "auto":
         return {}
     cfg = period_config(policy)
-    held = _FITS.get(store, {})
+    settings = (cfg, sc.boot_s + sc.interval_s, sc.seasons * sc.season_s)  # what a refit reads of the policy
+    held = _FITS.get(store, {}) if _MADE_WITH.get(store) == settings else {}
+    _MADE_WITH[store] = settings
     names = [w.name for w in policy.workloads]
     due = [w for w in names if refit_due(held.get(w), now)]
     if due:
