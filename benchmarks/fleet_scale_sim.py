@@ -8,7 +8,14 @@ through the CLI, as `igniter simulate POLICY --trace CSV --json` does, and the t
 Run: nice .venv/bin/python benchmarks/fleet_scale_sim.py --workloads 200 400 --rows 8 [--profile OUT]
 
 `--profile OUT` writes a cProfile of the last size to OUT (read it with pstats). `--json` prints
-one line per size. `--per-tick OUT` writes one JSON line per tick of the last size (its simulated
+one line per size. `--write NAME` also saves each size's figures (`w{N}/cpu_s`, `w{N}/wall_s`,
+`w{N}/ticks`, `w{N}/cpu_per_tick_s`, cost, attainment, the process's peak RSS) and, with
+`--per-tick`, the last size's means per window (`tables.windows`) to benchmarks/results/NAME.json
+for the docs to quote (a day: `--workloads 1000 --rows 1440 --per-tick FILE --window-s 3600
+--write NAME`, under an hour on 2 cores); the commit recorded is this checkout's, so write only
+from the checkout that runs.
+
+`--per-tick OUT` writes one JSON line per tick of the last size (its simulated
 time, CPU, actions, the layout's slots and servers, and the CPU of the controller's steps:
 forecast, plan with the planner in it, diff, record) and prints their means per `--window-s` of
 simulated time: what grows with the replay's history shows there (issue 50: the forecast step's
@@ -34,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from _results import Results
 
 SCENARIO = Path(__file__).resolve().parents[2] / "shared" / "scenarios" / "random-1000.yaml"
 
@@ -82,19 +90,40 @@ def timed_steps(acc: dict[str, float]) -> list[tuple[Any, str, Any]]:
     return saved
 
 
-def windows(lines: list[dict[str, Any]], window_s: float) -> str:
-    """Mean CPU per tick (in all and by step) per window of simulated time."""
-    keys = ["cpu", "forecast", "plan", "planner", "diff", "record"]
-    out = ["from_s ticks " + " ".join(f"{k:>8}" for k in keys) + "  actions    slots  servers"]
+WINDOW_KEYS = ["cpu", "forecast", "plan", "planner", "diff", "record"]
+
+
+def window_means(lines: list[dict[str, Any]], window_s: float) -> list[tuple[float, int, dict[str, float]]]:
+    """(start, ticks, means) per window of simulated time: CPU per tick in all and by step, and the
+    actions, slots and servers a tick."""
     groups: dict[int, list[dict[str, Any]]] = {}
     for line in lines:
         groups.setdefault(int(line["now"] // window_s), []).append(line)
-    for g, w in sorted(groups.items()):
-        mean = {k: sum(x.get(k, 0.0) for x in w) / len(w) for k in [*keys, "actions", "slots", "servers"]}
-        cells = " ".join(f"{mean[k]:8.3f}" for k in keys)
+    keys = [*WINDOW_KEYS, "actions", "slots", "servers"]
+    return [
+        (g * window_s, len(w), {k: sum(x.get(k, 0.0) for x in w) / len(w) for k in keys})
+        for g, w in sorted(groups.items())
+    ]
+
+
+def windows(lines: list[dict[str, Any]], window_s: float) -> str:
+    """Mean CPU per tick (in all and by step) per window of simulated time."""
+    out = ["from_s ticks " + " ".join(f"{k:>8}" for k in WINDOW_KEYS) + "  actions    slots  servers"]
+    for start, n, mean in window_means(lines, window_s):
+        cells = " ".join(f"{mean[k]:8.3f}" for k in WINDOW_KEYS)
         counts = " ".join(f"{mean[k]:8.1f}" for k in ["actions", "slots", "servers"])
-        out.append(f"{g * window_s:6.0f} {len(w):5d} {cells} {counts}")
+        out.append(f"{start:6.0f} {n:5d} {cells} {counts}")
     return "\n".join(out)
+
+
+def window_table(lines: list[dict[str, Any]], window_s: float) -> list[str]:
+    """`windows` as markdown rows (the results file's `tables.windows`)."""
+    out = ["| from s | ticks | " + " | ".join(f"{k} s" for k in WINDOW_KEYS) + " | slots | servers |"]
+    out.append("| --- " * (len(WINDOW_KEYS) + 4) + "|")
+    for start, n, mean in window_means(lines, window_s):
+        cells = " | ".join(f"{mean[k]:.3f}" for k in WINDOW_KEYS)
+        out.append(f"| {start:,.0f} | {n} | {cells} | {mean['slots']:.0f} | {mean['servers']:.0f} |")
+    return out
 
 
 def run_one(
@@ -116,6 +145,7 @@ def run_one(
     acc: dict[str, float] = {}
     lines: list[dict[str, Any]] = []
     saved = timed_steps(acc) if per_tick else []
+    table: list[str] = []
 
     def counted(self: Any, now: float, fast: bool = False) -> Any:
         nonlocal ticks
@@ -138,20 +168,21 @@ def run_one(
         policy, trace = write_inputs(Path(d), n, rows, seed, scenario)
         out = io.StringIO()
         prof = cProfile.Profile() if profile else None
-        cpu = time.process_time()
+        cpu, wall = time.process_time(), time.perf_counter()
         with contextlib.redirect_stdout(out):
             if prof:
                 prof.enable()
             code = main(["simulate", str(policy), "--trace", str(trace), "--json"])
             if prof:
                 prof.disable()
-        cpu = time.process_time() - cpu
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     engine.Replay.tick = original  # type: ignore[method-assign]
     for cls, name, fn in saved:
         setattr(cls, name, fn)
     if per_tick:
         per_tick.write_text("".join(json.dumps(line) + "\n" for line in lines))
         print(windows(lines, window_s), file=sys.stderr, flush=True)
+        table = window_table(lines, window_s)
     if prof and profile:
         prof.dump_stats(str(profile))
     summary = json.loads(out.getvalue()) if code == 0 else {}
@@ -160,6 +191,7 @@ def run_one(
         "rows": rows,
         "exit": code,
         "cpu_s": round(cpu, 2),
+        "wall_s": round(wall, 1),
         "ticks": ticks,
         "cpu_per_tick_s": round(cpu / max(1, ticks), 3),
         "cost_total_usd": summary.get("cost_total_usd"),
@@ -168,6 +200,7 @@ def run_one(
         "peak_rss_mb": round(
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
         ),  # the process's, all sizes run
+        "windows": table,
     }
 
 
@@ -181,8 +214,10 @@ def main() -> None:
     ap.add_argument("--per-tick", type=Path, help="write each tick's CPU by step of the last size here (JSON lines)")
     ap.add_argument("--window-s", type=float, default=600.0, help="--per-tick: simulated seconds a printed mean spans")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--write", metavar="NAME", help="save the figures to benchmarks/results/NAME.json")
     args = ap.parse_args()
     sys.path.insert(0, os.getcwd())  # the autoscaler of the current directory (an exported revision)
+    res = Results(args.write, "python benchmarks/fleet_scale_sim.py " + " ".join(sys.argv[1:])) if args.write else None
     for i, n in enumerate(args.workloads):
         last = i == len(args.workloads) - 1
         r = run_one(
@@ -194,6 +229,9 @@ def main() -> None:
             args.per_tick if last else None,
             args.window_s,
         )
+        table = r.pop("windows")
+        if res is not None:
+            keep(res, r, table)
         if args.json:
             print(json.dumps(r), flush=True)
         else:
@@ -203,6 +241,26 @@ def main() -> None:
                 f"{r['slo_attainment']} (load {r['load_average'][0]})",
                 flush=True,
             )
+
+    if res is not None:
+        res.write()
+
+
+def keep(res: Results, r: dict[str, Any], table: list[str]) -> None:
+    """One size's figures, and its windows' table where the run kept one (the last size's)."""
+    for key in [
+        "rows",
+        "ticks",
+        "cpu_s",
+        "wall_s",
+        "cpu_per_tick_s",
+        "cost_total_usd",
+        "slo_attainment",
+        "peak_rss_mb",
+    ]:
+        res.figure(f"w{r['workloads']}/{key}", r[key])
+    for line in table:
+        res.line("windows", line)
 
 
 if __name__ == "__main__":
