@@ -66,14 +66,19 @@ def test_a_45_minute_period_is_found_before_its_third_burst(tmp_path: Path) -> N
     assert abs(fit.periods[0].period_s - 2700.0) < 0.03 * 2700.0
 
 
+def noisy_half_day(seed: int) -> tuple[Store, float]:
+    """A store holding 13 hours of one workload's noisy rates a minute apart, and the time after them."""
+    store = Store(":memory:")
+    rng = np.random.default_rng(seed)
+    for t in np.arange(0.0, 13 * 3600.0, 60.0):
+        store.add_rates(float(t), {"a": 300.0 * (1 + 0.1 * rng.standard_normal())}, {"a": 300.0})
+    return store, 13 * 3600.0
+
+
 def test_an_old_history_is_refit_hourly(tmp_path: Path) -> None:
     """Half a day of history: a fit holds refit_s (an hour) whatever it found; the clock going back
     (a replay restarted) refits at once."""
-    pol, store = policy(tmp_path), Store(":memory:")
-    rng = np.random.default_rng(0)
-    for t in np.arange(0.0, 13 * 3600.0, 60.0):
-        store.add_rates(float(t), {"a": 300.0 * (1 + 0.1 * rng.standard_normal())}, {"a": 300.0})
-    now = 13 * 3600.0
+    pol, (store, now) = policy(tmp_path), noisy_half_day(seed=0)
     assert period_fits(pol, store, now)["a"].fitted_at == now
     assert period_fits(pol, store, now + 3540.0)["a"].fitted_at == now
     assert period_fits(pol, store, now + 3600.0)["a"].fitted_at == now + 3600.0
@@ -102,11 +107,7 @@ def test_a_reloaded_policy_with_other_period_settings_refits_at_once(tmp_path: P
     """Half a day of history, fit at 13 h: the same policy read again keeps the fit a minute on;
     one whose `onset_spread_s`, interval or boot_s changed refits on its next tick, not up to an
     hour later; then it keeps its own fit as before."""
-    pol, store = policy(tmp_path), Store(":memory:")
-    rng = np.random.default_rng(1)
-    for t in np.arange(0.0, 13 * 3600.0, 60.0):
-        store.add_rates(float(t), {"a": 300.0 * (1 + 0.1 * rng.standard_normal())}, {"a": 300.0})
-    now = 13 * 3600.0
+    pol, (store, now) = policy(tmp_path), noisy_half_day(seed=1)
     assert period_fits(pol, store, now)["a"].fitted_at == now
     again = policy(tmp_path)
     assert period_fits(again, store, now + 60.0)["a"].fitted_at == now
