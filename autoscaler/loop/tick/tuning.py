@@ -152,10 +152,11 @@ class Held:
 
 # The period fits per store (one per controller): a fit is a pure function of the history up to
 # its time and the settings it was made with, kept until its `due` time passes (a restart refits
-# on its first tick), or until the settings change (`_MADE_WITH`: a reloaded policy's interval,
-# boot_s, seasons, season_s or onset_spread_s takes effect on the next tick, not up to an hour later).
-_FITS: weakref.WeakKeyDictionary[Store, dict[str, Held]] = weakref.WeakKeyDictionary()
-_MADE_WITH: weakref.WeakKeyDictionary[Store, tuple[PeriodConfig, float, float]] = weakref.WeakKeyDictionary()
+# on its first tick), or until the settings they were made with change (a reloaded policy's
+# interval, boot_s, seasons, season_s or onset_spread_s takes effect on the next tick, not up to an
+# hour later).
+Settings = tuple[PeriodConfig, float, float]  # the period finder's config, the horizon, the span read
+_FITS: weakref.WeakKeyDictionary[Store, tuple[Settings, dict[str, Held]]] = weakref.WeakKeyDictionary()
 
 
 # The recent forecast errors per store, as the fits: the window starts afresh with the process
@@ -189,14 +190,15 @@ def period_fits(policy: Policy, store: Store, now: float) -> dict[str, Fit]:
     if sc.forecast != "auto":
         return {}
     cfg = period_config(policy)
-    settings = (cfg, sc.boot_s + sc.interval_s, sc.seasons * sc.season_s)  # what a refit reads of the policy
-    held = _FITS.get(store, {}) if _MADE_WITH.get(store) == settings else {}
-    _MADE_WITH[store] = settings
+    settings: Settings = (cfg, sc.boot_s + sc.interval_s, sc.seasons * sc.season_s)  # what a refit reads
+    made_with, held = _FITS.get(store, (settings, {}))
+    if made_with != settings:
+        held = {}
     names = [w.name for w in policy.workloads]
     due = [w for w in names if refit_due(held.get(w), now)]
     if due:
         held = {w: h for w, h in held.items() if w in names} | refits(store, now, due, held, policy, cfg)
-        _FITS[store] = held
+        _FITS[store] = (settings, held)
     return {w: held[w].fit for w in names}
 
 
