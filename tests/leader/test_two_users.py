@@ -69,12 +69,26 @@ def test_a_second_user_never_leads_a_fleet_the_first_one_locks() -> None:
         base.chmod(0o755)
         (base / "locks").mkdir()
         (base / "locks").chmod(0o1777)  # as the host-wide directory is made
-        _second_user(base / "locks")
+        _second_user(base / "locks", _lease_code(base / "code"))
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _second_user(shared: Path) -> None:
+def _lease_code(dest: Path) -> Path:
+    """The modules ATTEMPT imports, copied where the second user can read them: the checkout may
+    sit in a directory only root can enter (`mktemp -d` makes it 0700)."""
+    for rel in (
+        "autoscaler/__init__.py",
+        "autoscaler/leader/__init__.py",
+        "autoscaler/leader/base.py",
+        "autoscaler/leader/local.py",
+    ):
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / rel, dest / rel)
+    return dest
+
+
+def _second_user(shared: Path, code: Path) -> None:
     path = shared / "fleet.lock"
     first = LocalLease(path, "root")
     assert first.attempt(0.0).leader
@@ -82,7 +96,7 @@ def _second_user(shared: Path) -> None:
 
     def as_nobody() -> str:
         done = subprocess.run(
-            [SYSTEM_PYTHON, "-c", ATTEMPT, str(path), str(REPO)],
+            [SYSTEM_PYTHON, "-c", ATTEMPT, str(path), str(code)],
             cwd="/",
             capture_output=True,
             text=True,
