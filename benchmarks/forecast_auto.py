@@ -17,7 +17,13 @@ SPREAD_S; 0 by default); both are run with the warm pool off and with `warm_pool
 Later still the widening takes all of SPREAD_S while only two cycles are known (periods.py
 `_spread`: no new constant). That rule was formed on a tune seed's miss, and the held-out seeds'
 one miss was known to be of the same kind, so neither set is held out for it; seeds 50 to 53
-(`fresh`) were first run after it, once.
+(`fresh`) were first run after it, once. Their one miss (seed 53, the jittered hour's fourth
+burst: its period failed the out-of-sample test from minute 155 to 200, the third burst having
+come 4 minutes before the fold of the first two put it) made that test allow the onsets' spread
+(period_skill.py `skill`, `spread_steps`: the profile may come up to onset_spread_s early or late
+on the held-out stretch; no new constant, and nothing changes where onset_spread_s is 0). So the
+fresh seeds are not held out for it either; seeds 60 to 63 (`fresh 2`) were first run after it,
+once.
 Then (issue 52, the out-of-sample test: core/capacity/period_skill.py) `min_skill` 0.15 was
 chosen on the tune seeds (0, 0.05, 0.1 and 0.15 leave the same bursts short, 0.2 and 0.35 one
 more: the largest that keeps them) and ServeGen's first halves (the skills of the periods the
@@ -70,7 +76,7 @@ SPECS = {
     "45 min, rise 120 s": Bursts(2700.0, 900.0, rise_s=120.0, base_rps=300.0),
     "3-hourly, hold 20 min": Bursts(10800.0, 3600.0, hold_s=1200.0, base_rps=300.0),
 }
-SEEDS = {"tune": (10, 11), "held out": (30, 31), "fresh": (50, 51, 52, 53)}
+SEEDS = {"tune": (10, 11), "held out": (30, 31), "fresh": (50, 51, 52, 53), "fresh 2": (60, 61, 62, 63)}
 SPREAD_S = 300.0  # chosen on the `tune` seeds (300, 600 and 900 s alike there; the cheapest kept)
 RUNS = ("seasonal", "auto", "auto, spread", "auto, warm pool", "auto, spread, warm pool", "oracle")
 SHIPPED = ("servegen-3models-1min.csv", "azure-llm-2023-1min.csv", "servegen-3models-wide.csv")

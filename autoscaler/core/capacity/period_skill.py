@@ -55,17 +55,26 @@ def _phase(times: Array, period_s: float, bins: int) -> npt.NDArray[np.int64]:
 
 
 def holdout_forecast(
-    times: Array, rates: Array, periods_s: Sequence[float], hold: int, level_s: float, step_s: float, occurrences: int
+    times: Array,
+    rates: Array,
+    periods_s: Sequence[float],
+    hold: int,
+    level_s: float,
+    step_s: float,
+    occurrences: int,
+    late_steps: int = 0,
 ) -> Array:
     """The last `hold` rates forecast from the ones before: the mean of the last `level_s` of them
-    plus each period's profile (the stronger first, each taken out before the next)."""
+    plus each period's profile (the stronger first, each taken out before the next). `late_steps`:
+    the last period's profile read that many grid steps later (earlier where negative), as a burst
+    that comes off the fold would be."""
     from scipy import ndimage  # as in periods.py: only a refit needs it
 
     train_t, train, test_t = times[:-hold], rates[:-hold], times[-hold:]
     width = max(1, min(len(train), round(level_s / step_s)))
     resid = train - ndimage.uniform_filter1d(train, width, mode="nearest")
     out = np.full(hold, float(train[-width:].mean()))
-    for period in periods_s:
+    for k, period in enumerate(periods_s):
         bins = max(1, round(period / step_s))
         phase = _phase(train_t, period, bins)
         recent = train_t > train_t[-1] - occurrences * period
@@ -73,21 +82,44 @@ def holdout_forecast(
         counts = np.bincount(phase[recent], minlength=bins)
         prof = np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
         resid = resid - prof[phase]
-        out += prof[_phase(test_t, period, bins)]
+        late = late_steps * step_s if k == len(periods_s) - 1 else 0.0
+        out += prof[_phase(test_t - late, period, bins)]
     return out
 
 
 def skill(
-    times: Array, rates: Array, kept_s: Sequence[float], period_s: float, share: float, step_s: float, occurrences: int
+    times: Array,
+    rates: Array,
+    kept_s: Sequence[float],
+    period_s: float,
+    share: float,
+    step_s: float,
+    occurrences: int,
+    spread_steps: int = 0,
 ) -> float:
     """`period_s`'s out-of-sample skill beside the periods already kept (see the module doc);
-    -inf where the history is too short to hold a stretch out."""
+    -inf where the history is too short to hold a stretch out. `spread_steps`: the policy's bound
+    on how far a burst's onset wanders (scaling.onset_spread_s, on the grid); the period's profile
+    may then come up to that many steps early or late on the held-out stretch, the best of those
+    shifts counting. The forecast planning with the period is widened by as much
+    (periods.py `_spread`), so a burst that far off the fold is one it covers: two jittered onsets
+    fix the period as their gap, and the third burst, some minutes off, would otherwise fail the
+    test that the widening was declared for."""
     hold = holdout_steps(len(rates), max(1, round(period_s / step_s)), share)
     if hold <= 0:
         return -np.inf
     level_s = max([period_s, *kept_s])
     actual = rates[-hold:]
     without = holdout_forecast(times, rates, kept_s, hold, level_s, step_s, occurrences)
-    with_it = holdout_forecast(times, rates, [*kept_s, period_s], hold, level_s, step_s, occurrences)
     base = float(np.square(actual - without).sum())
-    return 1.0 - float(np.square(actual - with_it).sum()) / base if base > 0 else 0.0
+    if base <= 0:
+        return 0.0
+    errors = [
+        float(
+            np.square(
+                actual - holdout_forecast(times, rates, [*kept_s, period_s], hold, level_s, step_s, occurrences, d)
+            ).sum()
+        )
+        for d in range(-spread_steps, spread_steps + 1)
+    ]
+    return 1.0 - min(errors) / base

@@ -368,7 +368,14 @@ def proven(times: Array, rates: Array, periods: Sequence[Period], cfg: PeriodCon
         ):
             continue
         score = skill(
-            times, rates, [k.period_s for k in kept], per.period_s, cfg.holdout_share, cfg.step_s, cfg.occurrences
+            times,
+            rates,
+            [k.period_s for k in kept],
+            per.period_s,
+            cfg.holdout_share,
+            cfg.step_s,
+            cfg.occurrences,
+            int(cfg.max_spread_s // cfg.step_s),
         )
         if score >= cfg.min_skill:
             kept.append(per)
