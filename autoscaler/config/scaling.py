@@ -252,7 +252,8 @@ class ScalingConfig(Frozen):
         default=0.0,
         description="forecast auto: the most a recurring burst's onset may wander from its period; a burst's "
         "capacity is planned that much before its predicted onset and held that much after, by the spread "
-        "the last cycles show (all of it while only two are known; docs/simulate.md); 0: off",
+        "the last cycles show (all of it while only two are known), and a period whose held-out bursts come "
+        "within it of the fold passes the out-of-sample test (docs/simulate.md); 0: off",
     )
     season_s: Seconds = Field(default=86400.0, description="seasonal forecast: the period (a day)")
     seasons: Annotated[int, Field(ge=1, le=28)] = Field(
