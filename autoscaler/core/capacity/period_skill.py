@@ -13,6 +13,9 @@ level at its start (the mean over the longest period) plus the profiles at each 
 A period's skill is 1 - SSE(with it) / SSE(without it), the periods kept before it in both: 1 a
 perfect forecast, 0 no better than the level, below 0 worse (a profile that says a burst comes
 where none does). `decompose` plans only with periods whose skill reaches PeriodConfig.min_skill.
+With `scaling.onset_spread_s` set, the period's own profile may come up to that spread early or
+late on the held-out stretch, the best shift counting (`skill`'s `spread_steps`): a burst that far
+off its fold is one the widened forecast covers, so it does not count against the period.
 
 Two cycles are enough to test a period up to PeriodConfig.quick_period_s: the profile of the
 first forecasts the second (the period was measured on both, so this shows the shape recurs at
