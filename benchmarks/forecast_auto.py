@@ -58,6 +58,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 from _results import ROOT, Results
+from _targets import slug
 from burst_traces import Bursts, make
 
 from autoscaler.config.policy import Policy, load_policy
@@ -96,11 +97,6 @@ def late_misses(r: SimResult, base: float) -> tuple[int, int]:
     hot = rates > 2 * base
     starts = [i for i in range(1, len(hot)) if hot[i] and not hot[i - 1]][2:]
     return len(starts), sum(1 for i in starts if cap[i] < rates[i] - 1e-9)
-
-
-def slug(name: str) -> str:
-    """A trace's name as a results key: `hourly, jitter 180 s` -> `hourly_jitter_180_s`."""
-    return "_".join("".join(c if c.isalnum() else " " for c in name.lower()).split())
 
 
 def run_one(tmp: Path, run: str, trace: Trace) -> SimResult:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import yaml
 from _results import Results
+from _targets import slug
 from burst_traces import Bursts, make
 
 from autoscaler.config.policy import load_policy
@@ -105,7 +106,7 @@ def main() -> None:
     res.line("runs", "| seed | run | short rows | attainment | cost |")
     res.line("runs", "| --- | --- | --- | --- | --- |")
     for (seed, run), (short, rows, att, cost) in done.items():
-        key = f"s{seed}/{run.replace(', ', '_').replace(' ', '_')}"
+        key = f"s{seed}/{slug(run)}"
         res.figure(f"{key}/short", short)
         res.figure(f"{key}/rows", rows)
         res.figure(f"{key}/attainment", att)

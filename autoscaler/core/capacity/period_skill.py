@@ -117,12 +117,10 @@ def skill(
     base = float(np.square(actual - without).sum())
     if base <= 0:
         return 0.0
-    errors = [
-        float(
-            np.square(
-                actual - holdout_forecast(times, rates, [*kept_s, period_s], hold, level_s, step_s, occurrences, d)
-            ).sum()
-        )
-        for d in range(-spread_steps, spread_steps + 1)
-    ]
-    return 1.0 - min(errors) / base
+    periods = [*kept_s, period_s]
+
+    def sse(late: int) -> float:
+        with_it = holdout_forecast(times, rates, periods, hold, level_s, step_s, occurrences, late)
+        return float(np.square(actual - with_it).sum())
+
+    return 1.0 - min(sse(d) for d in range(-spread_steps, spread_steps + 1)) / base
