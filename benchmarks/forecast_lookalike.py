@@ -25,17 +25,12 @@ forecast_auto.py use headroom 0). One T4 type at $0.526 an hour, the model resne
 from __future__ import annotations
 
 import argparse
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
-import yaml
+from _lookalike import Replayed, keep, replay
 from _results import Results
 from _targets import slug
 from burst_traces import Bursts, make
-
-from autoscaler.config.policy import load_policy
-from autoscaler.sim.engine import SimOptions, simulate
 
 HOURS = 48.0
 SPECS = {
@@ -78,17 +73,9 @@ def policy_doc(scaling: dict[str, object]) -> dict[str, object]:
     }
 
 
-def replayed(seed: int, run: str) -> tuple[int, int, float, float]:
+def replayed(seed: int, run: str) -> Replayed:
     """(short rows, rows, attainment, cost) of the seed's trace replayed as `run`."""
-    trace = make(SPECS, HOURS, seed=seed)
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "policy.yaml"
-        path.write_text(yaml.safe_dump(policy_doc(RUNS[run])), encoding="utf-8")
-        opts = SimOptions(strategy="oracle") if run == "oracle" else SimOptions()
-        r = simulate(load_policy(path), trace, opts)
-    short = sum(int((r.capacity[w] < trace.rates[w] - 1e-9).sum()) for w in SPECS)
-    s = r.summary()
-    return short, len(trace.times) * len(SPECS), float(s["slo_attainment"]), float(s["cost_total_usd"])
+    return replay(policy_doc(RUNS[run]), make(SPECS, HOURS, seed=seed), oracle=run == "oracle")
 
 
 def main() -> None:
@@ -105,13 +92,8 @@ def main() -> None:
         done = dict(zip(todo, pool.map(replayed, *zip(*todo, strict=True)), strict=True))
     res.line("runs", "| seed | run | short rows | attainment | cost |")
     res.line("runs", "| --- | --- | --- | --- | --- |")
-    for (seed, run), (short, rows, att, cost) in done.items():
-        key = f"s{seed}/{slug(run)}"
-        res.figure(f"{key}/short", short)
-        res.figure(f"{key}/rows", rows)
-        res.figure(f"{key}/attainment", att)
-        res.figure(f"{key}/cost", round(cost, 2))
-        res.line("runs", f"| {seed} | {run} | {short} of {rows} | {att:.4f} | ${cost:.2f} |")
+    for (seed, run), figures in done.items():
+        keep(res, f"s{seed}/{slug(run)}", f"{seed} | {run}", figures)
     res.write()
 
 

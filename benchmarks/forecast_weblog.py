@@ -37,17 +37,13 @@ on this one. One T4 type at $0.526 an hour, resnet50 at a 40 ms SLO, as forecast
 from __future__ import annotations
 
 import argparse
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 import numpy as np
-import yaml
+from _lookalike import Replayed, keep, replay
 from _results import Results
 from _targets import slug
 
-from autoscaler.config.policy import load_policy
-from autoscaler.sim.engine import SimOptions, simulate
 from autoscaler.sim.traces import Trace
 
 DAYS = 8
@@ -114,17 +110,9 @@ def policy_doc(scaling: dict[str, object]) -> dict[str, object]:
     }
 
 
-def replayed(kind: str, seed: int, run: str) -> tuple[int, int, float, float]:
+def replayed(kind: str, seed: int, run: str) -> Replayed:
     """(short rows, rows, attainment, cost) of the trace replayed as `run`."""
-    trace = make(kind, seed)
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "policy.yaml"
-        path.write_text(yaml.safe_dump(policy_doc(RUNS[run])), encoding="utf-8")
-        opts = SimOptions(strategy="oracle") if run == "oracle" else SimOptions()
-        r = simulate(load_policy(path), trace, opts)
-    short = sum(int((r.capacity[w] < trace.rates[w] - 1e-9).sum()) for w in MEANS)
-    s = r.summary()
-    return short, len(trace.times) * len(MEANS), float(s["slo_attainment"]), float(s["cost_total_usd"])
+    return replay(policy_doc(RUNS[run]), make(kind, seed), oracle=run == "oracle")
 
 
 def main() -> None:
@@ -139,13 +127,8 @@ def main() -> None:
         done = dict(zip(todo, pool.map(replayed, *zip(*todo, strict=True)), strict=True))
     res.line("runs", "| trace | seed | run | short rows | attainment | cost |")
     res.line("runs", "| --- | --- | --- | --- | --- | --- |")
-    for (kind, seed, run), (short, rows, att, cost) in done.items():
-        key = f"{kind}/s{seed}/{slug(run)}"
-        res.figure(f"{key}/short", short)
-        res.figure(f"{key}/rows", rows)
-        res.figure(f"{key}/attainment", att)
-        res.figure(f"{key}/cost", round(cost, 2))
-        res.line("runs", f"| {kind} | {seed} | {run} | {short} of {rows} | {att:.4f} | ${cost:.2f} |")
+    for (kind, seed, run), figures in done.items():
+        keep(res, f"{kind}/s{seed}/{slug(run)}", f"{kind} | {seed} | {run}", figures)
     res.write()
 
 
