@@ -50,7 +50,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from autoscaler.config.policy import load_policy
     from autoscaler.core.capacity.periods import find_periods, grid
-    from autoscaler.loop.tick.tuning import period_config
+    from autoscaler.loop.tick.tuning import history_window_s, period_config
     from autoscaler.sim.engine import check_ticks
     from autoscaler.sim.traces import check_workloads
 
@@ -74,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         out = {w: [_period_json(p, at) for p, at in zip(ps, firsts[w], strict=True)] for w, ps in found.items()}
         print(json.dumps(out, indent=1))
     else:
-        _print_table(trace, found, firsts, cfg.step_s, cfg.alpha, replay)
+        history = History(cfg, history_window_s(policy), policy.scaling.season_s, trace.duration_s)
+        _print_table(trace, found, firsts, history, replay)
     if args.plot:
         _plot(trace, names, replay, found, args.plot)
         if not args.json:
@@ -121,6 +122,42 @@ class Replay:
         return None
 
 
+@dataclass(frozen=True)
+class History:
+    """What bounds the periods the controller can plan with: the finder's settings, the history a
+    refit reads (tuning.history_window_s), the policy's season_s and the trace's span."""
+
+    cfg: Any  # PeriodConfig
+    window_s: float
+    season_s: float
+    span_s: float
+
+    def why_never(self, period_s: float) -> str:
+        """Why a period found in the whole trace is never planned with, where the history is the
+        cause (periods.history_to_plan_s); "" where it is not (the out-of-sample test dropped it)."""
+        from autoscaler.core.capacity.periods import history_to_plan_s
+
+        need = history_to_plan_s(period_s, self.cfg)
+        if need is None or need <= min(self.window_s, self.span_s):
+            return ""
+        cycles = need / period_s
+        head = f"planned with once {cycles:.1f} cycles, {_duration(need)}, are in the history"
+        if need > self.span_s:
+            return f"({head}: longer than the trace)"
+        seasons = math.ceil(need / self.season_s - 1e-9)
+        fix = (
+            f"seasons: {seasons}" if seasons <= _max_seasons() else f"season_s x seasons of {_duration(need)} at least"
+        )
+        return f"({head}; the policy reads {_duration(self.window_s)}: {fix})"
+
+
+def _max_seasons() -> int:
+    """scaling.seasons' upper bound, as the policy's schema states it."""
+    from autoscaler.config.scaling import ScalingConfig
+
+    return min(int(m.le) for m in ScalingConfig.model_fields["seasons"].metadata if hasattr(m, "le"))
+
+
 def tick_reads(policy: Any, trace: Any, names: list[str]) -> Iterator[tuple[float, dict[str, float]]]:
     """The controller's ticks over the trace as the simulator runs them (one at the start, then
     every interval_s up to the end), each with the rates its counter reads (sim/trace_rates.py)."""
@@ -155,11 +192,12 @@ def _duration(seconds: float) -> str:
 
 
 def _print_table(
-    trace: Any, found: dict[str, Any], firsts: dict[str, list[float | None]], step_s: float, alpha: float, r: Replay
+    trace: Any, found: dict[str, Any], firsts: dict[str, list[float | None]], history: History, r: Replay
 ) -> None:
+    cfg = history.cfg
     print(
         f"periods in {trace.source}: {len(trace.times)} rows, {trace.duration_s / 86400:.2f} days "
-        f"(grid {step_s:g} s; significant at a false-alarm bound below {alpha:g}, and repeating)"
+        f"(grid {cfg.step_s:g} s; significant at a false-alarm bound below {cfg.alpha:g}, and repeating)"
     )
     counts = sorted({len(v) for v in r.refits.values()}) or [0]
     refits = f"{counts[0]}" if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
@@ -174,9 +212,10 @@ def _print_table(
             print(f"{w:<{width}}  {'none':>10}  {'-':>9}  {'-':>8}  {'-':>9}  {'-':>9}   (auto plans as seasonal)")
         for p, at in zip(periods, firsts[w], strict=True):
             when = "never" if at is None else _duration(at)
+            why = history.why_never(p.period_s) if at is None else ""
             print(
                 f"{w:<{width}}  {_duration(p.period_s):>10}  {p.period_s:>9.0f}  {p.strength:>8.3f}  "
-                f"{p.p_value:>9.1e}  {when:>9}"
+                f"{p.p_value:>9.1e}  {when:>9}" + (f"   {why}" if why else "")
             )
 
 

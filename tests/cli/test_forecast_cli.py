@@ -55,6 +55,28 @@ def test_the_periods_and_their_strength(igniter, files) -> None:
     assert rows["hourly"][-2:] == _duration(data["hourly"][0]["found_at_s"]).split()
 
 
+def test_a_period_longer_than_the_window_holds_says_which_seasons_would(igniter, tmp_path: Path) -> None:
+    """A 5-hour burst is planned with once 5.33 cycles (26.7 h) are in the history a refit reads:
+    never with a day's window, and the row says `seasons: 2`; with that, it is found, with no note."""
+    five = 5 * 3600.0
+    specs = {"five": bt.Bursts(period_s=five, phase_s=3600.0, hold_s=3600.0), "flat": bt.Bursts(amplitude=1.0)}
+    trace = tmp_path / "five.csv"
+    bt.write(bt.make(specs, 36.0, seed=3), trace)
+    doc = {**POLICY, "workloads": [{**w, "name": n} for w, n in zip(POLICY["workloads"], specs, strict=True)]}
+    found = {}
+    for seasons in (1, 2):
+        policy = tmp_path / f"policy{seasons}.yaml"
+        policy.write_text(yaml.safe_dump({**doc, "scaling": {**POLICY["scaling"], "seasons": seasons}}))
+        r = igniter("forecast", policy, "--trace", trace)
+        assert r.code == 0, r.err
+        found[seasons] = next(line for line in r.out.splitlines() if line.startswith("five"))
+    assert "never" in found[1] and "5.3 cycles" in found[1] and found[1].endswith("reads 1d 00h: seasons: 2)")
+    assert "never" not in found[2] and "(" not in found[2], found[2]
+    # ... first planned with about when the note said (refits are hourly by then)
+    p = json.loads(igniter("forecast", policy, "--trace", trace, "--json").out)["five"][0]
+    assert 16 / 3 * p["period_s"] <= p["found_at_s"] + 60 <= 16 / 3 * p["period_s"] + 3600
+
+
 def test_plot(igniter, files, tmp_path: Path) -> None:
     policy, trace = files
     png = tmp_path / "forecast.png"

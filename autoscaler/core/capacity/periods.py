@@ -266,6 +266,16 @@ def _fits(period: float, span: float, cfg: PeriodConfig) -> bool:
     return cfg.min_period_s <= period <= 1.05 * span / cycles  # 5 %: the refined period may sit past a bin
 
 
+def history_to_plan_s(period_s: float, cfg: PeriodConfig) -> float | None:
+    """The history a period longer than quick_period_s needs before a refit plans with it:
+    `occurrences` full cycles before the held-out stretch (period_skill.trains_full_profile), so
+    occurrences / (1 - holdout_share) cycles in all (5.33: a day's cycle needs five days and eight
+    hours). None for a shorter period: two cycles show it, and the test uses what there is."""
+    if period_s <= cfg.quick_period_s:
+        return None
+    return cfg.occurrences / (1.0 - cfg.holdout_share) * period_s
+
+
 def _sharpen(acf: Array, period: float, span: float, cfg: PeriodConfig) -> float:
     """The period measured at its multiples within half the history (up to 8), each from the
     estimate the one before gave: a lag's error is a fraction of a step whatever the lag, so m

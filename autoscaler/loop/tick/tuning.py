@@ -182,6 +182,11 @@ def period_config(policy: Policy) -> PeriodConfig:
     return PeriodConfig(step_s=max(60.0, sc.interval_s), max_spread_s=sc.onset_spread_s)
 
 
+def history_window_s(policy: Policy) -> float:
+    """How far back a refit reads the rate history: max(1 day, seasons * season_s)."""
+    return max(86400.0, policy.scaling.seasons * policy.scaling.season_s)
+
+
 def period_fits(policy: Policy, store: Store, now: float) -> dict[str, Fit]:
     """Each workload's periods and seasonal rise (core/capacity/periods.py), refit from the last
     max(1 day, seasons * season_s) of the store's history when its fit is due (refit_after: often
@@ -231,7 +236,7 @@ def refits(
     workload's refits read its own short history, not the day), the whole span for one never fit
     or fit at a later time than now (a clock set back)."""
     sc = policy.scaling
-    start = now - max(86400.0, sc.seasons * sc.season_s)
+    start = now - history_window_s(policy)
     since = max(start, min(held[w].since if w in held and held[w].at <= now else start for w in due))
     history = store.rate_history(since)
     out: dict[str, Held] = {}
