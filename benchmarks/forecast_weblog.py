@@ -25,9 +25,9 @@ changed after):
   3, the server shut down for a hurricane), no launch.
 
 What it is not: the issue's trace. The shape is this file's reading of the log's description; the
-per-minute counts of the real log are burstier than a normal draw. It shows whether `auto` finds
-the day (and the week, where eight days allow it), launches ahead of the morning rise, and costs
-no attainment against the defaults on a trace of daily cycles rather than bursts; `auto`'s
+per-minute counts of the real log are burstier than a normal draw. It shows whether `auto`, with
+the defaults' window or one that holds the day, costs attainment against the defaults on a trace
+of daily cycles rather than bursts (eight days hold no weekly period it could test); `auto`'s
 constants were chosen on burst traces (benchmarks/forecast_auto.py) and on the shipped traces, not
 on this one. One T4 type at $0.526 an hour, resnet50 at a 40 ms SLO, as forecast_lookalike.py.
 
