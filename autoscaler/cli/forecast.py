@@ -9,7 +9,8 @@ schedule refit_after sets: span / 12 of the history, 5 minutes to an hour), and 
 first refit whose fit holds the period (within 5 %). `--plot OUT.png` draws each workload's rate,
 the forecast those refits made at each tick (trend + seasonal profile; the last rate read where no
 period was found) and the bands (the residual's 10 % and 90 % quantiles). `--json` prints the
-periods as JSON (with `found_at_s`, seconds from the trace's start; null: never in the replay).
+periods as JSON (with `found_at_s`, seconds from the trace's start; null: never in the replay; and
+`why_never`, the row's note where the history a refit reads is why).
 
 Exit codes: 0 ok; 1 internal error; 2 bad input (`FILE: field: message`).
 """
@@ -70,11 +71,13 @@ def run(args: argparse.Namespace) -> int:
         found[w] = find_periods(times, rates, cfg)
     replay = Replay.of(policy, trace, names)
     firsts = {w: [replay.found_at(w, p.period_s) for p in ps] for w, ps in found.items()}
+    history = History(cfg, history_window_s(policy), policy.scaling.season_s, trace.duration_s)
     if args.json:
-        out = {w: [_period_json(p, at) for p, at in zip(ps, firsts[w], strict=True)] for w, ps in found.items()}
+        out = {
+            w: [_period_json(p, at, history) for p, at in zip(ps, firsts[w], strict=True)] for w, ps in found.items()
+        }
         print(json.dumps(out, indent=1))
     else:
-        history = History(cfg, history_window_s(policy), policy.scaling.season_s, trace.duration_s)
         _print_table(trace, found, firsts, history, replay)
     if args.plot:
         _plot(trace, names, replay, found, args.plot)
@@ -171,12 +174,13 @@ def tick_reads(policy: Any, trace: Any, names: list[str]) -> Iterator[tuple[floa
         yield now, {w: v for w, v in source.read(now, names).items() if v is not None}
 
 
-def _period_json(p: Any, found_at: float | None) -> dict[str, float | None]:
+def _period_json(p: Any, found_at: float | None, history: History) -> dict[str, float | str | None]:
     return {
         "period_s": round(p.period_s, 1),
         "strength": round(p.strength, 4),
         "p_value": p.p_value,
         "found_at_s": None if found_at is None else round(found_at, 1),
+        "why_never": (history.why_never(p.period_s) or None) if found_at is None else None,
     }
 
 

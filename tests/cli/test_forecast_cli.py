@@ -75,6 +75,9 @@ def test_a_period_longer_than_the_window_holds_says_which_seasons_would(igniter,
     # ... first planned with about when the note said (refits are hourly by then)
     p = json.loads(igniter("forecast", policy, "--trace", trace, "--json").out)["five"][0]
     assert 16 / 3 * p["period_s"] <= p["found_at_s"] + 60 <= 16 / 3 * p["period_s"] + 3600
+    assert p["why_never"] is None
+    never = json.loads(igniter("forecast", tmp_path / "policy1.yaml", "--trace", trace, "--json").out)["five"][0]
+    assert never["found_at_s"] is None and never["why_never"] in found[1]
 
 
 def test_plot(igniter, files, tmp_path: Path) -> None:
