@@ -23,11 +23,14 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from autoscaler.cli import extras
 from autoscaler.cli.simulate import add_trace_args, load_trace
 from autoscaler.config.errors import InputError
+
+if TYPE_CHECKING:
+    from autoscaler.core.capacity.periods import PeriodConfig
 
 FOUND_TOLERANCE = 0.05  # a refit's period within this share of a whole-trace period is that period
 
@@ -130,7 +133,7 @@ class History:
     """What bounds the periods the controller can plan with: the finder's settings, the history a
     refit reads (tuning.history_window_s), the policy's season_s and the trace's span."""
 
-    cfg: Any  # PeriodConfig
+    cfg: PeriodConfig
     window_s: float
     season_s: float
     span_s: float
@@ -148,8 +151,9 @@ class History:
         if need > self.span_s:
             return f"({head}: longer than the trace)"
         seasons = math.ceil(need / self.season_s - 1e-9)
+        most = _max_seasons()
         fix = (
-            f"seasons: {seasons}" if seasons <= _max_seasons() else f"season_s x seasons of {_duration(need)} at least"
+            f"seasons: {seasons}" if seasons <= most else f"seasons * season_s of {_duration(need)} (seasons <= {most})"
         )
         return f"({head}; the policy reads {_duration(self.window_s)}: {fix})"
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autoscaler.cli.forecast import _duration
+from autoscaler.cli.forecast import History, _duration
+from autoscaler.core.capacity.periods import PeriodConfig
 from tests.kit import benchmod
 
 pytestmark = pytest.mark.unit
@@ -78,6 +79,17 @@ def test_a_period_longer_than_the_window_holds_says_which_seasons_would(igniter,
     assert p["why_never"] is None
     never = json.loads(igniter("forecast", tmp_path / "policy1.yaml", "--trace", trace, "--json").out)["five"][0]
     assert never["found_at_s"] is None and never["why_never"] in found[1]
+
+
+def test_why_never_names_the_short_trace_or_a_window_seasons_cannot_reach() -> None:
+    cfg = PeriodConfig()
+    day, week = 86400.0, 7 * 86400.0
+    assert History(cfg, day, day, 3 * day).why_never(day).endswith("longer than the trace)")
+    assert (
+        History(cfg, day, 3600.0, 90 * day).why_never(week).endswith("seasons * season_s of 37d 08h (seasons <= 28))")
+    )
+    assert History(cfg, 6 * day, day, 90 * day).why_never(day) == ""  # the window holds it: the test dropped it
+    assert History(cfg, day, day, 90 * day).why_never(3600.0) == ""  # two cycles suffice
 
 
 def test_plot(igniter, files, tmp_path: Path) -> None:
