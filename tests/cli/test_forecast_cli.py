@@ -74,7 +74,7 @@ def test_a_period_longer_than_the_window_holds_says_which_seasons_would(igniter,
     assert "never" in found[1] and "5.3 cycles" in found[1] and found[1].endswith("reads 1d 00h: seasons: 2)")
     assert "never" not in found[2] and "(" not in found[2], found[2]
     # ... first planned with about when the note said (refits are hourly by then)
-    p = json.loads(igniter("forecast", policy, "--trace", trace, "--json").out)["five"][0]
+    p = json.loads(igniter("forecast", tmp_path / "policy2.yaml", "--trace", trace, "--json").out)["five"][0]
     assert 16 / 3 * p["period_s"] <= p["found_at_s"] + 60 <= 16 / 3 * p["period_s"] + 3600
     assert p["why_never"] is None
     never = json.loads(igniter("forecast", tmp_path / "policy1.yaml", "--trace", trace, "--json").out)["five"][0]
