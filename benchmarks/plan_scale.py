@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _results import Results
 
 from autoscaler.model.perfmodel import PerfModel, load_perf_model
-from autoscaler.planner import Demand, InstanceOption, api, check_plan, make_plan, tasks
+from autoscaler.planner import Demand, InstanceOption, api, check_plan, make_plan
 
 PROFILES = Path(__file__).resolve().parent.parent / "policies" / "profiles"
 RANGES = {
@@ -65,11 +65,7 @@ def cold(models: dict[str, PerfModel]) -> None:
     """Forget what earlier runs remembered (planner/api.py's fresh plans, planner/tasks.py's sizes
     and batch limits, each model's solo predictions): every timed run plans inputs it has not seen,
     as a tick with new rates does. Without this, runs 2 and 3 answer from the memos in microseconds."""
-    api._fresh_plans.clear()
-    tasks.size_on.cache_clear()
-    tasks.max_batch.cache_clear()
-    for model in models.values():
-        model._solo.clear()
+    api.forget_memos(models.values())
 
 
 def timed(

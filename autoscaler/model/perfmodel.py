@@ -231,6 +231,10 @@ class PerfModel:
             out = self._solo[key] = self.predict_raw([(model, batch, mps)])[0]
         return out
 
+    def forget_solo(self) -> None:
+        """Forget the remembered solo predictions (planner/api.py's forget_memos)."""
+        self._solo.clear()
+
     def batch_size(self, model: str, slo_ms: float, rate_rps: float) -> int:
         """The paper's batch rule: the smallest batch that fills within half the SLO at this rate."""
         c = self.coef[model]

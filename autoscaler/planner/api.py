@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -10,7 +10,7 @@ from autoscaler.config.offerings import SPOT, offering_key
 from autoscaler.config.policy import Policy
 from autoscaler.model.mig import GpuModel, MigModel, load_gpu_model
 from autoscaler.model.perfmodel import PerfModel
-from autoscaler.planner import baselines, exact
+from autoscaler.planner import baselines, exact, limits, shares, tasks
 from autoscaler.planner.build import build, count_moved
 from autoscaler.planner.igniter import (
     PLAIN,
@@ -23,6 +23,7 @@ from autoscaler.planner.igniter import (
 )
 from autoscaler.planner.kept import Kept
 from autoscaler.planner.limits import check_bound, check_plan_size
+from autoscaler.planner.mig import joint, packing
 from autoscaler.planner.mixed import plan_mixed
 from autoscaler.planner.offerings import plan_offerings
 from autoscaler.planner.redundancy import redundancy_faults
@@ -38,6 +39,23 @@ STABILITY_TOLERANCE = 0.03  # a plan that keeps placements may cost this much mo
 FRESH_KEPT = 1024  # fresh plans remembered (_fresh) ...
 FRESH_DEMANDS_KEPT = 1 << 16  # ... with this many demands among them at most (planner/kept.py)
 _fresh_plans: Kept[tuple[Any, ...], Plan] = Kept(FRESH_KEPT, FRESH_DEMANDS_KEPT, lambda key: len(key[0]))
+
+
+def forget_memos(models: Iterable[GpuModel] = ()) -> None:
+    """Forget every answer the planner remembers, so that the next plan is computed cold, as a
+    tick with rates it has never seen is: fresh plans (here), decompositions, sizes and batch limits
+    (tasks.py), whole-GPU rates (limits.py), GPUs' predictions (shares.py), MIG packings and choices
+    (mig/), and each of `models`' solo predictions. For a benchmark that times the planner itself
+    (benchmarks/plan_scale.py): without it, the runs after the first answer from the memos."""
+    _fresh_plans.clear()
+    tasks.forget_sizes()
+    limits.gpu_rps.cache_clear()
+    shares.forget_predictions()
+    packing.forget_packings()
+    joint.forget_choices()
+    for m in models:
+        if isinstance(m, PerfModel):
+            m.forget_solo()
 
 
 def igniter(

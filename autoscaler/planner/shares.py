@@ -27,6 +27,11 @@ PREDICTIONS_KEPT = 1 << 16  # GPUs' predictions remembered (predict); beyond, th
 _predictions: dict[tuple[PerfModel, Mix, tuple[float, ...]], tuple[Prediction, ...]] = {}
 
 
+def forget_predictions() -> None:
+    """Forget the remembered GPUs' predictions (api.forget_memos)."""
+    _predictions.clear()
+
+
 def violated(size: Size, pred: Prediction) -> bool:
     """Whether a placement misses its latency budget or the throughput its rate share needs."""
     lat, thr = pred

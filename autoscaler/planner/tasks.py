@@ -286,6 +286,14 @@ def _decompose_one(
     return tuple((t.rate, t.sizes, t.pref, t.full, t.carries) for t in _tasks_for(d, opts, models, prices, 0, search))
 
 
+def forget_sizes() -> None:
+    """Forget the remembered decompositions, sizes and batch limits (api.forget_memos)."""
+    _decomposed.clear()
+    _sized.cache_clear()
+    _made.cache_clear()
+    max_batch.cache_clear()
+
+
 def forget_oldest(kept: dict[Any, Any], count: int) -> None:
     """Drop the `count` entries put in first (a dict keeps its order of insertion), so the newest
     stay: the next plans ask mostly what the last ones asked (a fleet changes a little a tick)."""

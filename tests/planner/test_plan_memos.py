@@ -229,3 +229,30 @@ def test_decomposed_tasks_are_new_each_time(models) -> None:
     first[0].sizes.clear()
     again, _ = decompose([Demand("x", "alexnet", 40.0, 10.0), d], models, {"v100": 3.06, "t4-synthetic": 0.526})
     assert again[1].sizes and again[1].tid == 1 and again[1] is not first[0]
+
+
+@pytest.mark.unit
+def test_forget_memos_leaves_every_memo_empty_and_the_plan_the_same(models) -> None:
+    """benchmarks/plan_scale.py times cold plans through api.forget_memos: after it, every memo a
+    plan fills is empty again (a memo it left would make the next run answer from it), and the
+    cold plan is the plan it made warm."""
+    from autoscaler.planner import limits, shares
+
+    rng = random.Random(3)
+    demands = [
+        Demand(f"w{i}", rng.choice(["alexnet", "resnet50", "vgg19"]), 60.0, rng.uniform(50, 900)) for i in range(40)
+    ]
+    sizes = {
+        "fresh plans": lambda: api._fresh_plans.total(),
+        "decompositions": lambda: len(tk._decomposed),
+        "sizes": lambda: tk._sized.cache_info().currsize + tk._made.cache_info().currsize,
+        "batch limits": lambda: tk.max_batch.cache_info().currsize,
+        "whole-GPU rates": lambda: limits.gpu_rps.cache_info().currsize,
+        "predictions": lambda: len(shares._predictions),
+        "solo": lambda: sum(len(m._solo) for m in models.values()),
+    }
+    warm = api.make_plan(demands, [P3, P3X4], models, max_instances=1000)
+    assert all(size() > 0 for size in sizes.values()), {k: f() for k, f in sizes.items()}
+    api.forget_memos(models.values())
+    assert {k: f() for k, f in sizes.items()} == dict.fromkeys(sizes, 0)
+    assert api.make_plan(demands, [P3, P3X4], models, max_instances=1000) == warm

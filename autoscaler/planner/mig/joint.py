@@ -47,6 +47,11 @@ def choose_jointly(
 CHOICES_KEPT = 4096
 
 
+def forget_choices() -> None:
+    """Forget the remembered choices (planner/api.py's forget_memos)."""
+    _chosen.cache_clear()
+
+
 @lru_cache(maxsize=CHOICES_KEPT)
 def _chosen(
     geometry: MigGeometry, wants: tuple[tuple[float, tuple[Segment, ...]], ...]

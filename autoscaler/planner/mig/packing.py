@@ -39,6 +39,11 @@ def fewest_gpus(geometry: MigGeometry, slices: Counter[str]) -> list[tuple[Slot,
 PACKINGS_KEPT = 4096
 
 
+def forget_packings() -> None:
+    """Forget the remembered packings (planner/api.py's forget_memos)."""
+    _packed.cache_clear()
+
+
 @lru_cache(maxsize=PACKINGS_KEPT)
 def _packed(geometry: MigGeometry, counted: tuple[tuple[str, int], ...]) -> tuple[tuple[Slot, ...], ...]:
     slices = Counter(dict(counted))
