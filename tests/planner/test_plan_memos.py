@@ -20,6 +20,7 @@ from autoscaler.planner.limits import gpu_rps, gpus_needed
 from autoscaler.planner.shares import mix_of
 from autoscaler.planner.state import GpuPool
 from autoscaler.planner.tasks import Task, _make_size, decompose, forget_oldest, make_size, max_batch
+from tests.kit import benchmod
 from tests.planner.conftest import P3, P3X4
 
 NAMES = st.sampled_from(["alexnet", "resnet50", "vgg19", "ssd", "no-such-model"])
@@ -256,3 +257,18 @@ def test_forget_memos_leaves_every_memo_empty_and_the_plan_the_same(models) -> N
     api.forget_memos(models.values())
     assert {k: f() for k, f in sizes.items()} == dict.fromkeys(sizes, 0)
     assert api.make_plan(demands, [P3, P3X4], models, max_instances=1000) == warm
+
+
+@pytest.mark.unit
+def test_plan_scale_plans_every_timed_run_cold(models, monkeypatch) -> None:
+    """benchmarks/plan_scale.py times each run cold: every run decomposes every demand afresh
+    (a run that answered from the memos would time microseconds). Its own path, run small: it
+    once stopped with an AttributeError on a memo that had been renamed."""
+    ps = benchmod.load("plan_scale")
+    demands = ps.workloads(12)
+    calls = []
+    real = tk._decompose_one
+    monkeypatch.setattr(tk, "_decompose_one", lambda *a: calls.append(a[0]) or real(*a))
+    _, _, plan = ps.timed(demands, ps.V100, {"v100": models["v100"]}, "igniter", 3)
+    assert plan.gpu_count > 0
+    assert sorted(d.workload for d in calls) == sorted(d.workload for d in demands * 3)
