@@ -62,9 +62,9 @@ def workloads(n: int, seed: int = 1) -> list[Demand]:
 
 
 def cold(models: dict[str, PerfModel]) -> None:
-    """Forget what earlier runs remembered (planner/api.py's fresh plans, planner/tasks.py's sizes
-    and batch limits, each model's solo predictions): every timed run plans inputs it has not seen,
-    as a tick with new rates does. Without this, runs 2 and 3 answer from the memos in microseconds."""
+    """Forget everything earlier runs remembered (planner/api.py's forget_memos): every timed run
+    plans inputs it has not seen, as a tick with new rates does. Without this, runs 2 and 3 answer
+    from the memos in microseconds."""
     api.forget_memos(models.values())
 
 
