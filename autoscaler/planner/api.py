@@ -39,6 +39,7 @@ STABILITY_TOLERANCE = 0.03  # a plan that keeps placements may cost this much mo
 FRESH_KEPT = 1024  # fresh plans remembered (_fresh) ...
 FRESH_DEMANDS_KEPT = 1 << 16  # ... with this many demands among them at most (planner/kept.py)
 _fresh_plans: Kept[tuple[Any, ...], Plan] = Kept(FRESH_KEPT, FRESH_DEMANDS_KEPT, lambda key: len(key[0]))
+_last_kept: dict[str, tuple[tuple[Any, ...], Plan, Plan]] = {}  # `_kept`: the last plan that keeps placements
 
 
 def forget_memos(models: Iterable[GpuModel] = ()) -> None:
@@ -48,6 +49,7 @@ def forget_memos(models: Iterable[GpuModel] = ()) -> None:
     (mig/), and each of `models`' solo predictions. For a benchmark that times the planner itself
     (benchmarks/plan_scale.py): without it, the runs after the first answer from the memos."""
     _fresh_plans.clear()
+    _last_kept.clear()
     tasks.forget_sizes()
     limits.gpu_rps.cache_clear()
     shares.forget_predictions()
@@ -72,7 +74,7 @@ def igniter(
     fresh = _fresh(demands, options, models, cfg, name)
     if current is None:
         return fresh
-    kept = _igniter(demands, options, models, current, cfg, name)
+    kept = _kept(demands, options, models, current, cfg, name)
     if (
         kept.cost_per_hour <= fresh.cost_per_hour * (1 + STABILITY_TOLERANCE) + 1e-9
         and len(kept.unplaced) <= len(fresh.unplaced)
@@ -100,6 +102,25 @@ def _fresh(
     if plan is None:
         plan = _igniter(demands, options, models, None, cfg, name)
         _fresh_plans.put(key, plan)
+    return plan
+
+
+def _kept(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, PerfModel],
+    current: Plan,
+    cfg: Config,
+    name: str,
+) -> Plan:
+    """The plan that keeps placements, the last one remembered: a tick that finds a cost_ceiling
+    of no use (no cheaper plan than the hold plan) plans the target next, with this plan in it."""
+    key = (tuple(demands), tuple(options), tuple(models.items()), cfg, name)
+    last = _last_kept.get("plan")  # one read: another thread's plan replaces the entry, never changes it
+    if last is not None and last[1] is current and last[0] == key:
+        return last[2]
+    plan = _igniter(demands, options, models, current, cfg, name)
+    _last_kept["plan"] = (key, current, plan)
     return plan
 
 
@@ -216,6 +237,42 @@ def make_plan(
     check_plan_size(plan, max_instances)
     faults = redundancy_faults(plan, demands)
     return replace(plan, stats={**plan.stats, "redundancy": faults}) if faults else plan
+
+
+def cost_ceiling(
+    demands: Sequence[Demand],
+    options: Sequence[InstanceOption],
+    models: Mapping[str, GpuModel],
+    *,
+    planner: str = "igniter",
+    current: Plan | None = None,
+    max_instances: int | None = None,
+) -> float | None:
+    """A cost that make_plan's plan for the same arguments surely does not exceed, found without
+    planning afresh; None where none can be given that way.
+
+    igniter keeps the plan that keeps placements unless a fresh plan is cheaper by more than
+    STABILITY_TOLERANCE, or the kept one places less or breaks a fault domain. So when the kept
+    plan places every demand and breaks none, the plan costs at most what it costs, and the fresh
+    plan (most of a plan's CPU) need not be made to know that (the controller's scale-in wait,
+    loop/tick/controller.py `_waiting`). Only igniter's own path says so: with MIG types, spot
+    offerings or another planner, None. So too where the plan could be refused
+    (TooManyInstances): for the kept plan's cost, the cheapest instance bounds the count only
+    below `max_instances` + 1. Raises what make_plan raises before planning (check_bound)."""
+    if planner != "igniter" or current is None or not options or any(o.capacity_type == SPOT for o in options):
+        return None
+    if any(isinstance(m, MigModel) for m in models.values()):
+        return None
+    _check_known(models, options)
+    check_bound(demands, options, models, max_instances)
+    perf = {g: m for g, m in models.items() if isinstance(m, PerfModel)}
+    kept = _kept(demands, options, perf, current, Config(), "igniter")
+    if kept.unplaced or redundancy_faults(kept, demands):
+        return None
+    cheapest = min(o.price_per_hour for o in options)
+    if max_instances is not None and not (cheapest > 0 and kept.cost_per_hour + 1e-6 < (max_instances + 1) * cheapest):
+        return None
+    return kept.cost_per_hour
 
 
 def _make_plan(

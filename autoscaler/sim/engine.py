@@ -53,6 +53,7 @@ from autoscaler.core.rollout.surge import is_surge_slot
 from autoscaler.fleet.sim import SimInterruptions, SimProvider
 from autoscaler.loop.state.store import Store
 from autoscaler.loop.tick.controller import Controller, Deps, PlanFn, TickReport
+from autoscaler.loop.tick.records import BoundFn
 from autoscaler.rates.reader import RateReader
 from autoscaler.sim.changes import Moves
 from autoscaler.sim.memo import MemoPlanner, PlanMemo
@@ -138,6 +139,14 @@ def default_plan_fn(policy: Policy) -> PlanFn:
     return default_planner
 
 
+def bound_for(plan_fn: PlanFn) -> BoundFn | None:
+    """The bound that goes with `plan_fn` (Deps.bound): wiring's for wiring's planner, none for
+    any other (a bound says what one planner's plan costs at most)."""
+    from autoscaler.loop.service.wiring import default_bound, default_planner
+
+    return default_bound if plan_fn is default_planner else None
+
+
 class Replay:
     """One run of the controller over a trace; `run()` returns the SimResult."""
 
@@ -178,6 +187,7 @@ class Replay:
             self.clock,
             contact=False,
             interruptions=SimInterruptions(self.provider),
+            bound=bound_for(plan_fn),
         )
         self.controller = Controller(policy, deps)
         n = len(trace.times)

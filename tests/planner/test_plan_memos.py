@@ -245,6 +245,7 @@ def test_forget_memos_leaves_every_memo_empty_and_the_plan_the_same(models) -> N
     ]
     sizes = {
         "fresh plans": lambda: api._fresh_plans.total(),
+        "kept plan": lambda: len(api._last_kept),
         "decompositions": lambda: len(tk._decomposed),
         "sizes": lambda: tk._sized.cache_info().currsize + tk._made.cache_info().currsize,
         "batch limits": lambda: tk.max_batch.cache_info().currsize,
@@ -252,11 +253,12 @@ def test_forget_memos_leaves_every_memo_empty_and_the_plan_the_same(models) -> N
         "predictions": lambda: len(shares._predictions),
         "solo": lambda: sum(len(m._solo) for m in models.values()),
     }
-    warm = api.make_plan(demands, [P3, P3X4], models, max_instances=1000)
+    first = api.make_plan(demands, [P3, P3X4], models, max_instances=1000)
+    warm = api.make_plan(demands[1:], [P3, P3X4], models, max_instances=1000, current=first)
     assert all(size() > 0 for size in sizes.values()), {k: f() for k, f in sizes.items()}
     api.forget_memos(models.values())
     assert {k: f() for k, f in sizes.items()} == dict.fromkeys(sizes, 0)
-    assert api.make_plan(demands, [P3, P3X4], models, max_instances=1000) == warm
+    assert api.make_plan(demands[1:], [P3, P3X4], models, max_instances=1000, current=first) == warm
 
 
 @pytest.mark.unit

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from autoscaler.transport.pins import PinnedHostKeys
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def default_state_path(policy: Policy) -> Path:
@@ -264,14 +265,43 @@ def plan_now(
     """The policy's planner on the policy's offerings; offerings in `caps` (keyed by
     planner.types.offering_key: the type on-demand, `<type>@spot` for spot) may have at most that
     many instances (an offering that just reported no capacity keeps what runs, and gets no more)."""
-    from autoscaler.planner import make_plan, planning_inputs
+    from autoscaler.planner import make_plan
+
+    return _asked(make_plan, policy, rates, corrections, caps, current)
+
+
+def default_bound(
+    policy: Policy,
+    rates: Mapping[str, float],
+    corrections: Mapping[str, float],
+    caps: Mapping[str, int],
+    current: Plan | None,
+) -> float | None:
+    """A cost `default_planner`'s plan for the same question surely does not exceed, told without
+    planning afresh (planner.api.cost_ceiling), or None: what lets a tick whose cheaper plan is
+    still waiting out scale_down_delay_s skip making that plan (Deps.bound)."""
+    from autoscaler.planner.api import cost_ceiling
+
+    return _asked(cost_ceiling, policy, rates, corrections, caps, current)
+
+
+def _asked(
+    fn: Callable[..., R],
+    policy: Policy,
+    rates: Mapping[str, float],
+    corrections: Mapping[str, float],
+    caps: Mapping[str, int],
+    current: Plan | None,
+) -> R:
+    """`fn` (make_plan or cost_ceiling) on a question's planner inputs: offerings at a cap of 0
+    left out, the others capped."""
+    from autoscaler.planner import planning_inputs
 
     gone = frozenset(t for t, n in caps.items() if n <= 0)
     demands, options, models = planning_inputs(policy, rates=rates, corrections=corrections, unavailable=gone)
-    options = [_capped(o, caps.get(o.key)) for o in options]
-    return make_plan(
+    return fn(
         demands,
-        options,
+        [_capped(o, caps.get(o.key)) for o in options],
         models,
         planner=policy.scaling.planner,
         current=current,
@@ -330,6 +360,7 @@ def build_controller(
         interruptions=_fenced_interruptions(interruptions, fence),
         gateway=gateway,
         model_root=model_root(policy, state_path),
+        bound=default_bound,
     )
     return Controller(policy, deps)
 
@@ -417,5 +448,6 @@ def build_advisory_controller(policy: Policy, state_path: Path, clock: Callable[
         interruptions=None,
         gateway=gateway,  # type: ignore[arg-type]
         model_root=model_root(policy, state_path),
+        bound=default_bound,
     )
     return AdvisoryController(policy, deps, advice)

@@ -25,6 +25,8 @@ from autoscaler.transport.base import AgentStatus, HostKeyGate, Transport
 
 # (policy, rates, corrections, caps by instance type, current plan) -> plan
 PlanFn = Callable[[Policy, Mapping[str, float], Mapping[str, float], Mapping[str, int], Plan | None], Plan]
+# the same question -> a cost the planner's plan surely does not exceed, or None (wiring.default_bound)
+BoundFn = Callable[[Policy, Mapping[str, float], Mapping[str, float], Mapping[str, int], Plan | None], float | None]
 
 
 @dataclass
@@ -40,6 +42,7 @@ class Deps:
     interruptions: InterruptionSource | None = None  # spot interruption / maintenance notices (EC2: SQS)
     gateway: Gateway | None = None  # the data plane; None: no gateway (servers count as drained at once)
     model_root: str = CLOUD_MODEL_ROOT  # <model_root>/<model> for a workload without model_dir (fleet/samples.py)
+    bound: BoundFn | None = None  # for `planner` only: lets a scale-in wait skip the target plan (Controller._waiting)
 
 
 @dataclass(frozen=True)
