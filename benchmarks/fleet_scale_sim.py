@@ -15,6 +15,9 @@ for the docs to quote (a day: `--workloads 1000 --rows 1440 --per-tick FILE --wi
 --write NAME`, under an hour on 2 cores); the commit recorded is this checkout's, so write only
 from the checkout that runs.
 
+`--plan-on interval` replays with scaling.plan_on: interval (the early ticks keep the standing
+layout), for the same trace: what that costs in dollars and attainment, and saves in CPU.
+
 `--per-tick OUT` writes one JSON line per tick of the last size (its simulated
 time, CPU, actions, the layout's slots and servers, and the CPU of the controller's steps:
 forecast, plan with the planner in it, diff, record) and prints their means per `--window-s` of
@@ -46,11 +49,16 @@ from _results import Results
 SCENARIO = Path(__file__).resolve().parents[2] / "shared" / "scenarios" / "random-1000.yaml"
 
 
-def write_inputs(tmp: Path, n: int, rows: int, seed: int, scenario: Path) -> tuple[Path, Path]:
-    """The policy of the scenario's first `n` workloads (headroom 0.1) and its wandering trace."""
+def write_inputs(
+    tmp: Path, n: int, rows: int, seed: int, scenario: Path, plan_on: str | None = None
+) -> tuple[Path, Path]:
+    """The policy of the scenario's first `n` workloads (headroom 0.1; scaling.plan_on where given)
+    and its wandering trace."""
     doc = yaml.safe_load(scenario.read_text())
     doc["workloads"] = doc["workloads"][:n]
     doc.setdefault("scaling", {})["headroom"] = 0.1
+    if plan_on is not None:
+        doc["scaling"]["plan_on"] = plan_on
     policy = tmp / "policy.yaml"
     policy.write_text(yaml.safe_dump(doc, sort_keys=False))
     rng = random.Random(seed)
@@ -134,6 +142,7 @@ def run_one(
     profile: Path | None,
     per_tick: Path | None = None,
     window_s: float = 600.0,
+    plan_on: str | None = None,
 ) -> dict[str, Any]:
     """One replay: CPU seconds in all, ticks, CPU per tick, and the summary's cost and attainment;
     with `per_tick`, each tick's CPU by step written there (one JSON line a tick)."""
@@ -165,7 +174,7 @@ def run_one(
 
     engine.Replay.tick = counted  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory() as d:
-        policy, trace = write_inputs(Path(d), n, rows, seed, scenario)
+        policy, trace = write_inputs(Path(d), n, rows, seed, scenario, plan_on)
         out = io.StringIO()
         prof = cProfile.Profile() if profile else None
         cpu, wall = time.process_time(), time.perf_counter()
@@ -213,6 +222,9 @@ def main() -> None:
     ap.add_argument("--profile", type=Path, help="write a cProfile of the last size here")
     ap.add_argument("--per-tick", type=Path, help="write each tick's CPU by step of the last size here (JSON lines)")
     ap.add_argument("--window-s", type=float, default=600.0, help="--per-tick: simulated seconds a printed mean spans")
+    ap.add_argument(
+        "--plan-on", choices=["tick", "interval"], help="the policy's scaling.plan_on (default: its default)"
+    )
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--write", metavar="NAME", help="save the figures to benchmarks/results/NAME.json")
     args = ap.parse_args()
@@ -228,6 +240,7 @@ def main() -> None:
             args.profile if last else None,
             args.per_tick if last else None,
             args.window_s,
+            args.plan_on,
         )
         table = r.pop("windows")
         if res is not None:

@@ -204,6 +204,13 @@ class ScalingConfig(Frozen):
         description="after a tick whose make-before-break changes wait on servers "
         "it just started, the next tick comes after settle_s instead of interval_s (0: off)",
     )
+    plan_on: Literal["tick", "interval"] = Field(
+        default="tick",
+        description="tick: every tick forecasts and plans; interval: a tick forecasts and plans only "
+        "interval_s after the last one that did (or on the fast path, or after a launch found no "
+        "capacity), and the early ticks between (settle_s, boots, drains, spot warnings) carry the "
+        "rollout on to the standing layout (docs/operations.md, Fleet size)",
+    )
     target_attainment: Annotated[float, Field(ge=0.5, lt=1)] = Field(
         default=0.999,
         description="headroom auto: the fraction of time each workload's ready capacity should cover its rate",

@@ -139,3 +139,31 @@ def test_a_version_1_state_file_still_loads() -> None:
     again = state.to_json()
     assert again["version"] == SCHEMA_VERSION == 2 and isinstance(again["headroom"]["a"], str)
     assert ControllerState.from_json(json.loads(json.dumps(again))) == state
+
+
+@pytest.mark.unit
+def test_a_state_read_back_whole_saves_again_without_packing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tick that does not forecast (scaling.plan_on: interval) saves the state it read back: its
+    packed answer is the one it was read from, with no workload packed again; a state read back
+    with a workload unpacked, or another state, is packed afresh."""
+    floats = WorkloadErrors(forecasts=((1.0, 2.0, 0.1, None),), weights=(0.5,), samples_s=3.0, peaks=((1.0, 2.0),))
+    other = WorkloadErrors(weights=(0.25,), samples_s=1.0)
+    state = HeadroomState({"a": floats, "b": other})
+    text = json.dumps(ControllerState(headroom=state).to_json())
+    data, known = state.packed()
+    back = HeadroomState.from_json(data, known)
+    calls = [0]
+    pack = headroom_codec.pack
+
+    def counted(*args: object) -> object:
+        calls[0] += 1
+        return pack(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(headroom_codec, "pack", counted)
+    assert back is not state and back.packed() == (data, known) and calls[0] == 0
+    assert json.dumps(ControllerState(headroom=back).to_json()) == text and calls[0] == 0
+    ints = HeadroomState({"a": floats, "i": WorkloadErrors(weights=(0.5,), samples_s=3)})  # 3 -> 3.0: not known
+    idata, iknown = ints.packed()
+    assert calls[0] == 2
+    assert HeadroomState.from_json(idata, iknown).packed()[0] == idata and calls[0] == 4
+    assert HeadroomState({"a": floats, "b": other}).packed() == (data, known) and calls[0] == 6

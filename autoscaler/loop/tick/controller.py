@@ -71,6 +71,7 @@ class Controller:
         self.pool = PoolStep(policy, deps.provider, deps.store, deps.transport, deps.contact, deps.clock)
         self.layouts = LastLayout()  # layout_from_plan, the tick before's answer kept (loop/tick/last_layout.py)
         self.renames = Renames()  # the applied servers under the gateway's names, kept (core/routing/routes.py)
+        self.standing: Standing | None = None  # the last forecast, while the layout planned for it stands
 
     def current_state(self) -> ControllerState:
         """The cross-tick state as the last tick saved it (the status server reads this)."""
@@ -103,10 +104,11 @@ class Controller:
             orphans = self.sync(obs)
             obs = self.interrupted(obs, report)
             report.ready_servers, report.agent_errors = agent_facts(obs.statuses, self.deps.contact)
-            planned = self.forecast(obs, report)
+            plans = self.plans(obs.now)
+            planned = self.forecast(obs, report) if plans else self._standing(obs, report)
             report.latency_p99_ms = worst_p99(obs.statuses)
             corrections = self.guard(report.latency_p99_ms)
-            self.converge(obs, orphans, planned, corrections, report)
+            self.converge(obs, orphans, planned, corrections, report, plans=plans)
             if not self.fast:  # refilling is a normal tick's work (loop/steps/pool_step.py)
                 report.warm_pool = self.refill_pool(report)
             self.route(obs, report)
@@ -217,6 +219,29 @@ class Controller:
         gone = {ch.record.slot for ch in changes}
         return replace(obs, statuses={s: st for s, st in obs.statuses.items() if s not in gone})
 
+    def plans(self, now: float) -> bool:
+        """Whether this tick forecasts and plans (scaling.plan_on). With `interval`, an early tick
+        (settle_s, a boot or drain due, a spot warning) less than interval_s after the last tick
+        that planned carries the rollout on to the standing layout instead: its forecast would move
+        by a few seconds of rates, and a fresh plan may redirect moves still under way. A
+        fast tick plans (it has a burst to answer), and so does the first tick of a process (no
+        standing forecast in hand: a restart or a new leader) and one whose clock went back."""
+        if self.policy.scaling.plan_on == "tick" or self.fast or self.standing is None:
+            return True
+        since = now - self.standing.at
+        return not 0 <= since < self.policy.scaling.interval_s - 1e-6
+
+    def _standing(self, obs: Observation, report: TickReport) -> dict[str, float]:
+        """An early tick that does not plan (`plans`): the report shows the standing forecast
+        (what the layout in force was planned for), the rates read now, and the rates the
+        layout was planned for are what a re-plan after a capacity error plans for."""
+        assert self.standing is not None
+        self.standing.show(report)
+        report.observed, report.missing = dict(obs.reading.rates), sorted(obs.reading.missing)
+        if obs.reading.error:
+            report.outcome.error("rates", obs.reading.error)
+        return dict(self.standing.forecast)
+
     def forecast(self, obs: Observation, report: TickReport) -> dict[str, float]:
         """Rate to plan for per workload (tuning.planned_rates), shown in the report and kept in
         the store's rate history for the forecasts of later ticks."""
@@ -236,6 +261,7 @@ class Controller:
         self.store.add_rates(
             obs.now, obs.reading.fresh, out.rates, keep_s=max(86400.0, sc.seasons * sc.season_s + 3600.0)
         )
+        self.standing = None if self.fast else Standing.of(obs.now, report)
         return out.rates
 
     def guard(self, p99: dict[str, float]) -> dict[str, float]:
@@ -254,16 +280,21 @@ class Controller:
         planned: dict[str, float],
         corrections: dict[str, float],
         report: TickReport,
+        plans: bool = True,
     ) -> None:
-        """Plan -> diff -> act; a capacity error marks the type unavailable and re-plans this tick."""
+        """Plan -> diff -> act; a capacity error marks the type unavailable and re-plans this tick.
+        `plans`: False on an early tick that keeps the standing layout (Controller.plans)."""
         previous = self.store.current_layout()
         events = list(report.notes)  # what happened before planning (instances going away)
         short = inputs.shortfall(obs.reading.rates, ready_capacity(self.store, obs.statuses, self.deps.contact))
         for round_ in range(1, len(offering_prices(self.policy)) + 2):
             report.rounds = round_
-            layout, report.decision = self.plan(
-                obs.now, planned, corrections, previous, bool(obs.reading.missing), short=short
-            )
+            if round_ == 1 and not plans and previous is not None:
+                layout, report.decision = previous, "standing: an early tick carries the rollout on (plan_on: interval)"
+            else:
+                layout, report.decision = self.plan(
+                    obs.now, planned, corrections, previous, bool(obs.reading.missing), short=short
+                )
             report.layout = layout
             actions = self._diff(layout, obs, orphans)
             self._report_moves(actions, layout, report, events)
@@ -536,6 +567,45 @@ class Controller:
     def set_policy(self, policy: Policy) -> None:
         self.policy = policy
         self.judge = server_judge(policy)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Standing:
+    """The last forecast that was planned for (scaling.plan_on: interval), shown by the early
+    ticks that keep its layout: when it was made, the rates planned for (`forecast`), and what its
+    report said of them (the forecast errors and periods found are measured by a forecast, so
+    they are not)."""
+
+    at: float
+    forecast: Mapping[str, float]
+    headroom: Mapping[str, float]
+    attainment: Mapping[str, float | None]
+    burst_floor: Mapping[str, float]
+    headroom_quantile: Mapping[str, float]
+    ramp_floor: Mapping[str, float]
+    reach: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, now: float, report: TickReport) -> Standing:
+        return cls(
+            at=now,
+            forecast=report.forecast,
+            headroom=report.headroom,
+            attainment=report.attainment,
+            burst_floor=report.burst_floor,
+            headroom_quantile=report.headroom_quantile,
+            ramp_floor=report.ramp_floor,
+            reach=report.reach,
+        )
+
+    def show(self, report: TickReport) -> None:
+        report.forecast, report.headroom, report.attainment = (
+            dict(self.forecast),
+            dict(self.headroom),
+            dict(self.attainment),
+        )
+        report.burst_floor, report.headroom_quantile = dict(self.burst_floor), dict(self.headroom_quantile)
+        report.ramp_floor, report.reach = dict(self.ramp_floor), dict(self.reach)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
