@@ -49,6 +49,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--interval-s", type=float, help="tick interval instead of the policy's scaling.interval_s")
     p.add_argument(
+        "--plan-on",
+        choices=["tick", "interval"],
+        help="scaling.plan_on instead of the policy's: whether early ticks plan (tick) or keep the standing layout",
+    )
+    p.add_argument(
         "--strategy",
         choices=["autoscaler", "reactive", "static-peak", "oracle"],
         default="autoscaler",
@@ -190,10 +195,11 @@ def run(args: argparse.Namespace) -> int:
     trace = load_trace(args)
     check_workloads(trace, [w.name for w in policy.workloads], str(args.policy))
     _check_size(policy, trace)
-    if args.interval_s is not None:
-        policy = policy.model_copy(
-            update={"scaling": policy.scaling.model_copy(update={"interval_s": args.interval_s})}
-        )
+    scaling = {
+        k: v for k, v in (("interval_s", args.interval_s), ("plan_on", args.plan_on)) if v is not None
+    }  # checked by argparse and _check_options
+    if scaling:
+        policy = policy.model_copy(update={"scaling": policy.scaling.model_copy(update=scaling)})
     if args.spot_price_ratio is not None or args.min_on_demand_fraction is not None:
         from autoscaler.sim.whatif import with_spot
 

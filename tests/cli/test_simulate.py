@@ -201,6 +201,30 @@ def test_policy_errors_and_bad_options_exit_2(igniter, small, tmp_path):
         assert r.code == 2 and f"--headroom: {bad}: must be auto or a finite number from 0 to 10" in r.err
     r = igniter("simulate", policy, "--trace", trace, "--tick-reads", "future")
     assert r.code == 2 and "--tick-reads" in r.err and "future" in r.err
+    r = igniter("simulate", policy, "--trace", trace, "--plan-on", "hourly")
+    assert r.code == 2 and "--plan-on" in r.err and "hourly" in r.err
+
+
+@pytest.mark.unit
+def test_plan_on_overrides_the_policys(igniter, small, monkeypatch):
+    """--plan-on replaces the policy's scaling.plan_on (tick here) for the replay's controller."""
+    from autoscaler.loop.tick.controller import Controller
+
+    seen: set[str] = set()
+    plans = Controller.plans
+
+    def noting(self: Controller, now: float) -> bool:
+        seen.add(self.policy.scaling.plan_on)
+        return plans(self, now)
+
+    monkeypatch.setattr(Controller, "plans", noting)
+    policy, trace = small
+    plain = igniter("simulate", policy, "--trace", trace, "--json")
+    assert seen == {"tick"}
+    seen.clear()
+    r = igniter("simulate", policy, "--trace", trace, "--json", "--plan-on", "interval")
+    assert r.code == 0, r.err
+    assert seen == {"interval"} and json.loads(r.out)["slo_attainment"] == json.loads(plain.out)["slo_attainment"]
 
 
 @pytest.mark.unit
