@@ -587,25 +587,14 @@ class Standing:
 
     @classmethod
     def of(cls, now: float, report: TickReport) -> Standing:
-        return cls(
-            at=now,
-            forecast=report.forecast,
-            headroom=report.headroom,
-            attainment=report.attainment,
-            burst_floor=report.burst_floor,
-            headroom_quantile=report.headroom_quantile,
-            ramp_floor=report.ramp_floor,
-            reach=report.reach,
-        )
+        return cls(at=now, **{name: getattr(report, name) for name in _SHOWN})
 
     def show(self, report: TickReport) -> None:
-        report.forecast, report.headroom, report.attainment = (
-            dict(self.forecast),
-            dict(self.headroom),
-            dict(self.attainment),
-        )
-        report.burst_floor, report.headroom_quantile = dict(self.burst_floor), dict(self.headroom_quantile)
-        report.ramp_floor, report.reach = dict(self.ramp_floor), dict(self.reach)
+        for name in _SHOWN:
+            setattr(report, name, dict(getattr(self, name)))
+
+
+_SHOWN = ("forecast", "headroom", "attainment", "burst_floor", "headroom_quantile", "ramp_floor", "reach")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
