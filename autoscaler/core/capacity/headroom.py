@@ -86,16 +86,22 @@ def _repacked(state: HeadroomState, data: Mapping[str, Any] | None, known: Mappi
     """`state`, read from the last `packed` answer with every workload known, packs to that answer
     again (each workload is the very record whose string it was): kept as its answer, so the
     state a save reads back (loop/state/controller_state.py Decoded) saves again without packing."""
-    if not _last_packed or data is None or known is None:
+    last = _LastPacked.kept  # read once: another thread (the status server) may pack meanwhile
+    if last is None or data is None or known is None:
         return
-    out, was = _last_packed[0][1]
+    out, was = last[1]
     if data is out and known is was and all(isinstance(d, str) and d in was for d in out.values()):
-        _last_packed[:] = [(state, (out, was))]
+        _LastPacked.kept = (state, (out, was))
 
 
-# HeadroomState.packed's last answer, by the state's identity (the state is frozen, and neither its
-# mappings nor the answer are changed by anyone: a new tick's update makes new ones)
-_last_packed: list[tuple[HeadroomState, tuple[dict[str, Any], dict[str, WorkloadErrors]]]] = []
+class _LastPacked:
+    """HeadroomState.packed's last answer, by the state's identity (the state is frozen, and
+    neither its mappings nor the answer are changed by anyone: a new tick's update makes new
+    ones); one attribute, read and replaced whole."""
+
+    kept: tuple[HeadroomState, tuple[dict[str, Any], dict[str, WorkloadErrors]]] | None = None
+
+
 _FIELDS = ("forecasts", "weights", "observed_at", "samples_s", "attain", "peaks", "allowance")  # to_json's order
 
 
@@ -165,8 +171,9 @@ class HeadroomState:
         Decoded) without unpacking it (~15 ms a tick at 1,000 workloads). Made once per state
         (the last one kept): a tick that does not forecast saves the state it read, the very
         object (scaling.plan_on: interval), and packing 1,000 workloads took 25 ms."""
-        if _last_packed and _last_packed[0][0] is self:
-            return _last_packed[0][1]
+        last = _LastPacked.kept
+        if last is not None and last[0] is self:
+            return last[1]
         out: dict[str, Any] = {}
         known: dict[str, WorkloadErrors] = {}
         for w, e in sorted(self.workloads.items()):
@@ -178,7 +185,7 @@ class HeadroomState:
             out[w] = packed[0]
             if packed[1]:
                 known[packed[0]] = e
-        _last_packed[:] = [(self, (out, known))]
+        _LastPacked.kept = (self, (out, known))
         return out, known
 
     @classmethod
