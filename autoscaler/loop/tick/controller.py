@@ -237,9 +237,7 @@ class Controller:
         layout was planned for are what a re-plan after a capacity error plans for."""
         assert self.standing is not None
         self.standing.show(report)
-        report.observed, report.missing = dict(obs.reading.rates), sorted(obs.reading.missing)
-        if obs.reading.error:
-            report.outcome.error("rates", obs.reading.error)
+        _reading(obs, report)
         return dict(self.standing.forecast)
 
     def forecast(self, obs: Observation, report: TickReport) -> dict[str, float]:
@@ -254,10 +252,8 @@ class Controller:
         report.periods, report.ahead = {w: [p.period_s for p in ps] for w, ps in out.periods.items()}, out.ahead
         report.recent_errors = out.recent_errors
         report.reach = self.reach.update(self.policy, self.store, obs.now, tuned.headroom, tuned.attainment)
-        if obs.reading.error:
-            report.outcome.error("rates", obs.reading.error)
-        report.observed, report.forecast = dict(obs.reading.rates), out.rates
-        report.missing = sorted(obs.reading.missing)
+        report.forecast = out.rates
+        _reading(obs, report)
         self.store.add_rates(
             obs.now, obs.reading.fresh, out.rates, keep_s=max(86400.0, sc.seasons * sc.season_s + 3600.0)
         )
@@ -592,6 +588,13 @@ class Standing:
     def show(self, report: TickReport) -> None:
         for name in _SHOWN:
             setattr(report, name, dict(getattr(self, name)))
+
+
+def _reading(obs: Observation, report: TickReport) -> None:
+    """The rates read this tick, those missing and the source's error, in the report."""
+    if obs.reading.error:
+        report.outcome.error("rates", obs.reading.error)
+    report.observed, report.missing = dict(obs.reading.rates), sorted(obs.reading.missing)
 
 
 _SHOWN = ("forecast", "headroom", "attainment", "burst_floor", "headroom_quantile", "ramp_floor", "reach")
