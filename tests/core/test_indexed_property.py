@@ -176,13 +176,19 @@ def test_blocked_moves_resolve_as_before(seed: int, n: int) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(0, 30))
 def test_progress_is_the_iterated_fixed_point(seed: int, n: int) -> None:
-    """blocking._progressing counts where the rule was iterated: the same workloads, with any
-    GPUs picked."""
+    """blocking._Moving counts where the rule was iterated: the same workloads before any pick
+    and after each pick, the counting going on from where it stood."""
     rng = random.Random(seed)
     blockages, progress = paper_blockages(rng, n)
     at = {t.name: b for b in blockages for t in b.waiting}
-    picked = {b.key: Pick(blockage=b) for b in blockages if rng.random() < 0.2}
-    assert blocking._progressing(progress, at, picked) == reference.progressing(progress, at, picked)
+    moving = blocking._Moving(progress, at)
+    picked: dict[GpuKey, Pick] = {}
+    assert moving.workloads == reference.progressing(progress, at, picked)
+    for b in rng.sample(blockages, len(blockages)):
+        if rng.random() < 0.5:
+            picked[b.key] = Pick(blockage=b)
+            moving.pick(b)
+            assert moving.workloads == reference.progressing(progress, at, picked)
 
 
 def test_blocked_moves_resolve_as_before_at_fleet_scale() -> None:

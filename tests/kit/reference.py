@@ -66,7 +66,7 @@ def resolve(blockages: Sequence[Blockage], progress: Progress) -> Resolution:
 
 
 def progressing(progress: Progress, at: Mapping[str, Blockage], picked: Mapping[GpuKey, Pick]) -> set[str]:
-    """blocking._progressing before it counted: the rule iterated from nothing to its least fixed
+    """blocking._Moving before it counted: the rule iterated from nothing to its least fixed
     point, every pending server judged again each round."""
     moving: set[str] = set()
     while True:

@@ -78,17 +78,18 @@ def resolve(blockages: Sequence[Blockage], progress: Progress) -> Resolution:
     at = {t.name: b for b in blockages for t in b.waiting}
     picked: dict[GpuKey, Pick] = {}
     stuck: dict[GpuKey, str] = {}
+    moving = _Moving(progress, at)
     while True:
-        moving = _progressing(progress, at, picked)
-        open_ = [b for b in blockages if b.key not in picked and not _waits(b, moving, progress.leaving)]
+        open_ = [b for b in blockages if b.key not in picked and not _waits(b, moving.workloads, progress.leaving)]
         for b in open_:
-            if b.key not in stuck and (why := _hopeless(b, progress, moving)) is not None:
+            if b.key not in stuck and (why := _hopeless(b, progress, moving.workloads)) is not None:
                 stuck[b.key] = why
         candidates = [b for b in open_ if b.key not in stuck]
         if not candidates:
             break
         best = min(candidates, key=lambda b: (len(b.waiting), sum(s.mps_percent for s in b.waiting), b.key))
         picked[best.key] = Pick(blockage=best)
+        moving.pick(best)
     waiting = tuple(b for b in blockages if b.key not in picked and b.key not in stuck)
     return Resolution(
         picks=tuple(picked.values()),
@@ -97,54 +98,79 @@ def resolve(blockages: Sequence[Blockage], progress: Progress) -> Resolution:
     )
 
 
-def _progressing(progress: Progress, at: Mapping[str, Blockage], picked: Mapping[GpuKey, Pick]) -> set[str]:
-    """The least fixed point of: a workload progresses when each of its pending servers is coming,
-    or blocked on a picked GPU, or blocked only by servers of workloads that progress (`_waits`).
-    Found in one pass by counting (a worklist): each workload counts its servers not known to
-    move, each blocked GPU its blockers that neither leave nor progress yet; a GPU whose count
-    reaches 0 moves the servers waiting on it, a workload whose count reaches 0 progresses and
-    lowers the count of each GPU it blocks. Iterating the rule from nothing took a pass over every
-    server per round, and a round per link of the longest chain of waits."""
-    left: dict[str, int] = {}  # workload -> its pending servers not known to move
-    waiting: dict[int, list[str]] = {}  # id(blocked GPU) -> the workload of each server waiting there
-    need: dict[int, int] = {}  # id(blocked GPU) -> its blockers that neither leave nor progress yet
-    held: dict[str, list[int]] = defaultdict(list)  # workload -> id(the GPU) each of its blockers holds
-    for w, names in progress.pending.items():
-        if not names:
-            continue  # nothing pending: not progress (`resolve` calls it still needing its servers)
-        left[w] = 0
+class _Moving:
+    """The workloads that progress (`workloads`): the least fixed point of the rule that a
+    workload progresses when each of its pending servers is coming, or blocked on a picked GPU, or
+    blocked only by servers of workloads that progress (`_waits`). Found by counting (a worklist):
+    each workload counts its servers not known to move, each blocked GPU its blockers that neither
+    leave nor progress yet; a GPU whose count reaches 0 moves the servers waiting on it (it is
+    released), a workload whose count reaches 0 progresses and lowers the count of each GPU it
+    blocks. A pick releases its GPU, and the counting goes on from where it stood: the fixed point
+    only grows with the picks, so `resolve` does not count every server again for each pick.
+    (Iterating the rule from nothing took a pass over every server per round, and a round per
+    link of the longest chain of waits.)"""
+
+    def __init__(self, progress: Progress, at: Mapping[str, Blockage]) -> None:
+        self.left: dict[str, int] = {}  # workload -> its pending servers not known to move
+        self.waiting: dict[int, list[str]] = {}  # id(blocked GPU) -> the workload of each server waiting there
+        self.need: dict[int, int] = {}  # id(blocked GPU) -> its blockers that neither leave nor progress yet
+        self.held: dict[str, list[int]] = defaultdict(list)  # workload -> id(the GPU) each of its blockers holds
+        self.released: set[int] = set()
+        self.workloads: set[str] = set()
+        for w, names in progress.pending.items():
+            if names:  # nothing pending: not progress (`resolve` calls it still needing its servers)
+                self._count(w, names, progress, at)
+        self._run([w for w, k in self.left.items() if k == 0], [g for g, k in self.need.items() if k == 0])
+
+    def _count(self, w: str, names: frozenset[str], progress: Progress, at: Mapping[str, Blockage]) -> None:
+        self.left[w] = 0
         for n in names:
-            b = at.get(n)
-            if n in progress.coming or (b is not None and b.key in picked):
+            if n in progress.coming:
                 continue
-            left[w] += 1
-            if b is None or not b.blockers:
+            self.left[w] += 1
+            b = at.get(n)
+            if b is None:
                 continue  # it never moves
-            if id(b) not in need:
-                waiting[id(b)] = []
-                need[id(b)] = 0
-                for s in b.blockers:
-                    if s.name not in progress.leaving:
-                        need[id(b)] += 1
-                        held[s.workload].append(id(b))
-            waiting[id(b)].append(w)
-    workloads = [w for w, k in left.items() if k == 0]
-    gpus = [g for g, k in need.items() if k == 0]
-    moving: set[str] = set()
-    while workloads or gpus:
-        if gpus:
-            for w in waiting[gpus.pop()]:
-                left[w] -= 1
-                if left[w] == 0:
-                    workloads.append(w)
-            continue
-        w = workloads.pop()
-        moving.add(w)
-        for g in held.get(w, ()):
-            need[g] -= 1
-            if need[g] == 0:
-                gpus.append(g)
-    return moving
+            if id(b) not in self.waiting:
+                self.waiting[id(b)] = []
+                self._blocks(b, progress)
+            self.waiting[id(b)].append(w)
+
+    def _blocks(self, b: Blockage, progress: Progress) -> None:
+        """Count b's blockers; one with none moves only once picked."""
+        if not b.blockers:
+            return
+        self.need[id(b)] = 0
+        for s in b.blockers:
+            if s.name not in progress.leaving:
+                self.need[id(b)] += 1
+                self.held[s.workload].append(id(b))
+
+    def pick(self, b: Blockage) -> None:
+        """A picked GPU's waiting servers move: they start early on surge capacity."""
+        if id(b) in self.waiting:
+            self._run([], [id(b)])
+
+    def _run(self, workloads: list[str], gpus: list[int]) -> None:
+        while workloads or gpus:
+            if gpus:
+                self._release(gpus.pop(), workloads)
+                continue
+            w = workloads.pop()
+            self.workloads.add(w)
+            for g in self.held.get(w, ()):
+                self.need[g] -= 1
+                if self.need[g] == 0:
+                    gpus.append(g)
+
+    def _release(self, g: int, workloads: list[str]) -> None:
+        if g in self.released:
+            return
+        self.released.add(g)
+        for w in self.waiting[g]:
+            self.left[w] -= 1
+            if self.left[w] == 0:
+                workloads.append(w)
 
 
 def _waits(b: Blockage, moving: set[str], leaving: frozenset[str] = frozenset()) -> bool:
