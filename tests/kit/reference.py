@@ -92,7 +92,14 @@ def _moves(
 class Tick(rollout.Tick):
     """rollout.Tick as it judged before the index: the whole fleet scanned for a name (also for a
     stand-in's planned server), each GPU judged twice per candidate, the stand-ins' relief summed
-    over every GPU, every GPU asked what it wants and whether a planned server waits there."""
+    over every GPU, every GPU asked what it wants and whether a planned server waits there;
+    `stop` asking every retiring server again each round, found again each round."""
+
+    def stop(self) -> None:
+        while any([self._release(key, s) for key, s in self._retiring(stand_ins=False)]):
+            pass
+        for key, s in self._retiring(stand_ins=True):
+            self._release(key, s)
 
     def _relief(self, name: str) -> float:
         return sum(p.stand_ins.get(name, 0.0) for p in self.parts.values())

@@ -105,10 +105,24 @@ class Tick(Judged):
 
     # -- 1. stop ------------------------------------------------------------------------------------
     def stop(self) -> None:
-        """Every retiring server leaves (or drains) if no floor breaks without it: the originals
-        until none more can (one leaving can speed up a neighbour), then the stand-ins."""
-        while any([self._release(key, s) for key, s in self._retiring(stand_ins=False)]):
-            pass
+        """Every retiring server leaves (or drains) if no floor breaks without it: the originals,
+        round after round until a round releases none (one leaving can speed up a neighbour),
+        then the stand-ins. A round asks again only the servers refused before some release
+        since: `_release` reads only what a release commits, and the retiring servers and their
+        order stay as they were (a release starts nothing, so no GPU's planned servers change)."""
+        todo = self._retiring(stand_ins=False)
+        refused: dict[str, int] = {}  # name -> `commits` when its release was last refused
+        while todo:
+            left = []
+            for key, s in todo:
+                if refused.get(s.name) != self.commits:
+                    if self._release(key, s):
+                        continue
+                    refused[s.name] = self.commits
+                left.append((key, s))
+            if len(left) == len(todo):
+                break
+            todo = left
         for key, s in self._retiring(stand_ins=True):
             self._release(key, s)
 
