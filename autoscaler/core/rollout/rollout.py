@@ -110,16 +110,16 @@ class Tick(Judged):
         then the stand-ins. A round asks again only the servers refused before some release
         since: `_release` reads only what a release commits, and the retiring servers and their
         order stay as they were (a release starts nothing, so no GPU's planned servers change)."""
-        todo = self._retiring(stand_ins=False)
-        refused: dict[str, int] = {}  # name -> `commits` when its release was last refused
+        # each with `commits` when its release was last refused (-1: not asked yet)
+        todo = [(key, s, -1) for key, s in self._retiring(stand_ins=False)]
         while todo:
             left = []
-            for key, s in todo:
-                if refused.get(s.name) != self.commits:
+            for key, s, refused in todo:
+                if refused != self.commits:
                     if self._release(key, s):
                         continue
-                    refused[s.name] = self.commits
-                left.append((key, s))
+                    refused = self.commits
+                left.append((key, s, refused))
             if len(left) == len(todo):
                 break
             todo = left
