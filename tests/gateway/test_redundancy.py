@@ -101,7 +101,7 @@ def test_an_mps_daemon_crash_kills_a_gpus_servers_and_fails_no_request(fleet: tu
         wait_until(lambda: not any(_alive(p) for p in doomed.values()), 10, "the GPU's servers to die", poll=0.02)
         assert all(_alive(p) for p in spared.values())
         left_at = {w: load.sent for w, load in loads.items()}
-        tick_until(ctl, lambda: converged(ctl) and set(doomed) <= serving(ctl), timeout=120)
+        tick_until(ctl, lambda: converged(ctl) and set(doomed) <= serving(ctl) and _back(ctl, doomed), timeout=120)
         for w, load in loads.items():
             load.wait_for(left_at[w] + 300)
     finally:
@@ -114,6 +114,15 @@ def test_an_mps_daemon_crash_kills_a_gpus_servers_and_fails_no_request(fleet: tu
     restarted = {s["name"]: int(s["pid"]) for s in servers(ctl) if s["name"] in doomed}
     assert restarted.keys() == doomed.keys() and not set(restarted.values()) & set(doomed.values())
     assert not _alive(daemon) and int(pid_file.read_text()) != daemon  # a new daemon serves the GPU
+
+
+def _back(ctl: Controller, doomed: dict[str, int]) -> bool:
+    """Every doomed server ready again in a new process. The gateway's pool alone does not say so:
+    until a health check fails, it still lists a server that died a moment ago."""
+    now = {s["name"]: s for s in servers(ctl) if s["name"] in doomed}
+    return now.keys() == doomed.keys() and all(
+        s["state"] == "ready" and s["pid"] not in (None, doomed[n]) and _alive(int(s["pid"])) for n, s in now.items()
+    )
 
 
 def _alive(pid: int) -> bool:

@@ -4,6 +4,7 @@ no traceback, and the state directory exactly as it was. Also: what the agent wr
 from __future__ import annotations
 
 import json
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -33,12 +34,22 @@ def _snapshot(state_dir: Path) -> dict[str, bytes]:
     return {str(p.relative_to(state_dir)): p.read_bytes() for p in sorted(state_dir.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture
-def state(tmp_path: Path, cnn_dir: Path) -> Path:
-    """A state directory that already holds generation 1, so `nothing changed` means something."""
-    state_dir = tmp_path / "state"
+@pytest.fixture(scope="module")
+def generation_1(tmp_path_factory: pytest.TempPathFactory, cnn_dir: Path) -> Path:
+    """A state directory that a real `apply` brought to generation 1, once for the module: what it
+    holds names no path of its own, so a copy is the state that apply would leave in another place."""
+    state_dir = tmp_path_factory.mktemp("generation-1") / "state"
     first = json.dumps({"generation": 1, "servers": [server_spec("a", cnn_dir, 8101)]}).encode()
     assert _apply(state_dir, first).returncode == 0
+    return state_dir
+
+
+@pytest.fixture
+def state(tmp_path: Path, generation_1: Path) -> Path:
+    """A state directory that already holds generation 1, so `nothing changed` means something:
+    a copy of `generation_1`, modes included (copytree keeps them)."""
+    state_dir = tmp_path / "state"
+    shutil.copytree(generation_1, state_dir)
     return state_dir
 
 
