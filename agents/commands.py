@@ -31,6 +31,7 @@ from agents.node.mig_geometry import GEOMETRIES
 from agents.node.mps import Mps, NoMps, NvidiaMps, SliceDirsOnly
 from agents.node.mps_fake import FakeMps
 from agents.node.supervisor import RestartPolicy
+from agents.node.zygote import STARTS, forks
 from agents.spec import ServerLimits
 
 
@@ -53,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
         help=f"with --no-gpu: cut fake MIG slices of this GPU ({', '.join(GEOMETRIES)}), kept in DIR/{FAKE_FILE}",
     )
     run.add_argument("--fake-gpus", type=int, default=1, help="how many fake MIG GPUs (default 1)")
+    run.add_argument(
+        "--server-start",
+        choices=STARTS,
+        default="auto",
+        help="fork servers from a process that imported torch once, or exec each; auto (default): fork on a "
+        "CPU node, exec on a GPU node (agents/node/zygote.py)",
+    )
     run.add_argument("--interval", type=float, default=0.5, help="seconds between loops (default 0.5)")
     run.add_argument(
         "--backoff-initial", type=float, default=1.0, help="first restart delay in seconds (doubles, at most 30)"
@@ -223,8 +231,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         limits=limits,
         mig=_mig(args, device),
         cannot_serve=cannot_serve,
+        start=args.server_start,
     )
-    logging.getLogger("igniter-agent").info("pid %d, state dir %s, device %s", os.getpid(), args.state_dir, device)
+    logging.getLogger("igniter-agent").info(
+        "pid %d, state dir %s, device %s, servers %s",
+        os.getpid(),
+        args.state_dir,
+        device,
+        "forked" if forks(args.server_start, device) else "exec'd",
+    )
     if cannot_serve is not None:  # said once here; status.json repeats it on every server it refuses
         logging.getLogger("igniter-agent").error("%s; every assigned server is refused until then", cannot_serve)
     try:

@@ -39,6 +39,7 @@ from agents.node.mig_check import check_slices
 from agents.node.mps import Mps
 from agents.node.status import HEARTBEAT_KEY, LOCK_FILE, STATUS_FILE
 from agents.node.supervisor import RestartPolicy, ServerFiles, launch_server, stop_all
+from agents.node.zygote import fork_server, forks
 from agents.spec import Assignment, ServerLimits, ServerSpec, SliceKey, parse_assignment
 
 log = logging.getLogger("igniter-agent")
@@ -108,8 +109,10 @@ class Daemon:
         limits: ServerLimits = ServerLimits(),
         mig: MigManager | None = None,
         cannot_serve: str | None = None,
+        start: str = "auto",
     ) -> None:
         self.state_dir = state_dir
+        self.starter = fork_server if forks(start, device) else launch_server  # zygote.STARTS
         self.mig = mig
         self.cannot_serve = cannot_serve  # why no server can run here (no torch): each one is refused
         self.limits = limits
@@ -135,9 +138,9 @@ class Daemon:
         server in a MIG slice gets the slice's MIG-<uuid> and the slice's own MPS daemon."""
         limits = self.limits.model_copy(update={"drain_timeout_s": self.drain_timeout(spec)})
         if spec.mig_slice() is not None and self.mig is not None:
-            return launch_server(spec, self.mig.server_env(spec), self.device, files, limits)
+            return self.starter(spec, self.mig.server_env(spec), self.device, files, limits)
         self.mps.ensure_running()
-        return launch_server(spec, self.mps.server_env(spec), self.device, files, limits)
+        return self.starter(spec, self.mps.server_env(spec), self.device, files, limits)
 
     def step(self) -> None:
         """One loop: pick up a new assignment, advance every server (draining ones too), report."""

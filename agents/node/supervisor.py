@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agents import logs
 from agents.fsutil import open_private, private_dir, read_json
@@ -89,28 +89,40 @@ def server_args(limits: ServerLimits) -> list[str]:
     ]
 
 
-def launch_server(
-    spec: ServerSpec, env: dict[str, str], device: str, files: ServerFiles, limits: ServerLimits = ServerLimits()
-) -> subprocess.Popen:
-    """Start `python -m agents.server` for one spec; output goes to its log file."""
-    private_dir(files.stats.parent)
-    files.stats.unlink(missing_ok=True)
-    _rotate(files.log)
-    cmd = [
-        sys.executable,
-        "-m",
-        "agents.server",
+def server_argv(spec: ServerSpec, device: str, files: ServerFiles, limits: ServerLimits) -> list[str]:
+    """`python -m agents.server`'s arguments for one spec, less `--parent-pid` (the starter adds it)."""
+    return [
         "--spec",
         spec.model_dump_json(),
         "--device",
         device,
         "--stats-file",
         str(files.stats),
-        "--parent-pid",
-        str(os.getpid()),
         "--log-format",
         logs.current_format(),  # the agent's own: one format on the whole node
         *server_args(limits),
+    ]
+
+
+def prepare_files(files: ServerFiles) -> None:
+    """Before a start: no stale stats file (readiness is read from it) and the log rotated."""
+    private_dir(files.stats.parent)
+    files.stats.unlink(missing_ok=True)
+    _rotate(files.log)
+
+
+def launch_server(
+    spec: ServerSpec, env: dict[str, str], device: str, files: ServerFiles, limits: ServerLimits = ServerLimits()
+) -> subprocess.Popen:
+    """Start `python -m agents.server` for one spec, a new interpreter; output goes to its log file."""
+    prepare_files(files)
+    cmd = [
+        sys.executable,
+        "-m",
+        "agents.server",
+        *server_argv(spec, device, files, limits),
+        "--parent-pid",
+        str(os.getpid()),
     ]
     with os.fdopen(open_private(files.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab") as log:
         return subprocess.Popen(
@@ -154,7 +166,28 @@ def describe_exit(returncode: int, detail: str | None) -> str:
     return f"{how}: {detail}" if detail and returncode > 0 else how
 
 
-Starter = Callable[[ServerSpec, ServerFiles], subprocess.Popen]
+class ServerProcess(Protocol):
+    """What the supervisor reads of a started server: a Popen (an exec'd server) or a
+    zygote.ForkedServer (a forked one) says it alike. `returncode` and `poll()`: None while it
+    runs, its exit code, or minus the signal that killed it; `wait` raises
+    subprocess.TimeoutExpired when the timeout passes first."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
+
+
+Starter = Callable[[ServerSpec, ServerFiles], ServerProcess]
 
 
 class ManagedServer:
@@ -168,7 +201,7 @@ class ManagedServer:
         self._launch = launch
         self._policy = policy
         self.state = "starting"
-        self.proc: subprocess.Popen | None = None
+        self.proc: ServerProcess | None = None
         self.restarts = 0
         self.crash_times: list[float] = []
         self.last_error: str | None = None
@@ -310,6 +343,7 @@ class ManagedServer:
             "mig_profile": spec.mig_profile,
             "mig_start": spec.mig_start,
             "device": stats.get("device"),
+            "gpu_env": stats.get("gpu_env"),
             "restarts": self.restarts,
             "requests_total": stats.get("requests_total", 0),
             "items_total": stats.get("items_total", 0),

@@ -21,6 +21,15 @@ from agents.server.batcher import Batcher
 from agents.server.metrics import ServerMetrics
 from agents.spec import ModelConfig, ServerLimits, ServerSpec
 
+# The environment a server's GPU share comes from (agents/node/mps.py, mig.py), as the server sees
+# it: status shows it, for a forked server too, whose /proc/PID/environ is the zygote's.
+GPU_ENV = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+    "CUDA_MPS_PIPE_DIRECTORY",
+    "CUDA_MPS_LOG_DIRECTORY",
+)
+
 
 class App:
     """What the HTTP handlers share: the spec, the model's tensors contract, the batcher, metrics.
@@ -38,6 +47,7 @@ class App:
         self.draining = False
         self.in_flight = 0
         self.started_at = time.time()
+        self.gpu_env = {k: os.environ[k] for k in GPU_ENV if k in os.environ}  # what CUDA reads at its start
         self.model: torch.jit.ScriptModule | None = None
         self.metrics = ServerMetrics(spec.workload, lambda: self.batcher.depth(), lambda: self.in_flight)
         self.batcher = Batcher(self.run, spec.batch, spec.max_queue_delay_ms / 1000.0, self.metrics.observe_batch)
@@ -71,6 +81,7 @@ class App:
             "in_flight": self.in_flight,
             "error": None,
             "device": self.device,
+            "gpu_env": self.gpu_env,
             "started_at": self.started_at,
             "updated_at": time.time(),
             **self.metrics.snapshot(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -75,6 +76,13 @@ def alive(pid: int) -> bool:
             return handle.read().split(") ", 1)[1][0] != "Z"
     except OSError:
         return False
+
+
+def server_argv(pid: int) -> list[str]:
+    """A server's command line as its arguments: NUL-separated for an exec'd server, one
+    shell-quoted title for a forked one (agents/node/zygote.py)."""
+    raw = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").decode()
+    return raw.split("\0") if "\0" in raw else shlex.split(raw)
 
 
 def agent_cmd(*args: str) -> list[str]:

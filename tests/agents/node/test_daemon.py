@@ -16,6 +16,7 @@ from agents.node.apply import apply_assignment
 from agents.node.daemon import ASSIGNMENT_FILE, HEARTBEAT_S, Daemon, server_changes
 from agents.node.gpu import NoGpu
 from agents.node.mps import share_text
+from agents.node.supervisor import launch_server
 from agents.spec import ServerSpec
 from tests.kit.agent import free_port, wait_until
 
@@ -60,15 +61,23 @@ class FakeMps:
         return {"enabled": True, "fake": True}
 
 
-def _environ(pid: int) -> dict[str, str]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+def _environ(daemon: Daemon, server: dict[str, Any]) -> dict[str, str]:
+    """The GPU environment a server runs with, as it reports it (status `gpu_env`); for an exec'd
+    server also as the kernel shows it (/proc/PID/environ: a forked server's is the zygote's)."""
+    env: dict[str, str] = server["gpu_env"]
+    if daemon.starter is launch_server:
+        raw = Path(f"/proc/{server['pid']}/environ").read_bytes().split(b"\0")
+        proc = dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+        assert {k: proc.get(k) for k in env} == env
+    return env
 
 
 @pytest.fixture
-def daemon(tmp_path: Path) -> Iterator[tuple[Daemon, FakeMps]]:
+def daemon(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[Daemon, FakeMps]]:
+    """A daemon on the CPU; its servers forked from the zygote (agents/node/zygote.py), or started
+    as the indirect parameter says (`exec`)."""
     mps = FakeMps()
-    running = Daemon(tmp_path / "state", mps, NoGpu(), device="cpu")
+    running = Daemon(tmp_path / "state", mps, NoGpu(), device="cpu", start=getattr(request, "param", "auto"))
     yield running, mps
     running.shutdown()
 
@@ -88,6 +97,7 @@ def _step_until_ready(daemon: Daemon, generation: int) -> dict[str, Any]:
 
 
 @pytest.mark.e2e
+@pytest.mark.parametrize("daemon", ["exec", "fork"], indirect=True)
 def test_servers_get_their_gpu_share_env_and_a_share_change_restarts_only_that_server(
     daemon: tuple[Daemon, FakeMps], cnn_dir: Path
 ) -> None:
@@ -104,19 +114,19 @@ def test_servers_get_their_gpu_share_env_and_a_share_change_restarts_only_that_s
     b = dict(a, name="b", workload="wb", mps_percent=70.0, port=free_port())
     _apply(agent, 1, [a, b])
     first = {s["name"]: s for s in _step_until_ready(agent, 1)["servers"]}
-    env = _environ(first["a"]["pid"])
+    env = _environ(agent, first["a"])
     assert (env["CUDA_VISIBLE_DEVICES"], env["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"], env["CUDA_MPS_PIPE_DIRECTORY"]) == (
         "1",
         "30",
         "/tmp/fake-mps-pipe",
     )
-    assert _environ(first["b"]["pid"])["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "70"
+    assert _environ(agent, first["b"])["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "70"
     assert mps.calls == ["ensure_running", "ensure_running"]
     _apply(agent, 2, [dict(a, mps_percent=40.0), b])
     second = {s["name"]: s for s in _step_until_ready(agent, 2)["servers"]}
     assert second["b"]["pid"] == first["b"]["pid"]
     assert second["a"]["pid"] != first["a"]["pid"]
-    assert _environ(second["a"]["pid"])["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "40"
+    assert _environ(agent, second["a"])["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "40"
 
 
 @pytest.mark.e2e

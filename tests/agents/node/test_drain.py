@@ -15,7 +15,16 @@ import torch
 from agents.node.daemon import server_changes
 from agents.spec import ServerSpec
 from tests.agents.server.test_drain import in_flight
-from tests.kit.agent import Agent, alive, free_port, load_scripted, port_open, server_spec, wait_until
+from tests.kit.agent import (
+    Agent,
+    alive,
+    free_port,
+    load_scripted,
+    port_open,
+    server_argv,
+    server_spec,
+    wait_until,
+)
 
 
 def _infer(client: httpx.Client, port: int, workload: str, x: torch.Tensor) -> httpx.Response:
@@ -139,6 +148,6 @@ def test_the_assignment_drain_timeout_reaches_the_server_and_overrides_the_agent
 ) -> None:
     running = make_agent("--drain-timeout", "7")
     running.apply([server_spec("a", cnn_dir, free_port()), server_spec("b", cnn_dir, free_port(), drain_timeout_s=2.5)])
-    argv = {name: Path(f"/proc/{s['pid']}/cmdline").read_bytes().split(b"\0") for name, s in running.servers().items()}
-    assert argv["a"][argv["a"].index(b"--drain-timeout") + 1] == b"7"
-    assert argv["b"][argv["b"].index(b"--drain-timeout") + 1] == b"2.5"
+    argv = {name: server_argv(s["pid"]) for name, s in running.servers().items()}
+    assert argv["a"][argv["a"].index("--drain-timeout") + 1] == "7"
+    assert argv["b"][argv["b"].index("--drain-timeout") + 1] == "2.5"

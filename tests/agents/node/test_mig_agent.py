@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agents.node.group import process_name
 from agents.node.mig_fake import FAKE_FILE, FakeMig
 from autoscaler.core.routing.routes import AddServer, DelServer, SetState, SetWeight
 from autoscaler.gateway.base import GatewaySpec
@@ -124,9 +125,9 @@ def test_re_cut_under_load_then_kill_9_mid_re_cut_and_adopt(node: Node) -> None:
         ("3g.40gb", 4, ("b-0",)),
     }
     uuid_of = {s["servers"][0]: s["uuid"] for s in gpu0["slices"]}
-    env = Path(f"/proc/{node.agent.servers()['a-0']['pid']}/environ").read_bytes().split(b"\0")
-    assert f"CUDA_VISIBLE_DEVICES={uuid_of['a-0']}".encode() in env
-    assert any(e.startswith(b"CUDA_MPS_PIPE_DIRECTORY=") and e.endswith(b"/mps/g0i1/pipe") for e in env)
+    env = node.agent.servers()["a-0"]["gpu_env"]  # a forked server's own: its /proc/PID/environ is the zygote's
+    assert env["CUDA_VISIBLE_DEVICES"] == uuid_of["a-0"]
+    assert env["CUDA_MPS_PIPE_DIRECTORY"].endswith("/mps/g0i1/pipe")
 
     # paced (4 x 20 req/s at most): a closed loop spent its CPU on requests while the re-cut's
     # servers started; every request still goes through the re-cut, and none may fail
@@ -207,8 +208,10 @@ def _two_processes_share_the_slice_and_the_port(node: Node, spec: dict[str, Any]
     [entry] = [s for s in node.agent.status()["servers"] if s["name"] == spec["name"]]
     assert entry["processes"] == 2 and len(entry["pids"]) == 2 and entry["state"] == "ready"
     [uuid] = {s["uuid"] for g in node.mig_status()["gpus"] for s in g["slices"] if spec["name"] in s["servers"]}
-    for pid in entry["pids"]:
-        assert f"CUDA_VISIBLE_DEVICES={uuid}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    names = [process_name(spec["name"], i) for i in range(2)]
+    copies = [json.loads((node.state / "run" / f"{name}.stats.json").read_text()) for name in names]
+    assert sorted(c["pid"] for c in copies) == sorted(entry["pids"])
+    assert [c["gpu_env"]["CUDA_VISIBLE_DEVICES"] for c in copies] == [uuid, uuid]
     for _ in range(60):  # a new connection each: the kernel spreads them over both processes
         assert web.post(f"http://127.0.0.1:{spec['port']}/v2/models/b/infer", json=BODY).status_code == 200
 
