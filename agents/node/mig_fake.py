@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.fsutil import atomic_write_json, open_private
+from agents.node.env_clients import processes_with
 from agents.node.mig_device import MigError, MigGpu, Slice
 from agents.node.mig_geometry import GEOMETRIES, occupied
 
@@ -35,27 +36,20 @@ OPS = ("create", "destroy", "list")
 CODES = ("insufficient_resources", "in_use", "not_supported", "unknown")
 
 
-def processes_using(mig_uuid: str) -> list[int]:
-    """Live processes whose CUDA_VISIBLE_DEVICES is this slice (those we may read: ours)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if f"CUDA_VISIBLE_DEVICES={mig_uuid}".encode() in environ.split(b"\0"):
-            pids.append(int(entry.name))
-    return pids
+def processes_using(mig_uuid: str, run_dir: Path) -> list[int]:
+    """Live processes whose CUDA_VISIBLE_DEVICES is this slice (those we may read: ours); the
+    agent's servers state theirs under `run_dir` (env_clients.py)."""
+    return processes_with("CUDA_VISIBLE_DEVICES", mig_uuid, run_dir)
 
 
 class FakeMig:
     """The MigDevice contract over a JSON file (see the module docstring)."""
 
-    def __init__(self, path: Path, users: Callable[[str], list[int]] = processes_using) -> None:
+    def __init__(self, path: Path, users: Callable[[str], list[int]] | None = None) -> None:
+        """`users`: a slice's processes by its uuid; by default the environment's (processes_using),
+        with the servers of the agent whose state directory holds `path`."""
         self.path = path
-        self._users = users
+        self._users = users or (lambda uuid: processes_using(uuid, path.parent / "run"))
         if not path.exists():
             raise MigError("not_supported", f"{path}: no fake MIG device here (make it with FakeMig.make)")
 
@@ -66,7 +60,7 @@ class FakeMig:
         kind: str,
         gpus: int = 1,
         mig_off: tuple[int, ...] = (),
-        users: Callable[[str], list[int]] = processes_using,
+        users: Callable[[str], list[int]] | None = None,
     ) -> FakeMig:
         """A fresh fake with `gpus` GPUs of one kind, MIG mode on except for `mig_off`; an existing
         file is kept (a restarted agent finds its slices)."""

@@ -21,11 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agents.fsutil import private_dir, read_json
+from agents.fsutil import private_dir
+from agents.node.env_clients import processes_with
 from agents.spec import ServerSpec
 
 PID_FILE = "daemon.pid"
-ENV_KEY = b"CUDA_MPS_PIPE_DIRECTORY="
 
 
 class FakeMps:
@@ -72,35 +72,8 @@ class FakeMps:
 
 
 def clients(pipe: Path) -> list[int]:
-    """Processes whose CUDA_MPS_PIPE_DIRECTORY is `pipe` (readable ones: the same user's): as the
-    kernel shows an exec'd server's environment, or as a server says it runs (its stats file's
-    `gpu_env`: a server forked from the zygote has the zygote's /proc/PID/environ)."""
-    want = ENV_KEY + os.fsencode(str(pipe))
-    found = set(_said(pipe))
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                env = (entry / "environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if want in env:
-                found.add(int(entry.name))
-    return sorted(found)
-
-
-def _said(pipe: Path) -> list[int]:
-    """The servers of this agent (`pipe` is STATE/mps/gpuN/pipe) whose stats name `pipe`."""
-    out = []
-    for stats in (pipe.parents[2] / "run").glob("*.stats.json"):
-        doc = read_json(stats)
-        env = doc.get("gpu_env") if isinstance(doc, dict) else None
-        if (
-            isinstance(env, dict)
-            and env.get("CUDA_MPS_PIPE_DIRECTORY") == str(pipe)
-            and isinstance(doc.get("pid"), int)
-        ):
-            out.append(doc["pid"])
-    return out
+    """The processes whose CUDA_MPS_PIPE_DIRECTORY is `pipe` (STATE/mps/gpuN/pipe): its clients."""
+    return processes_with("CUDA_MPS_PIPE_DIRECTORY", str(pipe), pipe.parents[2] / "run")
 
 
 def crash(pipe: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.node.env_clients import processes_with
 from agents.node.zygote import forks
 from tests.kit.agent import Agent, alive, free_port, port_open, server_argv, server_spec, wait_until
 
@@ -39,6 +40,10 @@ def test_forked_servers_share_one_zygote_and_read_as_exec_d_ones(agent: Agent, c
     assert os.getsid(servers["a"]["pid"]) == servers["a"]["pid"]  # a session of its own, as start_new_session
     log = (agent.state_dir / "logs" / "a.log").read_text()
     assert "ready on" in log  # its stdout and stderr are its own log file
+    # the fakes of MPS and MIG find their clients by the environment CUDA reads: a forked server's
+    # is in its stats, not in /proc/PID/environ (the zygote's)
+    users = processes_with("CUDA_VISIBLE_DEVICES", "", agent.state_dir.resolve() / "run")
+    assert {s["pid"] for s in servers.values()} <= set(users)
 
 
 @pytest.mark.e2e
