@@ -39,7 +39,7 @@ from rich.logging import RichHandler
 from autoscaler.config.policy import load_policy
 from autoscaler.demo.loadgen import GatewayRates, LoadGen
 from autoscaler.demo.procs import Watchdog, pids_with, sweep
-from autoscaler.demo.setup import DemoConfig, slice_trace, tiny_model, write_policy
+from autoscaler.demo.setup import DemoConfig, port_arg, slice_trace, tiny_model, write_policy
 from autoscaler.demo.stats import Recorder, Router, build_frame, print_summary
 from autoscaler.demo.view import Frame, one_line, render
 from autoscaler.loop.tick.controller import Controller, TickReport
@@ -267,8 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=DemoConfig.duration_s, help="seconds of replay (default 110)")
     ap.add_argument("--day", type=int, default=DemoConfig.day, choices=range(14), help="trace day to replay (0-13)")
     ap.add_argument("--plain", action="store_true", help="one line per tick instead of the live view")
+    ap.add_argument(
+        "--port", type=port_arg, help="the gateway's port on 127.0.0.1 (default: 8000 when free, else a free one)"
+    )
     args = ap.parse_args(argv)
-    cfg = DemoConfig(duration_s=min(args.duration, 140.0), day=args.day)
+    cfg = DemoConfig(duration_s=min(args.duration, 140.0), day=args.day, gateway_port=args.port)
     return run(cfg, live=False if args.plain else None)
 
 

@@ -40,7 +40,7 @@ from autoscaler.config.policy import Policy, load_policy
 from autoscaler.config.tables import import_tables
 from autoscaler.demo.loadgen import LoadGen, OfferedRates
 from autoscaler.demo.procs import Watchdog, pids_with, sweep
-from autoscaler.demo.setup import REPO, local_fleet, tiny_model
+from autoscaler.demo.setup import REPO, local_fleet, port_arg, tiny_model
 from autoscaler.loop.tick.controller import Controller, TickReport
 from autoscaler.model.mig import MigModel, load_gpu_model
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
@@ -105,7 +105,7 @@ def scripted(rows: Rows) -> Any:
     return plan
 
 
-def write_policy(root: Path, model_dir: Path, rows: Rows) -> Path:
+def write_policy(root: Path, model_dir: Path, rows: Rows, port: int | None = None) -> Path:
     data = {
         "fleet": f"demo-mig-{root.name[-8:].lower().replace('_', '-')}",
         "profiles_dir": str(root / "profiles"),
@@ -120,7 +120,7 @@ def write_policy(root: Path, model_dir: Path, rows: Rows) -> Path:
             }
             for w, (m, slo, _) in WORKLOADS.items()
         ],
-        **local_fleet(root),
+        **local_fleet(root, port),
         "scaling": {
             "interval_s": TICK_S,
             "boot_s": 1.0,
@@ -138,7 +138,8 @@ def write_policy(root: Path, model_dir: Path, rows: Rows) -> Path:
 class MigDemo:
     """Set up, warm up on the first cut, raise a's load until the GPU is re-cut, shut down."""
 
-    def __init__(self, root: Path, console: Console) -> None:
+    def __init__(self, root: Path, console: Console, port: int | None = None) -> None:
+        self.port = port  # the gateway's (setup.local_fleet)
         self.root, self.console = root, console
         self.controller: Controller | None = None
         self.gen: LoadGen | None = None
@@ -162,7 +163,7 @@ class MigDemo:
         model = load_gpu_model(out)
         assert isinstance(model, MigModel)
         self.rows = measured_rows(model)
-        policy = load_policy(write_policy(self.root, model_dir.result(), self.rows))
+        policy = load_policy(write_policy(self.root, model_dir.result(), self.rows, self.port))
         self.controller = build_controller(policy, self.root / "state.sqlite")
         self.controller.deps.provider.stop_timeout_s = 5.0  # type: ignore[attr-defined]
         self.controller.deps.planner = scripted(self.rows)
@@ -282,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m autoscaler.demo.mig", description=__doc__.split("\n\n")[0])
     ap.add_argument("--keep", action="store_true", help="keep the state directory (agent logs) afterwards")
     ap.add_argument("--verbose", action="store_true", help="the controller's log lines too")
+    ap.add_argument(
+        "--port", type=port_arg, help="the gateway's port on 127.0.0.1 (default: 8000 when free, else a free one)"
+    )
     args = ap.parse_args(argv)
     console = Console(width=200)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, force=True)
@@ -291,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="igniter-demo-mig-"))
     watchdog = Watchdog(str(root), HARD_LIMIT_S, lambda: console.print("[red]demo overran; killing it[/red]")).start()
     signal.signal(signal.SIGTERM, _interrupt)
-    demo = MigDemo(root, console)
+    demo = MigDemo(root, console, args.port)
     done, failed = False, False
     console.print(f"[bold]igniter MIG re-cut demo[/bold] (state in {root})")
     try:

@@ -6,6 +6,7 @@ processes by that path in their command line and nothing outside it is touched.
 
 from __future__ import annotations
 
+import argparse
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +39,7 @@ class DemoConfig:
     scale_down_delay_s: float = 12.0
     max_instances: int = 5
     seed: int = 1
+    gateway_port: int | None = None  # None: 8000 when it is free, else a free one (gateway_port)
 
 
 def tiny_model(directory: Path) -> Path:
@@ -60,6 +62,17 @@ def free_port_base(span: int = 1000, start: int = 10000, stop: int = 20000) -> i
     raise RuntimeError("no free port range on 127.0.0.1 for the demo's servers")
 
 
+def port_arg(text: str) -> int:
+    """--port: a TCP port, 1..65535 (argparse's type)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port is 1..65535, got {text!r}")
+    return port
+
+
 def gateway_port(preferred: int = 8000) -> int:
     """The gateway's port: 8000 (the default) when it is free, else a free one."""
     if port_is_free(preferred):
@@ -75,9 +88,10 @@ def slice_trace(cfg: DemoConfig) -> Trace:
     return Trace(day.source, day.times, {w: day.rates[w] for w in WORKLOADS}, day.step_s)
 
 
-def local_fleet(root: Path) -> dict[str, Any]:
+def local_fleet(root: Path, port: int | None = None) -> dict[str, Any]:
     """The policy sections of a demo fleet on this machine, all state under `root`: the local
-    provider and transport, a haproxy gateway on a free port (8000 when it is free), its rates."""
+    provider and transport, a haproxy gateway on `port` (None: 8000 when it is free, else a free
+    one), its rates."""
     return {
         "provider": {
             "kind": "local",
@@ -88,7 +102,7 @@ def local_fleet(root: Path) -> dict[str, Any]:
         "agents": {"transport": "local", "state_dir": str(root / "agent"), "command_timeout_s": 20},
         "gateway": {
             "kind": "haproxy",
-            "listen": f"127.0.0.1:{gateway_port()}",
+            "listen": f"127.0.0.1:{port or gateway_port()}",
             "state_dir": str(root / "gateway"),
             "check_interval_s": 0.5,
             "drain_timeout_s": 10,
@@ -121,7 +135,7 @@ def write_policy(root: Path, model_dir: Path, cfg: DemoConfig, peak: dict[str, f
             }
             for w, (m, slo) in WORKLOADS.items()
         ],
-        **local_fleet(root),
+        **local_fleet(root, cfg.gateway_port),
         "scaling": {
             "interval_s": cfg.interval_s,
             "boot_s": cfg.boot_s,

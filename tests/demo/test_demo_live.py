@@ -14,6 +14,7 @@ import pytest
 
 from autoscaler.demo.procs import pids_with, sweep
 from tests.conftest import ROOT
+from tests.kit.agent import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -21,7 +22,15 @@ pytestmark = pytest.mark.e2e
 def _start(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "COLUMNS": "200"}
     return subprocess.Popen(
-        [sys.executable, "-m", "autoscaler.demo", "--plain", *args],
+        [
+            sys.executable,
+            "-m",
+            "autoscaler.demo",
+            "--plain",
+            "--port",
+            str(free_port()),
+            *args,
+        ],  # not 8000 (the MIG demo's)
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

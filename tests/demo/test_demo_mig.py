@@ -13,6 +13,7 @@ import pytest
 
 from autoscaler.demo.procs import pids_with, sweep
 from tests.conftest import ROOT
+from tests.kit.agent import free_port
 from tests.kit.mig import needs_shared
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, needs_shared]
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow, needs_shared]
 def test_the_mig_demo_re_cuts_under_load_without_a_failed_request() -> None:
     env = {**os.environ, "COLUMNS": "200"}
     done = subprocess.run(
-        [sys.executable, "-m", "autoscaler.demo.mig"],
+        [sys.executable, "-m", "autoscaler.demo.mig", "--port", str(free_port())],  # not 8000: the other demo's
         cwd=ROOT,
         env=env,
         capture_output=True,
