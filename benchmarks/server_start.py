@@ -35,14 +35,15 @@ from server_overhead import make_model
 
 from agents.fsutil import read_json
 from agents.node.supervisor import ServerFiles, ServerProcess, launch_server
-from agents.node.zygote import fork_server, zygote
+from agents.node.zygote import fork_server, parent_of, proc_stat, zygote
 from agents.spec import ServerSpec
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def _cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = proc_stat(pid)
+    assert fields is not None, f"pid {pid} is gone"
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
@@ -79,8 +80,8 @@ def memory(starter: Callable[..., ServerProcess], model_dir: Path, state: Path, 
     while not all(_ready(p, f) for p, f in started):
         time.sleep(0.05)
     pids = {p.pid for p, _ in started}
-    parents = {int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) for pid in pids}
-    zygotes = parents - {os.getpid()}
+    parents = {parent_of(pid) for pid in pids}
+    zygotes = {p for p in parents if p is not None} - {os.getpid()}
     total = sum(_pss_mb(pid) for pid in pids | zygotes)
     for p, _ in started:
         p.terminate()

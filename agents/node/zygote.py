@@ -63,7 +63,7 @@ class ForkedServer:
         self._proc = proc
         assert proc.pid is not None
         self.pid: int = proc.pid
-        self._zygote = _parent(proc.pid)
+        self._zygote = parent_of(proc.pid)
 
     @property
     def returncode(self) -> int | None:
@@ -143,17 +143,22 @@ def _let_the_zygote_go() -> None:
         server._forkserver_alive_fd = None  # type: ignore[union-attr]
 
 
-def _parent(pid: int) -> int | None:
-    """The parent of `pid` (its zygote), from /proc; None once it is gone."""
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, parent, ..., utime, stime at
+    11 and 12); None once the process is gone."""
     try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
         return None
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent of `pid` (a forked server's zygote); None once it is gone."""
+    fields = proc_stat(pid)
+    return int(fields[1]) if fields else None
 
 
 def _running(pid: int) -> bool:
     """Whether `pid` runs (a zombie, dead and not yet reaped, does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    fields = proc_stat(pid)
+    return fields is not None and fields[0] != "Z"

@@ -17,6 +17,7 @@ from autoscaler.demo.procs import pids_with, sweep
 from autoscaler.demo.setup import DemoConfig, free_port_base, slice_trace, tiny_model, write_policy
 from autoscaler.demo.stats import Router
 from autoscaler.demo.view import Frame, InstanceRow, WorkloadRow, one_line, render
+from tests.kit.agent import wait_until
 from tests.kit.httpserve import serving
 
 
@@ -112,7 +113,8 @@ def test_sweep_kills_marked_processes_only(tmp_path):
     mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", marker])
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        assert pids_with(marker) == [mine.pid]
+        # Popen returns once exec has begun; the new command line shows a moment later under load
+        wait_until(lambda: pids_with(marker) == [mine.pid], 5, "the marked process to show its command line")
         assert sweep(marker, grace_s=2.0) == []
         assert mine.wait(timeout=5) is not None and other.poll() is None
     finally:

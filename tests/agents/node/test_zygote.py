@@ -11,12 +11,8 @@ from pathlib import Path
 import pytest
 
 from agents.node.env_clients import processes_with
-from agents.node.zygote import forks
+from agents.node.zygote import forks, parent_of
 from tests.kit.agent import Agent, alive, free_port, port_open, server_argv, server_spec, wait_until
-
-
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 @pytest.mark.unit
@@ -33,8 +29,8 @@ def test_forked_servers_share_one_zygote_and_read_as_exec_d_ones(agent: Agent, c
     specs = [server_spec(n, cnn_dir, free_port()) for n in ("a", "b")]
     agent.apply(specs)
     servers = agent.servers()
-    zygotes = {_parent(s["pid"]) for s in servers.values()}
-    assert len(zygotes) == 1 and _parent(zygotes.pop()) == agent.proc.pid
+    zygotes = {parent_of(s["pid"]) for s in servers.values()}
+    assert len(zygotes) == 1 and parent_of(zygotes.pop()) == agent.proc.pid
     argv = server_argv(servers["a"]["pid"])  # its title: ps and pkill -f see the exec'd command line
     assert argv[1:3] == ["-m", "agents.server"] and argv[argv.index("--stats-file") + 1].endswith("run/a.stats.json")
     assert os.getsid(servers["a"]["pid"]) == servers["a"]["pid"]  # a session of its own, as start_new_session
@@ -52,7 +48,7 @@ def test_a_killed_zygote_takes_its_servers_and_the_agent_starts_both_again(make_
     spec = server_spec("a", cnn_dir, free_port())
     agent.apply([spec])
     first = agent.servers()["a"]
-    zygote = _parent(first["pid"])
+    zygote = parent_of(first["pid"])
     os.kill(zygote, signal.SIGKILL)
     wait_until(lambda: not alive(first["pid"]), 5, "the server to die with its zygote")
 
@@ -62,5 +58,5 @@ def test_a_killed_zygote_takes_its_servers_and_the_agent_starts_both_again(make_
 
     again = wait_until(back, 30, "the server to be ready in a new process")
     assert again["last_error"] == "killed by SIGKILL" and again["restarts"] == 1
-    assert _parent(again["pid"]) not in (zygote, agent.proc.pid)  # a new zygote
+    assert parent_of(again["pid"]) not in (zygote, agent.proc.pid)  # a new zygote
     assert port_open(spec["port"])
