@@ -147,6 +147,11 @@ class Daemon:
         desired = self._read_assignment()
         if desired is not None and desired != self.applied:
             self.converge(desired)
+            # Said at once: the new generation, its new servers starting. A start can block the loop
+            # for seconds (the first fork waits for the zygote's imports), and meanwhile the
+            # heartbeat repeats the last status: a stale one would tell the controller, and
+            # `igniter-agent status`, that the assignment was never taken.
+            self.write_status()
         now = self.clock()
         for server in self.leaving:
             server.tick(now)

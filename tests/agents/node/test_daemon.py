@@ -204,3 +204,36 @@ def test_run_beats_then_leaves_a_status_that_says_it_stopped(daemon: tuple[Daemo
     stop.set()
     loop.join(10)
     assert not loop.is_alive() and json.loads(path.read_text())["agent_running"] is False
+
+
+@pytest.mark.unit
+def test_a_new_generation_is_in_status_while_its_first_start_blocks(
+    daemon: tuple[Daemon, FakeMps], cnn_dir: Path
+) -> None:
+    """A start may hold the loop for seconds (the first fork waits for the zygote's imports); what
+    status says meanwhile, the heartbeat's copy, is the taken assignment with its servers starting."""
+    agent, _ = daemon
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_start(*_: object) -> Any:
+        entered.set()
+        release.wait(10)
+        raise RuntimeError("not started here")
+
+    agent.starter = slow_start
+    agent.step()  # a status before the assignment
+    server = {"name": "a", "workload": "wa", "model_dir": str(cnn_dir), "batch": 1, "mps_percent": 50}
+    _apply(agent, 3, [server | {"port": free_port()}])
+    loop = threading.Thread(target=agent.step)
+    loop.start()
+    try:
+        assert entered.wait(10)
+        assert agent._written is not None
+        agent._written = (agent._written[0], time.monotonic() - HEARTBEAT_S)  # the loop is late
+        agent.heartbeat()
+        status = json.loads((agent.state_dir / "status.json").read_text())
+    finally:
+        release.set()
+        loop.join(10)
+    assert status["generation"] == 3
+    assert [(s["name"], s["state"]) for s in status["servers"]] == [("a", "starting")]
