@@ -72,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         ("--idle-timeout", limits.idle_timeout_s, "seconds a connection may stay open without a request"),
         ("--max-connections", limits.max_connections, "open connections per server; past it requests get 503"),
         ("--max-header-kb", limits.max_header_kb, "KiB of request line and headers; past it requests get 431"),
+        ("--max-request-items", limits.max_request_items, "items one request may carry (Triton's max_batch_size)"),
     ):
         run.add_argument(flag, type=type(default), default=default, help=f"{what} (default {default:g})")
     apply = sub.add_parser("apply", help="validate an assignment and hand it to the agent")
@@ -198,6 +199,7 @@ def _limits(args: argparse.Namespace) -> ServerLimits:
         "idle_timeout_s": args.idle_timeout,
         "max_connections": args.max_connections,
         "max_header_kb": args.max_header_kb,
+        "max_request_items": args.max_request_items,
     }
     try:
         return ServerLimits(**values)

@@ -138,6 +138,11 @@ class ServerLimits(_Frozen):
     max_connections open connections a request gets 503; a request line and headers larger than
     max_header_kb get 431 (httptools would otherwise buffer a header of any size: 66 MB were
     taken, and 8 such clients doubled a server's memory); drain_timeout_s bounds a graceful stop.
+
+    max_request_items is the most items one request may carry (Triton's max_batch_size). It is
+    the agent's, not the plan's: every server of a workload accepts the same requests whatever
+    batch the planner gave it, and runs a larger request in pieces of its own batch. When it was
+    the server's batch, one request got 200 or 400 depending on the server the gateway picked.
     """
 
     read_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
@@ -145,6 +150,7 @@ class ServerLimits(_Frozen):
     max_connections: Annotated[int, Field(ge=1, le=65536)] = 1024
     max_header_kb: Annotated[int, Field(ge=1, le=1024)] = 64  # request line and headers (431 past it)
     drain_timeout_s: Annotated[float, Field(ge=0, le=3600)] = 30.0
+    max_request_items: Annotated[int, Field(ge=1, le=4096)] = 64
 
 
 class Assignment(_Frozen):

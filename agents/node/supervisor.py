@@ -86,6 +86,8 @@ def server_args(limits: ServerLimits) -> list[str]:
         str(limits.max_header_kb),
         "--drain-timeout",
         f"{limits.drain_timeout_s:g}",
+        "--max-request-items",
+        str(limits.max_request_items),
     ]
 
 

@@ -1,5 +1,9 @@
 """Dynamic batching: merge concurrent requests up to `max_batch` items, waiting at most `max_delay_s`.
 
+A request larger than `max_batch` (a client may send up to the agent's max_request_items, whatever
+the batch the planner gave this server) is queued as pieces of at most `max_batch` items, in
+order; its answer is their outputs joined, or the first piece's error.
+
 One thread owns the model, so the model never runs concurrently with itself (as with Triton's
 dynamic batcher); the HTTP side only enqueues and awaits a future, so the event loop keeps serving
 while a batch runs. The wait is measured from the oldest queued request's arrival, and whatever is
@@ -100,18 +104,28 @@ class Batcher:
 
     def submit(self, inputs: list[torch.Tensor], n: int, timeout: float = 60.0) -> list[torch.Tensor]:
         """Enqueue one request and block until its outputs (sliced from the batch) are ready."""
+        deadline = time.monotonic() + timeout
         try:
-            return self.enqueue(inputs, n).result(timeout)
+            parts = [f.result(max(0.0, deadline - time.monotonic())) for f in self._enqueue_pieces(inputs, n)]
         except FutureTimeout:
             raise BatchError(f"no result within {timeout:.0f} s", 504) from None
+        return _join(parts)
 
     async def infer(self, inputs: list[torch.Tensor], n: int, timeout: float = 60.0) -> list[torch.Tensor]:
         """`submit` for the event loop: awaits the batch instead of blocking a thread."""
         try:
             async with asyncio.timeout(timeout):
-                return await asyncio.wrap_future(self.enqueue(inputs, n))
+                futures = [asyncio.wrap_future(f) for f in self._enqueue_pieces(inputs, n)]
+                return _join(list(await asyncio.gather(*futures)))
         except TimeoutError:
             raise BatchError(f"no result within {timeout:.0f} s", 504) from None
+
+    def _enqueue_pieces(self, inputs: list[torch.Tensor], n: int) -> list[Future[list[torch.Tensor]]]:
+        """One request as pieces of at most max_batch items (one piece when it fits)."""
+        if n <= self._max_batch:
+            return [self.enqueue(inputs, n)]
+        starts = range(0, n, self._max_batch)
+        return [self.enqueue([t[i : i + self._max_batch] for t in inputs], min(self._max_batch, n - i)) for i in starts]
 
     def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -182,6 +196,11 @@ class Batcher:
                 items.append(self._queue.get_nowait())
             except queue.Empty:
                 return items
+
+
+def _join(parts: list[list[torch.Tensor]]) -> list[torch.Tensor]:
+    """A request's outputs from its pieces' (each output joined along the batch dimension)."""
+    return parts[0] if len(parts) == 1 else [torch.cat(pieces) for pieces in zip(*parts)]
 
 
 def _split(outputs: list[torch.Tensor], sizes: list[int]) -> list[list[torch.Tensor]]:

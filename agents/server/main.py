@@ -71,6 +71,7 @@ def _start(args: argparse.Namespace, stop: threading.Event) -> None:
         max_connections=args.max_connections,
         max_header_kb=args.max_header_kb,
         drain_timeout_s=args.drain_timeout,
+        max_request_items=args.max_request_items,
     )
     serve(spec, args.device, args.stats_file, limits, stop)
 
@@ -94,6 +95,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-header-kb", type=int, default=defaults.max_header_kb, help="request line and headers")
     parser.add_argument(
         "--drain-timeout", type=float, default=defaults.drain_timeout_s, help="bound of a graceful stop"
+    )
+    parser.add_argument(
+        "--max-request-items", type=int, default=defaults.max_request_items, help="Triton's max_batch_size"
     )
     return parser.parse_args(argv)
 

@@ -71,7 +71,8 @@ class Routes:
         name = request.path_params["model"]
         if name != self.app.spec.workload:
             return self._unknown(name)
-        return json_response(200, triton.model_config(self.app.spec, self.app.config, self.app.device))
+        app = self.app
+        return json_response(200, triton.model_config(app.spec, app.config, app.device, app.limits.max_request_items))
 
     async def repository_index(self, request: Request) -> Response:
         """Triton's `POST /v2/repository/index`: this server's one model and its state."""
@@ -127,7 +128,7 @@ class Routes:
         app = self.app
         try:
             body = await request.body()
-            decoded = tensors.decode(body, app.config, app.spec.batch, _header_length(request))
+            decoded = tensors.decode(body, app.config, app.limits.max_request_items, _header_length(request))
             outputs = await app.batcher.infer(decoded.tensors, decoded.n)
             return _reply(tensors.encode(outputs, app.config, decoded, name)), decoded.n
         except ClientDisconnect:

@@ -230,13 +230,13 @@ def _in_range(tensor: torch.Tensor, dtype: torch.dtype) -> bool:
 
 
 def _common_batch(tensors: list[torch.Tensor], config: ModelConfig, max_batch: int) -> int:
-    """All inputs share one batch size, 1..max_batch (as Triton enforces max_batch_size)."""
+    """All inputs share one batch size, 1..max_batch (the max_batch_size Triton enforces)."""
     sizes = {t.shape[0] for t in tensors}
     if len(sizes) != 1:
         raise BadRequest(f"inputs: all inputs need the same batch size (first dimension), got {sorted(sizes)}")
     n = sizes.pop()
     if n < 1 or n > max_batch:
-        raise BadRequest(f"inputs: batch size {n} is outside 1..{max_batch} (this server's max batch)")
+        raise BadRequest(f"inputs: batch size {n} is outside 1..{max_batch} (the model's max_batch_size)")
     return n
 
 

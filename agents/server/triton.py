@@ -2,7 +2,9 @@
 
 - `GET /v2/models/{m}/config`: the model's configuration in Triton's JSON form of ModelConfig
   (`get_model_config`): the tensors with TYPE_* data types and dims without the batch dimension,
-  `max_batch_size` (the server's batch), dynamic batching with its queue delay, one instance group.
+  `max_batch_size` (the most items a request may carry: the agent's --max-request-items, the same
+  on every server of the workload), dynamic batching with the server's batch as its preferred size
+  and its queue delay, one instance group.
 - `POST /v2/repository/index` (`get_model_repository_index`): the models with their version and
   state (READY, LOADING, UNLOADING while draining); a body `{"ready": true}` keeps the ready ones.
   Each server serves one model, so its index has one entry; the gateway's lists every workload.
@@ -39,7 +41,7 @@ def _tensor(spec: TensorSpec, *, is_input: bool) -> dict[str, Any]:
     return entry
 
 
-def model_config(spec: ServerSpec, config: ModelConfig, device: str) -> dict[str, Any]:
+def model_config(spec: ServerSpec, config: ModelConfig, device: str, max_request_items: int) -> dict[str, Any]:
     """Triton's ModelConfig JSON for the one model this server runs."""
     on_gpu = device.startswith("cuda")
     return {
@@ -47,7 +49,7 @@ def model_config(spec: ServerSpec, config: ModelConfig, device: str) -> dict[str
         "platform": "pytorch_libtorch",
         "backend": "pytorch",
         "version_policy": {"latest": {"num_versions": 1}},
-        "max_batch_size": spec.batch,
+        "max_batch_size": max_request_items,
         "input": [_tensor(t, is_input=True) for t in config.inputs],
         "output": [_tensor(t, is_input=False) for t in config.outputs],
         "dynamic_batching": {

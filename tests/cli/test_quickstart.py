@@ -31,6 +31,7 @@ from tests.kit.fleet import free_base
 from tests.loop.test_service import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+ITEMS = 4  # per request: past the batch of every server the example plans (agents' max_request_items: 64)
 
 
 class Run:
@@ -89,9 +90,9 @@ def test_the_example_policy_serves_every_workload_through_the_gateway(run: Run) 
         meta = client.get_model_metadata(name)
         inputs, wanted = [], []
         rng = np.random.default_rng(7)
-        for spec in meta["inputs"]:  # one item: a workload's servers may differ in batch (the example
-            # plans ssd-a at 3 and at 1), and the gateway may send a request to either
-            x = rng.standard_normal([1, *spec["shape"][1:]]).astype(np.float32)
+        for spec in meta["inputs"]:  # 4 items: more than the batch of any of the example's servers
+            # (it plans ssd-a on two, at batch 3 and at 1); each takes it whole
+            x = rng.standard_normal([ITEMS, *spec["shape"][1:]]).astype(np.float32)
             inp = triton.InferInput(spec["name"], list(x.shape), "FP32")
             inp.set_data_from_numpy(x, binary_data=True)
             inputs.append(inp)
@@ -99,9 +100,10 @@ def test_the_example_policy_serves_every_workload_through_the_gateway(run: Run) 
         with torch.no_grad():
             out = scripted(*wanted)
         expected = out if isinstance(out, tuple) else (out,)
-        result = client.infer(name, inputs)
-        for spec, want in zip(meta["outputs"], expected):
-            np.testing.assert_allclose(result.as_numpy(spec["name"]), want.numpy(), rtol=1e-4, atol=1e-5)
+        for _ in range(3):  # the gateway spreads them over the workload's servers
+            result = client.infer(name, inputs)
+            for spec, want in zip(meta["outputs"], expected):
+                np.testing.assert_allclose(result.as_numpy(spec["name"]), want.numpy(), rtol=1e-4, atol=1e-5)
     ok = wait_for(lambda: web.get(f"http://{run.status}/healthz", timeout=5).json()["status"] == "ok", 60, "ok")
     assert ok and web.get(f"http://{run.status}/readyz", timeout=5).text == "ok\n"
     assert "wrote sample models for alexnet, resnet50, ssd, vgg19" in run.log.read_text()

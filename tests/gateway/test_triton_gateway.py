@@ -54,7 +54,8 @@ def test_model_config_through_the_gateway_is_the_servers(gateway: GatewaySpec, s
             client.get_model_config("idle")
     with triton.InferenceServerClient(served.url.removeprefix("http://")) as direct:
         assert config == direct.get_model_config("w")
-    assert config["input"][0]["data_type"] == "TYPE_FP32" and config["max_batch_size"] == 4
+    assert config["input"][0]["data_type"] == "TYPE_FP32" and config["max_batch_size"] == 64  # the agent's default
+    assert config["dynamic_batching"]["preferred_batch_size"] == [4]  # the server's batch
 
 
 def test_repository_index_through_the_gateway(gateway: GatewaySpec) -> None:

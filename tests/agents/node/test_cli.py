@@ -155,6 +155,33 @@ def test_second_agent_on_the_same_state_dir_is_refused(agent: Agent) -> None:
     assert done.returncode == 1 and "another igniter-agent" in done.stderr
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "expected"),
+    [
+        (
+            "--max-request-items",
+            "0",
+            "igniter-agent run: --max-request-items: Input should be greater than or equal to 1",
+        ),
+        (
+            "--max-request-items",
+            "5000",
+            "igniter-agent run: --max-request-items: Input should be less than or equal to 4096",
+        ),
+        ("--max-header-kb", "0", "igniter-agent run: --max-header-kb: Input should be greater than or equal to 1"),
+    ],
+)
+def test_a_bad_server_limit_is_exit_2_naming_the_flag_and_creates_nothing(
+    tmp_path: Path, flag: str, value: str, expected: str
+) -> None:
+    state = tmp_path / "st"
+    done = subprocess.run(
+        agent_cmd("run", "--state-dir", str(state), "--no-gpu", flag, value), capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stderr.strip()) == (2, expected)
+    assert not state.exists()
+
+
 def _apply_file(tmp_path: Path, doc: object, *extra: str) -> subprocess.CompletedProcess:
     path = tmp_path / "assignment.json"
     path.write_text(doc if isinstance(doc, str) else json.dumps(doc))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -91,6 +92,38 @@ def test_model_failure_reaches_every_request_in_the_batch_and_the_thread_survive
         with pytest.raises(BatchError, match="model failed: RuntimeError: negative input"):
             batcher.submit([-torch.ones(1, 1)], 1)
         assert batcher.submit([torch.ones(1, 1)], 1)[0].item() == 1.0
+    finally:
+        batcher.stop()
+
+
+@pytest.mark.parametrize("way", ["submit", "infer"])
+def test_a_request_larger_than_max_batch_runs_in_pieces_and_is_answered_whole(way: str) -> None:
+    """11 items, max batch 4: batches of at most 4 (4 + 4 + 3 alone), the rows back in order."""
+    recorder = Recorder()
+    batcher = _run_batcher(recorder, max_batch=4, delay_s=0.0)
+    x = torch.arange(11 * 2, dtype=torch.float32).reshape(11, 2)
+    try:
+        if way == "submit":
+            (out,) = batcher.submit([x], 11)
+        else:
+            (out,) = asyncio.run(batcher.infer([x], 11))
+    finally:
+        batcher.stop()
+    assert torch.equal(out, x * 2) and recorder.sizes == [4, 4, 3]
+
+
+def test_a_failed_piece_fails_the_whole_request() -> None:
+    def broken(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+        if inputs[0].sum() < 0:
+            raise RuntimeError("negative input")
+        return [inputs[0]]
+
+    batcher = Batcher(broken, 2, 0.0)
+    batcher.start()
+    try:
+        with pytest.raises(BatchError, match="negative input"):
+            batcher.submit([torch.tensor([[1.0], [1.0], [-5.0]])], 3)  # the second piece fails
+        assert batcher.submit([torch.ones(3, 1)], 3)[0].tolist() == [[1.0]] * 3
     finally:
         batcher.stop()
 

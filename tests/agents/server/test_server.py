@@ -26,7 +26,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_server")]
 
 @pytest.fixture(scope="module")
 def cnn(tmp_path_factory: pytest.TempPathFactory, cnn_dir: Path) -> Iterator[Served]:
-    served = start_server(tmp_path_factory.mktemp("srv"), cnn_dir, "cnn", max_queue_delay_ms=20.0)
+    served = start_server(
+        tmp_path_factory.mktemp("srv"), cnn_dir, "cnn", "--max-request-items", "12", max_queue_delay_ms=20.0
+    )
     yield served
     stop_server(served)
 
@@ -115,6 +117,21 @@ def test_64_concurrent_requests_are_batched_and_each_gets_its_own_answer(cnn: Se
     assert stats["batches_total"] - before["batches_total"] < 64
 
 
+def test_a_request_larger_than_the_batch_runs_in_pieces_of_the_batch(cnn: Served) -> None:
+    """11 items on a batch-8 server (--max-request-items 12): one answer equal to torch's, and no
+    batch ran more than 8 items."""
+    x = torch.randn(11, 3, 8, 8)
+    before = _histogram_count(web.get(f"{cnn.url}/metrics").text, "igniter_batch_size")
+    with httpx.Client() as client:
+        reply = _infer_cnn(client, cnn, x)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["outputs"][0]["shape"] == [11, 5]
+    torch.testing.assert_close(torch.tensor(reply.json()["outputs"][0]["data"]).reshape(11, 5), cnn.model(x))
+    metrics = web.get(f"{cnn.url}/metrics").text
+    assert _histogram_count(metrics, "igniter_batch_size") - before >= 2  # 11 items: at least two batches
+    assert _bucket(metrics, "igniter_batch_size", "8.0") == _histogram_count(metrics, "igniter_batch_size")
+
+
 def _stats_after(served: Served, requests: int) -> dict | None:
     stats = json.loads(served.stats.read_text())
     return stats if stats["requests_total"] >= requests else None
@@ -156,10 +173,10 @@ def _bucket(metrics: str, name: str, le: str) -> float:
         ),
         (
             json.dumps(
-                {"inputs": [{"name": "x", "shape": [9, 3, 8, 8], "datatype": "FP32", "data": [0.0] * 9 * 192}]}
+                {"inputs": [{"name": "x", "shape": [13, 3, 8, 8], "datatype": "FP32", "data": [0.0] * 13 * 192}]}
             ).encode(),
             400,
-            "outside 1..8",
+            "outside 1..12",
         ),
         (
             json.dumps({"inputs": [{"name": "q", "shape": [1], "datatype": "FP32", "data": [0.0]}]}).encode(),

@@ -22,7 +22,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_tritonclient")]
 
 @pytest.fixture(scope="module")
 def heads(tmp_path_factory: pytest.TempPathFactory, two_heads_dir: Path) -> Iterator[Served]:
-    served = start_server(tmp_path_factory.mktemp("srv"), two_heads_dir, "heads", batch=4, max_queue_delay_ms=1.0)
+    tmp = tmp_path_factory.mktemp("srv")
+    served = start_server(tmp, two_heads_dir, "heads", "--max-request-items", "6", batch=4, max_queue_delay_ms=1.0)
     yield served
     stop_server(served)
 
@@ -60,7 +61,8 @@ def test_model_config_as_triton_gives_it(client: triton.InferenceServerClient, v
     """Triton's ModelConfig JSON: TYPE_* data types, dims without the batch, the server's batching."""
     config = client.get_model_config("heads", model_version=version)
     assert config["name"] == "heads" and config["platform"] == "pytorch_libtorch"
-    assert config["max_batch_size"] == 4
+    assert config["max_batch_size"] == 6  # --max-request-items: what a request may carry
+    assert config["dynamic_batching"]["preferred_batch_size"] == [4]  # the batch it runs
     assert [(t["name"], t["data_type"], t["dims"]) for t in config["input"]] == [
         ("a", "TYPE_FP32", [4]),
         ("b", "TYPE_INT64", [4]),
@@ -105,6 +107,23 @@ def test_outputs_equal_torch(
     assert response["id"] == "r-1" and response["model_name"] == "heads"
     binary_sizes = [("binary_data_size" in (o.get("parameters") or {})) for o in response["outputs"]]
     assert binary_sizes == list(binary_out)
+
+
+def test_a_request_up_to_max_batch_size_is_served_past_the_servers_batch(
+    heads: Served, client: triton.InferenceServerClient
+) -> None:
+    """6 items on a batch-4 server: run as 4 + 2, answered as one; 7 is past max_batch_size."""
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((6, 4), dtype=np.float32), rng.integers(-5, 5, (6, 4), dtype=np.int64)
+    result = client.infer("heads", _inputs(a, b, (True, False)))
+    mix, top = _expected(heads, a, b)
+    np.testing.assert_allclose(result.as_numpy("mix"), mix, rtol=1e-6)
+    np.testing.assert_array_equal(result.as_numpy("top"), top)
+    a7, b7 = np.zeros((7, 4), dtype=np.float32), np.zeros((7, 4), dtype=np.int64)
+    with pytest.raises(
+        InferenceServerException, match=r"batch size 7 is outside 1\.\.6 \(the model's max_batch_size\)"
+    ):
+        client.infer("heads", _inputs(a7, b7, (True, True)))
 
 
 def test_no_outputs_named_means_all_outputs_binary(heads: Served, client: triton.InferenceServerClient) -> None:
