@@ -9,9 +9,14 @@ server advertises `binary_tensor_data`, out. Each figure is the median of severa
 server share this machine's CPUs, so on a small VM the client's own cost is part of the numbers;
 the server's CPU time per request (from /proc) is the figure other load on the machine disturbs least.
 
-    .venv/bin/python benchmarks/server_overhead.py [--seconds 3] [--runs 3] [--json]
+    .venv/bin/python benchmarks/server_overhead.py [--seconds 3] [--runs 3] [--json] [--baseline DIR]
 
 Run from another checkout's root (PYTHONPATH=.) to measure that checkout's server with this client.
+
+`--baseline DIR` compares this checkout's server with the one in DIR (an exported older revision:
+`git archive REV | tar -x -C DIR`): both run at once, and the clients take turns on them, round
+after round, the order flipped each round. Sequential runs of the two mislead on a host whose
+speed drifts: at 23:00 on 2026-12-06 the same server read 25 % slower in a run one minute later.
 """
 
 from __future__ import annotations
@@ -95,7 +100,8 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_server(model_dir: Path, batch: int) -> tuple[subprocess.Popen, str]:
+def start_server(model_dir: Path, batch: int, tree: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """`python -m agents.server` of this checkout, or of the checkout at `tree`."""
     port = free_port()
     spec = {
         "name": "bench",
@@ -106,8 +112,12 @@ def start_server(model_dir: Path, batch: int) -> tuple[subprocess.Popen, str]:
         "port": port,
         "max_queue_delay_ms": 2.0,
     }
+    env = None if tree is None else {**os.environ, "PYTHONPATH": str(tree)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agents.server", "--spec", json.dumps(spec)], stderr=subprocess.DEVNULL
+        [sys.executable, "-m", "agents.server", "--spec", json.dumps(spec)],
+        stderr=subprocess.DEVNULL,
+        cwd=tree,
+        env=env,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -250,6 +260,46 @@ def bench(seconds: float, runs: int) -> dict[str, Any]:
     return {"machine": machine(), "server": version, "seconds_per_run": seconds, "runs": runs, "results": rows}
 
 
+def against(seconds: float, runs: int, baseline: Path) -> dict[str, Any]:
+    """This checkout's server and the baseline's, side by side: per batch and client, `runs` rounds
+    in which each gets `seconds` of the same load, the first in turn; medians and their ratios."""
+    torch.set_num_threads(1)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        make_model(Path(tmp))
+        for batch in (1, 8):
+            servers = {"this": start_server(Path(tmp), batch), "baseline": start_server(Path(tmp), batch, baseline)}
+            try:
+                for name, make in CLIENTS.items():
+                    seen: dict[str, list[dict[str, float]]] = {side: [] for side in servers}
+                    for turn in range(runs):
+                        for side in sorted(servers, reverse=turn % 2 == 1):
+                            proc, url = servers[side]
+                            seen[side].append(through_server(make, url, batch, seconds, proc.pid))
+                    medians = {side: {k: statistics.median(s[k] for s in v) for k in v[0]} for side, v in seen.items()}
+                    ratio = {k: medians["this"][k] / medians["baseline"][k] for k in ("server_cpu_ms", "rps")}
+                    rows.append({"batch": batch, "clients": batch, "client": name, **medians, "ratio": ratio})
+            finally:
+                for proc, _ in servers.values():
+                    proc.terminate()
+                    proc.wait(10)
+    return {"machine": machine(), "baseline": str(baseline), "seconds_per_run": seconds, "runs": runs, "rows": rows}
+
+
+def render_against(report: dict[str, Any]) -> str:
+    lines = [
+        f"this checkout against {report['baseline']}: median of {report['runs']} interleaved rounds x "
+        f"{report['seconds_per_run']:g} s",
+        f"{'batch':>5} {'client':<13} {'server CPU ms/req':>24} {'req/s':>20}",
+    ]
+    for r in report["rows"]:
+        this, base, ratio = r["this"], r["baseline"], r["ratio"]
+        cpu = f"{this['server_cpu_ms']:.3f} / {base['server_cpu_ms']:.3f} ({ratio['server_cpu_ms']:.2f})"
+        rps = f"{this['rps']:.0f} / {base['rps']:.0f} ({ratio['rps']:.2f})"
+        lines.append(f"{r['batch']:>5} {r['client']:<13} {cpu:>24} {rps:>20}")
+    return "\n".join(lines)
+
+
 MODES = ("in_process", *CLIENTS)
 
 
@@ -274,7 +324,14 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--baseline", type=Path, help="a checkout whose server to compare with, interleaved")
     args = parser.parse_args()
+    if args.baseline is not None:
+        if not (args.baseline / "agents" / "server" / "__main__.py").is_file():
+            parser.error(f"--baseline: {args.baseline} holds no agents/server (an exported checkout's root)")
+        report = against(args.seconds, args.runs, args.baseline.resolve())
+        print(json.dumps(report, indent=1) if args.json else render_against(report))
+        return 0
     report = bench(args.seconds, args.runs)
     print(json.dumps(report, indent=1) if args.json else render(report))
     return 0

@@ -116,6 +116,8 @@ class Batcher:
         try:
             async with asyncio.timeout(timeout):
                 futures = [asyncio.wrap_future(f) for f in self._enqueue_pieces(inputs, n)]
+                if len(futures) == 1:  # the common case, without gather's bookkeeping
+                    return await futures[0]
                 return _join(list(await asyncio.gather(*futures)))
         except TimeoutError:
             raise BatchError(f"no result within {timeout:.0f} s", 504) from None
