@@ -80,18 +80,25 @@ def test_requests_with_other_item_shapes_are_not_merged() -> None:
     assert [tuple(o[0].shape) for o in outs] == shapes
 
 
-def test_model_failure_reaches_every_request_in_the_batch_and_the_thread_survives() -> None:
-    def broken(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        if inputs[0].sum() < 0:
-            raise RuntimeError("negative input")
-        return [inputs[0]]
+def _refuses_negatives(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    if inputs[0].sum() < 0:
+        raise RuntimeError("negative input")
+    return [inputs[0]]
 
-    batcher = Batcher(broken, 4, 0.0)
+
+@pytest.mark.parametrize(
+    ("max_batch", "bad"),
+    [(4, -torch.ones(1, 1)), (2, torch.tensor([[1.0], [1.0], [-5.0]]))],
+    ids=["one batch", "the second of two pieces"],
+)
+def test_a_model_failure_fails_the_request_and_the_thread_survives(max_batch: int, bad: torch.Tensor) -> None:
+    batcher = Batcher(_refuses_negatives, max_batch, 0.0)
     batcher.start()
     try:
         with pytest.raises(BatchError, match="model failed: RuntimeError: negative input"):
-            batcher.submit([-torch.ones(1, 1)], 1)
-        assert batcher.submit([torch.ones(1, 1)], 1)[0].item() == 1.0
+            batcher.submit([bad], bad.shape[0])
+        good = torch.ones(3, 1)
+        assert torch.equal(batcher.submit([good], 3)[0], good)
     finally:
         batcher.stop()
 
@@ -110,22 +117,6 @@ def test_a_request_larger_than_max_batch_runs_in_pieces_and_is_answered_whole(wa
     finally:
         batcher.stop()
     assert torch.equal(out, x * 2) and recorder.sizes == [4, 4, 3]
-
-
-def test_a_failed_piece_fails_the_whole_request() -> None:
-    def broken(inputs: list[torch.Tensor]) -> list[torch.Tensor]:
-        if inputs[0].sum() < 0:
-            raise RuntimeError("negative input")
-        return [inputs[0]]
-
-    batcher = Batcher(broken, 2, 0.0)
-    batcher.start()
-    try:
-        with pytest.raises(BatchError, match="negative input"):
-            batcher.submit([torch.tensor([[1.0], [1.0], [-5.0]])], 3)  # the second piece fails
-        assert batcher.submit([torch.ones(3, 1)], 3)[0].tolist() == [[1.0]] * 3
-    finally:
-        batcher.stop()
 
 
 def test_stop_fails_queued_requests_with_503() -> None:
