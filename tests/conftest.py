@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.kit.examples import load_profile
+
 # fixtures shared across packages: real backends (moto, sshd, a tiny model), small sim policies
 pytest_plugins = ["tests.kit.backends", "tests.kit.sim", "tests.kit.xdist_groups"]
 
@@ -19,6 +21,8 @@ TIERS = ("unit", "property", "e2e", "slow")
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ROOT / "policies" / "profiles"
 DATA = ROOT / "tests" / "data"
+
+load_profile()  # `make check`: a share of each property's examples (tests/kit/examples.py)
 
 
 @dataclass

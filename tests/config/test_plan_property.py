@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from autoscaler.cli import main
 from autoscaler.config import limits
+from tests.kit.examples import examples
 
 pytestmark = [pytest.mark.property, pytest.mark.slow]
 
@@ -83,7 +84,7 @@ def _cli(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(policies())
 def test_plan_never_raises_on_a_policy_validate_accepts(policy: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:

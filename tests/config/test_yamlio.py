@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from autoscaler.config import yamlio
 from autoscaler.config.limits import MAX_DEPTH
 from tests.conftest import ROOT
+from tests.kit.examples import examples
 from tests.kit.mig import import_a100, needs_shared
 
 pytestmark = pytest.mark.unit
@@ -83,7 +84,7 @@ documents = st.recursive(
 
 @pytest.mark.property
 @needs_libyaml
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(doc=documents, flow=st.booleans())
 def test_any_dumped_document_reads_the_same_on_both_paths(doc: object, flow: bool) -> None:
     text = yaml.safe_dump({"doc": doc}, default_flow_style=flow, allow_unicode=True)

@@ -19,6 +19,7 @@ from autoscaler.core.rollout.burst_memo import passing_batches
 from autoscaler.core.rollout.colocation import ModelJudge
 from autoscaler.core.rollout.rollout import Gpu, RolloutInput, Tick
 from tests.kit.control import REPO
+from tests.kit.examples import examples
 
 
 class Counting:
@@ -104,7 +105,7 @@ CROWD = Crowd()  # one memo over all examples: answers remembered from other GPU
 
 
 @pytest.mark.property
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.integers(0, 2**32 - 1))
 def test_remembered_trials_are_the_trials(seed: int) -> None:
     """On a random GPU (neighbours ready or starting, one perhaps replacing a candidate's name),
@@ -148,7 +149,7 @@ def _random_server(rng: random.Random, name: str) -> PlannedServer:
 
 
 @pytest.mark.property
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.sampled_from(("p3.2xlarge", "g4dn.xlarge")))
 def test_the_model_judges_equal_shapes_alike(seed: int, itype: str) -> None:
     """Beside random neighbours, a candidate and its twin of another workload (same SLO, model,

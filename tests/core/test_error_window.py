@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.core.capacity.error_window import Recent, WindowConfig, Windows, weighted_quantiles
+from tests.kit.examples import examples
 
 pytestmark = pytest.mark.unit
 
@@ -94,7 +95,7 @@ def test_a_tick_answers_its_quantiles_once_asked() -> None:
 
 
 @pytest.mark.property
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(
         st.tuples(st.floats(1.0, 400.0), st.floats(-1.0, 50.0, allow_nan=False), st.sampled_from(["a", "b"])),
@@ -125,7 +126,7 @@ def test_the_table_answers_as_the_weighted_quantiles_of_the_live_samples(
 
 
 @pytest.mark.property
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     st.lists(
         st.tuples(st.floats(-1.0, 50.0, allow_nan=False), st.floats(0.0, 300.0, allow_nan=False)),

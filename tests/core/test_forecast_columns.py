@@ -22,6 +22,7 @@ from autoscaler.core.capacity.forecast import (
     ramp_columns,
 )
 from autoscaler.core.capacity.reach import fastest_rise, fastest_rises
+from tests.kit.examples import examples
 
 pytestmark = [pytest.mark.unit, pytest.mark.property]
 
@@ -54,7 +55,7 @@ def bits(x: float | None) -> bytes | None:
     return None if x is None else struct.pack("<d", x)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(cols=columns(), method=METHOD, tau=st.sampled_from([60.0, 120.0, 0.0]), data=st.data())
 def test_column_forecasts_are_those_of_each_workload(
     cols: Columns, method: str, tau: float, data: st.DataObject
@@ -67,7 +68,7 @@ def test_column_forecasts_are_those_of_each_workload(
     assert {w: bits(v) for w, v in got.items()} == {w: bits(v) for w, v in want.items()}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(cols=columns())
 def test_all_points_are_each_columns_points(cols: Columns) -> None:
     """Columns.all_points converts the matrix once: the same pairs, floats and order as points(j)."""
@@ -78,7 +79,7 @@ def test_all_points_are_each_columns_points(cols: Columns) -> None:
         assert [(bits(t), bits(v)) for t, v in got[w]] == [(bits(t), bits(v)) for t, v in want]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(cols=columns(), reads=st.integers(0, 4), horizon=st.sampled_from([210.0, 1e-300, 1e300]))
 def test_column_ramps_are_those_of_each_workload(cols: Columns, reads: int, horizon: float) -> None:
     got = ramp_columns(cols, horizon, reads, wide_from=0)
@@ -86,7 +87,7 @@ def test_column_ramps_are_those_of_each_workload(cols: Columns, reads: int, hori
     assert {w: bits(v) for w, v in got.items()} == {w: bits(v) for w, v in want.items()}
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(cols=columns(), within=st.sampled_from([0.0, 15.0, 20.0, 210.0]))
 def test_column_rises_are_those_of_each_workload(cols: Columns, within: float) -> None:
     """core/capacity/reach.py's fastest_rises: the reach watch's hour of reads, all columns at once."""

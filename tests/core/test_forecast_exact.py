@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.core.capacity.forecast import ForecastConfig, ewma, forecast, ramp
+from tests.kit.examples import examples
 
 pytestmark = [pytest.mark.unit, pytest.mark.property]
 
@@ -75,7 +76,7 @@ def histories(draw: st.DrawFn) -> list[Point]:
     return out if not draw(st.booleans()) else sorted(out, key=lambda p: -p[1] if p[1] == p[1] else 0.0)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(histories(), st.sampled_from([0.0, 60.0, 120.0]), st.sampled_from(["last", "ewma", "seasonal"]))
 def test_forecast_is_bit_identical_to_the_plain_version(history: list[Point], tau: float, method: str) -> None:
     cfg = ForecastConfig(method, 210.0, 0.1, tau_s=tau)  # type: ignore[arg-type]
@@ -83,7 +84,7 @@ def test_forecast_is_bit_identical_to_the_plain_version(history: list[Point], ta
     assert (got is None and want is None) or (got is not None and want is not None and got.hex() == want.hex())
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(histories(), st.sampled_from([0.0, 60.0, 120.0]))
 def test_ewma_is_bit_identical_to_the_plain_version(history: list[Point], tau: float) -> None:
     points = [p for p in history if math.isfinite(p[1])]
@@ -91,7 +92,7 @@ def test_ewma_is_bit_identical_to_the_plain_version(history: list[Point], tau: f
         assert ewma(points, tau).hex() == plain_ewma(points, tau).hex()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(histories(), st.integers(min_value=-1, max_value=4))
 def test_ramp_is_bit_identical_to_the_plain_version(history: list[Point], reads: int) -> None:
     assert ramp(history, 210.0, reads).hex() == plain_ramp(history, 210.0, reads).hex()

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from autoscaler.core.capacity.forecast import ForecastConfig, ewma, forecast, holt
 from autoscaler.core.capacity.scaling import choose, hold_rates, newly_placed
 from autoscaler.core.capacity.slo_guard import GuardConfig, GuardState, update
+from tests.kit.examples import examples
 
 
 def series(*values: float, dt: float = 30.0) -> list[tuple[float, float]]:
@@ -40,7 +41,7 @@ def test_holt_provisions_ahead_of_a_ramp() -> None:
 
 
 @pytest.mark.property
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(st.floats(0, 1e5, allow_nan=False), min_size=1, max_size=30),
     st.sampled_from(["last", "ewma", "holt"]),

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from autoscaler.core.capacity import headroom_codec
 from autoscaler.core.capacity.headroom import _FIELDS, HeadroomState, WorkloadErrors
 from autoscaler.loop.state.controller_state import SCHEMA_VERSION, ControllerState
+from tests.kit.examples import examples
 
 NUMBER = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(2**60), 2**60), st.just(-0.0))
 MAYBE = st.one_of(st.none(), NUMBER)
@@ -42,7 +43,7 @@ def through_text(data: object) -> HeadroomState:
 
 
 @pytest.mark.property
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.dictionaries(st.text(max_size=8), ERRORS, max_size=4))
 def test_packed_reads_back_as_the_arrays_did(workloads: dict[str, WorkloadErrors]) -> None:
     """Every number the float it was (ints as floats, as JSON's reading made them), a None a None

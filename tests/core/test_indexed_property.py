@@ -24,6 +24,7 @@ from autoscaler.core.rollout.rollout import GpuKey, Judge, shares_judge
 from autoscaler.core.rollout.surge import TypeInfo
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 from tests.kit import reference
+from tests.kit.examples import examples
 from tests.kit.paperfleet import PaperFleet, fleet
 
 pytestmark = pytest.mark.property
@@ -121,7 +122,7 @@ def paper_match(rng: random.Random, n: int) -> tuple[Plan, LayoutInput]:
     return Plan("x", tuple(instances)), inp
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(0, 40))
 def test_slot_matching_is_the_all_pairs_answer(seed: int, n: int) -> None:
     plan, inp = paper_match(random.Random(seed), n)
@@ -166,14 +167,14 @@ def paper_blockages(rng: random.Random, n: int) -> tuple[list[Blockage], Progres
     return blockages, progress
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(0, 30))
 def test_blocked_moves_resolve_as_before(seed: int, n: int) -> None:
     blockages, progress = paper_blockages(random.Random(seed), n)
     assert resolve(blockages, progress) == reference.resolve(blockages, progress)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(0, 30))
 def test_progress_is_the_iterated_fixed_point(seed: int, n: int) -> None:
     """blocking._Moving counts where the rule was iterated: the same workloads before any pick
@@ -313,7 +314,7 @@ def same_moves(seed: int, n: int, steps: int, judge: Judge = shares_judge) -> in
     return stand_ins
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 16))
 def test_the_running_index_follows_every_commit(seed: int, n: int) -> None:
     """Judged.runs (which servers run, by name and agent key: rollout.Tick._waiting_for asks it)
@@ -330,7 +331,7 @@ def test_the_running_index_follows_every_commit(seed: int, n: int) -> None:
             fleet_.step()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.integers(0, 2**32 - 1),
     st.integers(2, 24),

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from autoscaler.core.layout.layout import _running_as_planned, _spec
 from autoscaler.core.layout.layout_types import PlannedServer, WorkloadInfo, is_stand_in
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut
+from tests.kit.examples import examples
 
 INFO = {"a": WorkloadInfo("/models/a", 7.5), "b": WorkloadInfo("/models/b", 20.0)}  # "c": none
 WORKLOADS = st.sampled_from(["a", "b", "c"])
@@ -75,7 +76,7 @@ servers = st.builds(
 
 
 @pytest.mark.property
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.lists(placements, max_size=4), min_size=1, max_size=2), st.lists(servers, max_size=8))
 def test_running_as_planned_is_the_spec_comparison(gpus, running) -> None:
     """The same servers kept (equal, in order) and the same placements left, in order."""

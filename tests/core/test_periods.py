@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from autoscaler.core.capacity.periods import PeriodConfig, decompose, find_periods, grid
 from tests.kit import benchmod
+from tests.kit.examples import examples
 
 pytestmark = pytest.mark.unit
 
@@ -97,7 +98,7 @@ def test_a_slow_smooth_history_yields_no_zero_period(workload: str, end: float) 
     ),
     st.floats(0.0, 4 * 86400.0),
 )
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_any_history_decomposes_without_error(points, now) -> None:
     """Whatever the store holds (gaps, repeats, NaN, inf, points after `now`), a refit returns: its
     periods lie within [min_period_s, the history], its rises are finite and never negative, so a

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from autoscaler.core.capacity.periods import PeriodConfig, _ahead, _spread, decompose
 from tests.core.test_periods import bt, points
+from tests.kit.examples import examples
 
 pytestmark = pytest.mark.unit
 
@@ -44,7 +45,7 @@ def test_a_burst_is_planned_for_back_steps_early_and_held_back_steps_late() -> N
 
 
 @pytest.mark.property
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(st.floats(-50, 50), min_size=30, max_size=60), st.integers(0, 5), st.integers(0, 8))
 def test_widening_never_lowers_the_rise(values: list[float], back: int, look: int) -> None:
     """Widened by `back` either side, the rise is at least the unwidened one at every step."""

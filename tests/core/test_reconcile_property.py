@@ -18,6 +18,7 @@ from autoscaler.core.layout.layout_types import PlannedServer, SlotSpec
 from autoscaler.core.rollout.reconcile import Limits
 from autoscaler.core.rollout.surge import TypeInfo, is_surge_slot
 from tests.core.test_reconcile import done, never_below
+from tests.kit.examples import examples
 from tests.kit.paperfleet import PaperFleet, fleet
 
 pytestmark = [pytest.mark.property, pytest.mark.slow]
@@ -89,7 +90,7 @@ def below_only_where_breached(pf: PaperFleet, limits: set[str]) -> int:
     return sum(len(d.breaches) for d in pf.diffs)
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(moves())
 def test_any_shuffle_reaches_the_layout_and_only_a_named_limit_takes_capacity_away(case) -> None:  # type: ignore[no-untyped-def]
     layout, applied = case
@@ -99,7 +100,7 @@ def test_any_shuffle_reaches_the_layout_and_only_a_named_limit_takes_capacity_aw
     below_only_where_breached(pf, {"max_surge"})
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(moves())
 def test_with_enough_surge_no_shuffle_takes_capacity_away(case) -> None:  # type: ignore[no-untyped-def]
     layout, applied = case
@@ -110,7 +111,7 @@ def test_with_enough_surge_no_shuffle_takes_capacity_away(case) -> None:  # type
     assert not any(is_surge_slot(s) for s in pf.records)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(moves())
 def test_with_max_surge_zero_only_a_reported_breach_takes_capacity_away(case) -> None:  # type: ignore[no-untyped-def]
     layout, applied = case

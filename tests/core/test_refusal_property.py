@@ -17,6 +17,7 @@ from autoscaler.core.layout.layout_types import PlannedServer, SlotSpec
 from autoscaler.core.rollout.reconcile import Limits
 from autoscaler.core.rollout.rollout import Judge
 from tests.core.test_rollout_mig import A100, GEO, mig_judge, sl
+from tests.kit.examples import examples
 from tests.kit.paperfleet import PaperFleet, fleet
 
 pytestmark = pytest.mark.property
@@ -99,7 +100,7 @@ def same_steps(with_: PaperFleet, without: PaperFleet) -> None:
             break
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 16))
 def test_refusals_change_no_mig_move(seed: int, n: int) -> None:
     with_, without = (mig_paper_fleet(random.Random(seed), n, j) for j in (RefusingMig(), mig_judge))
@@ -121,7 +122,7 @@ class RoomedMig(RefusingMig):
         return super().refuses(instance_type, s, beside)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(2, 16))
 def test_a_refusal_read_by_kind_of_room_changes_no_mig_move(seed: int, n: int) -> None:
     """judged.py refuses_all: a refusal found on one GPU read for every GPU with the same slices

@@ -15,6 +15,7 @@ from autoscaler.core.routing.routes import Readiness, desired_routes
 from autoscaler.gateway.fake import FakeGateway
 from autoscaler.loop.steps import gateway_step
 from autoscaler.loop.steps.gateway_step import GatewayStep
+from tests.kit.examples import examples
 
 
 def _server(name: str, workload: str, rate: float, address: str = "") -> PlannedServer:
@@ -81,7 +82,7 @@ changes = st.one_of(
 
 
 @pytest.mark.property
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(script=st.lists(changes, min_size=1, max_size=10))
 def test_the_routes_are_always_what_the_inputs_give(script: list[tuple[str, Any]]) -> None:
     step = GatewayStep(FakeGateway())

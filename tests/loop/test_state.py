@@ -24,6 +24,7 @@ from autoscaler.loop.state.controller_state import (
 )
 from autoscaler.loop.state.store import LEGACY_STATE_KEYS, STATE_KEY, Store
 from tests.kit.control import Clock, make_controller, make_policy
+from tests.kit.examples import examples
 
 pytestmark = pytest.mark.unit
 
@@ -157,7 +158,7 @@ STATES = st.builds(
 
 
 @pytest.mark.property
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(STATES)
 def test_the_state_kept_for_a_write_is_the_state_its_text_reads_back_as(state: ControllerState) -> None:
     """Decoded.wrote keeps from_json(to_json(state)) for the text written: exactly (by repr: 1 is

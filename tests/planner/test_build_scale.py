@@ -19,6 +19,7 @@ from autoscaler.planner.build import Waiting, spread_workloads
 from autoscaler.planner.redundancy import redundancy_faults
 from autoscaler.planner.state import Gpu
 from autoscaler.planner.tasks import Task
+from tests.kit.examples import examples
 from tests.planner.conftest import placements
 
 FOUR = InstanceOption("type-0", "v100", 4, 0.08)
@@ -69,7 +70,7 @@ def _gpu(gid: int, workloads: list[tuple[str, str]]) -> Gpu:
 
 
 @pytest.mark.property
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from(["", "gpu", "instance"])), max_size=3)),
     st.lists(st.integers(1, 5), min_size=1, max_size=40),

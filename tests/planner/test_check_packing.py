@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from autoscaler.planner import Demand, GpuOut, InstanceOption, InstanceOut, PlacementOut, Plan, check_plan
 from autoscaler.planner.packing import cover
+from tests.kit.examples import examples
 from tests.planner.conftest import P3, P3X4
 
 D = [Demand("a", "alexnet", 15, 500), Demand("r", "resnet50", 40, 400), Demand("v", "vgg19", 60, 200)]
@@ -75,7 +76,7 @@ def _brute(n: int, opts: list[InstanceOption], limits: list[int | None]) -> floa
 
 
 @pytest.mark.property
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.integers(1, 14),
     st.lists(

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from autoscaler.config.offerings import SPOT
 from autoscaler.planner import TooManyInstances, make_plan
 from autoscaler.planner.api import cost_ceiling
+from tests.kit.examples import examples
 from tests.planner.conftest import G4, P3, demand_sets, scenario
 
 
@@ -22,7 +23,7 @@ def _drift(demands, seed: int, spread: float):
 
 
 @pytest.mark.property
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(demand_sets(max_size=12, big=False), st.integers(0, 10_000), st.floats(0.0, 0.4))
 def test_the_plan_never_costs_more_than_the_ceiling(models, demands, seed, spread):
     options = [P3, G4]

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import autoscaler.planner.offerings as offerings
 from autoscaler.planner import Demand, make_plan
 from autoscaler.planner.cuts import packed
+from tests.kit.examples import examples
 from tests.planner.conftest import G4, P3, assert_sound, demand_sets
 from tests.planner.test_offerings import od_rate, spot_of
 
@@ -66,7 +67,7 @@ def test_replanning_the_fleet_wide_cut_moves_nothing(models):
 
 
 @pytest.mark.property
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(demands=demand_sets(max_size=8, big=False), floor=st.sampled_from([0.2, 0.3, 0.5]))
 def test_the_chosen_plan_is_never_worse_than_the_workloads_own_cuts(models, demands, floor):
     """Property: planning the other cut sets only ever adds choices (placed first, then cost)."""

@@ -8,12 +8,13 @@ from hypothesis import given, settings
 from autoscaler.planner import PLANNERS, Demand, InstanceOption, TooLarge, check_plan, make_plan
 from autoscaler.planner.baselines import GPULETS
 from autoscaler.planner.exact import exact
+from tests.kit.examples import examples
 from tests.planner.conftest import G4, P3, assert_sound, demand_sets, placements, scenario
 from tests.planner.test_igniter import MOTIVATION
 
 
 @pytest.mark.property
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(demand_sets(min_size=1, max_size=6, big=False))
 def test_exact_is_never_worse_than_igniter_on_small_inputs(models, demands):
     options = [P3, G4]

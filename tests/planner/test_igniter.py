@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from autoscaler.planner import Demand, InstanceOption, check_plan, make_plan
 from autoscaler.planner.api import igniter
 from autoscaler.planner.igniter import Config
+from tests.kit.examples import examples
 from tests.planner.conftest import G4, P3, P3X4, assert_sound, demand_sets, placements, scenario
 
 LEAN = Config(spend_idle=False)  # Algorithm 2's least shares, nothing handed out afterwards
@@ -74,7 +75,7 @@ def test_random_50_is_cheaper_than_the_prototype_and_feasible():
 
 @pytest.mark.slow
 @pytest.mark.property
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(demand_sets())
 def test_random_workloads_give_sound_plans(models, demands):
     options = [P3, P3X4, G4]
@@ -84,7 +85,7 @@ def test_random_workloads_give_sound_plans(models, demands):
 
 
 @pytest.mark.property
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(demand_sets(max_size=12))
 def test_plain_algorithm_is_sound_too(models, demands):
     plan = make_plan(demands, [P3], models, planner="igniter-plain")
@@ -207,7 +208,7 @@ def test_repair_replans_a_half_empty_expensive_gpu_on_a_cheaper_type(models):
 
 
 @pytest.mark.property
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(demand_sets(max_size=12))
 def test_spending_idle_share_costs_nothing_and_only_raises_shares(models, demands):
     lean, plan = igniter(demands, [G4, P3], models, cfg=LEAN), make_plan(demands, [G4, P3], models)

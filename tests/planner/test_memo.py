@@ -14,6 +14,7 @@ from autoscaler.model.perfmodel import load_perf_model
 from autoscaler.planner import Demand, Plan, make_plan
 from autoscaler.planner.memo import RecentPlans
 from tests.conftest import PROFILES
+from tests.kit.examples import examples
 from tests.planner.conftest import P3
 
 MODELS = {"v100": load_perf_model(PROFILES / "v100.yaml")}
@@ -42,7 +43,7 @@ caps_st = st.sampled_from([{}, {"p3": 3}])
 
 
 @pytest.mark.property
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     st.lists(
         st.tuples(st.sampled_from(POLICIES), rates_st, corrections_st, caps_st, st.booleans()), min_size=1, max_size=8

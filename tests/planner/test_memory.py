@@ -10,6 +10,7 @@ from autoscaler.config.profile import load_profile
 from autoscaler.model.perfmodel import PerfModel, fit
 from autoscaler.planner import Demand, InstanceOption, check_plan, make_plan
 from tests.conftest import PROFILES
+from tests.kit.examples import examples
 from tests.planner.conftest import assert_sound, demand_sets, placements
 
 OPT = [InstanceOption("p3.2xlarge", "v100-mem", 1, 3.06)]
@@ -58,7 +59,7 @@ def test_a_model_too_big_for_the_gpu_is_unplaced_with_a_reason():
 
 
 @pytest.mark.property
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(demand_sets(max_size=15))
 def test_random_workloads_respect_memory(tight, demands):
     plan = make_plan(demands, OPT, tight)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from autoscaler.model.mig import MigModel, load_gpu_model
 from autoscaler.planner import Demand, InstanceOption, Plan, check_plan, make_plan
 from autoscaler.planner.mig import lower_bound_gpus
+from tests.kit.examples import examples
 from tests.kit.mig import MODELS, import_a100, needs_shared, scenarios
 
 pytestmark = [pytest.mark.unit, needs_shared]
@@ -75,7 +76,7 @@ workloads = st.lists(
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=workloads, margin=st.sampled_from([0.0, 0.1, 0.3]))
 @pytest.mark.property
 def test_every_slice_is_a_usable_row_at_an_allowed_start_and_rates_are_covered(a100, spec, margin):

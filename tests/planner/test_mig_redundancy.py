@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from autoscaler.model.mig import MigModel, load_gpu_model
 from autoscaler.planner import Demand, InstanceOption, Plan, check_plan, make_plan
 from autoscaler.planner.redundancy import redundancy_faults
+from tests.kit.examples import examples
 from tests.kit.mig import MODELS, import_a100, needs_shared, scenarios
 
 pytestmark = [pytest.mark.unit, needs_shared]
@@ -63,7 +64,7 @@ workloads = st.lists(
 )
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=workloads, both=st.booleans())
 @pytest.mark.property
 def test_every_redundant_workload_survives_the_loss_of_any_gpu(

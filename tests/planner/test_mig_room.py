@@ -20,6 +20,7 @@ from autoscaler.planner.mig.plan import _fill, _held, _open, _room
 from autoscaler.planner.mig.segments import Segment
 from autoscaler.planner.mig.spread import fits, spares
 from autoscaler.planner.types import Demand, InstanceOption, Unplaced
+from tests.kit.examples import examples
 
 pytestmark = [pytest.mark.unit, pytest.mark.property]
 
@@ -59,7 +60,7 @@ def _scan(geo: MigGeometry, gpus: list[Gpu], d: Demand, s: Segment, spare: dict[
     return None
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(
     spec=kept,
     todo=st.lists(slices, max_size=40),
@@ -119,7 +120,7 @@ caps = st.one_of(st.none(), st.integers(0, 6))
 tight = st.tuples(st.sampled_from(WORKLOADS), st.sampled_from(["7g.80gb", "1g.10gb", "4g.40gb"]), st.integers(1, 40))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     todo=st.lists(st.one_of(slices, tight, tight), min_size=1, max_size=14),
     apart=st.sets(st.sampled_from(WORKLOADS)),

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from autoscaler.config.offerings import SPOT
 from autoscaler.planner import Demand, InstanceOption, make_plan
 from autoscaler.planner.offerings import on_demand_share
+from tests.kit.examples import examples
 from tests.planner.conftest import G4, P3, P3X4, assert_sound, demand_sets, placements, scenario
 
 
@@ -38,7 +39,7 @@ def od_rate(plan, workload: str) -> float:
 
 
 @pytest.mark.property
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     demands=demand_sets(max_size=12, big=False),
     floors=st.lists(st.sampled_from([0.0, 0.3, 0.5, 1.0, 0.77]), min_size=12, max_size=12),

@@ -21,6 +21,7 @@ from autoscaler.planner.shares import mix_of
 from autoscaler.planner.state import GpuPool
 from autoscaler.planner.tasks import Task, _make_size, decompose, forget_oldest, make_size, max_batch
 from tests.kit import benchmod
+from tests.kit.examples import examples
 from tests.planner.conftest import P3, P3X4
 
 NAMES = st.sampled_from(["alexnet", "resnet50", "vgg19", "ssd", "no-such-model"])
@@ -41,7 +42,7 @@ def plain_gpus_needed(demand: Demand, models: dict[str, PerfModel]) -> float:
 
 
 @pytest.mark.property
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(NAMES, NAMES, st.floats(2.0, 300.0), st.floats(1.0, 1.5), st.floats(0.0, 5000.0))
 def test_gpus_needed_is_the_uncached_bound(models, name, other, slo, corr, rate) -> None:
     """The same float as the bound computed afresh, for demands that differ from each other in
@@ -68,7 +69,7 @@ def test_gpu_rps_tells_models_slos_and_corrections_apart(models) -> None:
 
 
 @pytest.mark.property
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.sampled_from(["alexnet", "resnet50", "vgg19", "ssd"]),
     st.floats(15.0, 200.0),
@@ -136,7 +137,7 @@ def test_predictions_past_the_limit_are_the_models(models, monkeypatch) -> None:
 
 
 @pytest.mark.property
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(st.integers(0, 10_000))
 def test_every_open_gpu_keeps_its_mix_in_step(models, seed) -> None:
     """final_check predicts a GPU from Gpu.mix instead of its sizes: GpuPool.set keeps the two
@@ -171,7 +172,7 @@ def task_fields(tasks: list[Task]) -> list[tuple[object, ...]]:
 
 
 @pytest.mark.property
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.sampled_from(["alexnet", "resnet50", "vgg19", "ssd"]),
     st.floats(8.0, 200.0),

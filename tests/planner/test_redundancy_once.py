@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from autoscaler.planner.redundancy import TOLERANCE, domain_loads, redundancy_faults
 from autoscaler.planner.types import Demand, GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
+from tests.kit.examples import examples
 
 pytestmark = [pytest.mark.unit, pytest.mark.property]
 
@@ -49,7 +50,7 @@ def _per_workload(plan: Plan, demands: list[Demand]) -> list[str]:
     return faults
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     instances=st.lists(instance, max_size=6),
     demands=st.lists(demand, max_size=8),

@@ -17,6 +17,7 @@ from autoscaler.planner import shares as sh
 from autoscaler.planner import tasks as tk
 from autoscaler.planner.shares import EPS, Prediction, jump, mix_of, predict, settle, solo_shares
 from autoscaler.planner.tasks import Size, decompose, size_on
+from tests.kit.examples import examples
 from tests.planner.conftest import demand_sets
 
 
@@ -50,7 +51,7 @@ def plain_settle(
 
 
 @pytest.mark.property
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(demand_sets(min_size=1, max_size=6, big=False), st.data())
 def test_settle_is_algorithm_2_written_plainly(models, demands, data) -> None:
     """The same shares and predictions (==, so the same floats) or the same None, from the lower
@@ -95,7 +96,7 @@ def test_remembered_predictions_tell_batches_and_models_apart(models) -> None:
 
 
 @pytest.mark.property
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.sampled_from(["alexnet", "resnet50", "vgg19", "ssd"]),
     st.floats(15.0, 200.0),

@@ -9,11 +9,12 @@ from hypothesis import strategies as st
 from autoscaler.planner import Demand
 from autoscaler.planner.shares import predict, settle, solo_shares, spend_idle, violated
 from autoscaler.planner.tasks import decompose, max_batch, min_share, size_on
+from tests.kit.examples import examples
 from tests.planner.conftest import MODELS, demand_sets
 
 
 @pytest.mark.property
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(demand_sets(min_size=2, max_size=5, big=False))
 def test_jumping_reaches_the_same_shares_as_unit_steps(v100, demands):
     tasks, _ = decompose(demands, {"v100": v100}, {"v100": 3.06}, search=False)
@@ -27,7 +28,7 @@ def test_jumping_reaches_the_same_shares_as_unit_steps(v100, demands):
 
 
 @pytest.mark.property
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(demand_sets(min_size=2, max_size=5, big=False))
 def test_settled_shares_are_feasible_and_least(v100, demands):
     tasks, _ = decompose(demands, {"v100": v100}, {"v100": 3.06})
@@ -45,14 +46,14 @@ def test_settled_shares_are_feasible_and_least(v100, demands):
 
 
 @pytest.mark.property
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.sampled_from(MODELS), st.integers(5, 80), st.integers(10, 3000), st.integers(1, 40))
 def test_min_share_matches_the_models_lower_bound(v100, model, slo, rate, batch):
     assert min_share(v100, model, batch, slo / 2.0, rate) == v100.lower_bound(model, batch, slo, rate)
 
 
 @pytest.mark.property
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.sampled_from(MODELS), st.integers(10, 80), st.integers(10, 1500))
 def test_batch_search_is_never_worse_than_the_rule_and_stays_below_it(v100, model, slo, rate):
     d = Demand("w", model, slo, rate)
@@ -86,7 +87,7 @@ def test_unplaceable_demands_say_why(v100):
 
 
 @pytest.mark.property
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(demand_sets(min_size=1, max_size=4, big=False), st.lists(st.booleans(), min_size=4, max_size=4))
 def test_spending_idle_share_keeps_every_budget_and_never_lowers_a_share(v100, demands, grow):
     tasks, _ = decompose(demands, {"v100": v100}, {"v100": 3.06})

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from autoscaler.config.policy import load_policy
 from autoscaler.planner import Demand, InstanceOption, make_plan, planning_inputs
+from tests.kit.examples import examples
 from tests.planner.conftest import G4, P3, SCENARIOS, assert_sound, placements, scenario
 
 
@@ -52,7 +53,7 @@ def test_a_removed_workload_leaves_the_others_in_place():
 
 @pytest.mark.slow
 @pytest.mark.property
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(st.integers(0, 10_000), st.floats(0.0, 0.3))
 def test_drifting_rates_keep_plans_sound_and_close_to_fresh_ones(seed, spread):
     demands, options, models = scenario("random-50.yaml")

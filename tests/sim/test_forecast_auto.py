@@ -28,6 +28,7 @@ def short(result) -> set[int]:
     return set(np.flatnonzero(result.capacity["a"] < result.trace.rates["a"] - 1e-9).tolist())
 
 
+@pytest.mark.slow  # replays 12 to 16 hours of bursts, 3 s of CPU
 def test_auto_covers_each_burst_after_the_second_from_its_first_minute(make_policy) -> None:
     """Six hours, a burst of 300 -> 1,200 req/s every hour (rise 90 s, +-60 s jitter, 3 % noise;
     seed 5, not one the constants were chosen on). `seasonal` (ewma, a day's season: no history
@@ -66,6 +67,7 @@ def test_auto_on_noise_plans_as_seasonal(make_policy) -> None:
     assert short(auto) == short(seasonal)
 
 
+@pytest.mark.slow  # replays 12 to 16 hours of bursts, 3 s of CPU
 def test_a_burst_that_does_not_come_leaves_on_the_scale_down_rules(make_policy) -> None:
     """Hourly bursts for four hours, then none: ahead of the fifth hour's (absent) burst `auto`
     launches its capacity, and the normal scale-down (scale_down_delay_s 300 s) takes it away:
@@ -82,6 +84,7 @@ def test_a_burst_that_does_not_come_leaves_on_the_scale_down_rules(make_policy) 
     assert not short(auto) & set(range(4 * 60, 6 * 60))
 
 
+@pytest.mark.slow  # replays 12 to 16 hours of bursts, 3 s of CPU
 def test_onset_spread_covers_a_jittered_third_burst(make_policy) -> None:
     """Eight hours of an hourly burst whose onsets wander +-180 s (benchmarks/forecast_auto.py's
     `hourly, jitter 180 s`, tune seed 10). Fit on two cycles, the period is the first two onsets'

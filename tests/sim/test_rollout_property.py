@@ -21,6 +21,7 @@ from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 from autoscaler.sim.engine import Replay, SimOptions, default_plan_fn, with_overrides
 from autoscaler.sim.result import SimResult
 from autoscaler.sim.traces import Trace
+from tests.kit.examples import examples
 from tests.kit.mig import import_a100, needs_shared
 
 T4 = {"name": "g4dn.xlarge", "gpu": "t4-synthetic", "gpus": 1, "price_per_hour": 0.526}
@@ -167,7 +168,7 @@ LEAVING_SLOT_REUSED = (
 
 @pytest.mark.slow
 @pytest.mark.property
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scenarios())
 @example(case=LEAVING_SLOT_REUSED)
 def test_random_rates_never_cost_an_outage_nor_a_reconfiguration_shortfall(make_policy, case) -> None:  # type: ignore[no-untyped-def]
@@ -192,7 +193,7 @@ LIMIT_LEAVES_ONE_OUT = (
 
 @pytest.mark.slow
 @pytest.mark.property
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(scenarios())
 @example(case=LIMIT_LEAVES_ONE_OUT)
 def test_the_policys_own_forecast_never_causes_an_outage(make_policy, case) -> None:  # type: ignore[no-untyped-def]
@@ -306,7 +307,7 @@ BOOTING_KEEPS_ITS_CUT = (
 @pytest.mark.slow
 @pytest.mark.property
 @needs_shared
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mig_scenarios())
 @example(case=MIG_TURNS)
 @example(case=RELIEF_TWICE)
