@@ -18,6 +18,11 @@ from the checkout that runs.
 `--plan-on interval` replays with scaling.plan_on: interval (the early ticks keep the standing
 layout), for the same trace: what that costs in dollars and attainment, and saves in CPU.
 
+`--split` prints where the last size's CPU went, by part of the tick (plan, planner, diff, surge,
+record, ...) and in the cyclic garbage collector, timed without a profiler (_split.py: cProfile
+reads the rollout's many small calls at several times their share); with `--json` they are in the
+line too, as `split`.
+
 `--per-tick OUT` writes one JSON line per tick of the last size (its simulated
 time, CPU, actions, the layout's slots and servers, and the CPU of the controller's steps:
 forecast, plan with the planner in it, diff, record) and prints their means per `--window-s` of
@@ -45,6 +50,8 @@ from typing import Any
 
 import yaml
 from _results import Results
+from _split import split
+from _split import table as split_table
 
 SCENARIO = Path(__file__).resolve().parents[2] / "shared" / "scenarios" / "random-1000.yaml"
 
@@ -143,9 +150,11 @@ def run_one(
     per_tick: Path | None = None,
     window_s: float = 600.0,
     plan_on: str | None = None,
+    parts: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """One replay: CPU seconds in all, ticks, CPU per tick, and the summary's cost and attainment;
-    with `per_tick`, each tick's CPU by step written there (one JSON line a tick)."""
+    with `per_tick`, each tick's CPU by step written there (one JSON line a tick); with `parts`,
+    the CPU of each part of the tick added to it (_split.py)."""
     from autoscaler.cli import main
     from autoscaler.sim import engine
 
@@ -178,7 +187,7 @@ def run_one(
         out = io.StringIO()
         prof = cProfile.Profile() if profile else None
         cpu, wall = time.process_time(), time.perf_counter()
-        with contextlib.redirect_stdout(out):
+        with contextlib.redirect_stdout(out), split(parts) if parts is not None else contextlib.nullcontext():
             if prof:
                 prof.enable()
             code = main(["simulate", str(policy), "--trace", str(trace), "--json"])
@@ -213,6 +222,16 @@ def run_one(
     }
 
 
+def own_heap() -> None:
+    """The replay runs in this process as in the `igniter` command's own: where the revision run
+    has loop/tick/collect.py's `own_heap`, the ticks' survivors are frozen, not collected young."""
+    try:
+        from autoscaler.loop.tick.collect import own_heap as mark
+    except ImportError:
+        return
+    mark()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workloads", type=int, nargs="+", default=[200, 400])
@@ -225,10 +244,12 @@ def main() -> None:
     ap.add_argument(
         "--plan-on", choices=["tick", "interval"], help="the policy's scaling.plan_on (default: its default)"
     )
+    ap.add_argument("--split", action="store_true", help="print the last size's CPU by part of the tick")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--write", metavar="NAME", help="save the figures to benchmarks/results/NAME.json")
     args = ap.parse_args()
     sys.path.insert(0, os.getcwd())  # the autoscaler of the current directory (an exported revision)
+    own_heap()
     res = Results(args.write, "python benchmarks/fleet_scale_sim.py " + " ".join(sys.argv[1:])) if args.write else None
     for i, n in enumerate(args.workloads):
         last = i == len(args.workloads) - 1
@@ -241,8 +262,12 @@ def main() -> None:
             args.per_tick if last else None,
             args.window_s,
             args.plan_on,
+            parts := {} if args.split and last else None,
         )
         table = r.pop("windows")
+        if parts is not None:
+            print(split_table(parts, r["cpu_s"]), file=sys.stderr, flush=True)
+            r["split"] = {k.strip(): round(v, 2) for k, v in parts.items()}
         if res is not None:
             keep(res, r, table)
         if args.json:

@@ -16,6 +16,7 @@ import agents.logs as logs
 import autoscaler
 from autoscaler.cli import extras
 from autoscaler.config.errors import InputError
+from autoscaler.loop.tick import collect
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_UNPLACED = 0, 1, 2, 3
 
@@ -67,7 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: parse, dispatch, and map errors to the contract's exit codes."""
+    """Entry point: parse, dispatch, and map errors to the contract's exit codes. Without `argv`
+    this process runs the command line it was started with (the `igniter` script, `python -m
+    autoscaler`): its heap is the controller's own (loop/tick/collect.py), which a caller that
+    passes `argv` (a test, a notebook) need not be."""
     if _version_asked(sys.argv[1:] if argv is None else list(argv)):
         print(f"igniter {autoscaler.__version__}")  # before the subcommands: an agent-only install has none
         raise SystemExit(EXIT_OK)  # as argparse's version action ends, and igniter-agent's
@@ -78,6 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return _missing_extra(exc, None)
     logs.configure(getattr(args, "log_format", "text"), logging.DEBUG if args.verbose else logging.INFO)
+    if argv is None:
+        collect.own_heap()
     try:
         return int(args.func(args) or 0)
     except InputError as exc:

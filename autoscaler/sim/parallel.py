@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from autoscaler.config.policy import Policy
+from autoscaler.loop.tick import collect
 from autoscaler.loop.tick.records import PlanFn
 from autoscaler.model.perfmodel import PerfModel, fitted_perf_models, prime_perf_models
 from autoscaler.planner.types import Plan
@@ -164,8 +165,10 @@ _plans = PlanMemo(PLAN_MEMO_SIZE)
 
 
 def _init(data: Shared, events: Any) -> None:
-    """A worker's start: the shared inputs, the parent's fitted models and plans."""
+    """A worker's start: the shared inputs, the parent's fitted models and plans. The process
+    runs replays only: its heap is the controllers' own (loop/tick/collect.py)."""
     global _data, _events
+    collect.own_heap()
     _data, _events = data, events
     prime_perf_models(data.models)
     _plans.update(data.plans)
