@@ -16,7 +16,7 @@ import contextlib
 import gc
 import importlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 # (module, attribute path, label): the parts a replay tick is made of, the nested ones indented
@@ -58,10 +58,11 @@ def _timed(fn: Callable[..., Any], label: str, acc: dict[str, float]) -> Callabl
 
 
 @contextlib.contextmanager
-def split(acc: dict[str, float]) -> Iterator[None]:
-    """Within the block, each part's CPU seconds (and the collector's) are added to `acc` by label."""
+def timing(parts: Sequence[tuple[str, str, str]], acc: dict[str, float]) -> Iterator[None]:
+    """Within the block, each of `parts` (module, attribute path, label) adds its CPU seconds to
+    `acc` by label; put back as it was after."""
     saved = []
-    for module, path, label in PARTS:
+    for module, path, label in parts:
         owner: Any = importlib.import_module(module)
         *outer, name = path.split(".")
         for attr in outer:
@@ -69,6 +70,16 @@ def split(acc: dict[str, float]) -> Iterator[None]:
         fn = getattr(owner, name)
         saved.append((owner, name, fn))
         setattr(owner, name, _timed(fn, label, acc))
+    try:
+        yield
+    finally:
+        for owner, name, fn in saved:
+            setattr(owner, name, fn)
+
+
+@contextlib.contextmanager
+def split(acc: dict[str, float]) -> Iterator[None]:
+    """Within the block, each part's CPU seconds (and the collector's) are added to `acc` by label."""
     began = [0.0]
 
     def collector(phase: str, info: dict[str, int]) -> None:
@@ -79,11 +90,10 @@ def split(acc: dict[str, float]) -> Iterator[None]:
 
     gc.callbacks.append(collector)
     try:
-        yield
+        with timing(PARTS, acc):
+            yield
     finally:
         gc.callbacks.remove(collector)
-        for owner, name, fn in saved:
-            setattr(owner, name, fn)
 
 
 def table(acc: dict[str, float], cpu_s: float) -> str:

@@ -20,7 +20,7 @@ layout), for the same trace: what that costs in dollars and attainment, and save
 
 `--split` prints where the last size's CPU went, by part of the tick (plan, planner, diff, surge,
 record, ...) and in the cyclic garbage collector, timed without a profiler (_split.py: cProfile
-reads the rollout's many small calls at several times their share); with `--json` they are in the
+reads the rollout's many small calls at more than their share); with `--json` they are in the
 line too, as `split`.
 
 `--per-tick OUT` writes one JSON line per tick of the last size (its simulated
@@ -50,7 +50,7 @@ from typing import Any
 
 import yaml
 from _results import Results
-from _split import split
+from _split import split, timing
 from _split import table as split_table
 
 SCENARIO = Path(__file__).resolve().parents[2] / "shared" / "scenarios" / "random-1000.yaml"
@@ -80,29 +80,11 @@ def write_inputs(
     return policy, trace
 
 
-STEPS = {"forecast": "forecast", "plan": "plan", "diff": "_diff", "record": "record"}  # Controller methods
-
-
-def timed_steps(acc: dict[str, float]) -> list[tuple[Any, str, Any]]:
-    """The controller's steps (and the replay's planner) wrapped to add their CPU to `acc`; returns
-    what to put back."""
-    from autoscaler.loop.tick.controller import Controller
-    from autoscaler.sim.memo import MemoPlanner
-
-    saved = []
-    for cls, label, name in [*((Controller, k, v) for k, v in STEPS.items()), (MemoPlanner, "planner", "__call__")]:
-        fn = getattr(cls, name)
-
-        def timed(*a: Any, _fn: Any = fn, _label: str = label, **k: Any) -> Any:
-            c = time.process_time()
-            try:
-                return _fn(*a, **k)
-            finally:
-                acc[_label] = acc.get(_label, 0.0) + time.process_time() - c
-
-        saved.append((cls, name, fn))
-        setattr(cls, name, timed)
-    return saved
+# the controller's steps (and the replay's planner), as `--per-tick` times them (_split.timing)
+STEPS = [
+    ("autoscaler.loop.tick.controller", f"Controller.{method}", label)
+    for label, method in {"forecast": "forecast", "plan": "plan", "diff": "_diff", "record": "record"}.items()
+] + [("autoscaler.sim.memo", "MemoPlanner.__call__", "planner")]
 
 
 WINDOW_KEYS = ["cpu", "forecast", "plan", "planner", "diff", "record"]
@@ -162,7 +144,6 @@ def run_one(
     original = engine.Replay.tick
     acc: dict[str, float] = {}
     lines: list[dict[str, Any]] = []
-    saved = timed_steps(acc) if per_tick else []
     table: list[str] = []
 
     def counted(self: Any, now: float, fast: bool = False) -> Any:
@@ -187,7 +168,11 @@ def run_one(
         out = io.StringIO()
         prof = cProfile.Profile() if profile else None
         cpu, wall = time.process_time(), time.perf_counter()
-        with contextlib.redirect_stdout(out), split(parts) if parts is not None else contextlib.nullcontext():
+        with (
+            contextlib.redirect_stdout(out),
+            timing(STEPS, acc) if per_tick else contextlib.nullcontext(),
+            split(parts) if parts is not None else contextlib.nullcontext(),
+        ):
             if prof:
                 prof.enable()
             code = main(["simulate", str(policy), "--trace", str(trace), "--json"])
@@ -195,8 +180,6 @@ def run_one(
                 prof.disable()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     engine.Replay.tick = original  # type: ignore[method-assign]
-    for cls, name, fn in saved:
-        setattr(cls, name, fn)
     if per_tick:
         per_tick.write_text("".join(json.dumps(line) + "\n" for line in lines))
         print(windows(lines, window_s), file=sys.stderr, flush=True)

@@ -12,21 +12,21 @@ the older generations are collected as the interpreter's thresholds say.
 
 **A process that is the controller's own** (`own_heap`: the `igniter` command, a `--compare`
 worker) freezes the tick's survivors instead. What survives a tick is mostly what the next one
-reads (the layout, the store's caches, the planner's memos), and hardly any of it is cyclic
-garbage (reference counting frees the rest, frozen or not): in a replay of 1,000 workloads
-the collector freed about 2,000 objects in 120 ticks (gc.callbacks). Collecting the young generation
-still scanned every survivor once and promoted it, and the older generations' collections
-scanned them all again, tick after tick: 9 % of that replay's CPU (`benchmarks/fleet_scale_sim.py
---split`). Frozen (`gc.freeze`: moved to the permanent generation, which no collection scans, in
-constant time), they are scanned again only by a full collection (`gc.unfreeze`, `gc.collect`,
-`gc.freeze`), which frees the cycles among them. The first comes FIRST_AFTER ticks in, the next
-once the process has spent AMORTISE times the last one's CPU since it: the full collections cost
-a fixed share of the CPU however large the heap (at 1,000 workloads one took about 1 s, and
-the next came some 75 ticks later). Not at the first tick: a fresh process's heap is imports'
-work, and its collection once pushed a 1 s tick past its interval on a slow host. Counting the frozen objects to collect
-on their growth instead walks them all, and the young generation's counts at the ticks' ends
-overstate it (the objects a tick frees count only while its count is above zero): that rule
-collected every fourth tick and cost more than it saved.
+reads (the layout, the store's caches, the planner's memos), and hardly any of it is cyclic garbage
+(reference counting frees the rest, frozen or not): in a replay of 1,000 workloads the collector
+freed about 2,000 objects in 120 ticks (gc.callbacks). Collecting the young generation still
+scanned every survivor once and promoted it, and the older generations' collections scanned them
+all again, tick after tick: 9 % of that replay's CPU (`benchmarks/fleet_scale_sim.py --split`).
+Frozen (`gc.freeze`: moved to the permanent generation, which no collection scans, in constant
+time), they are scanned again only by a full collection (`gc.unfreeze`, `gc.collect`, `gc.freeze`),
+which frees the cycles among them. The first comes FIRST_AFTER ticks in, the next once the process
+has spent AMORTISE times the last one's CPU since it: the full collections cost a fixed share of
+the CPU however large the heap (at 1,000 workloads one took about 1 s, and the next came some 75
+ticks later). Not at the first tick: a fresh process's heap is imports' work, and its collection
+once pushed a 1 s tick past its interval on a slow host. Counting the frozen objects to collect on
+their growth instead walks them all, and the young generation's counts at the ticks' ends overstate
+it (the objects a tick frees count only while its count is above zero): that rule collected every
+fourth tick and cost more than it saved.
 
 Why not in every process: whatever is alive at a tick's end is frozen, a caller's objects too,
 and a cycle among them that dies later is freed only by the next full collection. A process
