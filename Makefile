@@ -18,7 +18,8 @@ TSTAMP  := $(TOOLS)/.installed
 # pip against 8 s and 6 s with uv.
 UV           := $(BIN)/uv pip install -q --compile-bytecode
 TORCH_WHEELS ?= $(or $(PIP_FIND_LINKS),/opt/wheels)
-TORCH_WHEEL   = $(firstword $(foreach d,$(TORCH_WHEELS),$(wildcard $(d)/torch-2.13.0+cpu-cp311-*.whl)))
+PYTAG         = $(shell $(PY) -c 'import sys; print("cp%d%d" % sys.version_info[:2])' 2>/dev/null)
+TORCH_WHEEL   = $(firstword $(foreach d,$(TORCH_WHEELS),$(wildcard $(d)/torch-2.13.0+cpu-$(PYTAG)-*.whl)))
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
