@@ -10,6 +10,7 @@ from autoscaler.core.fleet.lifecycle import Reason, State, new_record, transitio
 from autoscaler.core.layout.layout_types import Layout, PlannedServer, SlotSpec
 from autoscaler.loop.state import store_slots
 from autoscaler.loop.state.store import Store
+from autoscaler.planner.types import Unplaced
 
 pytestmark = pytest.mark.unit
 
@@ -99,6 +100,25 @@ def test_identical_layout_is_not_saved_again(tmp_path: Path) -> None:
     assert again.save_layout(moved, "target", 4.0) is False and again.current_layout() == moved
     count = again._db.execute("SELECT COUNT(*) FROM layouts").fetchone()[0]
     assert count == 2
+
+
+def test_the_newest_layout_is_the_one_saved_and_reads_back_as_itself(tmp_path: Path) -> None:
+    """save_layout hands out the Layout it was given (no parse of its row), so it must be what a
+    restart parses from that row: equal, and of the same types (repr: floats stay floats, tuples
+    tuples), MIG fields and an unplaced workload included."""
+    store = Store(tmp_path / "s.sqlite")
+    mps = PlannedServer(name="a-0", workload="a", model="alexnet", gpu_index=0, index=0, batch=4, mps_percent=30.0)
+    mig = PlannedServer(
+        name="b-0", workload="b", model="resnet50", gpu_index=1, index=1, batch=2, mps_percent=100.0,
+        mig_profile="3g.40gb", mig_start=4, processes=2,
+    )  # fmt: skip
+    slot = SlotSpec("s0", "p4de", 40.97, ("a100-80gb", "a100-80gb"), (mps, mig))
+    layout = Layout("igniter", (slot,), (Unplaced("c", "no room"),), {"a": 10.0, "b": 2.5, "c": 1.0})
+    assert store.save_layout(layout, "target", 1.0)
+    assert store.current_layout() is layout
+    store.close()
+    parsed = Store(tmp_path / "s.sqlite").current_layout()
+    assert parsed == layout and repr(parsed) == repr(layout)
 
 
 def _launched(store: Store, slot: str, attempt: int, at: float) -> None:

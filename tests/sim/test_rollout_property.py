@@ -6,6 +6,7 @@ by removing servers first."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 from autoscaler.config.mig import BUNDLED
 from autoscaler.config.policy import Policy
+from autoscaler.core.layout.layout_types import layout_from_json
 from autoscaler.model.perfmodel import load_perf_model
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 from autoscaler.sim.engine import Replay, SimOptions, default_plan_fn, with_overrides
@@ -39,6 +41,9 @@ def replay(policy: Policy, trace: Trace, opts: SimOptions, plan_fn: Any = None) 
 
     def checked(now: float, fast: bool = False) -> Any:
         reports.append(tick(now, fast))
+        layout = rep.store.current_layout()  # the Layout saved, itself: a restart parses its row instead
+        if layout is not None:
+            assert repr(layout_from_json(json.loads(json.dumps(layout.to_json())))) == repr(layout)
         for (slot, _), (_, servers) in rep.store.applied().items():  # what each agent is told to cut
             for gpu in {s.gpu_index for s in servers if s.mig_profile is not None}:
                 cut = [(s.mig_profile, s.mig_start) for s in servers if s.gpu_index == gpu and s.mig_profile]
