@@ -1,14 +1,14 @@
 """The last tick's layout, given again when a tick asks with the same plan and the same inputs.
 
-While a cheaper plan waits out scale_down_delay_s, a tick usually chooses the hold plan it chose
-the tick before (the same Plan object: plans are memoised per question) for the same previous
-layout (the store's parsed newest row, the same object until a new row is written) at the same
-rates: then layout_from_plan, a pure function, would make the same layout again (about half the
-ticks of the ServeGen replay, a tenth of their time). The inputs are compared so that "the same"
-means what layout_from_plan can tell apart: the plan, the previous layout and the judge by
-identity; what it copies into the layout (rates, workload facts, the servers agents run) by repr,
-which tells 1 from 1.0, -0.0 from 0.0 and one key order from another; what it only looks things
-up in or collects into sets (names and slots taken) by equality.
+While a cheaper plan waits out scale_down_delay_s, a tick usually chooses the hold plan it chose the
+tick before (the same Plan object: plans are memoised per question) for the same previous layout
+(the store's newest: the Layout saved, or its row parsed after a restart; the same object until a
+new row is written) at the same rates: then layout_from_plan, a pure function, would make the same
+layout again (about half the ticks of the ServeGen replay, a tenth of their time). The inputs are
+compared so that "the same" means what layout_from_plan can tell apart: the plan, the previous
+layout and the judge by identity; what it copies into the layout (rates, workload facts, the servers
+agents run) by repr, which tells 1 from 1.0, -0.0 from 0.0 and one key order from another; what it
+only looks things up in or collects into sets (names and slots taken) by equality.
 """
 
 from __future__ import annotations
