@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -194,7 +195,8 @@ class Replay:
         self.capacity = {w: np.zeros(n) for w in trace.names}
         self.cost = np.zeros(n)
         self.tick_times: list[float] = []
-        self.tick_capacity: dict[str, list[float]] = {w: [] for w in trace.names}
+        # doubles, not float objects (sim/result.py Tuning)
+        self.tick_capacity: dict[str, array[float]] = {w: array("d") for w in trace.names}
         self.tuning = Tuning(trace.names)
         self.errors: list[str] = []
         self.broken = 0

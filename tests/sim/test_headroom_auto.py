@@ -87,7 +87,7 @@ def test_the_plot_marks_the_headroom_over_time(make_policy):
         (right,) = [a for a in fig.axes if a is not ax]
         (line,) = right.get_lines()
         assert line.get_linestyle() == "--" and line.get_label() == f"headroom ({result.label})"
-        assert list(line.get_ydata()) == result.tuning.headroom["a"]
+        assert list(line.get_ydata()) == list(result.tuning.headroom["a"])
         assert right.get_ylabel() == "headroom"
     finally:
         plt.close(fig)
