@@ -18,6 +18,10 @@ from the checkout that runs.
 `--plan-on interval` replays with scaling.plan_on: interval (the early ticks keep the standing
 layout), for the same trace: what that costs in dollars and attainment, and saves in CPU.
 
+`--skip-rows K` replays the same walk from its row K on (timed from 0): K rows later in the trace
+but in a fresh process, so a window's CPU there against the same rows' window in a run from row 0
+tells what the rows cost from what the process's age does (docs/operations.md, Fleet size).
+
 `--split` prints where the last size's CPU went, by part of the tick (plan, planner, diff, surge,
 record, ...) and in the cyclic garbage collector, timed without a profiler (_split.py: cProfile
 reads the rollout's many small calls at more than their share); with `--json` they are in the
@@ -57,10 +61,10 @@ SCENARIO = Path(__file__).resolve().parents[2] / "shared" / "scenarios" / "rando
 
 
 def write_inputs(
-    tmp: Path, n: int, rows: int, seed: int, scenario: Path, plan_on: str | None = None
+    tmp: Path, n: int, rows: int, seed: int, scenario: Path, plan_on: str | None = None, skip: int = 0
 ) -> tuple[Path, Path]:
     """The policy of the scenario's first `n` workloads (headroom 0.1; scaling.plan_on where given)
-    and its wandering trace."""
+    and its wandering trace: `rows` rows of the seed's walk from its row `skip` on, timed from 0."""
     doc = yaml.safe_load(scenario.read_text())
     doc["workloads"] = doc["workloads"][:n]
     doc.setdefault("scaling", {})["headroom"] = 0.1
@@ -72,8 +76,9 @@ def write_inputs(
     base = [float(w["rate_rps"]) for w in doc["workloads"]]
     level = [1.0] * n
     lines = ["time_s," + ",".join(w["name"] for w in doc["workloads"])]
-    for r in range(rows):
-        lines.append(f"{60 * r}," + ",".join(f"{b * f:.3f}" for b, f in zip(base, level)))
+    for r in range(skip + rows):
+        if r >= skip:
+            lines.append(f"{60 * (r - skip)}," + ",".join(f"{b * f:.3f}" for b, f in zip(base, level)))
         level = [min(1.2, max(0.8, f + rng.uniform(-0.05, 0.05))) for f in level]
     trace = tmp / "trace.csv"
     trace.write_text("\n".join(lines) + "\n")
@@ -133,6 +138,7 @@ def run_one(
     window_s: float = 600.0,
     plan_on: str | None = None,
     parts: dict[str, float] | None = None,
+    skip: int = 0,
 ) -> dict[str, Any]:
     """One replay: CPU seconds in all, ticks, CPU per tick, and the summary's cost and attainment;
     with `per_tick`, each tick's CPU by step written there (one JSON line a tick); with `parts`,
@@ -164,7 +170,7 @@ def run_one(
 
     engine.Replay.tick = counted  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory() as d:
-        policy, trace = write_inputs(Path(d), n, rows, seed, scenario, plan_on)
+        policy, trace = write_inputs(Path(d), n, rows, seed, scenario, plan_on, skip)
         out = io.StringIO()
         prof = cProfile.Profile() if profile else None
         cpu, wall = time.process_time(), time.perf_counter()
@@ -190,6 +196,7 @@ def run_one(
     return {
         "workloads": n,
         "rows": rows,
+        "skip_rows": skip,
         "exit": code,
         "cpu_s": round(cpu, 2),
         "wall_s": round(wall, 1),
@@ -220,6 +227,9 @@ def main() -> None:
     ap.add_argument("--workloads", type=int, nargs="+", default=[200, 400])
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--skip-rows", type=int, default=0, help="replay the walk from this row on (timed from 0), in a fresh process"
+    )
     ap.add_argument("--scenario", type=Path, default=SCENARIO)
     ap.add_argument("--profile", type=Path, help="write a cProfile of the last size here")
     ap.add_argument("--per-tick", type=Path, help="write each tick's CPU by step of the last size here (JSON lines)")
@@ -246,6 +256,7 @@ def main() -> None:
             args.window_s,
             args.plan_on,
             parts := {} if args.split and last else None,
+            args.skip_rows,
         )
         table = r.pop("windows")
         if parts is not None:
@@ -271,6 +282,7 @@ def keep(res: Results, r: dict[str, Any], table: list[str]) -> None:
     """One size's figures, and its windows' table where the run kept one (the last size's)."""
     for key in [
         "rows",
+        "skip_rows",
         "ticks",
         "cpu_s",
         "wall_s",
