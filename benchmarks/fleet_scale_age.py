@@ -10,7 +10,8 @@ K/60 + h. Hour 0 of a fresh run also fills the forecast's and the headroom estim
 Writes benchmarks/results/fleet_scale_age_table.json: `tables.hours` (per fresh hour: the CPU a
 tick there and in the first run's same rows) and the mean ratio fresh / first run over the hours
 after the first (`fresh_over_day_after_hour0`; `_first_half` and `_second_half` by the day run's
-hour) and over the first hours (`fresh_over_day_hour0`).
+hour) and over the first hours (`fresh_over_day_hour0`); by step, `steps_first_half/STEP` and
+`steps_second_half/STEP` (a cost of the process's own would slow every step alike).
 
 Run (the runs first, e.g. side by side, one per core):
   python benchmarks/fleet_scale_sim.py --workloads 1000 --rows 1440 --plan-on interval \\
@@ -33,12 +34,29 @@ HOUR_S = 3600.0
 HALF_DAY_H = 12  # the day run's hours from here on are its second half
 
 
-def hourly(doc: dict[str, Any]) -> dict[int, float]:
-    """Hour (from the run's time 0) -> mean CPU a tick, from a run's `tables.windows`."""
-    out: dict[int, float] = {}
+STEPS = ["cpu", "forecast", "plan", "planner", "diff", "record"]  # fleet_scale_sim.py's windows columns
+
+
+def hourly(doc: dict[str, Any]) -> dict[int, dict[str, float]]:
+    """Hour (from the run's time 0) -> mean CPU a tick in all and by step, from a run's `tables.windows`."""
+    header = [c.strip().removesuffix(" s") for c in doc["tables"]["windows"][0].strip("|").split("|")]
+    out: dict[int, dict[str, float]] = {}
     for row in doc["tables"]["windows"][2:]:
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        out[int(float(cells[0].replace(",", "")) // HOUR_S)] = float(cells[2])
+        cells = dict(zip(header, (c.strip() for c in row.strip("|").split("|")), strict=True))
+        out[int(float(cells["from"].replace(",", "")) // HOUR_S)] = {k: float(cells[k]) for k in STEPS}
+    return out
+
+
+def pairs(base: dict[int, dict[str, float]]) -> list[tuple[int, int, dict[str, float], dict[str, float]]]:
+    """(rows skipped, hour of the fresh run, its means, the day run's means for the same rows) for
+    every fresh run's hour the day run also has."""
+    out = []
+    for path in sorted(RESULTS.glob("fleet_scale_age_skip*.json"), key=lambda p: int(p.stem.rsplit("skip", 1)[1])):
+        doc = json.loads(path.read_text())
+        skip = int(doc["figures"]["w1000/skip_rows"])
+        if skip % 60:
+            raise SystemExit(f"{path.name}: skip_rows {skip} is not a whole hour of 60 s rows")
+        out += [(skip, h, m, base[skip // 60 + h]) for h, m in sorted(hourly(doc).items()) if skip // 60 + h in base]
     return out
 
 
@@ -51,28 +69,20 @@ def main() -> None:
         "| rows from | hour of the fresh run | CPU a tick, fresh s | hour of the day run | CPU a tick there s | fresh / day |",
     )
     res.line("hours", "| --- | --- | --- | --- | --- | --- |")
-    first: list[float] = []
-    later: dict[bool, list[float]] = {False: [], True: []}  # by whether the day run's hour is past its half
-    for path in sorted(RESULTS.glob("fleet_scale_age_skip*.json"), key=lambda p: int(p.stem.rsplit("skip", 1)[1])):
-        doc = json.loads(path.read_text())
-        skip = int(doc["figures"]["w1000/skip_rows"])
-        if skip % 60:
-            raise SystemExit(f"{path.name}: skip_rows {skip} is not a whole hour of 60 s rows")
-        for h, cpu in sorted(hourly(doc).items()):
-            at = skip // 60 + h
-            if at not in base:
-                continue
-            ratio = cpu / base[at]
-            if h == 0:
-                first.append(ratio)
-            else:
-                later[at >= HALF_DAY_H].append(ratio)
-            res.line("hours", f"| {skip:,} | {h} | {cpu:.3f} | {at} | {base[at]:.3f} | {ratio:.2f} |")
-    res.figure("fresh_over_day_hour0", statistics.mean(first))
-    res.figure("fresh_over_day_after_hour0", statistics.mean(later[False] + later[True]))
-    res.figure("fresh_over_day_after_hour0_first_half", statistics.mean(later[False]))
-    res.figure("fresh_over_day_after_hour0_second_half", statistics.mean(later[True]))
-    res.figure("day_first_hour_cpu_per_tick_s", base[0])
+    groups: dict[str, list[dict[str, float]]] = {"hour0": [], "first_half": [], "second_half": []}
+    for skip, h, fresh, old in pairs(base):
+        at = skip // 60 + h
+        ratio = {k: fresh[k] / old[k] for k in STEPS}
+        groups["hour0" if h == 0 else "second_half" if at >= HALF_DAY_H else "first_half"].append(ratio)
+        res.line("hours", f"| {skip:,} | {h} | {fresh['cpu']:.3f} | {at} | {old['cpu']:.3f} | {ratio['cpu']:.2f} |")
+    res.figure("fresh_over_day_hour0", statistics.mean(r["cpu"] for r in groups["hour0"]))
+    later = groups["first_half"] + groups["second_half"]
+    res.figure("fresh_over_day_after_hour0", statistics.mean(r["cpu"] for r in later))
+    for half in ["first_half", "second_half"]:
+        res.figure(f"fresh_over_day_after_hour0_{half}", statistics.mean(r["cpu"] for r in groups[half]))
+        for step in STEPS[1:]:
+            res.figure(f"steps_{half}/{step}", statistics.mean(r[step] for r in groups[half]))
+    res.figure("day_first_hour_cpu_per_tick_s", base[0]["cpu"])
     res.figure("day_cpu_per_tick_s", day["figures"]["w1000/cpu_per_tick_s"])
     res.figure("day_wall_s", day["figures"]["w1000/wall_s"])
     res.write()
