@@ -29,12 +29,11 @@ import statistics
 from typing import Any
 
 from _results import RESULTS, Results
+from fleet_scale_sim import WINDOW_KEYS as STEPS  # the windows' columns: CPU a tick in all and by step
 
 HOUR_S = 3600.0
+ROWS_AN_HOUR = 60  # fleet_scale_sim.py's rows are 60 s
 HALF_DAY_H = 12  # the day run's hours from here on are its second half
-
-
-STEPS = ["cpu", "forecast", "plan", "planner", "diff", "record"]  # fleet_scale_sim.py's windows columns
 
 
 def hourly(doc: dict[str, Any]) -> dict[int, dict[str, float]]:
@@ -47,16 +46,19 @@ def hourly(doc: dict[str, Any]) -> dict[int, dict[str, float]]:
     return out
 
 
-def pairs(base: dict[int, dict[str, float]]) -> list[tuple[int, int, dict[str, float], dict[str, float]]]:
-    """(rows skipped, hour of the fresh run, its means, the day run's means for the same rows) for
-    every fresh run's hour the day run also has."""
+def pairs(base: dict[int, dict[str, float]]) -> list[tuple[int, int, int, dict[str, float], dict[str, float]]]:
+    """(rows skipped, hour of the fresh run, the day run's hour of the same rows, the fresh run's
+    means, the day run's) for every fresh run's hour the day run also has."""
     out = []
     for path in sorted(RESULTS.glob("fleet_scale_age_skip*.json"), key=lambda p: int(p.stem.rsplit("skip", 1)[1])):
         doc = json.loads(path.read_text())
         skip = int(doc["figures"]["w1000/skip_rows"])
-        if skip % 60:
+        if skip % ROWS_AN_HOUR:
             raise SystemExit(f"{path.name}: skip_rows {skip} is not a whole hour of 60 s rows")
-        out += [(skip, h, m, base[skip // 60 + h]) for h, m in sorted(hourly(doc).items()) if skip // 60 + h in base]
+        for h, fresh in sorted(hourly(doc).items()):
+            at = skip // ROWS_AN_HOUR + h
+            if at in base:
+                out.append((skip, h, at, fresh, base[at]))
     return out
 
 
@@ -70,8 +72,7 @@ def main() -> None:
     )
     res.line("hours", "| --- | --- | --- | --- | --- | --- |")
     groups: dict[str, list[dict[str, float]]] = {"hour0": [], "first_half": [], "second_half": []}
-    for skip, h, fresh, old in pairs(base):
-        at = skip // 60 + h
+    for skip, h, at, fresh, old in pairs(base):
         ratio = {k: fresh[k] / old[k] for k in STEPS}
         groups["hour0" if h == 0 else "second_half" if at >= HALF_DAY_H else "first_half"].append(ratio)
         res.line("hours", f"| {skip:,} | {h} | {fresh['cpu']:.3f} | {at} | {old['cpu']:.3f} | {ratio['cpu']:.2f} |")

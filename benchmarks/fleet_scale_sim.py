@@ -212,6 +212,13 @@ def run_one(
     }
 
 
+def rows_count(text: str) -> int:
+    """--skip-rows: a whole number of rows, 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of rows (0 or more)")
+    return int(text)
+
+
 def own_heap() -> None:
     """The replay runs in this process as in the `igniter` command's own: where the revision run
     has loop/tick/collect.py's `own_heap`, the ticks' survivors are frozen, not collected young."""
@@ -228,7 +235,10 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument(
-        "--skip-rows", type=int, default=0, help="replay the walk from this row on (timed from 0), in a fresh process"
+        "--skip-rows",
+        type=rows_count,
+        default=0,
+        help="replay the walk from this row on (timed from 0), in a fresh process",
     )
     ap.add_argument("--scenario", type=Path, default=SCENARIO)
     ap.add_argument("--profile", type=Path, help="write a cProfile of the last size here")
