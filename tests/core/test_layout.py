@@ -13,12 +13,14 @@ from agents.spec import parse_assignment
 from autoscaler.core.layout.assignment import assignment_json
 from autoscaler.core.layout.layout import layout_from_plan
 from autoscaler.core.layout.layout_types import (
+    JUDGED_DIGITS,
     LayoutInput,
     PlannedServer,
     WorkloadInfo,
     layout_from_json,
     layout_to_plan,
 )
+from autoscaler.core.rollout.colocation import server_tuple
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 
 pytestmark = pytest.mark.unit
@@ -334,3 +336,15 @@ def test_a_servers_agent_key_is_made_once_and_follows_a_replace() -> None:
     assert bigger.agent_key() == (*first[:5], 8, *first[6:]) and srv.agent_key() is first
     fresh = PlannedServer(name="a-0", workload="a", model="alexnet", gpu_index=0, index=0, batch=4, mps_percent=30.0)
     assert fresh == srv and hash(fresh) == hash(srv) and "_agent_key" not in srv.to_json()
+
+
+def test_what_a_judgement_reads_of_a_server_is_made_once_and_follows_a_replace() -> None:
+    """judged_as is colocation.server_tuple at JUDGED_DIGITS, remembered like agent_key: a
+    replaced server (a stand-in at another share) answers for its own share."""
+    srv = PlannedServer(name="a-0", workload="a", model="alexnet", gpu_index=0, index=0, batch=4, mps_percent=100 / 3)
+    first = srv.judged_as()
+    assert first == ("a", "alexnet", 4, round(100 / 3, JUDGED_DIGITS), None) and srv.judged_as() is first
+    assert server_tuple(srv, JUDGED_DIGITS) is first and server_tuple(srv)[3] == 100 / 3
+    assert replace(srv, mps_percent=50.0).judged_as()[3] == 50.0 and srv.judged_as() is first
+    sliced = replace(srv, mig_profile="1g.5gb", mig_start=2, processes=2)
+    assert sliced.judged_as()[4] == ("1g.5gb", 2, 2) and "_judged" not in srv.to_json()

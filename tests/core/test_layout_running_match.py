@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autoscaler.core.layout.layout import _running_as_planned, _spec
-from autoscaler.core.layout.layout_types import PlannedServer, WorkloadInfo, is_stand_in
+from autoscaler.core.layout.layout_types import SERVER_FIELDS, PlannedServer, WorkloadInfo, is_stand_in
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut
 from tests.kit.examples import examples
 
@@ -104,7 +104,5 @@ def test_each_field_of_the_agent_key_can_refuse_a_match() -> None:
         {"mig_start": 0},
         {"processes": 2},
     ):
-        other = PlannedServer(
-            **{**{f: getattr(srv, f) for f in srv.__dataclass_fields__ if f != "_agent_key"}, **change}
-        )
+        other = PlannedServer(**{**{f: getattr(srv, f) for f in SERVER_FIELDS}, **change})
         assert _running_as_planned(inst, (other,), INFO) == ((), [(inst.gpus[0], p)]), change

@@ -17,6 +17,8 @@ from typing import Any
 from autoscaler.config.offerings import ON_DEMAND, CapacityType, offering_key
 from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan, Unplaced
 
+JUDGED_DIGITS = 6  # a share's digits as a judgement reads it (PlannedServer.judged_as)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedServer:
@@ -43,6 +45,7 @@ class PlannedServer:
     # the layout ask it of each server many times a tick. Not a field of the record (no init, no
     # comparison, no JSON); replace() makes a new server, which makes its own.
     _agent_key: tuple[Any, ...] | None = field(default=None, init=False, repr=False, compare=False)
+    _judged: tuple[Any, ...] | None = field(default=None, init=False, repr=False, compare=False)  # judged_as's
 
     def to_json(self) -> dict[str, Any]:
         """Every field by name, in declaration order: dataclasses.asdict's answer for these flat
@@ -55,6 +58,21 @@ class PlannedServer:
         if key is None:
             key = self._make_agent_key()
             object.__setattr__(self, "_agent_key", key)
+        return key
+
+    def judged_as(self) -> tuple[Any, ...]:
+        """What a judgement reads of the server (colocation.server_tuple at JUDGED_DIGITS): its
+        workload, model, batch, share rounded, and MIG slice. Made at its first call, like
+        agent_key: a stand-in's trials ask it of each server on each GPU they try."""
+        key = self._judged
+        if key is None:
+            mig = (
+                (self.mig_profile, self.mig_start, self.processes)
+                if self.mig_profile is not None and self.mig_start is not None
+                else None
+            )
+            key = (self.workload, self.model, self.batch, round(self.mps_percent, JUDGED_DIGITS), mig)
+            object.__setattr__(self, "_judged", key)
         return key
 
     def _make_agent_key(self) -> tuple[Any, ...]:

@@ -76,9 +76,10 @@ class Borrowing:
         self.lenders = self._lenders()
         self.at_rest: dict[GpuKey, tuple[int, bool]] = {}  # per GPU: (Tick.version, at rest then)
         self.roomy: dict[str, tuple[int, list[GpuKey]]] = {}  # per GPU type: (Tick.commits, `_roomy`)
+        self.resting: dict[str, tuple[int, list[GpuKey]]] = {}  # per GPU type: (Tick.commits, `_lendable`)
         self.probes: dict[tuple[int, str], tuple[PlannedServer, list[PlannedServer]]] = {}  # `_probes`, by id(t)
-        self.misses: dict[tuple[PlannedServer, str, float], bool] = {}  # `_refused`: missed alone, per share
-        self.at_share: dict[tuple[PlannedServer, float], PlannedServer] = {}  # `_short`: b's probe per share
+        # `_refused`, per (id of b, type, share) with b held: whether b missed alone, and its probe
+        self.shares: dict[tuple[int, str, float], tuple[PlannedServer, bool, PlannedServer]] = {}
         self.alone: dict[
             tuple[PlannedServer, str, float], frozenset[int]
         ] = {}  # `_missed_alone`, per (late server, type, share)
@@ -170,8 +171,12 @@ class Borrowing:
         return out
 
     def _lendable(self, gpu: str, blocked: GpuKey | None = None) -> list[GpuKey]:
-        """Ready planned GPUs of GPU type `gpu` at rest (running exactly what the layout wants)."""
-        return [key for key in self.lenders.get(gpu, ()) if key != blocked and self._rests(key)]
+        """Ready planned GPUs of GPU type `gpu` at rest (running exactly what the layout wants),
+        found again only after a GPU changed (Tick.commits): each blocked move asks."""
+        seen = self.resting.get(gpu)
+        if seen is None or seen[0] != self.tick.commits:
+            seen = self.resting[gpu] = (self.tick.commits, [k for k in self.lenders.get(gpu, ()) if self._rests(k)])
+        return seen[1] if blocked is None else [key for key in seen[1] if key != blocked]
 
     def _rests(self, key: GpuKey) -> bool:
         """Whether the GPU runs exactly what the layout wants there, judged again only once what it
@@ -190,39 +195,36 @@ class Borrowing:
     def _refused(self, key: GpuKey, b: PlannedServer, room: float, thr: float) -> bool:
         """Whether every shape `_try_gpu` would try for b on `key` surely fails, said without a
         judgement: on MIG each start's slice (`_probes`, rollout_types.Refusals); on MPS each
-        share misses alone on a GPU that can only slow it down (`_misses`), or at best fails or
-        carries less than `thr` there (`_short`)."""
+        share (b's, then all the room if that is more) misses alone on a GPU that can only slow
+        it down, or at best fails or carries less than `thr` there (`_refused_at`)."""
         if self.tick.refusal is None and self.tick.bounds is None:
             return False
         itype = self.tick.gpus[key].instance_type
         if b.mig_profile is not None and self._info(itype).starts(b.mig_profile):
             return self.tick.refuses_all(key, self._probes(b, itype))
-        return all(  # `_shapes` on MPS
-            self._misses(key, b, itype, share) or self._short(key, b, share, thr)
-            for share in sorted({b.mps_percent, max(b.mps_percent, room)})
-        )
+        share = b.mps_percent
+        refused = self._refused_at(key, b, itype, share, thr)
+        return refused and (room <= share or self._refused_at(key, b, itype, room, thr))
 
-    def _misses(self, key: GpuKey, b: PlannedServer, itype: str, share: float) -> bool:
-        """b at `share` misses its budget alone (found once a tick per share), on a GPU that can
-        only slow it down (rollout_types.Refusals)."""
-        refusal = self.tick.refusal
-        if refusal is None:
-            return False
-        if (b, itype, share) not in self.misses:
-            self.misses[(b, itype, share)] = refusal.misses_alone(itype, replace(b, mps_percent=share))
-        return self.misses[(b, itype, share)] and self.tick.only_slow(key, share)
-
-    def _short(self, key: GpuKey, b: PlannedServer, share: float, thr: float) -> bool:
-        """b's stand-in at `share`, at best, may not start on `key` or carries less than `thr`
-        (Tick.short_of, rollout_types.Bounds: on a full GPU, where MPS splits the shares, nearly
-        every trial). The probe, made once a tick per share, reads as the stand-in: the bound
-        reads no name, GPU index or port index, and a stand-in replaces nothing."""
+    def _refused_at(self, key: GpuKey, b: PlannedServer, itype: str, share: float, thr: float) -> bool:
+        """b at `share` misses its budget alone on a GPU that can only slow it down
+        (rollout_types.Refusals), or its stand-in at best may not start on `key` or carries less
+        than `thr` (Tick.short_of, rollout_types.Bounds: on a full GPU, where MPS splits the
+        shares, nearly every trial). Whether b misses alone and its probe are found once a tick
+        per share, by b's identity (b held beside them): a stand-in asks for each GPU of its type,
+        and hashing a server's fields at each ask cost more than the answer read from them. The
+        probe reads as the stand-in: neither reads a name, GPU index, port index or predecessor."""
+        at = (id(b), itype, share)
+        seen = self.shares.get(at)
+        if seen is None or seen[0] is not b:
+            refusal = self.tick.refusal
+            misses = refusal is not None and refusal.misses_alone(itype, replace(b, mps_percent=share))
+            seen = self.shares[at] = (b, misses, replace(b, mps_percent=share, replaces=""))
+        if seen[1] and self.tick.only_slow(key, share):
+            return True
         if self.tick.bounds is None or b.mig_profile is not None:
             return False
-        at = (b, share)
-        if at not in self.at_share:
-            self.at_share[at] = replace(b, mps_percent=share, replaces="")
-        return self.tick.short_of(key, self.at_share[at], thr * (1 - EPS))
+        return self.tick.short_of(key, seen[2], thr * (1 - EPS))
 
     def _probes(self, t: PlannedServer, itype: str) -> list[PlannedServer]:
         """t's slice at each start `_shapes` tries on `itype`, made once a tick: a refusal reads no

@@ -19,7 +19,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from autoscaler.config.policy import Policy
-from autoscaler.core.layout.layout_types import PlannedServer
+from autoscaler.core.layout.layout_types import JUDGED_DIGITS, PlannedServer
 from autoscaler.core.rollout import crowding
 from autoscaler.core.rollout.reconcile import GpuFits, shares_fit
 from autoscaler.core.rollout.rollout import Judge, shares_judge
@@ -51,7 +51,9 @@ def _model(policy: Policy, gpu: str) -> GpuModel:
 
 
 def server_tuple(s: PlannedServer, digits: int | None = None) -> Server:
-    """What the judgement needs of a planned server."""
+    """What the judgement needs of a planned server (at JUDGED_DIGITS: the server's own, kept)."""
+    if digits == JUDGED_DIGITS:
+        return s.judged_as()
     share = s.mps_percent if digits is None else round(s.mps_percent, digits)
     mig = (s.mig_profile, s.mig_start, s.processes) if s.mig_profile is not None and s.mig_start is not None else None
     return (s.workload, s.model, s.batch, share, mig)
@@ -150,14 +152,14 @@ class ModelJudge:
         gpu = self.gpu_of.get(instance_type)
         if gpu is None:  # an instance type the policy no longer lists: the model-free test
             return shares_judge(instance_type, servers)
-        return self.cached(gpu, tuple(server_tuple(s, 6) for s in servers))
+        return self.cached(gpu, tuple([s.judged_as() for s in servers]))
 
     def shape(self, instance_type: str, s: PlannedServer) -> Hashable | None:
         """What the verdict reads of `s` (rollout_types.shape_of): its server_tuple with the
         workload's name as the SLO `_verdict` looks up; None on a type the policy does not list."""
         if instance_type not in self.gpu_of:
             return None
-        workload, *rest = server_tuple(s, 6)
+        workload, *rest = server_tuple(s, JUDGED_DIGITS)
         return (self.slo.get(workload, float("inf")), *rest)
 
     def refuses(self, instance_type: str, s: PlannedServer, beside: Sequence[PlannedServer]) -> bool:
@@ -177,9 +179,9 @@ class ModelJudge:
             return False
         perf = self.perfs[gpu]
         if isinstance(perf, MigModel):
-            return not self.cached(gpu, (server_tuple(s, 6),))[0][0]
+            return not self.cached(gpu, (server_tuple(s, JUDGED_DIGITS),))[0][0]
         budget = self.slo.get(s.workload, float("inf")) / 2.0 * (1 + REL)
-        return crowding.misses_alone(perf, (s.model, s.batch, round(s.mps_percent, 6)), budget)
+        return crowding.misses_alone(perf, (s.model, s.batch, round(s.mps_percent, JUDGED_DIGITS)), budget)
 
     def batches_missing_alone(self, instance_type: str, s: PlannedServer) -> frozenset[int]:
         """The batches b from s.batch down to 1 at which s, at batch b, `misses_alone`: that answer
@@ -191,12 +193,14 @@ class ModelJudge:
         mig = (
             (s.mig_profile, s.mig_start, s.processes) if s.mig_profile is not None and s.mig_start is not None else None
         )
-        return self._alone(instance_type, s.workload, s.model, s.batch, round(s.mps_percent, 6), mig)  # server_tuple's
+        return self._alone(
+            instance_type, s.workload, s.model, s.batch, round(s.mps_percent, JUDGED_DIGITS), mig
+        )  # server_tuple's
 
     def _missing_alone(
         self, instance_type: str, workload: str, model: str, top: int, share: float, mig: MigSlice | None
     ) -> frozenset[int]:
-        """`batches_missing_alone` from what `misses_alone` reads (server_tuple(s, 6) at each batch)."""
+        """`batches_missing_alone` from what `misses_alone` reads (server_tuple(s, JUDGED_DIGITS) at each batch)."""
         gpu = self.gpu_of.get(instance_type)
         if gpu is None:
             return frozenset()
@@ -215,7 +219,7 @@ class ModelJudge:
         if gpu is None:
             return False
         perf = self.perfs[gpu]
-        running = [(b.model, b.batch, round(b.mps_percent, 6)) for b in beside]
+        running = [(b.model, b.batch, round(b.mps_percent, JUDGED_DIGITS)) for b in beside]
         return isinstance(perf, MigModel) or crowding.only_slow(perf, running, room)
 
     def hopeful(self, instance_type: str, servers: Sequence[PlannedServer]) -> Sequence[tuple[bool, float]] | None:
@@ -226,7 +230,7 @@ class ModelJudge:
         perf = self.perfs.get(gpu) if gpu is not None else None
         if perf is None or isinstance(perf, MigModel) or not servers:
             return None
-        return self._hopeful(gpu, tuple(server_tuple(s, 6) for s in servers))
+        return self._hopeful(gpu, tuple([s.judged_as() for s in servers]))
 
     def _at_best(self, gpu: str, tuples: tuple[Server, ...]) -> tuple[tuple[bool, float], ...] | None:
         """`hopeful` on an MPS `gpu` from what it reads of each server (its server_tuple)."""

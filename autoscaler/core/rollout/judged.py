@@ -267,7 +267,7 @@ class Judged:
         (rollout_types.Bounds) without a judgement: at best t misses its budget or carries less,
         or a server within budget there now misses it. False for a successor, on MIG, or where
         the judge cannot say."""
-        if self.bounds is None or t.replaces or t.mig_profile is not None or self.held_slices(key):
+        if self.bounds is None or t.replaces or t.mig_profile is not None or self.gpus[key].held or self.freed.get(key):
             return False
         loaded = self._loaded(key)
         hope = self.bounds.hopeful(self.gpus[key].instance_type, [*loaded, t]) if loaded is not None else None
@@ -275,6 +275,8 @@ class Judged:
             return False
         if not hope[-1][0] or hope[-1][1] < need:
             return True
+        if all(may for may, _ in hope):  # every server may meet its budget: none of them is short
+            return False
         ok, maybe = self.parts[key].ok, {s.name for s, (may, _) in zip(loaded or (), hope) if may}
         return any(s.name in ok and s.name not in maybe for s in loaded or ())
 
