@@ -1,6 +1,7 @@
 """This code against an older revision on `fleet_scale_sim.py`'s replay, in one run on one machine:
 the same walk of the first N workloads of random-1000.yaml, replayed by each code in turn (new,
-old, new, old, ...: a slower stretch of the host falls on both), in a fresh process each. Per
+old, new, old, ...: a slower stretch of the host falls on both; with `--side-by-side` both at once,
+one per core, for runs as long as a day), in a fresh process each. Per
 `--plan-on` setting: each code's CPU per tick (median of `--repeat` runs), the new code's over the
 old's, and whether both replays gave the same cost and SLO attainment (a change meant to cost less
 CPU must not change an answer).
@@ -32,13 +33,20 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
-def replay(root: Path, workloads: int, rows: int, plan_on: str) -> dict[str, Any]:
-    """One fleet_scale_sim.py replay of `root`'s code in a fresh process: its JSON line."""
+def start(root: Path, workloads: int, rows: int, plan_on: str) -> subprocess.Popen[str]:
+    """One fleet_scale_sim.py replay of `root`'s code in a fresh process (`answer` reads it)."""
     cmd = [sys.executable, str(HERE / "fleet_scale_sim.py"), "--workloads", str(workloads), "--rows", str(rows)]
     cmd += ["--plan-on", plan_on, "--json"]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=True)
-    return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+    return subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+
+def answer(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """The replay's JSON line, once it has ended."""
+    out, _ = proc.communicate()
+    if proc.returncode:
+        raise SystemExit(f"a replay failed (exit {proc.returncode})")
+    return dict(json.loads(out.strip().splitlines()[-1]))
 
 
 def main() -> None:
@@ -48,6 +56,11 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=60)
     ap.add_argument("--plan-on", nargs="+", choices=["tick", "interval"], default=["tick", "interval"])
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="run the two codes at once, one per core (a day: a slow stretch hits both)",
+    )
     ap.add_argument("--write", metavar="NAME", help="save the figures to benchmarks/results/NAME.json")
     args = ap.parse_args()
     roots = {"new": ROOT, "old": export(args.old)}
@@ -57,8 +70,14 @@ def main() -> None:
     for setting in args.plan_on:
         runs: dict[str, list[dict[str, Any]]] = {"new": [], "old": []}
         for _ in range(args.repeat):
+            procs: dict[str, subprocess.Popen[str]] = {}
             for code, root in roots.items():
-                runs[code].append(replay(root, args.workloads, args.rows, setting))
+                procs[code] = start(root, args.workloads, args.rows, setting)
+                if not args.side_by_side:
+                    runs[code].append(answer(procs.pop(code)))
+            for code, proc in procs.items():
+                runs[code].append(answer(proc))
+            for code in roots:
                 r = runs[code][-1]
                 print(f"{setting:8} {code}: {r['cpu_per_tick_s']:.3f} s/tick, cost {r['cost_total_usd']}", flush=True)
         med = {code: statistics.median(r["cpu_per_tick_s"] for r in rs) for code, rs in runs.items()}
@@ -75,7 +94,14 @@ def main() -> None:
             res.figure(f"{setting}/same_answers", int(same))
             res.doc.setdefault("runs", {})[setting] = runs
     if res is not None:
-        res.doc.update(old=args.old, new=commit(), workloads=args.workloads, rows=args.rows, repeat=args.repeat)
+        res.doc.update(
+            old=args.old,
+            new=commit(),
+            workloads=args.workloads,
+            rows=args.rows,
+            repeat=args.repeat,
+            side_by_side=args.side_by_side,
+        )
         res.write()
 
 
