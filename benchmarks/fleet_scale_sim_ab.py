@@ -7,7 +7,7 @@ old's, and whether both replays gave the same cost and SLO attainment (a change 
 CPU must not change an answer).
 
 Run: nice .venv/bin/python benchmarks/fleet_scale_sim_ab.py --old REV [--workloads 1000] [--rows 60]
-         [--plan-on tick interval] [--repeat 3] [--write NAME]
+         [--plan-on tick interval] [--repeat 3] [--side-by-side] [--write NAME]
 
 The old revision is exported with `git archive` (fleet_scale.py's `export`) and replayed by this
 checkout's fleet_scale_sim.py from its directory, as that script's docstring says. `--write NAME`
@@ -38,14 +38,15 @@ def start(root: Path, workloads: int, rows: int, plan_on: str) -> subprocess.Pop
     cmd = [sys.executable, str(HERE / "fleet_scale_sim.py"), "--workloads", str(workloads), "--rows", str(rows)]
     cmd += ["--plan-on", plan_on, "--json"]
     env = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def answer(proc: subprocess.Popen[str]) -> dict[str, Any]:
     """The replay's JSON line, once it has ended."""
-    out, _ = proc.communicate()
+    out, err = proc.communicate()
     if proc.returncode:
-        raise SystemExit(f"a replay failed (exit {proc.returncode})")
+        last = err.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+        raise SystemExit(f"a replay failed: {last[0]}")
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 

@@ -159,7 +159,7 @@ class ModelJudge:
         workload's name as the SLO `_verdict` looks up; None on a type the policy does not list."""
         if instance_type not in self.gpu_of:
             return None
-        workload, *rest = server_tuple(s, JUDGED_DIGITS)
+        workload, *rest = s.judged_as()
         return (self.slo.get(workload, float("inf")), *rest)
 
     def refuses(self, instance_type: str, s: PlannedServer, beside: Sequence[PlannedServer]) -> bool:
@@ -179,7 +179,7 @@ class ModelJudge:
             return False
         perf = self.perfs[gpu]
         if isinstance(perf, MigModel):
-            return not self.cached(gpu, (server_tuple(s, JUDGED_DIGITS),))[0][0]
+            return not self.cached(gpu, (s.judged_as(),))[0][0]
         budget = self.slo.get(s.workload, float("inf")) / 2.0 * (1 + REL)
         return crowding.misses_alone(perf, (s.model, s.batch, round(s.mps_percent, JUDGED_DIGITS)), budget)
 
@@ -200,7 +200,7 @@ class ModelJudge:
     def _missing_alone(
         self, instance_type: str, workload: str, model: str, top: int, share: float, mig: MigSlice | None
     ) -> frozenset[int]:
-        """`batches_missing_alone` from what `misses_alone` reads (server_tuple(s, JUDGED_DIGITS) at each batch)."""
+        """`batches_missing_alone` from what `misses_alone` reads (judged_as at each batch)."""
         gpu = self.gpu_of.get(instance_type)
         if gpu is None:
             return frozenset()
