@@ -3,9 +3,14 @@ tests over 30 s (their phases added up) and the wall time against 10 minutes; it
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from tests.kit.budget import main, parse, report
+
+ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.unit
 
@@ -55,3 +60,24 @@ def test_a_run_cut_short_says_so_and_a_quiet_q_run_is_read(tmp_path, capsys) -> 
     assert "1 test(s) timed; 0 over 30 s" in printed and "suite wall time 3 s" in printed
     assert main([str(tmp_path / "missing.txt")]) == 2
     assert "missing.txt: cannot read" in capsys.readouterr().err
+
+
+def test_two_runs_add_their_wall_times_and_keep_every_test() -> None:
+    """`make test` runs the suite in parallel, then its SOLO tests alone: one output, two summaries."""
+    solo = "12.50s call     tests/a.py::test_alone\n==== 1 passed in 13.00s ====\n"
+    t = parse((SAMPLE + solo).splitlines())
+    assert t.wall_s == pytest.approx(1190.52 + 13.0)
+    assert t.total("tests/a.py::test_alone") == 12.5 and len(t.phases) == 5
+
+
+def test_the_tests_make_test_runs_alone_exist_and_leave_the_parallel_run() -> None:
+    """The Makefile's SOLO node ids name tests that exist (a stale one would fail `make test`'s
+    second run), and the parallel run deselects exactly them."""
+    makefile = (ROOT / "Makefile").read_text()
+    solo = re.search(r"^SOLO := (.+)$", makefile, re.M)
+    assert solo is not None
+    for node in solo[1].split():
+        path, name = node.split("::")
+        assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.M), node
+    recipe = makefile.split("\ntest: setup\n", 1)[1].split("\n\n", 1)[0]
+    assert "$(XDIST) --durations=25 $(addprefix --deselect ,$(SOLO));" in recipe and "--durations=5 $(SOLO);" in recipe

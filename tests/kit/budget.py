@@ -31,7 +31,8 @@ SUMMARY = re.compile(r"\b(?:passed|failed|errors?|skipped|deselected|no tests ra
 @dataclass
 class Timings:
     """Seconds per test id and phase, and pytest's own wall time (None when its summary is missing:
-    a run cut short)."""
+    a run cut short); the output of several runs (`make test`'s parallel run, then its tests run
+    alone) adds their times."""
 
     phases: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
     wall_s: float | None = None
@@ -53,7 +54,7 @@ def parse(lines: Iterable[str]) -> Timings:
             out.phases[test][phase] = out.phases[test].get(phase, 0.0) + secs
         elif line.startswith("=") or line[:1].isdigit() or line.startswith("no tests"):
             if s := SUMMARY.search(line):
-                out.wall_s = float(s[1])
+                out.wall_s = (out.wall_s or 0.0) + float(s[1])
     return out
 
 
