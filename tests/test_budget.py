@@ -63,7 +63,7 @@ def test_a_run_cut_short_says_so_and_a_quiet_q_run_is_read(tmp_path, capsys) -> 
 
 
 def test_two_runs_add_their_wall_times_and_keep_every_test() -> None:
-    """`make test` runs the suite in parallel, then its SOLO tests alone: one output, two summaries."""
+    """`make budget` runs the suite in parallel, then its SOLO tests alone: one output, two summaries."""
     solo = "12.50s call     tests/a.py::test_alone\n==== 1 passed in 13.00s ====\n"
     t = parse((SAMPLE + solo).splitlines())
     assert t.wall_s == pytest.approx(1190.52 + 13.0)
@@ -71,13 +71,16 @@ def test_two_runs_add_their_wall_times_and_keep_every_test() -> None:
 
 
 def test_the_tests_make_test_runs_alone_exist_and_leave_the_parallel_run() -> None:
-    """The Makefile's SOLO node ids name tests that exist (a stale one would fail `make test`'s
-    second run), and the parallel run deselects exactly them."""
+    """The Makefile's SOLO node ids name tests that exist (a stale one would fail their pytest), the
+    parallel run deselects exactly them, and `make test` fails when either run fails."""
     makefile = (ROOT / "Makefile").read_text()
-    solo = re.search(r"^SOLO := (.+)$", makefile, re.M)
+    solo = re.search(r"^SOLO\s*:= *(.+)$", makefile, re.M)
     assert solo is not None
     for node in solo[1].split():
         path, name = node.split("::")
         assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.M), node
-    recipe = makefile.split("\ntest: setup\n", 1)[1].split("\n\n", 1)[0]
-    assert "$(XDIST) --durations=25 $(addprefix --deselect ,$(SOLO));" in recipe and "--durations=5 $(SOLO);" in recipe
+    recipe = makefile.split("\ntest:\n", 1)[1].split("\n\n", 1)[0]
+    assert " solo\n" in recipe and "$(XDIST) --durations=25 $(addprefix --deselect ,$(SOLO));" in recipe
+    assert "[ $$parallel -eq 0 ] && [ $$alone -eq 0 ]" in recipe
+    solo_recipe = makefile.split("\nsolo: $(STAMP)\n", 1)[1].split("\n\n", 1)[0]
+    assert "--durations=5 $(SOLO); echo $$? > $(SOLO_RC)" in solo_recipe
