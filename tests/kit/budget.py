@@ -31,8 +31,8 @@ SUMMARY = re.compile(r"\b(?:passed|failed|errors?|skipped|deselected|no tests ra
 @dataclass
 class Timings:
     """Seconds per test id and phase, and pytest's own wall time (None when its summary is missing:
-    a run cut short); the output of several runs (`make test`'s parallel run, then its tests run
-    alone) adds their times."""
+    a run cut short); the output of several runs (`make budget`'s parallel run, then the
+    Makefile's SOLO tests alone) adds their times."""
 
     phases: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
     wall_s: float | None = None
