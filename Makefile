@@ -92,13 +92,16 @@ PYTEST_ENV := $(BYTECODE) CHECKOV=$(abspath $(TOOLS))/bin/checkov
 SOLO    := tests/cli/test_simulate.py::test_the_documented_example
 SOLO_RC := out/solo.rc
 
+# The set-up steps, run side by side by `make setup` and `make test`.
+SETUP := $(STAMP) $(TSTAMP) debs lint typecheck
+
 # The whole suite: lint, types and SOLO, then every other test of every tier (unit, property, e2e,
 # slow) in parallel; it fails if a step of the set-up or any test fails. Each pytest ends with its
 # slowest tests (setup and teardown counted apart), so a CI log shows where the time went. The
 # set-up steps run side by side: on a fresh machine apt-get installs the Debian packages while pip
 # and uv build the venvs, and lint, types and SOLO run beside checkov's venv.
 test:
-	@$(MAKE) --no-print-directory -j4 --output-sync=target $(STAMP) $(TSTAMP) debs lint typecheck solo
+	@$(MAKE) --no-print-directory -j4 --output-sync=target $(SETUP) solo
 	$(PYTEST_ENV) $(BIN)/python -m pytest $(XDIST) --durations=25 $(addprefix --deselect ,$(SOLO)); parallel=$$?; \
 	alone=$$(cat $(SOLO_RC) 2>/dev/null || echo 1); \
 	[ $$alone -eq 0 ] || echo "make test: the tests run apart ($(SOLO)) failed: see their run above" >&2; \
@@ -110,7 +113,7 @@ solo: $(STAMP)
 	$(PYTEST_ENV) $(BIN)/python -m pytest --durations=5 $(SOLO); echo $$? > $(SOLO_RC)
 
 setup:
-	@$(MAKE) --no-print-directory -j4 --output-sync=target $(STAMP) $(TSTAMP) debs lint typecheck
+	@$(MAKE) --no-print-directory -j4 --output-sync=target $(SETUP)
 
 # The suite's time against its budget (tests/README.md): the runs of `make test` (same workers, then
 # SOLO alone), with every test's duration kept in BUDGET_OUT; then the tests over 30 s and the wall
