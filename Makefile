@@ -8,14 +8,15 @@ TSTAMP  := $(TOOLS)/.installed
 
 .PHONY: test solo setup budget check lint typecheck demo demo-mig bench chaos venv tools debs clean
 
-# torch's CPU build, then the project through uv (from PyPI, resolved and installed in parallel; it
-# leaves an installed torch that satisfies the extras alone). Where pip is set up to find the CPU
-# wheel on disk (its find-links, TORCH_WHEELS), uv installs that very file; elsewhere `pip install
-# torch==2.13.0` takes it as pip finds it (uv, asked for torch by name, would fetch a CUDA build of
-# several GB). On a clean clone here the venv took 47 s with pip for torch (8 s upgrading pip and
-# fetching uv, 23 s torch, 17 s the project) and 23 s with uv for torch (2, 11 and 11 s); earlier,
-# `make venv tools` took 86 s and 69 s with pip for everything, checkov's venv 26 s and 22 s with
-# pip against 8 s and 6 s with uv.
+# torch's CPU build and the project through uv (from PyPI, resolved and installed in parallel; an
+# installed torch satisfies the extras alone). Where pip is set up to find the CPU wheel on disk
+# (its find-links, TORCH_WHEELS), uv installs that very file in the same command as the project
+# (the same packages as two commands, 19.7 s against 10.5 + 12.4 s here); elsewhere `pip install
+# torch==2.13.0` takes it as pip finds it first (uv, asked for torch by name, would fetch a CUDA
+# build of several GB). On a clean clone here the venv took 47 s with pip for torch (8 s upgrading
+# pip and fetching uv, 23 s torch, 17 s the project) and 23 s with uv for torch (2, 11 and 11 s);
+# earlier, `make venv tools` took 86 s and 69 s with pip for everything, checkov's venv 26 s and
+# 22 s with pip against 8 s and 6 s with uv.
 UV           := $(BIN)/uv pip install -q --compile-bytecode
 TORCH_WHEELS ?= $(or $(PIP_FIND_LINKS),/opt/wheels)
 PYTAG         = $(shell $(PY) -c 'import sys; print("cp%d%d" % sys.version_info[:2])' 2>/dev/null)
@@ -24,8 +25,8 @@ TORCH_WHEEL   = $(firstword $(foreach d,$(TORCH_WHEELS),$(wildcard $(d)/torch-2.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q uv
-	$(if $(TORCH_WHEEL),$(UV) --python $(BIN)/python $(TORCH_WHEEL),$(BIN)/pip install -q torch==2.13.0)
-	$(UV) --python $(BIN)/python -e '.[dev]'
+	$(if $(TORCH_WHEEL),,$(BIN)/pip install -q torch==2.13.0)
+	$(UV) --python $(BIN)/python $(TORCH_WHEEL) -e '.[dev]'
 	touch $(STAMP)
 
 # checkov pins boto3, so it lives in its own venv and never holds the project's boto3 back.
