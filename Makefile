@@ -6,7 +6,7 @@ TOOLS   := .venv-tools
 STAMP   := $(VENV)/.installed
 TSTAMP  := $(TOOLS)/.installed
 
-.PHONY: test solo setup budget check lint typecheck demo demo-mig bench chaos venv tools debs clean
+.PHONY: test setup budget check lint typecheck demo demo-mig bench chaos venv tools debs clean
 
 # torch's CPU build and the project through uv (from PyPI, resolved and installed in parallel; an
 # installed torch satisfies the extras alone). Where pip is set up to find the CPU wheel on disk
@@ -81,37 +81,27 @@ XDIST   := -n $(WORKERS) --dist loadgroup
 BYTECODE   := env -u PYTHONDONTWRITEBYTECODE
 PYTEST_ENV := $(BYTECODE) CHECKOV=$(abspath $(TOOLS))/bin/checkov
 
-# The tests that compute for a long stretch without waiting, run apart from the parallel run (a
-# pytest of their own, no workers): the README's 14-day replay takes some 16 s of CPU on a quiet
-# core, and beside three workers on two cores it took 30 to 41 s in clean-clone runs, past the 30 s
-# a test may take (tests/README.md). `make test` runs them during its set-up, as soon as the
-# project's venv is there, beside the steps that mostly wait on the disk and the network (apt-get,
-# checkov's venv) and mypy: 23.6 to 24.6 s there. Clean-clone runs on 2 cores: the set-up alone took
-# 44 s and 61 s with SOLO; the whole `make test` 545 s with it in the parallel run, 568 s with it in
-# the set-up, 577 s with it run alone after the parallel run. Their status waits in SOLO_RC until
-# the parallel run is over. A node id that no longer names a test fails that pytest.
-SOLO    := tests/cli/test_simulate.py::test_the_documented_example
-SOLO_RC := out/solo.rc
+# The tests that compute for a long stretch without waiting, run alone after the parallel run (a
+# pytest of their own, no workers): the README's 14-day replay takes 16 to 20 s of CPU on a quiet
+# core, by the host's speed, and beside three workers on two cores it took 30 to 41 s in clean-clone
+# runs, past the 30 s a test may take (tests/README.md). Run during the set-up instead, beside
+# checkov's venv (uv compiling its bytecode on both cores) and mypy, it took 23.6 to 30.4 s: no
+# margin. Alone it takes what it costs, some 20 s of `make test`'s wall time (577 s in all in the
+# clean-clone run that measured it). A node id that no longer names a test fails that pytest.
+SOLO := tests/cli/test_simulate.py::test_the_documented_example
 
 # The set-up steps, run side by side by `make setup` and `make test`.
 SETUP := $(STAMP) $(TSTAMP) debs lint typecheck
 
-# The whole suite: lint, types and SOLO, then every other test of every tier (unit, property, e2e,
-# slow) in parallel; it fails if a step of the set-up or any test fails. Each pytest ends with its
-# slowest tests (setup and teardown counted apart), so a CI log shows where the time went. The
-# set-up steps run side by side: on a fresh machine apt-get installs the Debian packages while pip
-# and uv build the venvs, and lint, types and SOLO run beside checkov's venv.
-test:
-	@$(MAKE) --no-print-directory -j4 --output-sync=target $(SETUP) solo
+# The whole suite: lint and types, then every tier (unit, property, e2e, slow) in parallel but
+# SOLO, then SOLO alone; it fails if a step of the set-up or either run fails. Each pytest ends with
+# its slowest tests (setup and teardown counted apart), so a CI log shows where the time went. The
+# set-up steps run side by side (`setup`): on a fresh machine apt-get installs the Debian packages
+# while pip and uv build the venvs, and lint and types run beside checkov's venv.
+test: setup
 	$(PYTEST_ENV) $(BIN)/python -m pytest $(XDIST) --durations=25 $(addprefix --deselect ,$(SOLO)); parallel=$$?; \
-	alone=$$(cat $(SOLO_RC) 2>/dev/null || echo 1); \
-	[ $$alone -eq 0 ] || echo "make test: the tests run apart ($(SOLO)) failed: see their run above" >&2; \
+	$(PYTEST_ENV) $(BIN)/python -m pytest --durations=5 $(SOLO); alone=$$?; \
 	[ $$parallel -eq 0 ] && [ $$alone -eq 0 ]
-
-# SOLO's pytest; its exit status goes to SOLO_RC for `make test` (this step itself never fails).
-solo: $(STAMP)
-	@mkdir -p $(dir $(SOLO_RC)); rm -f $(SOLO_RC); \
-	$(PYTEST_ENV) $(BIN)/python -m pytest --durations=5 $(SOLO); echo $$? > $(SOLO_RC)
 
 setup:
 	@$(MAKE) --no-print-directory -j4 --output-sync=target $(SETUP)

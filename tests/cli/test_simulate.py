@@ -130,7 +130,7 @@ def test_compare_prints_every_strategy(igniter, small):
 def test_the_documented_example(igniter):
     """The README's example, all 14 days (4,499 ticks, about half of each planning: 15 to 31 s of
     CPU alone, by the host's speed): what docs/simulate.md claims for it holds. `make test` runs it
-    apart from its parallel run, during the set-up (the Makefile's SOLO, tests/README.md)."""
+    alone, after its parallel run (the Makefile's SOLO, tests/README.md)."""
     r = igniter("simulate", SERVEGEN_POLICY, "--trace", SERVEGEN, "--json")
     assert r.code == 0, r.err
     s = json.loads(r.out)
