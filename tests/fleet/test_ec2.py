@@ -23,7 +23,7 @@ from autoscaler.loop.state.store import Store
 from autoscaler.loop.tick.controller import Controller
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
-from tests.kit.backends import Moto
+from tests.kit.backends import Moto, launch_image
 from tests.kit.control import REPO, Clock, write_policy
 
 pytestmark = pytest.mark.e2e
@@ -44,7 +44,7 @@ def ec2(moto: Moto) -> Any:
 
 def setup_templates(moto: Moto) -> str:
     client = ec2(moto)
-    image = client.describe_images()["Images"][0]["ImageId"]
+    image = launch_image(client)
     for name in ("gpu-p3", "gpu-p3-big"):
         client.create_launch_template(LaunchTemplateName=name, LaunchTemplateData={"ImageId": image})
     return image
@@ -135,7 +135,7 @@ def test_launch_idle_scale_in_and_rediscovery(moto: Moto, tmp_path: Path) -> Non
     assert calls.ops[n:] == ["DescribeInstances"]  # a steady tick: the one listing (paginated), nothing else
 
     client = ec2(moto)
-    image = client.describe_images()["Images"][0]["ImageId"]
+    image = launch_image(client)
     stranger = client.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="p3.2xlarge")["Instances"][0]
     rates.set(**LOW)
     clock.advance(30)

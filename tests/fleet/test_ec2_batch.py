@@ -26,7 +26,7 @@ from autoscaler.fleet.base import (
 from autoscaler.fleet.ec2 import Ec2Provider, classify
 from autoscaler.fleet.ec2_batch import each_id, tag_many
 from tests.kit.awscalls import AwsCalls
-from tests.kit.backends import Moto
+from tests.kit.backends import Moto, launch_image
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +41,7 @@ def _client(moto: Moto) -> Any:
 
 def _fleet(moto: Moto, n: int, fleet: str = "big", **more: str) -> list[str]:
     client = _client(moto)
-    image = client.describe_images()["Images"][0]["ImageId"]
+    image = launch_image(client)
     pairs = {TAG_FLEET: fleet, **more}
     tags = [{"ResourceType": "instance", "Tags": [{"Key": k, "Value": v} for k, v in pairs.items()]}]
     reply = client.run_instances(ImageId=image, MinCount=n, MaxCount=n, TagSpecifications=tags)

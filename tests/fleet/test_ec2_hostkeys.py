@@ -32,7 +32,7 @@ from autoscaler.transport.base import TransportError, TransportFault
 from autoscaler.transport.pins import MARKER, PinnedHostKeys
 from autoscaler.transport.ssh import SshTransport
 from tests.fleet.test_console import keygen
-from tests.kit.backends import Moto, Sshd, free_port
+from tests.kit.backends import Moto, Sshd, free_port, launch_image
 from tests.kit.control import Clock, cloud_init_console, stub_planner, write_policy
 from tests.transport.test_ssh import AGENT, running_agent
 
@@ -102,7 +102,7 @@ def ec2(moto: Moto) -> Any:
 
 def setup_templates(moto: Moto) -> None:
     client = ec2(moto)
-    image = client.describe_images()["Images"][0]["ImageId"]
+    image = launch_image(client)
     for name in TEMPLATES.values():
         client.create_launch_template(LaunchTemplateName=name, LaunchTemplateData={"ImageId": image})
 

@@ -21,7 +21,7 @@ from autoscaler.transport.ssh import SshTransport
 from tests.gateway.test_haproxy import addr, stubs  # noqa: F401  (fixture)
 from tests.kit import web
 from tests.kit.agent import free_port, wait_until
-from tests.kit.backends import Moto, Sshd
+from tests.kit.backends import Moto, Sshd, launch_image
 
 
 @pytest.fixture()
@@ -150,7 +150,7 @@ def test_gateway_hosts_are_discovered_by_tag(moto: Moto) -> None:
     import boto3
 
     ec2 = boto3.client("ec2", region_name="us-east-1", endpoint_url=moto.url)
-    image = ec2.describe_images()["Images"][0]["ImageId"]
+    image = launch_image(ec2)
     tags = [{"ResourceType": "instance", "Tags": [{"Key": "igniter:gateway", "Value": "prod"}]}]
     mine = ec2.run_instances(ImageId=image, MinCount=2, MaxCount=2, TagSpecifications=tags)["Instances"]
     other = [{"ResourceType": "instance", "Tags": [{"Key": "igniter:gateway", "Value": "staging"}]}]

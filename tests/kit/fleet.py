@@ -27,6 +27,7 @@ from autoscaler.planner.types import GpuOut, InstanceOut, PlacementOut, Plan
 from autoscaler.rates.reader import RateReader
 from autoscaler.rates.static import ManualRates
 from autoscaler.transport.base import parse_status
+from tests.kit import web
 from tests.kit.agent import free_port
 from tests.kit.control import write_policy
 
@@ -239,7 +240,7 @@ class Load:
         return self
 
     def _run(self) -> None:
-        with httpx.Client(timeout=self.timeout_s) as client:
+        with web.client(timeout=self.timeout_s) as client:
             while not self.stop.is_set():
                 due = time.monotonic() + self.pace_s
                 self._one(client)

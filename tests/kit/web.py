@@ -30,3 +30,8 @@ def head(url: str, **kwargs: Any) -> httpx.Response:
 
 def post(url: str, **kwargs: Any) -> httpx.Response:
     return request("POST", url, **kwargs)
+
+
+def client(**kwargs: Any) -> httpx.Client:
+    """An httpx.Client on the one TLS context (each of a load's threads opens one)."""
+    return httpx.Client(verify=_TLS, **kwargs)

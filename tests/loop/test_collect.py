@@ -119,6 +119,23 @@ def test_an_own_heap_freezes_what_a_tick_leaves_and_collects_nothing_at_first() 
 
 
 @pytest.mark.usefixtures("thawed")
+def test_a_tick_that_leaves_many_survivors_is_not_scanned_young_before_they_are_frozen() -> None:
+    """A real tick leaves far more survivors than the young generation's threshold (gc.get_threshold):
+    were the collector's next allocation to come before they are frozen, it would collect them
+    young, the very scan that freezing saves."""
+    book = Book(freezing=True, clock=Clock())
+    kept: list[list[Cycle]] = []
+
+    def tick() -> None:
+        with held_off(book):
+            kept.append([Cycle() for _ in range(10 * gc.get_threshold()[0])])
+        kept.append([Cycle()])  # the caller's next allocation
+
+    assert collections_during(tick) == []
+    assert gc.get_count()[0] < 50
+
+
+@pytest.mark.usefixtures("thawed")
 def test_the_whole_heap_is_collected_after_the_first_ticks_then_at_a_bounded_share_of_the_cpu() -> None:
     clock = Clock()
     book = Book(freezing=True, clock=clock)
