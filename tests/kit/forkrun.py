@@ -3,9 +3,10 @@
 A kill -9 test runs `igniter run --once` a dozen times or more; each fresh interpreter spent about
 0.85 s of CPU importing the CLI, the planner (scipy, numpy) and boto3 before its tick, which took
 0.35 s: on a loaded 2-core machine that import was most of the test. Here one helper process (the
-"zygote", `python -m tests.kit.forkrun`, one per module fixture) imports all of that once; each run
-is an `os.fork()` of it that sets the run's environment, working directory and output files, then
-calls `autoscaler.cli.main(argv)` and exits with its code, as `python -m autoscaler` does. The
+"zygote", `python -m tests.kit.forkrun`, one per module fixture) imports all of that, and fits the
+bundled GPU profiles, once; each run is an `os.fork()` of it that sets the run's environment,
+working directory and output files, then calls `autoscaler.cli.main(argv)` and exits with its
+code, as `python -m autoscaler` does. The
 child is a process of its own: a fault point's SIGKILL kills it and nothing else, the exit status
 is the kernel's (-9), and no state passes from one run to the next (each starts from the same
 freshly imported zygote; the product reads its environment when it runs, not when it is imported).
@@ -140,6 +141,17 @@ def _end(rc: int) -> int:
     return rc & 0xFF
 
 
+def _fit_bundled_profiles() -> None:
+    """Fit the bundled GPU profiles here, once: every run's controller fitted them again (about
+    half of a forked run's CPU). load_perf_model keys a fit by the file's path and modification
+    time, so a run whose policy names other profiles, or a profile edited since, fits its own."""
+    from autoscaler.config.policy import BUNDLED_PROFILES
+    from autoscaler.model.perfmodel import load_perf_model
+
+    for path in sorted(BUNDLED_PROFILES.glob("*.yaml")):
+        load_perf_model(path)
+
+
 def _serve(preload: list[str]) -> None:
     """The zygote: import, then fork one run per request line, answering its pid and its exit."""
     import importlib
@@ -149,6 +161,7 @@ def _serve(preload: list[str]) -> None:
     build_parser()  # every subcommand's module
     for name in preload:
         importlib.import_module(name)
+    _fit_bundled_profiles()
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
