@@ -6,10 +6,10 @@ A kill -9 test runs `igniter run --once` a dozen times or more; each fresh inter
 "zygote", `python -m tests.kit.forkrun`, one per module fixture) imports all of that, and fits the
 bundled GPU profiles, once; each run is an `os.fork()` of it that sets the run's environment,
 working directory and output files, then calls `autoscaler.cli.main(argv)` and exits with its
-code, as `python -m autoscaler` does. The
-child is a process of its own: a fault point's SIGKILL kills it and nothing else, the exit status
-is the kernel's (-9), and no state passes from one run to the next (each starts from the same
-freshly imported zygote; the product reads its environment when it runs, not when it is imported).
+code, as `python -m autoscaler` does. The child is a process of its own: a fault point's SIGKILL
+kills it and nothing else, the exit status is the kernel's (-9), and no state passes from one run
+to the next (each starts from the same freshly imported zygote; the product reads its environment
+when it runs, not when it is imported).
 
 The zygote is single-threaded, so forking it is safe; pytest's process (moto's server threads) is
 never forked.
