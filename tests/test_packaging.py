@@ -143,11 +143,17 @@ def test_installed_metadata_matches_pyproject() -> None:
 
 
 def _run_blocked(tmp_path: Path, *argv: str, blocked: tuple[str, ...] = BLOCKED) -> subprocess.CompletedProcess:
-    """Run argv with the import blocker loaded first (sitecustomize), as the console scripts run."""
+    """Run argv with the import blocker loaded first (sitecustomize), as the console scripts run,
+    with a cache directory of its own: an install without scipy finds no fitted profile kept by
+    this machine's full install (model/fit_cache.py), as a fresh node would not."""
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(blocker(blocked))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]),
+        "IGNITER_CACHE_DIR": str(tmp_path / "cache"),
+    }
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
 
 

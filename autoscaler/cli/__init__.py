@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import agents.logs as logs
 import autoscaler
-from autoscaler.cli import extras
+from autoscaler.cli import cache, extras
 from autoscaler.config.errors import InputError
 from autoscaler.loop.tick import collect
 
@@ -82,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return _missing_extra(exc, None)
     logs.configure(getattr(args, "log_format", "text"), logging.DEBUG if args.verbose else logging.INFO)
+    cache.use_from()
     if argv is None:
         collect.own_heap()
     try:

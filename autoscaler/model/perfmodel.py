@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from autoscaler.config.profile import ModelProfile, Profile, load_profile
+from autoscaler.model import fit_cache
 
 SOLO_KEEP = 1 << 16  # solo predictions a model remembers (PerfModel.solo)
 
@@ -93,12 +94,20 @@ def _fit_active(
     # Start from the k4 = k5 = 0 linear least-squares solution so the fit does not wander off.
     design = np.stack([x[0] ** 2, x[0], np.ones_like(x[0])], axis=1) / x[1][:, None]
     start = np.linalg.lstsq(design, t_act.ravel(), rcond=None)[0]
-    lower = [-np.inf, -np.inf, -np.inf, -0.99 * min(profile.grid.mps_percent), -np.inf]
-    # here, not at import: scipy.optimize costs every igniter process ~0.5 s of CPU; only a fit needs it
-    from scipy.optimize import curve_fit
+    y, p0 = t_act.ravel(), np.array([*start, 0.0, 0.0])
+    lower = np.array([-np.inf, -np.inf, -np.inf, -0.99 * min(profile.grid.mps_percent), -np.inf])
 
-    k, _ = curve_fit(_tact_surface, x, t_act.ravel(), p0=[*start, 0.0, 0.0], bounds=(lower, [np.inf] * 5), maxfev=20000)
-    k1, k2, k3, k4, k5 = (float(v) for v in k)
+    def surface() -> tuple[float, ...]:
+        # here, not at import: scipy.optimize costs every process that fits ~0.5 s of CPU
+        from scipy.optimize import curve_fit
+
+        k, _ = curve_fit(_tact_surface, x, y, p0=p0, bounds=(lower, [np.inf] * 5), maxfev=20000)
+        return tuple(float(v) for v in k)
+
+    # kept on disk by every input of the fit (fit_cache.py): a process that finds it imports no scipy
+    parts = [fit_cache.source(__file__), fit_cache.versions("scipy", "numpy")]
+    parts += [np.ascontiguousarray(a, dtype=np.float64).tobytes() for a in (*x, y, p0, lower)]
+    k1, k2, k3, k4, k5 = fit_cache.remembered(parts, surface, size=5)
     return t_act, (k1, k2, k3, k4, k5)
 
 
