@@ -9,14 +9,16 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 import agents.logs as logs
 import autoscaler
-from autoscaler.cli import cache, extras
+from autoscaler.cli import extras
 from autoscaler.config.errors import InputError
 from autoscaler.loop.tick import collect
+from autoscaler.model import fit_cache
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_UNPLACED = 0, 1, 2, 3
 
@@ -82,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return _missing_extra(exc, None)
     logs.configure(getattr(args, "log_format", "text"), logging.DEBUG if args.verbose else logging.INFO)
-    cache.use_from()
+    fit_cache.use(fit_cache.cache_dir(os.environ))  # the fitted profiles kept between processes
     if argv is None:
         collect.own_heap()
     try:

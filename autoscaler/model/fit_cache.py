@@ -15,9 +15,9 @@ temporary name and renamed into place, so processes fitting the same profile at 
 half a file; a file that cannot be read, or holds anything but the expected count of finite numbers,
 is fitted again and replaced. A directory that cannot be written costs nothing but the saving.
 
-Where: `use(directory)`, which the CLI calls (cli/cache.py: $IGNITER_CACHE_DIR, systemd's
-$CACHE_DIRECTORY, else $XDG_CACHE_HOME/igniter or ~/.cache/igniter; IGNITER_NO_CACHE=1 keeps
-nothing). Until then nothing is kept: a library caller or a test that fits gets a fresh fit.
+Where: `use(root)`, which the entry points call with what `cache_dir` reads of their environment
+(the `igniter` CLI, the demos). Until then nothing is kept: a library caller or a test that fits gets
+a fresh fit.
 """
 
 from __future__ import annotations
@@ -29,13 +29,31 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 FITS = "fits"  # the subdirectory of the cache directory that holds the fits
 _root: Path | None = None
 
-__all__ = ["FITS", "in_use", "remembered", "source", "use", "versions"]
+__all__ = ["FITS", "cache_dir", "in_use", "remembered", "source", "use", "versions"]
+
+
+def cache_dir(env: Mapping[str, str]) -> Path | None:
+    """The cache directory an environment names: the first set of $IGNITER_CACHE_DIR; $CACHE_DIRECTORY,
+    which systemd sets for a unit with CacheDirectory= (deploy/systemd/igniter.service; the first of
+    its colon-separated list); $XDG_CACHE_HOME/igniter; ~/.cache/igniter. None where
+    IGNITER_NO_CACHE is set to anything but "" or "0" (every process fits again), or where no
+    directory can be named (no HOME). A relative path is taken from the working directory."""
+    if env.get("IGNITER_NO_CACHE", "") not in ("", "0"):
+        return None
+    if env.get("IGNITER_CACHE_DIR"):
+        return Path(env["IGNITER_CACHE_DIR"]).absolute()
+    if env.get("CACHE_DIRECTORY"):
+        return Path(env["CACHE_DIRECTORY"].split(":")[0]).absolute()
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]).absolute() / "igniter"
+    home = env.get("HOME")
+    return Path(home).absolute() / ".cache" / "igniter" if home else None
 
 
 def use(root: Path | None) -> None:

@@ -1,4 +1,4 @@
-"""Fits kept on disk (model/fit_cache.py, cli/cache.py): a kept fit is the fresh fit to the last
+"""Fits kept on disk (model/fit_cache.py): a kept fit is the fresh fit to the last
 bit, a process that finds its fits imports no scipy, and a changed profile, a damaged file or a
 directory that cannot be written never hands out a wrong answer."""
 
@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autoscaler.cli.cache import cache_dir
 from autoscaler.config.profile import load_profile
 from autoscaler.model import fit_cache
 from autoscaler.model.perfmodel import fit
@@ -132,9 +131,9 @@ def test_a_directory_that_cannot_be_written_costs_only_the_saving(tmp_path):
     ],
 )
 def test_the_cache_directory_is_the_first_the_environment_names(env, want):
-    got = cache_dir(env)
+    got = fit_cache.cache_dir(env)
     assert (None if got is None else str(got)) == want
 
 
 def test_a_relative_cache_directory_is_taken_from_the_working_directory():
-    assert cache_dir({"IGNITER_CACHE_DIR": "rel"}) == Path.cwd() / "rel"
+    assert fit_cache.cache_dir({"IGNITER_CACHE_DIR": "rel"}) == Path.cwd() / "rel"
