@@ -7,7 +7,7 @@ do it, as every process did before the cache), with an empty cache directory (th
 on a host: it fits and writes), and with a warm one (it reads). For each: the process's wall time
 and its CPU (user + system, from the children's rusage), the median of --runs.
 
-    nice .venv/bin/python benchmarks/cli_start.py [--runs 9]
+    nice .venv/bin/python benchmarks/cli_start.py [--runs 15]
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def run_once(env: dict[str, str]) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--runs", type=int, default=15)
     args = parser.parse_args()
     res = Results("cli_start", f"nice .venv/bin/python benchmarks/cli_start.py --runs {args.runs}")
     base = {k: v for k, v in os.environ.items() if k not in ("IGNITER_NO_CACHE", "IGNITER_CACHE_DIR")}
