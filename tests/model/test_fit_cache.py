@@ -56,6 +56,7 @@ def test_a_kept_fit_is_the_fresh_fit_to_the_last_bit(kept, path):
     assert all(repr(a) == repr(b) for m in fresh for a, b in zip(again[m], fresh[m]))  # -0.0 too
 
 
+@pytest.mark.e2e  # real processes
 def test_a_process_that_finds_its_fits_imports_no_scipy(tmp_path):
     script = (
         "import sys, io, contextlib\n"
