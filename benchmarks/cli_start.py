@@ -1,5 +1,6 @@
 """What a short `igniter` command costs with the fitted GPU profiles kept on disk and without
-(model/fit_cache.py): `igniter plan policies/example.yaml` as a real process, as a user types it.
+(model/fit_cache.py, loop/state/fit_files.py): `igniter plan policies/example.yaml` as a real
+process, as a user types it.
 
 Three ways, one after the other in turn so that drift in the machine's load hits each alike: with
 the cache off (`IGNITER_NO_CACHE=1`: every process fits its profiles and imports scipy.optimize to

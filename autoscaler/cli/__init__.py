@@ -17,8 +17,8 @@ import agents.logs as logs
 import autoscaler
 from autoscaler.cli import extras
 from autoscaler.config.errors import InputError
+from autoscaler.loop.state import fit_files
 from autoscaler.loop.tick import collect
-from autoscaler.model import fit_cache
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INPUT, EXIT_UNPLACED = 0, 1, 2, 3
 
@@ -84,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         return _missing_extra(exc, None)
     logs.configure(getattr(args, "log_format", "text"), logging.DEBUG if args.verbose else logging.INFO)
-    fit_cache.use(fit_cache.cache_dir(os.environ))  # the fitted profiles kept between processes
+    fit_files.keep_fits(os.environ)  # the fitted profiles kept between processes
     if argv is None:
         collect.own_heap()
     try:

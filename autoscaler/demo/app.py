@@ -43,8 +43,8 @@ from autoscaler.demo.procs import Watchdog, pids_with, sweep
 from autoscaler.demo.setup import DemoConfig, port_arg, slice_trace, tiny_model, write_policy
 from autoscaler.demo.stats import Recorder, Router, build_frame, print_summary
 from autoscaler.demo.view import Frame, one_line, render
+from autoscaler.loop.state import fit_files
 from autoscaler.loop.tick.controller import Controller, TickReport
-from autoscaler.model import fit_cache
 from autoscaler.rates.gateway import GatewayRates as GatewayCounter
 from autoscaler.rates.reader import RateReader
 from autoscaler.sim.traces import Trace
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         "--port", type=port_arg, help="the gateway's port on 127.0.0.1 (default: 8000 when free, else a free one)"
     )
     args = ap.parse_args(argv)
-    fit_cache.use(fit_cache.cache_dir(os.environ))  # as the igniter CLI keeps them
+    fit_files.keep_fits(os.environ)  # as the igniter CLI keeps them
     cfg = DemoConfig(duration_s=min(args.duration, 140.0), day=args.day, gateway_port=args.port)
     return run(cfg, live=False if args.plain else None)
 

@@ -104,7 +104,7 @@ def _fit_active(
         k, _ = curve_fit(_tact_surface, x, y, p0=p0, bounds=(lower, [np.inf] * 5), maxfev=20000)
         return tuple(float(v) for v in k)
 
-    # kept on disk by every input of the fit (fit_cache.py): a process that finds it imports no scipy
+    # kept by every input of the fit (fit_cache.py): a process that finds it imports no scipy
     parts = [fit_cache.source(__file__), fit_cache.versions("scipy", "numpy")]
     parts += [np.ascontiguousarray(a, dtype=np.float64).tobytes() for a in (*x, y, p0, lower)]
     k1, k2, k3, k4, k5 = fit_cache.remembered(parts, surface, size=5)

@@ -145,12 +145,12 @@ def _fit_bundled_profiles() -> None:
     """Fit the bundled GPU profiles here, once: every run's controller fitted them again (about
     half of a forked run's CPU). load_perf_model keys a fit by the file's path and modification
     time, so a run whose policy names other profiles, or a profile edited since, fits its own.
-    Read from the fits kept on disk where the CLI would find them (model/fit_cache.py)."""
+    Read from the fits kept on disk where the CLI would find them (loop/state/fit_files.py)."""
     from autoscaler.config.policy import BUNDLED_PROFILES
-    from autoscaler.model import fit_cache
+    from autoscaler.loop.state import fit_files
     from autoscaler.model.perfmodel import load_perf_model
 
-    fit_cache.use(fit_cache.cache_dir(os.environ))
+    fit_files.keep_fits(os.environ)
     for path in sorted(BUNDLED_PROFILES.glob("*.yaml")):
         load_perf_model(path)
 
