@@ -145,7 +145,7 @@ def test_installed_metadata_matches_pyproject() -> None:
 def _run_blocked(tmp_path: Path, *argv: str, blocked: tuple[str, ...] = BLOCKED) -> subprocess.CompletedProcess:
     """Run argv with the import blocker loaded first (sitecustomize), as the console scripts run,
     with a cache directory of its own: an install without scipy finds no fitted profile kept by
-    this machine's full install (model/fit_cache.py), as a fresh node would not."""
+    this machine's full install (loop/state/fit_files.py), as a fresh node would not."""
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(blocker(blocked))
