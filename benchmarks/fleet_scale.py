@@ -19,8 +19,15 @@ moved by +-30 %), each the median of `--repeat`, with wall time, CPU (process ti
 calls by kind and the process's peak RSS. `--old REV` runs the same driver, in the same run,
 against that revision exported with `git archive` (its own fakes, its own controller).
 
+A run's process holds the controller and its fakes and nothing else, as an `igniter run` process
+holds the controller, so by default its collector follows the `igniter` command's rule
+(loop/tick/collect.py `own_heap`: a tick's survivors are frozen, and the whole heap is collected
+now and then, at most a fiftieth of the CPU; a revision without that rule runs its own).
+`--collector plain` collects the young generation at each tick's end instead, as a process that
+runs other work beside its controllers does (the rule these runs had before 2026-12-07).
+
     nice .venv/bin/python benchmarks/fleet_scale.py [--sizes 100 500 1000 2000] [--kinds mps mig]
-        [--old 2c6ca41] [--cap 300] [--repeat 3] [--write]
+        [--old 2c6ca41] [--cap 300] [--repeat 3] [--collector own|plain] [--write]
 
 --write saves benchmarks/results/fleet_scale.json (docs/operations.md quotes it); without it the
 figures are printed only. `--name NAME` writes NAME.json instead: `--name fleet_scale_ab --old REV`
@@ -109,12 +116,19 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def worker(root: Path, kind: str, size: int, repeat: int, seed: int) -> dict[str, Any]:
-    """One fleet's figures, measured on the code under `root` (imported from there)."""
+def worker(root: Path, kind: str, size: int, repeat: int, seed: int, collector: str = "own") -> dict[str, Any]:
+    """One fleet's figures, measured on the code under `root` (imported from there). `collector`
+    own: the process's heap is the controller's, as in the `igniter` command (loop/tick/collect.py
+    own_heap: a tick's survivors are frozen; where `root` has no such rule, its own runs); plain:
+    the young generation collected at each tick's end, as in a process that runs other work."""
     sys.path.insert(0, str(root))
     import logging
 
     from _fleet_fakes import LAYOUT, Bench
+    from fleet_scale_sim import own_heap
+
+    if collector == "own":
+        own_heap()
 
     from autoscaler.config.policy import load_policy
 
@@ -144,6 +158,7 @@ def worker(root: Path, kind: str, size: int, repeat: int, seed: int) -> dict[str
         "imported_from": str(Path(autoscaler.__file__).parent.parent),
         "instances": instances,
         "workloads": len(bench.policy.workloads),
+        "collector": collector,
         "bring_up_ticks": bring_up,
         "bring_up_s": round(bring_up_s, 1),
         "steady": median_of(steady),
@@ -156,7 +171,7 @@ def worker(root: Path, kind: str, size: int, repeat: int, seed: int) -> dict[str
 def spawn(root: Path, kind: str, size: int, args: argparse.Namespace) -> dict[str, Any]:
     """`worker` in a fresh process on the code under `root`, cut off after `args.cap` seconds."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(root), "--kinds", kind]
-    cmd += ["--sizes", str(size), "--repeat", str(args.repeat), "--seed", str(args.seed)]
+    cmd += ["--sizes", str(size), "--repeat", str(args.repeat), "--seed", str(args.seed), "--collector", args.collector]
     load0 = os.getloadavg()[0]
     try:
         done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=args.cap)
@@ -252,10 +267,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--name", default="fleet_scale", help="the results file: benchmarks/results/NAME.json")
+    ap.add_argument(
+        "--collector",
+        choices=["own", "plain"],
+        default="own",
+        help="own: the tick's survivors frozen, as the igniter command does (loop/tick/collect.py); plain: collected young",
+    )
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker is not None:
-        print(json.dumps(worker(args.worker, args.kinds[0], args.sizes[0], args.repeat, args.seed)), flush=True)
+        print(
+            json.dumps(worker(args.worker, args.kinds[0], args.sizes[0], args.repeat, args.seed, args.collector)),
+            flush=True,
+        )
         return 0
     sys.path.insert(0, str(HERE))
     from _results import Results, commit
@@ -290,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         res.line("runs", row(f"{code} {r['revision']}", kind, int(size), r))
     targets(runs, res)
     res.doc.update(runs=runs, latency_s={"agent": 0.05, "ec2": 0.15, "runtime": 0.001}, hang_every=100)
-    res.doc.update(deadline_s=DEADLINE, cap_s=args.cap, repeat=args.repeat, old=args.old)
+    res.doc.update(deadline_s=DEADLINE, cap_s=args.cap, repeat=args.repeat, old=args.old, collector=args.collector)
     if args.write:
         res.write()
     return 0
