@@ -19,8 +19,8 @@ allocator); nothing in the product changes. Per route: CPU per tick (median of `
 ratio to today's (`default`), cost and attainment. The tick each route would need,
 `needed_over_default`, is half an hour over the whole default day last measured
 (fleet_scale_day_head.json): the ratios here are of the first rows, which cost less a tick than
-the day's later hours (operations.md: the process's age or the rows?), so read them as upper bounds
-on what a route saves over a day.
+the day's later hours (operations.md: the process's age or the rows?), so they say what a route
+saves on those rows, not over a day.
 
 Run: nice .venv/bin/python benchmarks/fleet_scale_routes.py [--workloads 1000] [--rows 30]
          [--repeat 3] [--write fleet_scale_routes]
@@ -40,7 +40,6 @@ from typing import Any
 
 from _results import RESULTS, Results
 
-HERE = Path(__file__).resolve().parent
 DAY_S = 1800.0  # issue 50: a day's replay within half an hour
 ROUTES: dict[str, tuple[str, ...]] = {
     "default": (),
