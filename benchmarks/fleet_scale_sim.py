@@ -9,7 +9,8 @@ Run: nice .venv/bin/python benchmarks/fleet_scale_sim.py --workloads 200 400 --r
 
 `--profile OUT` writes a cProfile of the last size to OUT (read it with pstats). `--json` prints
 one line per size. `--write NAME` also saves each size's figures (`w{N}/cpu_s`, `w{N}/wall_s`,
-`w{N}/ticks`, `w{N}/cpu_per_tick_s`, cost, attainment, the process's peak RSS) and, with
+`w{N}/ticks`, `w{N}/cpu_per_tick_s`, cost, attainment, the process's peak RSS, the most instance
+slots a tick's layout held and the size of the replay's state store at the end) and, with
 `--per-tick`, the last size's means per window (`tables.windows`) to benchmarks/results/NAME.json
 for the docs to quote (a day: `--workloads 1000 --rows 1440 --per-tick FILE --window-s 3600
 --write NAME`, under an hour on 2 cores); the commit recorded is this checkout's, so write only
@@ -146,18 +147,21 @@ def run_one(
     from autoscaler.cli import main
     from autoscaler.sim import engine
 
-    ticks = 0
+    ticks, slots = 0, 0
+    replay: list[Any] = []  # the replay, for its state store once it is done
     original = engine.Replay.tick
     acc: dict[str, float] = {}
     lines: list[dict[str, Any]] = []
     table: list[str] = []
 
     def counted(self: Any, now: float, fast: bool = False) -> Any:
-        nonlocal ticks
+        nonlocal ticks, slots
         ticks += 1
         acc.clear()
         c = time.process_time()
         report = original(self, now, fast)
+        replay[:] = [self]
+        slots = max(slots, len(report.layout.slots) if report.layout is not None else 0)
         if per_tick:
             cpu = time.process_time() - c
             acts = len(report.outcome.done) + len(report.outcome.failed)
@@ -186,6 +190,7 @@ def run_one(
                 prof.disable()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     engine.Replay.tick = original  # type: ignore[method-assign]
+    store_mb = store_size_mb(replay[0].store) if replay else None
     if per_tick:
         per_tick.write_text("".join(json.dumps(line) + "\n" for line in lines))
         print(windows(lines, window_s), file=sys.stderr, flush=True)
@@ -203,6 +208,8 @@ def run_one(
         "ticks": ticks,
         "cpu_per_tick_s": round(cpu / max(1, ticks), 3),
         "cost_total_usd": summary.get("cost_total_usd"),
+        "max_slots": slots,  # the most instance slots a tick's layout held
+        "store_mb": store_mb,
         "slo_attainment": summary.get("slo_attainment"),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "peak_rss_mb": round(
@@ -210,6 +217,17 @@ def run_one(
         ),  # the process's, all sizes run
         "windows": table,
     }
+
+
+def store_size_mb(store: Any) -> float | None:
+    """The replay's state store at the end (the in-memory SQLite database of the same schema and
+    retention as `igniter run`'s file): its pages, what the file would hold; None where the
+    revision's store keeps its connection elsewhere."""
+    db = getattr(store, "_db", None)
+    if db is None:
+        return None
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    return round(pages * db.execute("PRAGMA page_size").fetchone()[0] / 1e6, 2)
 
 
 def rows_count(text: str) -> int:
@@ -300,8 +318,11 @@ def keep(res: Results, r: dict[str, Any], table: list[str]) -> None:
         "cost_total_usd",
         "slo_attainment",
         "peak_rss_mb",
+        "max_slots",
+        "store_mb",
     ]:
-        res.figure(f"w{r['workloads']}/{key}", r[key])
+        if r.get(key) is not None:  # an older revision's replay may not tell its store's size
+            res.figure(f"w{r['workloads']}/{key}", r[key])
     for line in table:
         res.line("windows", line)
 
