@@ -10,7 +10,8 @@ Run: nice .venv/bin/python benchmarks/fleet_scale_sim.py --workloads 200 400 --r
 `--profile OUT` writes a cProfile of the last size to OUT (read it with pstats). `--json` prints
 one line per size. `--write NAME` also saves each size's figures (`w{N}/cpu_s`, `w{N}/wall_s`,
 `w{N}/ticks`, `w{N}/cpu_per_tick_s`, cost, attainment, the process's peak RSS, the most instance
-slots a tick's layout held and the size of the replay's state store at the end) and, with
+slots a tick's layout held and the size of the replay's state store at the end, in all and by
+table) and, with
 `--per-tick`, the last size's means per window (`tables.windows`) to benchmarks/results/NAME.json
 for the docs to quote (a day: `--workloads 1000 --rows 1440 --per-tick FILE --window-s 3600
 --write NAME`, under an hour on 2 cores); the commit recorded is this checkout's, so write only
@@ -191,6 +192,7 @@ def run_one(
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     engine.Replay.tick = original  # type: ignore[method-assign]
     store_mb = store_size_mb(replay[0].store) if replay else None
+    tables_mb = store_tables_mb(replay[0].store) if replay else {}
     if per_tick:
         per_tick.write_text("".join(json.dumps(line) + "\n" for line in lines))
         print(windows(lines, window_s), file=sys.stderr, flush=True)
@@ -210,6 +212,7 @@ def run_one(
         "cost_total_usd": summary.get("cost_total_usd"),
         "max_slots": slots,  # the most instance slots a tick's layout held
         "store_mb": store_mb,
+        "store_tables_mb": tables_mb,
         "slo_attainment": summary.get("slo_attainment"),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "peak_rss_mb": round(
@@ -228,6 +231,15 @@ def store_size_mb(store: Any) -> float | None:
         return None
     pages = db.execute("PRAGMA page_count").fetchone()[0]
     return round(pages * db.execute("PRAGMA page_size").fetchone()[0] / 1e6, 2)
+
+
+def store_tables_mb(store: Any) -> dict[str, float]:
+    """The replay's state store at the end by table, its indexes counted with it (SQLite's dbstat)."""
+    db = getattr(store, "_db", None)
+    if db is None:
+        return {}
+    rows = db.execute("SELECT tbl_name, SUM(pgsize) FROM dbstat JOIN sqlite_schema USING (name) GROUP BY tbl_name")
+    return {name: round(size / 1e6, 2) for name, size in sorted(rows, key=lambda r: -r[1])}
 
 
 def rows_count(text: str) -> int:
@@ -323,6 +335,8 @@ def keep(res: Results, r: dict[str, Any], table: list[str]) -> None:
     ]:
         if r.get(key) is not None:  # an older revision's replay may not tell its store's size
             res.figure(f"w{r['workloads']}/{key}", r[key])
+    for table, mb in r.get("store_tables_mb", {}).items():
+        res.figure(f"w{r['workloads']}/store_tables_mb/{table}", mb)
     for line in table:
         res.line("windows", line)
 
