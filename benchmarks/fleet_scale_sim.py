@@ -234,12 +234,14 @@ def store_size_mb(store: Any) -> float | None:
 
 
 def store_tables_mb(store: Any) -> dict[str, float]:
-    """The replay's state store at the end by table, its indexes counted with it (SQLite's dbstat)."""
+    """The replay's state store at the end by table, its indexes counted with it (store_size.py's
+    dbstat sum)."""
+    from store_size import table_bytes
+
     db = getattr(store, "_db", None)
     if db is None:
         return {}
-    rows = db.execute("SELECT tbl_name, SUM(pgsize) FROM dbstat JOIN sqlite_schema USING (name) GROUP BY tbl_name")
-    return {name: round(size / 1e6, 2) for name, size in sorted(rows, key=lambda r: -r[1])}
+    return {name: round(size / 1e6, 2) for name, size in sorted(table_bytes(db).items(), key=lambda r: -r[1])}
 
 
 def rows_count(text: str) -> int:
